@@ -1,0 +1,146 @@
+// Bindings of the single-layer forward and backward drivers.
+#include <string>
+
+#include "check.hpp"
+#include "rnnfast/rnn.hpp"
+
+namespace rnnfast::bindings {
+namespace {
+
+Activation parse_activation(const std::string& name) {
+    if (name == "tanh") return Activation::tanh;
+    if (name == "relu") return Activation::relu;
+    throw std::invalid_argument("nonlinearity: expected 'tanh' or 'relu', got '" + name + "'");
+}
+
+void require_ndim(const py::handle& obj, const char* name, py::ssize_t ndim, const char* dims) {
+    if (!py::isinstance<py::array>(obj))
+        throw py::type_error(std::string(name) + ": expected a numpy array, got " +
+                             std::string(py::str(obj.get_type().attr("__name__"))));
+    auto arr = py::reinterpret_borrow<py::array>(obj);
+    RNNFAST_CHECK(arr.ndim() == ndim, name,
+                  std::to_string(ndim) + " dimensions " + dims, "shape " + shape_str(arr));
+}
+
+template <class T>
+const T* optional_data(const py::object& obj, const char* name, std::initializer_list<index> shape,
+                       const char* dims) {
+    if (obj.is_none()) return nullptr;
+    return checked<T>(obj, name, shape, dims).data();
+}
+
+template <class T>
+py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array& w_ih,
+                       const py::array& w_hh, const py::object& b_ih, const py::object& b_hh,
+                       Activation act, bool return_sequences) {
+    require_ndim(w_ih, "weight_ih", 2, "(H, D)");
+    require_ndim(x, "x", 3, "(T, B, D)");
+    const index H = w_ih.shape(0), D = w_ih.shape(1);
+    const index steps = x.shape(0), B = x.shape(1);
+    ForwardArgs<T> a;
+    a.steps = steps;
+    a.batch = B;
+    a.input_size = D;
+    a.hidden_size = H;
+    a.w_ih = checked<T>(w_ih, "weight_ih", {H, D}, "(H, D)").data();
+    a.x = checked<T>(x, "x", {steps, B, D}, "(T, B, D)").data();
+    a.w_hh = checked<T>(w_hh, "weight_hh", {H, H}, "(H, H)").data();
+    a.b_ih = optional_data<T>(b_ih, "bias_ih", {H}, "(H,)");
+    a.b_hh = optional_data<T>(b_hh, "bias_hh", {H}, "(H,)");
+    a.h0 = optional_data<T>(h0, "h0", {B, H}, "(B, H)");
+    a.act = act;
+    checked_product({steps, B, H}, "y");
+    py::array_t<T> h_n({B, H});
+    a.h_n = h_n.mutable_data();
+    py::object y = py::none();
+    if (return_sequences) {
+        py::array_t<T> y_arr({steps, B, H});
+        a.y = y_arr.mutable_data();
+        y = y_arr;
+    }
+    {
+        // Safe without the GIL: the driver touches only these buffers, which the arguments and
+        // the new arrays keep alive until we return.
+        py::gil_scoped_release release;
+        rnn_forward(a);
+    }
+    return py::make_tuple(y, h_n);
+}
+
+template <class T>
+py::tuple backward_impl(const py::array& x, const py::object& h0, const py::array& w_ih,
+                        const py::array& w_hh, const py::array& y, const py::object& dy,
+                        const py::object& dh_n, Activation act) {
+    require_ndim(w_ih, "weight_ih", 2, "(H, D)");
+    require_ndim(x, "x", 3, "(T, B, D)");
+    const index H = w_ih.shape(0), D = w_ih.shape(1);
+    const index steps = x.shape(0), B = x.shape(1);
+    BackwardArgs<T> a;
+    a.steps = steps;
+    a.batch = B;
+    a.input_size = D;
+    a.hidden_size = H;
+    a.w_ih = checked<T>(w_ih, "weight_ih", {H, D}, "(H, D)").data();
+    a.x = checked<T>(x, "x", {steps, B, D}, "(T, B, D)").data();
+    a.w_hh = checked<T>(w_hh, "weight_hh", {H, H}, "(H, H)").data();
+    a.y = checked<T>(y, "y", {steps, B, H}, "(T, B, H)").data();
+    a.h0 = optional_data<T>(h0, "h0", {B, H}, "(B, H)");
+    a.dy = optional_data<T>(dy, "dy", {steps, B, H}, "(T, B, H)");
+    a.dh_n = optional_data<T>(dh_n, "dh_n", {B, H}, "(B, H)");
+    a.act = act;
+    py::array_t<T> dx({steps, B, D}), dh0({B, H}), dw_ih({H, D}), dw_hh({H, H}), db({H});
+    a.dx = dx.mutable_data();
+    a.dh0 = dh0.mutable_data();
+    a.dw_ih = dw_ih.mutable_data();
+    a.dw_hh = dw_hh.mutable_data();
+    a.db = db.mutable_data();
+    {
+        // Safe without the GIL: see forward_impl.
+        py::gil_scoped_release release;
+        rnn_backward(a);
+    }
+    return py::make_tuple(dx, dh0, dw_ih, dw_hh, db);
+}
+
+// The one point where the dtype picks the template: the weights' dtype is the layer's.
+template <class F32, class F64>
+py::tuple by_dtype(const py::array& w_ih, F32 f32, F64 f64) {
+    if (has_dtype<float>(w_ih)) return f32();
+    if (has_dtype<double>(w_ih)) return f64();
+    throw py::type_error("weight_ih: expected dtype float32 or float64, got " +
+                         std::string(py::str(w_ih.dtype())));
+}
+
+}  // namespace
+
+void register_rnn(py::module_& m) {
+    m.def(
+        "rnn_forward",
+        [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
+           const py::object& b_ih, const py::object& b_hh, const std::string& nonlinearity,
+           bool return_sequences) {
+            const Activation act = parse_activation(nonlinearity);
+            return by_dtype(
+                w_ih,
+                [&] { return forward_impl<float>(x, h0, w_ih, w_hh, b_ih, b_hh, act, return_sequences); },
+                [&] { return forward_impl<double>(x, h0, w_ih, w_hh, b_ih, b_hh, act, return_sequences); });
+        },
+        py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("bias_ih"),
+        py::arg("bias_hh"), py::arg("nonlinearity"), py::arg("return_sequences"),
+        "Single-layer forward over a sequence: (y or None, h_n). Arrays must be C-contiguous.");
+    m.def(
+        "rnn_backward",
+        [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
+           const py::array& y, const py::object& dy, const py::object& dh_n,
+           const std::string& nonlinearity) {
+            const Activation act = parse_activation(nonlinearity);
+            return by_dtype(
+                w_ih, [&] { return backward_impl<float>(x, h0, w_ih, w_hh, y, dy, dh_n, act); },
+                [&] { return backward_impl<double>(x, h0, w_ih, w_hh, y, dy, dh_n, act); });
+        },
+        py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
+        py::arg("dy"), py::arg("dh_n"), py::arg("nonlinearity"),
+        "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias).");
+}
+
+}  // namespace rnnfast::bindings

@@ -1,0 +1,82 @@
+// Argument checks for the bindings. Every message has one form: argument, expected, received.
+// std::invalid_argument becomes ValueError in Python; TypeErrors are raised as py::type_error.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+
+#include "rnnfast/types.hpp"
+
+namespace rnnfast::bindings {
+
+namespace py = pybind11;
+
+inline std::string shape_str(const py::array& a) {
+    std::string s = "(";
+    for (py::ssize_t i = 0; i < a.ndim(); ++i) {
+        if (i) s += ", ";
+        s += std::to_string(a.shape(i));
+    }
+    return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+#define RNNFAST_CHECK(cond, arg, expected, received)                                      \
+    do {                                                                                  \
+        if (!(cond))                                                                      \
+            throw std::invalid_argument(std::string(arg) + ": expected " + (expected) + \
+                                        ", got " + (received));                           \
+    } while (0)
+
+// Is `a` of dtype T in native byte order?
+template <class T>
+bool has_dtype(const py::array& a) {
+    return py::isinstance<py::array_t<T>>(a);
+}
+
+// A float array of dtype T, C-contiguous, with exactly the given shape.
+template <class T>
+py::array_t<T> checked(const py::handle& obj, const char* name,
+                       std::initializer_list<index> shape, const char* dims) {
+    if (!py::isinstance<py::array>(obj))
+        throw py::type_error(std::string(name) + ": expected a numpy array, got " +
+                             std::string(py::str(obj.get_type().attr("__name__"))));
+    auto arr = py::reinterpret_borrow<py::array>(obj);
+    if (!has_dtype<T>(arr))
+        throw py::type_error(std::string(name) + ": expected dtype " +
+                             std::string(py::str(py::dtype::of<T>())) + ", got " +
+                             std::string(py::str(arr.dtype())));
+    std::string expected = std::string("shape ") + dims + " = (";
+    bool first = true;
+    for (index d : shape) {
+        expected += (first ? "" : ", ") + std::to_string(d);
+        first = false;
+    }
+    expected += shape.size() == 1 ? ",)" : ")";
+    bool ok = arr.ndim() == static_cast<py::ssize_t>(shape.size());
+    if (ok) {
+        py::ssize_t i = 0;
+        for (index d : shape) ok = ok && arr.shape(i++) == d;
+    }
+    RNNFAST_CHECK(ok, name, expected, "shape " + shape_str(arr));
+    RNNFAST_CHECK(arr.flags() & py::array::c_style, name, "a C-contiguous array",
+                  "a non-contiguous one");
+    return py::reinterpret_borrow<py::array_t<T>>(arr);
+}
+
+// Product of sizes, refusing results that would overflow an index.
+inline index checked_product(std::initializer_list<index> sizes, const char* what) {
+    index total = 1;
+    for (index s : sizes) {
+        if (s != 0 && total > PTRDIFF_MAX / 16 / s)
+            throw std::invalid_argument(std::string(what) + ": expected a size that fits in memory, got " +
+                                        "a product of sizes beyond 2^59 elements");
+        total *= s;
+    }
+    return total;
+}
+
+}  // namespace rnnfast::bindings

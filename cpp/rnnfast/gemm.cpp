@@ -1,0 +1,95 @@
+#include "gemm.hpp"
+
+#include <algorithm>
+
+#include "threads.hpp"
+
+namespace rnnfast {
+namespace {
+
+// Rows of B packed at a time by gemm(): 256 x N stays within L2 for N up to ~1024 floats.
+constexpr index kPackRows = 256;
+
+index split_point(index total, int part, int parts, index granule) {
+    const index units = (total + granule - 1) / granule;
+    return std::min(total, units * part / parts * granule);
+}
+
+}  // namespace
+
+Share share_of(index M, index panels, int mr, int thread, int threads) {
+    if (panels >= threads)
+        return {0, M, split_point(panels, thread, threads, 1),
+                split_point(panels, thread + 1, threads, 1)};
+    return {split_point(M, thread, threads, mr), split_point(M, thread + 1, threads, mr), 0,
+            panels};
+}
+
+template <class T>
+std::vector<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index N, int threads) {
+    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, N)));
+    const index panels = panel_count(N, kt.nr);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (index p = 0; p < panels; ++p) kt.pack_b(B, K, N, p, p + 1, packed.data());
+    return packed;
+}
+
+template <class T>
+void run_task(const KernelTable<T>& kt, const GemmTask<T>& task, int threads) {
+    const index panels = panel_count(task.N, kt.nr);
+    if (task.M == 0 || panels == 0) return;
+#pragma omp parallel num_threads(threads)
+    {
+        const Share s = share_of(task.M, panels, kt.mr, thread_index(), team_size());
+        kt.gemm_block(task, s.m0, s.m1, s.p0, s.p1);
+    }
+}
+
+template <class T>
+void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, MatView<T> B,
+          T* C, index ldc, bool accumulate, int threads, const T* bias, Epilogue op,
+          const T* aux, index ldaux) {
+    if (M == 0 || N == 0) return;
+    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(std::min(K, kPackRows), N)));
+    const index panels = panel_count(N, kt.nr);
+    index k0 = 0;
+    do {  // at least once: K == 0 still runs the epilogue (C = bias or 0, then op)
+        const index kc = std::min(K - k0, kPackRows);
+        const bool last = k0 + kc >= K;
+        GemmTask<T> task;
+        task.M = M;
+        task.N = N;
+        task.K = kc;
+        task.A = {A.p + k0 * A.cs, A.rs, A.cs};
+        task.packed_b = packed.data();
+        task.C = C;
+        task.ldc = ldc;
+        task.accumulate = accumulate || k0 > 0;
+        task.bias = k0 == 0 ? bias : nullptr;
+        task.op = last ? op : Epilogue::none;
+        task.aux = aux;
+        task.ldaux = ldaux;
+        const MatView<T> Bk{B.p + k0 * B.rs, B.rs, B.cs};
+#pragma omp parallel num_threads(threads)
+        {
+            const int t = thread_index(), n = team_size();
+            const index p0 = split_point(panels, t, n, 1), p1 = split_point(panels, t + 1, n, 1);
+            kt.pack_b(Bk, kc, N, p0, p1, packed.data());
+#pragma omp barrier
+            const Share s = share_of(M, panels, kt.mr, t, n);
+            kt.gemm_block(task, s.m0, s.m1, s.p0, s.p1);
+        }
+        k0 += kc;
+    } while (k0 < K);
+}
+
+#define RNNFAST_INSTANTIATE(T)                                                                \
+    template std::vector<T> pack_whole(const KernelTable<T>&, MatView<T>, index, index, int); \
+    template void run_task(const KernelTable<T>&, const GemmTask<T>&, int);                   \
+    template void gemm(const KernelTable<T>&, index, index, index, MatView<T>, MatView<T>, T*, \
+                       index, bool, int, const T*, Epilogue, const T*, index);
+RNNFAST_INSTANTIATE(float)
+RNNFAST_INSTANTIATE(double)
+#undef RNNFAST_INSTANTIATE
+
+}  // namespace rnnfast

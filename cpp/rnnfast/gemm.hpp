@@ -1,0 +1,36 @@
+// Parallel GEMM on top of the active kernel table: how work is split between threads, and
+// packing of B in K-chunks so that the packed copy stays small whatever K is.
+#pragma once
+
+#include <vector>
+
+#include "kernel_table.hpp"
+
+namespace rnnfast {
+
+// The share of a GEMM one thread computes: rows [m0, m1) x column panels [p0, p1).
+struct Share {
+    index m0, m1, p0, p1;
+};
+
+// Splits column panels between threads when there are enough of them (each thread then keeps
+// its own slice of B in cache for the whole call: weight-stationary), else splits rows.
+Share share_of(index M, index panels, int mr, int thread, int threads);
+
+inline index panel_count(index N, int nr) { return (N + nr - 1) / nr; }
+
+// Packs all of B (K x N) for the kernels, in parallel.
+template <class T>
+std::vector<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index N, int threads);
+
+// Runs a task whose B is packed already; call from outside any parallel region.
+template <class T>
+void run_task(const KernelTable<T>& kt, const GemmTask<T>& task, int threads);
+
+// C (=|+=) A B with the given epilogue; packs B chunk by chunk along K.
+template <class T>
+void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, MatView<T> B,
+          T* C, index ldc, bool accumulate, int threads, const T* bias = nullptr,
+          Epilogue op = Epilogue::none, const T* aux = nullptr, index ldaux = 0);
+
+}  // namespace rnnfast

@@ -1,0 +1,37 @@
+// The per-ISA kernel table: one instance per (ISA, dtype), chosen once at load time by dispatch.
+#pragma once
+
+#include "types.hpp"
+
+namespace rnnfast {
+
+template <class T>
+struct KernelTable {
+    const char* isa;
+    int nr;  // columns of one packed panel of B
+    int mr;  // rows of one register tile
+
+    // Elements needed to pack a K x N matrix B into panels.
+    index (*packed_b_size)(index K, index N);
+    // Packs panels [p0, p1) of B (K x N) into dst, laid out as pack_b for the whole matrix would.
+    void (*pack_b)(MatView<T> B, index K, index N, index p0, index p1, T* dst);
+    // Computes rows [m0, m1) and column panels [p0, p1) of task.C.
+    void (*gemm_block)(const GemmTask<T>& task, index m0, index m1, index p0, index p1);
+};
+
+namespace isa_baseline {
+const KernelTable<float>& table_f32();
+const KernelTable<double>& table_f64();
+}  // namespace isa_baseline
+#if defined(RNNFAST_X86_ISAS)
+namespace isa_avx2 {
+const KernelTable<float>& table_f32();
+const KernelTable<double>& table_f64();
+}  // namespace isa_avx2
+namespace isa_avx512 {
+const KernelTable<float>& table_f32();
+const KernelTable<double>& table_f64();
+}  // namespace isa_avx512
+#endif
+
+}  // namespace rnnfast

@@ -1,0 +1,5 @@
+// The SIMD kernels compiled for the avx512 target (flags set in CMakeLists.txt).
+#define RNNFAST_ISA_NS isa_avx512
+#define RNNFAST_ISA_NAME "avx512"
+#define RNNFAST_VECTOR_BYTES 64
+#include "simd_kernels.inl"

@@ -1,0 +1,278 @@
+// The one source of the SIMD kernels. It is compiled once per ISA target by the
+// kernels_<isa>.cpp files, which define RNNFAST_ISA_NS (the namespace), RNNFAST_ISA_NAME and
+// RNNFAST_VECTOR_BYTES (the vector width) and are built with that target's compiler flags.
+//
+// Everything here lives in an anonymous namespace inside the ISA's namespace and uses no
+// standard-library templates: an inline template instantiated in two translation units built
+// with different -m flags could be merged by the linker into the wider ISA's copy and then
+// run on a CPU that lacks it.
+
+#include <cstring>
+
+#include "../kernel_table.hpp"
+
+namespace rnnfast {
+namespace RNNFAST_ISA_NS {
+namespace {
+
+constexpr int kVectorBytes = RNNFAST_VECTOR_BYTES;
+constexpr int kMR = 6;   // rows of a register tile
+constexpr int kNV = 2;   // vectors across a register tile; kMR * kNV accumulators fit the registers
+
+template <class T>
+struct Simd {
+    typedef T vec __attribute__((vector_size(kVectorBytes)));
+    static constexpr int W = kVectorBytes / static_cast<int>(sizeof(T));
+    static constexpr int NR = kNV * W;
+};
+
+template <class V>
+inline V load(const void* p) {
+    V v;
+    std::memcpy(&v, p, sizeof(V));  // compiles to an unaligned vector load
+    return v;
+}
+template <class V>
+inline void store(void* p, V v) {
+    std::memcpy(p, &v, sizeof(V));
+}
+template <class V, class T>
+inline V splat(T x) {
+    V v = {};
+    return v + x;
+}
+
+// ---- exp(y) for y <= 0 and tanh -------------------------------------------------------------
+// Constants per dtype: Taylor coefficients of exp on |r| <= ln2/2 (float: degree 7, truncation
+// < 6e-9; double: degree 13, < 5e-18), and of tanh near zero, where exp-based tanh cancels.
+
+template <class T>
+struct TanhConstants;
+
+template <>
+struct TanhConstants<float> {
+    static constexpr int exp_degree = 7;
+    static constexpr float clamp = 9.0f;            // tanh(9) rounds to 1 in float
+    static constexpr float small = 0.25f;           // below: odd Taylor series, 5 terms
+    static constexpr int taylor_terms = 5;          // first omitted term < 1e-8 relative
+    static constexpr float round_shift = 12582912.0f;  // 1.5 * 2^23
+};
+template <>
+struct TanhConstants<double> {
+    static constexpr int exp_degree = 13;
+    static constexpr double clamp = 19.5;           // tanh(19.5) rounds to 1 in double
+    static constexpr double small = 0.15;           // below: odd Taylor series, 9 terms
+    static constexpr int taylor_terms = 9;          // first omitted term < 5e-19 relative
+    static constexpr double round_shift = 6755399441055744.0;  // 1.5 * 2^52
+};
+
+// Coefficients of tanh(x) = sum c_k x^(2k+1), from the Bernoulli numbers.
+constexpr double kTanhTaylor[9] = {1.0,
+                                   -0.3333333333333333,
+                                   0.13333333333333333,
+                                   -0.05396825396825397,
+                                   0.021869488536155203,
+                                   -0.008863235529902197,
+                                   0.003592128036572481,
+                                   -0.0014558343870513183,
+                                   0.000590027440945586};
+
+template <class T>
+struct IntFor;
+template <>
+struct IntFor<float> {
+    typedef unsigned int type;
+    static constexpr int mantissa_bits = 23;
+    static constexpr unsigned int bias = 127;
+};
+template <>
+struct IntFor<double> {
+    typedef unsigned long long type;
+    static constexpr int mantissa_bits = 52;
+    static constexpr unsigned long long bias = 1023;
+};
+
+// exp(y) for y in [-2 * clamp, 0]: y = n ln2 + r, exp(y) = 2^n * p(r).
+template <class T>
+inline typename Simd<T>::vec vexp_nonpositive(typename Simd<T>::vec y) {
+    using V = typename Simd<T>::vec;
+    using C = TanhConstants<T>;
+    using U = typename IntFor<T>::type;
+    typedef U VU __attribute__((vector_size(kVectorBytes)));
+    const T log2e = static_cast<T>(1.4426950408889634);
+    const T ln2_hi = static_cast<T>(0.693145751953125);        // few mantissa bits: n*ln2_hi exact
+    const T ln2_lo = static_cast<T>(1.4286068203094172321e-06);
+    // Adding 1.5*2^m rounds to an integer held in the low mantissa bits of kd.
+    V kd = y * log2e + C::round_shift;
+    V n = kd - C::round_shift;
+    V r = y - n * ln2_hi;
+    r = r - n * ln2_lo;
+    // p(r) by Horner over 1/k!.
+    V p = splat<V>(static_cast<T>(1));
+    for (int k = C::exp_degree; k >= 1; --k) p = p * r * static_cast<T>(1.0 / k) + static_cast<T>(1);
+    // 2^n: the integer in kd's low bits, re-biased and shifted into the exponent field.
+    VU bits = (VU)kd;
+    bits = (bits + IntFor<T>::bias) << IntFor<T>::mantissa_bits;
+    return p * (V)bits;
+}
+
+// Vector tanh: odd Taylor series for |x| < small; otherwise sign(x) (1 - e) / (1 + e) with
+// e = exp(-2|x|). NaN passes through. Tested against np.tanh over the float range.
+template <class T>
+inline typename Simd<T>::vec vtanh(typename Simd<T>::vec x) {
+    using V = typename Simd<T>::vec;
+    using C = TanhConstants<T>;
+    V ax = x < 0 ? -x : x;
+    V clamped = ax > C::clamp ? splat<V>(C::clamp) : ax;
+    V e = vexp_nonpositive<T>(static_cast<T>(-2) * clamped);
+    V large = (static_cast<T>(1) - e) / (static_cast<T>(1) + e);
+    V x2 = ax * ax;
+    V poly = splat<V>(static_cast<T>(kTanhTaylor[C::taylor_terms - 1]));
+    for (int k = C::taylor_terms - 2; k >= 0; --k) poly = poly * x2 + static_cast<T>(kTanhTaylor[k]);
+    V small = poly * ax;
+    V magnitude = ax < C::small ? small : large;
+    V result = x < 0 ? -magnitude : magnitude;
+    return x != x ? x : result;
+}
+
+template <class T>
+inline typename Simd<T>::vec apply_epilogue(Epilogue op, typename Simd<T>::vec x,
+                                            typename Simd<T>::vec aux) {
+    using V = typename Simd<T>::vec;
+    const V zero = {};
+    const V one = splat<V>(static_cast<T>(1));
+    switch (op) {
+        case Epilogue::none:
+            return x;
+        case Epilogue::tanh:
+            return vtanh<T>(x);
+        case Epilogue::relu:
+            return x < 0 ? zero : x;  // NaN is not < 0, so it passes through as in np.maximum
+        case Epilogue::tanh_grad:
+            return x * (one - aux * aux);
+        case Epilogue::relu_grad:
+            return x * (aux > 0 ? one : zero);  // multiply, so a NaN gradient stays NaN
+    }
+    return x;
+}
+
+// ---- packing ----------------------------------------------------------------------------------
+
+template <class T>
+index packed_b_size(index K, index N) {
+    const index nr = Simd<T>::NR;
+    return K * ((N + nr - 1) / nr) * nr;
+}
+
+// Panel p holds columns [p*NR, p*NR + NR) of B for every k, NR contiguous values per k, zero-padded.
+template <class T>
+void pack_b(MatView<T> B, index K, index N, index p0, index p1, T* dst) {
+    const index nr = Simd<T>::NR;
+    for (index p = p0; p < p1; ++p) {
+        T* panel = dst + p * K * nr;
+        const index j0 = p * nr;
+        const index cols = N - j0 < nr ? N - j0 : nr;
+        for (index k = 0; k < K; ++k) {
+            T* out = panel + k * nr;
+            const T* row = B.p + k * B.rs + j0 * B.cs;
+            index j = 0;
+            if (B.cs == 1) {
+                for (; j < cols; ++j) out[j] = row[j];
+            } else {
+                for (; j < cols; ++j) out[j] = row[j * B.cs];
+            }
+            for (; j < nr; ++j) out[j] = T(0);
+        }
+    }
+}
+
+// ---- GEMM -------------------------------------------------------------------------------------
+
+// Adds what the epilogue needs to one register-tile row and stores it. `c`, `bias`, `aux` point
+// at NR readable values (callers pass scratch copies at the right edge of C).
+template <class T>
+inline void finish_row(const GemmTask<T>& t, const typename Simd<T>::vec* acc, T* c,
+                       const T* bias, const T* aux) {
+    using V = typename Simd<T>::vec;
+    constexpr int W = Simd<T>::W;
+    for (int v = 0; v < kNV; ++v) {
+        V x = acc[v];
+        if (t.accumulate) x += load<V>(c + v * W);
+        if (bias) x += load<V>(bias + v * W);
+        V a = aux ? load<V>(aux + v * W) : V{};
+        store(c + v * W, apply_epilogue<T>(t.op, x, a));
+    }
+}
+
+// acc[MR][NV] = A[rows, 0:K] * panel, A read through the strided view (one broadcast per row and k).
+template <class T, int MR>
+inline void tile(const GemmTask<T>& t, index i0, const T* panel, int cols, index j0) {
+    using V = typename Simd<T>::vec;
+    constexpr int W = Simd<T>::W;
+    constexpr int NR = Simd<T>::NR;
+    V acc[MR][kNV];
+    for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < kNV; ++v) acc[i][v] = V{};
+    const T* arow[MR];
+    for (int i = 0; i < MR; ++i) arow[i] = t.A.p + (i0 + i) * t.A.rs;
+    const index cs = t.A.cs;
+    for (index k = 0; k < t.K; ++k) {
+        V b[kNV];
+        for (int v = 0; v < kNV; ++v) b[v] = load<V>(panel + k * NR + v * W);
+        for (int i = 0; i < MR; ++i) {
+            const V a = splat<V>(arow[i][k * cs]);
+            for (int v = 0; v < kNV; ++v) acc[i][v] += a * b[v];
+        }
+    }
+    for (int i = 0; i < MR; ++i) {
+        T* c = t.C + (i0 + i) * t.ldc + j0;
+        const T* bias = t.bias ? t.bias + j0 : nullptr;
+        const T* aux = t.aux ? t.aux + (i0 + i) * t.ldaux + j0 : nullptr;
+        if (cols == NR) {
+            finish_row<T>(t, acc[i], c, bias, aux);
+        } else {
+            // Right edge: run the same vector epilogue on zero-padded copies, store `cols` values.
+            T cbuf[NR] = {}, bbuf[NR] = {}, abuf[NR] = {};
+            for (int j = 0; j < cols; ++j) {
+                if (t.accumulate) cbuf[j] = c[j];
+                if (bias) bbuf[j] = bias[j];
+                if (aux) abuf[j] = aux[j];
+            }
+            finish_row<T>(t, acc[i], cbuf, bias ? bbuf : nullptr, aux ? abuf : nullptr);
+            for (int j = 0; j < cols; ++j) c[j] = cbuf[j];
+        }
+    }
+}
+
+template <class T>
+void gemm_block(const GemmTask<T>& t, index m0, index m1, index p0, index p1) {
+    constexpr int NR = Simd<T>::NR;
+    for (index p = p0; p < p1; ++p) {
+        const index j0 = p * NR;
+        const int cols = static_cast<int>(t.N - j0 < NR ? t.N - j0 : NR);
+        const T* panel = t.packed_b + p * t.K * NR;
+        index i = m0;
+        for (; i + kMR <= m1; i += kMR) tile<T, kMR>(t, i, panel, cols, j0);
+        switch (m1 - i) {  // leftover rows get a tile of their own height: no wasted FLOPs at B=1
+            case 5: tile<T, 5>(t, i, panel, cols, j0); break;
+            case 4: tile<T, 4>(t, i, panel, cols, j0); break;
+            case 3: tile<T, 3>(t, i, panel, cols, j0); break;
+            case 2: tile<T, 2>(t, i, panel, cols, j0); break;
+            case 1: tile<T, 1>(t, i, panel, cols, j0); break;
+            default: break;
+        }
+    }
+}
+
+// Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
+template <class T>
+constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME, Simd<T>::NR,      kMR,
+                                   &packed_b_size<T>, &pack_b<T>, &gemm_block<T>};
+
+}  // namespace
+
+const KernelTable<float>& table_f32() { return kTable<float>; }
+const KernelTable<double>& table_f64() { return kTable<double>; }
+
+}  // namespace RNNFAST_ISA_NS
+}  // namespace rnnfast

@@ -1,0 +1,48 @@
+// Forward and backward (BPTT) of one Elman layer, one direction, over a whole sequence:
+//   h_t = act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)
+// All arrays are dense row-major; the callers (bindings) have checked every shape.
+#pragma once
+
+#include "types.hpp"
+
+namespace rnnfast {
+
+template <class T>
+struct ForwardArgs {
+    index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
+    const T* x = nullptr;       // (T, B, D)
+    const T* h0 = nullptr;      // (B, H), null means zeros
+    const T* w_ih = nullptr;    // (H, D)
+    const T* w_hh = nullptr;    // (H, H)
+    const T* b_ih = nullptr;    // (H) or null
+    const T* b_hh = nullptr;    // (H) or null
+    Activation act = Activation::tanh;
+    T* y = nullptr;             // (T, B, H) every h_t; null keeps only h_T in O(B*H) memory
+    T* h_n = nullptr;           // (B, H)
+};
+
+template <class T>
+struct BackwardArgs {
+    index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
+    const T* x = nullptr;       // (T, B, D)
+    const T* h0 = nullptr;      // (B, H), null means zeros
+    const T* w_ih = nullptr;    // (H, D)
+    const T* w_hh = nullptr;    // (H, H)
+    Activation act = Activation::tanh;
+    const T* y = nullptr;       // (T, B, H), the forward's outputs
+    const T* dy = nullptr;      // (T, B, H) or null
+    const T* dh_n = nullptr;    // (B, H) or null
+    T* dx = nullptr;            // (T, B, D)
+    T* dh0 = nullptr;           // (B, H)
+    T* dw_ih = nullptr;         // (H, D)
+    T* dw_hh = nullptr;         // (H, H)
+    T* db = nullptr;            // (H): the gradient of b_ih and of b_hh alike
+};
+
+template <class T>
+void rnn_forward(const ForwardArgs<T>& args);
+
+template <class T>
+void rnn_backward(const BackwardArgs<T>& args);
+
+}  // namespace rnnfast

@@ -1,0 +1,108 @@
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "dispatch.hpp"
+#include "gemm.hpp"
+#include "rnn.hpp"
+#include "threads.hpp"
+
+namespace rnnfast {
+namespace {
+
+// Steps projected at once when only h_T is kept: the workspace is kChunk x B x H whatever T is.
+constexpr index kChunk = 16;
+
+template <class T>
+std::vector<T> combined_bias(const T* b_ih, const T* b_hh, index H) {
+    std::vector<T> bias;
+    if (b_ih == nullptr && b_hh == nullptr) return bias;
+    bias.assign(static_cast<size_t>(H), T(0));
+    for (index j = 0; j < H; ++j)
+        bias[j] = (b_ih ? b_ih[j] : T(0)) + (b_hh ? b_hh[j] : T(0));
+    return bias;
+}
+
+}  // namespace
+
+template <class T>
+void rnn_forward(const ForwardArgs<T>& a) {
+    const index T_ = a.steps, B = a.batch, D = a.input_size, H = a.hidden_size;
+    const index step_size = B * H;
+    std::vector<T> zeros;
+    const T* h_prev0 = a.h0;
+    if (h_prev0 == nullptr) {
+        zeros.assign(static_cast<size_t>(step_size), T(0));
+        h_prev0 = zeros.data();
+    }
+    if (T_ == 0 || B == 0) {
+        if (step_size > 0) std::memcpy(a.h_n, h_prev0, sizeof(T) * static_cast<size_t>(step_size));
+        return;
+    }
+    const KernelTable<T>& kt = kernels<T>();
+    const index panels = panel_count(H, kt.nr);
+    const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B));
+    const std::vector<T> bias = combined_bias(a.b_ih, a.b_hh, H);
+    const T* bias_ptr = bias.empty() ? nullptr : bias.data();
+    // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence.
+    const std::vector<T> packed_ih = pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, threads);
+    const std::vector<T> packed_hh = pack_whole(kt, MatView<T>{a.w_hh, 1, H}, H, H, threads);
+
+    // Every h_t goes straight into y; without y, a ring of kChunk steps plus a carried h.
+    const bool keep_all = a.y != nullptr;
+    const index chunk = keep_all ? T_ : std::min(T_, kChunk);
+    std::vector<T> workspace, carry;
+    if (!keep_all) {
+        workspace.resize(static_cast<size_t>(chunk * step_size));
+        carry.assign(h_prev0, h_prev0 + step_size);
+        h_prev0 = carry.data();
+    }
+    T* buffer = keep_all ? a.y : workspace.data();
+
+    for (index t0 = 0; t0 < T_; t0 += chunk) {
+        const index steps = std::min(chunk, T_ - t0);
+        // Input projection for the whole chunk: one GEMM, biases added in its epilogue.
+        GemmTask<T> proj;
+        proj.M = steps * B;
+        proj.N = H;
+        proj.K = D;
+        proj.A = {a.x + t0 * B * D, D, 1};
+        proj.packed_b = packed_ih.data();
+        proj.C = buffer;
+        proj.ldc = H;
+        proj.bias = bias_ptr;
+        run_task(kt, proj, threads_for(2.0 * double(proj.M) * double(D) * double(H),
+                                       std::max(panels, proj.M)));
+
+        // The recurrence: each thread owns the same hidden units at every step (its slice of
+        // packed W_hh stays in its cache); one barrier per step publishes h_t to all threads.
+#pragma omp parallel num_threads(threads)
+        {
+            const Share s = share_of(B, panels, kt.mr, thread_index(), team_size());
+            GemmTask<T> step;
+            step.M = B;
+            step.N = H;
+            step.K = H;
+            step.packed_b = packed_hh.data();
+            step.ldc = H;
+            step.accumulate = true;  // h_t = act(projection already in place + h_{t-1} W_hh^T)
+            step.op = forward_epilogue(a.act);
+            for (index i = 0; i < steps; ++i) {
+                const T* h_prev = i == 0 ? h_prev0 : buffer + (i - 1) * step_size;
+                step.A = {h_prev, H, 1};
+                step.C = buffer + i * step_size;
+                kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
+#pragma omp barrier
+            }
+        }
+        if (!keep_all) std::memcpy(carry.data(), buffer + (steps - 1) * step_size,
+                                   sizeof(T) * static_cast<size_t>(step_size));
+    }
+    const T* last = keep_all ? a.y + (T_ - 1) * step_size : carry.data();
+    std::memcpy(a.h_n, last, sizeof(T) * static_cast<size_t>(step_size));
+}
+
+template void rnn_forward(const ForwardArgs<float>&);
+template void rnn_forward(const ForwardArgs<double>&);
+
+}  // namespace rnnfast

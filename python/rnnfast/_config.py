@@ -1,0 +1,57 @@
+"""Threads and the run-time configuration report."""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+
+from . import _core
+
+__all__ = ["get_num_threads", "set_num_threads", "threads", "show_config"]
+
+
+def get_num_threads() -> int:
+    """Threads the kernels may use (default: the cores OpenMP sees)."""
+    return _core.get_num_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Set the threads the kernels may use; small problems may use fewer. Results for a given
+    count are deterministic (in fact each output element is summed in the same order whatever
+    the count)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"n: expected an int, got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"n: expected a thread count >= 1, got {n}")
+    _core.set_num_threads(n)
+
+
+@contextlib.contextmanager
+def threads(n: int):
+    """Context manager: use ``n`` threads inside the block, restore the previous count after."""
+    previous = get_num_threads()
+    set_num_threads(n)
+    try:
+        yield
+    finally:
+        _core.set_num_threads(previous)
+
+
+def show_config() -> str:
+    """Print (and return) the version, ISA in use, ISAs compiled in, threads and compiler."""
+    from . import __version__
+
+    lines = [
+        f"rnnfast {__version__}",
+        f"isa in use:       {_core.active_isa()}",
+        f"isas compiled in: {', '.join(_core.compiled_isas())}",
+        f"isas this cpu runs: {', '.join(_core.supported_isas())}",
+        f"threads:          {get_num_threads()} (OpenMP {'on' if _core.openmp_enabled() else 'off'})",
+        f"compiler:         {_core.compiler}",
+        f"machine:          {platform.machine()}, Python {platform.python_version()}",
+    ]
+    if _core.isa_note():
+        lines.append(f"note:             {_core.isa_note()}")
+    text = "\n".join(lines)
+    print(text)
+    return text

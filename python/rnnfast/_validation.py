@@ -1,0 +1,48 @@
+"""Argument conversion shared by the public API: dtype rules here, shape rules in the bindings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def layer_dtype(dtype) -> np.dtype:
+    """The dtype a layer computes in: float32 or float64, else TypeError."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"dtype: expected float32 or float64, got {dtype!r}") from exc
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"dtype: expected float32 or float64, got {dt}")
+    return dt
+
+
+def as_float_array(name: str, value, dtype=None) -> np.ndarray:
+    """`value` as a C-contiguous, native-byte-order array of `dtype` (the layer's dtype).
+
+    Accepts any array-like, strided, Fortran-order, read-only or byte-swapped; returns the
+    input itself when it already fits, otherwise a copy, so the caller's array is never
+    written. Non-float input raises TypeError; a float dtype other than `dtype` raises
+    TypeError naming both.
+    """
+    arr = np.asarray(value)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"{name}: expected a float32 or float64 array, got dtype {arr.dtype}")
+    if dtype is None:
+        dtype = layer_dtype(arr.dtype.newbyteorder("="))
+    elif arr.dtype.type is not np.dtype(dtype).type:
+        raise TypeError(
+            f"{name}: dtype {arr.dtype.name} differs from the layer's dtype {np.dtype(dtype).name}"
+        )
+    return np.ascontiguousarray(arr, dtype=np.dtype(dtype).newbyteorder("="))
+
+
+def optional_float_array(name: str, value, dtype) -> np.ndarray | None:
+    return None if value is None else as_float_array(name, value, dtype)
+
+
+def check_nonlinearity(nonlinearity) -> str:
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"nonlinearity: expected 'tanh' or 'relu', got {nonlinearity!r}")
+    return nonlinearity
