@@ -1,0 +1,34 @@
+# Type stub of the compiled module rnnfast._core (private; use the rnnfast package).
+import numpy as np
+import numpy.typing as npt
+
+compiler: str
+
+def rnn_forward(
+    x: npt.NDArray[np.floating],
+    h0: npt.NDArray[np.floating] | None,
+    weight_ih: npt.NDArray[np.floating],
+    weight_hh: npt.NDArray[np.floating],
+    bias_ih: npt.NDArray[np.floating] | None,
+    bias_hh: npt.NDArray[np.floating] | None,
+    nonlinearity: str,
+    return_sequences: bool,
+) -> tuple[npt.NDArray[np.floating] | None, npt.NDArray[np.floating]]: ...
+def rnn_backward(
+    x: npt.NDArray[np.floating],
+    h0: npt.NDArray[np.floating] | None,
+    weight_ih: npt.NDArray[np.floating],
+    weight_hh: npt.NDArray[np.floating],
+    y: npt.NDArray[np.floating],
+    dy: npt.NDArray[np.floating] | None,
+    dh_n: npt.NDArray[np.floating] | None,
+    nonlinearity: str,
+) -> tuple[npt.NDArray[np.floating], ...]: ...
+def compiled_isas() -> list[str]: ...
+def supported_isas() -> list[str]: ...
+def active_isa() -> str: ...
+def isa_note() -> str: ...
+def set_active_isa(name: str) -> None: ...
+def get_num_threads() -> int: ...
+def set_num_threads(n: int) -> None: ...
+def openmp_enabled() -> bool: ...
