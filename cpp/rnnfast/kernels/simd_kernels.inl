@@ -2,12 +2,14 @@
 // kernels_<isa>.cpp files, which define RNNFAST_ISA_NS (the namespace), RNNFAST_ISA_NAME and
 // RNNFAST_VECTOR_BYTES (the vector width) and are built with that target's compiler flags.
 //
-// Everything here lives in an anonymous namespace inside the ISA's namespace and uses no
-// standard-library templates: an inline template instantiated in two translation units built
+// Everything here lives in an anonymous namespace inside the ISA's namespace and calls no
+// standard-library template that emits code (compile-time helpers such as std::index_sequence
+// are fine): an inline template instantiated in two translation units built
 // with different -m flags could be merged by the linker into the wider ISA's copy and then
 // run on a CPU that lacks it.
 
 #include <cstring>
+#include <utility>
 
 #include "../kernel_table.hpp"
 
@@ -36,12 +38,6 @@ template <class V>
 inline void store(void* p, V v) {
     std::memcpy(p, &v, sizeof(V));
 }
-template <class V, class T>
-inline V splat(T x) {
-    V v = {};
-    return v + x;
-}
-
 // ---- exp(y) for y <= 0 and tanh -------------------------------------------------------------
 // Constants per dtype: Taylor coefficients of exp on |r| <= ln2/2 (float: degree 7, truncation
 // < 6e-9; double: degree 13, < 5e-18), and of tanh near zero, where exp-based tanh cancels.
@@ -91,6 +87,17 @@ struct IntFor<double> {
     static constexpr int mantissa_bits = 52;
     static constexpr unsigned long long bias = 1023;
 };
+
+// x in every lane, written as a braced list of W copies: GCC turns it into one vbroadcast
+// (from memory when x was just loaded), which the GEMM's inner loop needs once per row and k.
+template <class V, class T, std::size_t... I>
+inline V splat_lanes(T x, std::index_sequence<I...>) {
+    return V{((void)I, x)...};
+}
+template <class V, class T>
+inline V splat(T x) {
+    return splat_lanes<V>(x, std::make_index_sequence<sizeof(V) / sizeof(T)>{});
+}
 
 // exp(y) for y in [-2 * clamp, 0]: y = n ln2 + r, exp(y) = 2^n * p(r).
 template <class T>
@@ -188,80 +195,132 @@ void pack_b(MatView<T> B, index K, index N, index p0, index p1, T* dst) {
 
 // ---- GEMM -------------------------------------------------------------------------------------
 
-// Adds what the epilogue needs to one register-tile row and stores it. `c`, `bias`, `aux` point
+// One pass of the K loop over a k-block: where it starts, how long it is, and what the
+// epilogue does at its end (only the first pass adds C or the bias, only the last applies op).
+template <class T>
+struct KPass {
+    index k0, kc;
+    bool accumulate;
+    const T* bias;
+    Epilogue op;
+};
+
+// Adds what the pass needs to one register-tile row and stores it. `c`, `bias`, `aux` point
 // at NR readable values (callers pass scratch copies at the right edge of C).
 template <class T>
-inline void finish_row(const GemmTask<T>& t, const typename Simd<T>::vec* acc, T* c,
+inline void finish_row(const KPass<T>& pass, const typename Simd<T>::vec* acc, T* c,
                        const T* bias, const T* aux) {
     using V = typename Simd<T>::vec;
     constexpr int W = Simd<T>::W;
     for (int v = 0; v < kNV; ++v) {
         V x = acc[v];
-        if (t.accumulate) x += load<V>(c + v * W);
+        if (pass.accumulate) x += load<V>(c + v * W);
         if (bias) x += load<V>(bias + v * W);
         V a = aux ? load<V>(aux + v * W) : V{};
-        store(c + v * W, apply_epilogue<T>(t.op, x, a));
+        store(c + v * W, apply_epilogue<T>(pass.op, x, a));
     }
 }
 
-// acc[MR][NV] = A[rows, 0:K] * panel, A read through the strided view (one broadcast per row and k).
+// Independent accumulator sets for short tiles: one or two rows alone would leave the FMA
+// units waiting on their own latency chain, so k is interleaved over several sets.
+template <int MR>
+constexpr int interleave() {
+    return MR == 1 ? 8 : MR == 2 ? 4 : MR == 3 ? 2 : 1;
+}
+
+// acc[MR][NV] = A[rows, k-block] * panel, A read through the strided view (one broadcast per
+// row and k), then the pass's epilogue.
 template <class T, int MR>
-inline void tile(const GemmTask<T>& t, index i0, const T* panel, int cols, index j0) {
+inline void tile(const GemmTask<T>& t, const KPass<T>& pass, index i0, const T* panel, int cols,
+                 index j0) {
     using V = typename Simd<T>::vec;
     constexpr int W = Simd<T>::W;
     constexpr int NR = Simd<T>::NR;
-    V acc[MR][kNV];
-    for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < kNV; ++v) acc[i][v] = V{};
-    const T* arow[MR];
-    for (int i = 0; i < MR; ++i) arow[i] = t.A.p + (i0 + i) * t.A.rs;
+    constexpr int U = interleave<MR>();
+    V acc[U][MR][kNV];
+    for (int u = 0; u < U; ++u)
+        for (int i = 0; i < MR; ++i)
+            for (int v = 0; v < kNV; ++v) acc[u][i][v] = V{};
     const index cs = t.A.cs;
-    for (index k = 0; k < t.K; ++k) {
+    const T* arow[MR];
+    for (int i = 0; i < MR; ++i) arow[i] = t.A.p + (i0 + i) * t.A.rs + pass.k0 * cs;
+    index k = 0;
+    for (; k + U <= pass.kc; k += U) {
+        for (int u = 0; u < U; ++u) {
+            V b[kNV];
+            for (int v = 0; v < kNV; ++v) b[v] = load<V>(panel + (k + u) * NR + v * W);
+            for (int i = 0; i < MR; ++i) {
+                const V a = splat<V>(arow[i][(k + u) * cs]);
+                for (int v = 0; v < kNV; ++v) acc[u][i][v] += a * b[v];
+            }
+        }
+    }
+    for (; k < pass.kc; ++k) {
         V b[kNV];
         for (int v = 0; v < kNV; ++v) b[v] = load<V>(panel + k * NR + v * W);
         for (int i = 0; i < MR; ++i) {
             const V a = splat<V>(arow[i][k * cs]);
-            for (int v = 0; v < kNV; ++v) acc[i][v] += a * b[v];
+            for (int v = 0; v < kNV; ++v) acc[0][i][v] += a * b[v];
         }
     }
+    for (int u = 1; u < U; ++u)
+        for (int i = 0; i < MR; ++i)
+            for (int v = 0; v < kNV; ++v) acc[0][i][v] += acc[u][i][v];
+
     for (int i = 0; i < MR; ++i) {
         T* c = t.C + (i0 + i) * t.ldc + j0;
-        const T* bias = t.bias ? t.bias + j0 : nullptr;
-        const T* aux = t.aux ? t.aux + (i0 + i) * t.ldaux + j0 : nullptr;
+        const T* bias = pass.bias ? pass.bias + j0 : nullptr;
+        const T* aux = t.aux && pass.op != Epilogue::none ? t.aux + (i0 + i) * t.ldaux + j0 : nullptr;
         if (cols == NR) {
-            finish_row<T>(t, acc[i], c, bias, aux);
+            finish_row<T>(pass, acc[0][i], c, bias, aux);
         } else {
             // Right edge: run the same vector epilogue on zero-padded copies, store `cols` values.
             T cbuf[NR] = {}, bbuf[NR] = {}, abuf[NR] = {};
             for (int j = 0; j < cols; ++j) {
-                if (t.accumulate) cbuf[j] = c[j];
+                if (pass.accumulate) cbuf[j] = c[j];
                 if (bias) bbuf[j] = bias[j];
                 if (aux) abuf[j] = aux[j];
             }
-            finish_row<T>(t, acc[i], cbuf, bias ? bbuf : nullptr, aux ? abuf : nullptr);
+            finish_row<T>(pass, acc[0][i], cbuf, bias ? bbuf : nullptr, aux ? abuf : nullptr);
             for (int j = 0; j < cols; ++j) c[j] = cbuf[j];
         }
     }
 }
 
+// Cache blocking: a k-block of one panel (kKC x NR) stays in L1 while it meets every row tile
+// of an M-block; the M-block of A (kMC x kKC) stays in L2 while it meets every panel.
+constexpr index kKC = 256;
+constexpr index kMC = 144;
+
 template <class T>
 void gemm_block(const GemmTask<T>& t, index m0, index m1, index p0, index p1) {
     constexpr int NR = Simd<T>::NR;
-    for (index p = p0; p < p1; ++p) {
-        const index j0 = p * NR;
-        const int cols = static_cast<int>(t.N - j0 < NR ? t.N - j0 : NR);
-        const T* panel = t.packed_b + p * t.K * NR;
-        index i = m0;
-        for (; i + kMR <= m1; i += kMR) tile<T, kMR>(t, i, panel, cols, j0);
-        switch (m1 - i) {  // leftover rows get a tile of their own height: no wasted FLOPs at B=1
-            case 5: tile<T, 5>(t, i, panel, cols, j0); break;
-            case 4: tile<T, 4>(t, i, panel, cols, j0); break;
-            case 3: tile<T, 3>(t, i, panel, cols, j0); break;
-            case 2: tile<T, 2>(t, i, panel, cols, j0); break;
-            case 1: tile<T, 1>(t, i, panel, cols, j0); break;
-            default: break;
+    index k0 = 0;
+    do {  // at least once: K == 0 still runs the epilogue
+        const index kc = t.K - k0 < kKC ? t.K - k0 : kKC;
+        const bool last = k0 + kc >= t.K;
+        const KPass<T> pass{k0, kc, t.accumulate || k0 > 0, k0 == 0 ? t.bias : nullptr,
+                            last ? t.op : Epilogue::none};
+        for (index mb = m0; mb < m1; mb += kMC) {
+            const index me = m1 - mb < kMC ? m1 : mb + kMC;
+            for (index p = p0; p < p1; ++p) {
+                const index j0 = p * NR;
+                const int cols = static_cast<int>(t.N - j0 < NR ? t.N - j0 : NR);
+                const T* panel = t.packed_b + p * t.K * NR + k0 * NR;
+                index i = mb;
+                for (; i + kMR <= me; i += kMR) tile<T, kMR>(t, pass, i, panel, cols, j0);
+                switch (me - i) {  // leftover rows get a tile of their own height
+                    case 5: tile<T, 5>(t, pass, i, panel, cols, j0); break;
+                    case 4: tile<T, 4>(t, pass, i, panel, cols, j0); break;
+                    case 3: tile<T, 3>(t, pass, i, panel, cols, j0); break;
+                    case 2: tile<T, 2>(t, pass, i, panel, cols, j0); break;
+                    case 1: tile<T, 1>(t, pass, i, panel, cols, j0); break;
+                    default: break;
+                }
+            }
         }
-    }
+        k0 += kc;
+    } while (k0 < t.K);
 }
 
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
