@@ -92,7 +92,9 @@ class RNN:
 
     def forward(self, x, h0=None):
         """``y, h_n = layer(x, h0)``: x (T, B, D) (or (B, T, D) when batch_first), h0 and h_n
-        (1, B, H). In training mode the inputs and outputs are kept for one backward."""
+        (1, B, H). In training mode the inputs and outputs are kept for one backward, and y
+        is returned read-only (copy it to modify it) so that the gradients stay exact."""
+        x_user = x
         x = as_float_array("x", x, self.dtype)
         layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
         if x.ndim != 3:
@@ -110,7 +112,18 @@ class RNN:
             x, p["weight_ih_l0"], p["weight_hh_l0"], p.get("bias_ih_l0"), p.get("bias_hh_l0"),
             h0_2d, self.nonlinearity,
         )
-        self._cache = (x, h0_2d, y) if self.training else None
+        if self.training:
+            # backward reads x, h0 and y: keep copies of the caller's arrays, and hand out y
+            # read-only, so a later in-place change cannot silently alter the gradients.
+            if np.may_share_memory(x, x_user):
+                x = x.copy()
+            if h0_2d is not None and np.may_share_memory(h0_2d, h0):
+                h0_2d = h0_2d.copy()
+            self._cache = (x, h0_2d, y)
+            y = y.view()
+            y.flags.writeable = False
+        else:
+            self._cache = None
         return (y.swapaxes(0, 1) if self.batch_first else y), h_n[None]
 
     def backward(self, dy, dh_n=None):
