@@ -175,3 +175,18 @@ def test_last_state_only_over_chunk_boundaries(dtype, T, isa, rng):
     assert y_none is None
     assert_close(h_last, reference_forward(p, "tanh")[1], dtype, "h_n")
     assert_close(h_last, h_all, dtype, "h_n vs return_sequences=True")
+
+
+# The backward walks time in chunks of about 1024 rows (steps x batch): sequences that end just
+# before, on and after a chunk boundary, and several chunks.
+@pytest.mark.parametrize(
+    "T, B", [(63, 16), (64, 16), (65, 16), (200, 16), (1025, 1), (2100, 1)],
+    ids=["T63-B16", "T64-B16", "T65-B16", "T200-B16", "T1025-B1", "T2100-B1"],
+)
+@pytest.mark.parametrize("with_h0", [True, False], ids=["h0", "noh0"])
+@pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_backward_over_chunk_boundaries(dtype, nonlinearity, with_h0, T, B, isa, rng):
+    p = make_problem(rng, T, B, 5, 7, dtype, h0=with_h0)
+    dy, dh_n = _gradient_seeds(rng, T, B, 7, dtype, "both")
+    _check_functional(p, nonlinearity, dtype, dy, dh_n)

@@ -73,6 +73,16 @@ constexpr double kTanhTaylor[9] = {1.0,
                                    -0.0014558343870513183,
                                    0.000590027440945586};
 
+struct InverseFactorials {
+    double v[14];
+    constexpr InverseFactorials() : v{} {
+        v[0] = 1.0;
+        for (int k = 1; k < 14; ++k) v[k] = v[k - 1] / k;
+    }
+};
+constexpr InverseFactorials kInverseFactorialTable{};
+constexpr const double* kInverseFactorial = kInverseFactorialTable.v;
+
 template <class T>
 struct IntFor;
 template <>
@@ -114,9 +124,9 @@ inline typename Simd<T>::vec vexp_nonpositive(typename Simd<T>::vec y) {
     V n = kd - C::round_shift;
     V r = y - n * ln2_hi;
     r = r - n * ln2_lo;
-    // p(r) by Horner over 1/k!.
-    V p = splat<V>(static_cast<T>(1));
-    for (int k = C::exp_degree; k >= 1; --k) p = p * r * static_cast<T>(1.0 / k) + static_cast<T>(1);
+    // p(r) = sum r^k / k!, by Horner: one FMA per degree on the dependency chain.
+    V p = splat<V>(static_cast<T>(kInverseFactorial[C::exp_degree]));
+    for (int k = C::exp_degree - 1; k >= 0; --k) p = p * r + static_cast<T>(kInverseFactorial[k]);
     // 2^n: the integer in kd's low bits, re-biased and shifted into the exponent field.
     VU bits = (VU)kd;
     bits = (bits + IntFor<T>::bias) << IntFor<T>::mantissa_bits;
@@ -222,10 +232,11 @@ inline void finish_row(const KPass<T>& pass, const typename Simd<T>::vec* acc, T
 }
 
 // Independent accumulator sets for short tiles: one or two rows alone would leave the FMA
-// units waiting on their own latency chain, so k is interleaved over several sets.
+// units waiting on their own latency chain, so k is interleaved over several sets (at most
+// 12 accumulators, so that with the B vectors and the broadcast they fit 16 registers).
 template <int MR>
 constexpr int interleave() {
-    return MR == 1 ? 8 : MR == 2 ? 4 : MR == 3 ? 2 : 1;
+    return MR == 1 ? 4 : MR <= 3 ? 2 : 1;
 }
 
 // acc[MR][NV] = A[rows, k-block] * panel, A read through the strided view (one broadcast per
