@@ -24,7 +24,8 @@ std::vector<float> random_vector(index n, float scale, unsigned seed) {
     return v;
 }
 
-// One recurrent step h_t = tanh(h_t + h_{t-1} W_hh^T) on a pre-packed W_hh: args B, H.
+// One recurrent step h_t = tanh(h_{t-1} W_hh^T) on a pre-packed W_hh: args B, H, and 0 to
+// leave out the tanh (to see what the epilogue costs).
 void BM_RecurrentStep(benchmark::State& state) {
     const index B = state.range(0), H = state.range(1);
     rnnfast::set_num_threads(1);
@@ -42,7 +43,7 @@ void BM_RecurrentStep(benchmark::State& state) {
     task.C = out.data();
     task.ldc = H;
     task.accumulate = false;
-    task.op = rnnfast::Epilogue::tanh;
+    task.op = state.range(2) ? rnnfast::Epilogue::tanh : rnnfast::Epilogue::none;
     const index panels = rnnfast::panel_count(H, kt.nr);
     for (auto _ : state) {
         kt.gemm_block(task, 0, B, 0, panels);
@@ -51,8 +52,8 @@ void BM_RecurrentStep(benchmark::State& state) {
     state.counters["FLOPS"] = benchmark::Counter(2.0 * double(B * H * H),
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_RecurrentStep)->Args({1, 64})->Args({16, 128})->Args({64, 256})->Args({32, 512})
-    ->Args({64, 1024})->Args({1, 1024});
+BENCHMARK(BM_RecurrentStep)->Args({1, 64, 0})->Args({1, 64, 1})->Args({16, 128, 1})->Args({64, 256, 1})->Args({32, 512, 1})
+    ->Args({64, 1024, 1})->Args({1, 1024, 1});
 
 // A large GEMM C = A B with B packed in K-chunks (the input projection / dW shapes): M, N, K.
 void BM_Gemm(benchmark::State& state) {

@@ -50,7 +50,8 @@ void rnn_backward(const BackwardArgs<T>& a) {
     const index step_size = B * H;
     const KernelTable<T>& kt = kernels<T>();
     const index panels = panel_count(H, kt.nr);
-    const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B));
+    const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
+                                    Sync::barrier);
 
     if (T_ == 0 || B == 0) {  // nothing flows through a step; with T = 0, h_n is h0
         copy_or_zero(a.dh0, T_ == 0 ? a.dh_n : nullptr, step_size);
@@ -63,7 +64,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
 
     const index chunk = std::min(T_, std::max<index>(1, kChunkRows / B));
     const int big_threads = threads_for(2.0 * double(chunk * B) * double(H) * double(std::max(D, H)),
-                                        std::max(panels, chunk * B));
+                                        std::max(panels, chunk * B), Sync::fork_join);
     // B(k = j, n = i) = W_hh[j, i]: the recurrent term delta_t W_hh.
     const std::vector<T> packed_hh = pack_whole(kt, MatView<T>{a.w_hh, H, 1}, H, H, threads);
     const Epilogue grad = gradient_epilogue(a.act);
@@ -80,8 +81,11 @@ void rnn_backward(const BackwardArgs<T>& a) {
         if (!have_later && a.dh_n)
             for (index i = 0; i < step_size; ++i) top[i] += a.dh_n[i];
 
+        StepBarrier barrier;
 #pragma omp parallel num_threads(threads)
         {
+#pragma omp single
+            barrier.reset(team_size());
             const Share s = share_of(B, panels, kt.mr, thread_index(), team_size());
             GemmTask<T> step;
             step.M = B;
@@ -100,7 +104,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
                 step.C = delta.data() + i * step_size;
                 step.aux = a.y + (t0 + i) * step_size;
                 kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
-#pragma omp barrier
+                barrier.wait();
             }
         }
 

@@ -41,7 +41,8 @@ void rnn_forward(const ForwardArgs<T>& a) {
     }
     const KernelTable<T>& kt = kernels<T>();
     const index panels = panel_count(H, kt.nr);
-    const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B));
+    const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
+                                    Sync::barrier);
     const std::vector<T> bias = combined_bias(a.b_ih, a.b_hh, H);
     const T* bias_ptr = bias.empty() ? nullptr : bias.data();
     // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence.
@@ -72,12 +73,15 @@ void rnn_forward(const ForwardArgs<T>& a) {
         proj.ldc = H;
         proj.bias = bias_ptr;
         run_task(kt, proj, threads_for(2.0 * double(proj.M) * double(D) * double(H),
-                                       std::max(panels, proj.M)));
+                                       std::max(panels, proj.M), Sync::fork_join));
 
         // The recurrence: each thread owns the same hidden units at every step (its slice of
         // packed W_hh stays in its cache); one barrier per step publishes h_t to all threads.
+        StepBarrier barrier;
 #pragma omp parallel num_threads(threads)
         {
+#pragma omp single
+            barrier.reset(team_size());
             const Share s = share_of(B, panels, kt.mr, thread_index(), team_size());
             GemmTask<T> step;
             step.M = B;
@@ -92,7 +96,7 @@ void rnn_forward(const ForwardArgs<T>& a) {
                 step.A = {h_prev, H, 1};
                 step.C = buffer + i * step_size;
                 kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
-#pragma omp barrier
+                barrier.wait();
             }
         }
         if (!keep_all) std::memcpy(carry.data(), buffer + (steps - 1) * step_size,
