@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from . import functional, reference
-from ._config import get_num_threads, set_num_threads, show_config, threads
-from .rnn import RNN
+import os
+
+# libgomp's idle threads spin for ~300,000 iterations after every parallel region before they
+# sleep; between rnnfast calls that takes a core from NumPy's (or anyone's) threads, and code
+# alternating the two ran 2x slower here. Our per-step barrier spins on its own, so a short idle
+# spin costs the kernels nothing. Read when libgomp loads (with _core, below); a value already in
+# the environment wins.
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+from . import functional, reference  # noqa: E402
+from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
+from .rnn import RNN  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 
 from . import _core
@@ -47,6 +48,7 @@ def show_config() -> str:
         f"isas compiled in: {', '.join(_core.compiled_isas())}",
         f"isas this cpu runs: {', '.join(_core.supported_isas())}",
         f"threads:          {get_num_threads()} (OpenMP {'on' if _core.openmp_enabled() else 'off'})",
+        f"idle spin:        GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}",
         f"compiler:         {_core.compiler}",
         f"machine:          {platform.machine()}, Python {platform.python_version()}",
     ]
