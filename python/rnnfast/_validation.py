@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -46,3 +48,29 @@ def check_nonlinearity(nonlinearity) -> str:
     if nonlinearity not in ("tanh", "relu"):
         raise ValueError(f"nonlinearity: expected 'tanh' or 'relu', got {nonlinearity!r}")
     return nonlinearity
+
+
+def check_lengths(lengths, steps: int, batch: int) -> np.ndarray | None:
+    """Per-sequence lengths of a padded batch as an int64 array (B,), each in [0, T]."""
+    if lengths is None:
+        return None
+    arr = np.asarray(lengths)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"lengths: expected an integer array, got dtype {arr.dtype}")
+    if arr.shape != (batch,):
+        raise ValueError(f"lengths: expected shape (B,) = ({batch},), got shape {arr.shape}")
+    if arr.size and (arr.min() < 0 or arr.max() > steps):
+        raise ValueError(
+            f"lengths: expected values in [0, T] = [0, {steps}], got min {arr.min()}, max {arr.max()}"
+        )
+    return arr.astype(np.int64)
+
+
+def check_alpha(alpha) -> float:
+    """Leak rate of a leaky unit: a real number in (0, 1]."""
+    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, numbers.Real):
+        raise TypeError(f"alpha: expected a float in (0, 1], got {type(alpha).__name__}")
+    alpha = float(alpha)
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"alpha: expected a float in (0, 1], got {alpha}")
+    return alpha
