@@ -13,6 +13,11 @@ Activation parse_activation(const std::string& name) {
     throw std::invalid_argument("nonlinearity: expected 'tanh' or 'relu', got '" + name + "'");
 }
 
+void check_alpha(double alpha) {
+    RNNFAST_CHECK(alpha > 0.0 && alpha <= 1.0, "alpha", "a leak rate in (0, 1]",
+                  std::to_string(alpha));
+}
+
 void require_ndim(const py::handle& obj, const char* name, py::ssize_t ndim, const char* dims) {
     if (!py::isinstance<py::array>(obj))
         throw py::type_error(std::string(name) + ": expected a numpy array, got " +
@@ -32,7 +37,7 @@ const T* optional_data(const py::object& obj, const char* name, std::initializer
 template <class T>
 py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array& w_ih,
                        const py::array& w_hh, const py::object& b_ih, const py::object& b_hh,
-                       Activation act, bool return_sequences) {
+                       Activation act, double alpha, bool return_sequences) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     require_ndim(x, "x", 3, "(T, B, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
@@ -49,6 +54,7 @@ py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array
     a.b_hh = optional_data<T>(b_hh, "bias_hh", {H}, "(H,)");
     a.h0 = optional_data<T>(h0, "h0", {B, H}, "(B, H)");
     a.act = act;
+    a.alpha = static_cast<T>(alpha);
     checked_product({steps, B, H}, "y");
     py::array_t<T> h_n({B, H});
     a.h_n = h_n.mutable_data();
@@ -70,7 +76,7 @@ py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array
 template <class T>
 py::tuple backward_impl(const py::array& x, const py::object& h0, const py::array& w_ih,
                         const py::array& w_hh, const py::array& y, const py::object& dy,
-                        const py::object& dh_n, Activation act) {
+                        const py::object& dh_n, Activation act, double alpha) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     require_ndim(x, "x", 3, "(T, B, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
@@ -88,6 +94,7 @@ py::tuple backward_impl(const py::array& x, const py::object& h0, const py::arra
     a.dy = optional_data<T>(dy, "dy", {steps, B, H}, "(T, B, H)");
     a.dh_n = optional_data<T>(dh_n, "dh_n", {B, H}, "(B, H)");
     a.act = act;
+    a.alpha = static_cast<T>(alpha);
     py::array_t<T> dx({steps, B, D}), dh0({B, H}), dw_ih({H, D}), dw_hh({H, H}), db({H});
     a.dx = dx.mutable_data();
     a.dh0 = dh0.mutable_data();
@@ -118,28 +125,30 @@ void register_rnn(py::module_& m) {
         "rnn_forward",
         [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
            const py::object& b_ih, const py::object& b_hh, const std::string& nonlinearity,
-           bool return_sequences) {
+           double alpha, bool return_sequences) {
             const Activation act = parse_activation(nonlinearity);
+            check_alpha(alpha);
             return by_dtype(
                 w_ih,
-                [&] { return forward_impl<float>(x, h0, w_ih, w_hh, b_ih, b_hh, act, return_sequences); },
-                [&] { return forward_impl<double>(x, h0, w_ih, w_hh, b_ih, b_hh, act, return_sequences); });
+                [&] { return forward_impl<float>(x, h0, w_ih, w_hh, b_ih, b_hh, act, alpha, return_sequences); },
+                [&] { return forward_impl<double>(x, h0, w_ih, w_hh, b_ih, b_hh, act, alpha, return_sequences); });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("bias_ih"),
-        py::arg("bias_hh"), py::arg("nonlinearity"), py::arg("return_sequences"),
+        py::arg("bias_hh"), py::arg("nonlinearity"), py::arg("alpha"), py::arg("return_sequences"),
         "Single-layer forward over a sequence: (y or None, h_n). Arrays must be C-contiguous.");
     m.def(
         "rnn_backward",
         [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
            const py::array& y, const py::object& dy, const py::object& dh_n,
-           const std::string& nonlinearity) {
+           const std::string& nonlinearity, double alpha) {
             const Activation act = parse_activation(nonlinearity);
+            check_alpha(alpha);
             return by_dtype(
-                w_ih, [&] { return backward_impl<float>(x, h0, w_ih, w_hh, y, dy, dh_n, act); },
-                [&] { return backward_impl<double>(x, h0, w_ih, w_hh, y, dy, dh_n, act); });
+                w_ih, [&] { return backward_impl<float>(x, h0, w_ih, w_hh, y, dy, dh_n, act, alpha); },
+                [&] { return backward_impl<double>(x, h0, w_ih, w_hh, y, dy, dh_n, act, alpha); });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
-        py::arg("dy"), py::arg("dh_n"), py::arg("nonlinearity"),
+        py::arg("dy"), py::arg("dh_n"), py::arg("nonlinearity"), py::arg("alpha"),
         "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias).");
 }
 

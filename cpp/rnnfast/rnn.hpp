@@ -1,5 +1,6 @@
 // Forward and backward (BPTT) of one Elman layer, one direction, over a whole sequence:
-//   h_t = act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)
+//   h_t = (1 - alpha) h_{t-1} + alpha act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)
+// (alpha = 1, the plain unit, runs fully fused; leaky units add element-wise passes).
 // All arrays are dense row-major; the callers (bindings) have checked every shape.
 #pragma once
 
@@ -17,6 +18,7 @@ struct ForwardArgs {
     const T* b_ih = nullptr;    // (H) or null
     const T* b_hh = nullptr;    // (H) or null
     Activation act = Activation::tanh;
+    T alpha = T(1);             // leak rate: h_t = (1 - alpha) h_{t-1} + alpha act(...)
     T* y = nullptr;             // (T, B, H) every h_t; null keeps only h_T in O(B*H) memory
     T* h_n = nullptr;           // (B, H)
 };
@@ -29,6 +31,7 @@ struct BackwardArgs {
     const T* w_ih = nullptr;    // (H, D)
     const T* w_hh = nullptr;    // (H, H)
     Activation act = Activation::tanh;
+    T alpha = T(1);             // leak rate, as given to the forward
     const T* y = nullptr;       // (T, B, H), the forward's outputs
     const T* dy = nullptr;      // (T, B, H) or null
     const T* dh_n = nullptr;    // (B, H) or null

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "dispatch.hpp"
+#include "elementwise.hpp"
 #include "gemm.hpp"
 #include "rnn.hpp"
 #include "threads.hpp"
@@ -70,14 +71,22 @@ void rnn_backward(const BackwardArgs<T>& a) {
     const Epilogue grad = gradient_epilogue(a.act);
     std::vector<T> delta(static_cast<size_t>(chunk * step_size));
     std::vector<T> later(static_cast<size_t>(step_size));  // delta of the step after the chunk
+    // Leaky units need the state gradient g_t beside delta_t (g_t reaches h_{t-1} directly, not
+    // only through the activation); the plain unit folds g into delta in the GEMM's epilogue.
+    const bool leaky = a.alpha != T(1);
+    std::vector<T> state_grad(leaky ? static_cast<size_t>(chunk * step_size) : 0);
+    std::vector<T> later_grad(leaky ? static_cast<size_t>(step_size) : 0);
+    std::vector<T> zeros(leaky && !a.h0 ? static_cast<size_t>(step_size) : 0);
+    const T* h_start = a.h0 ? a.h0 : zeros.data();
+    T* gather = leaky ? state_grad.data() : delta.data();  // where dy and dh_n collect
     bool have_later = false;
     bool first_chunk = true;
 
     for (index t1 = T_; t1 > 0; t1 -= chunk) {
         const index t0 = std::max<index>(0, t1 - chunk), steps = t1 - t0;
         // Start from dy (the direct gradient of every h_t), plus dh_n at the very last step.
-        copy_or_zero(delta.data(), a.dy ? a.dy + t0 * step_size : nullptr, steps * step_size);
-        T* top = delta.data() + (steps - 1) * step_size;
+        copy_or_zero(gather, a.dy ? a.dy + t0 * step_size : nullptr, steps * step_size);
+        T* top = gather + (steps - 1) * step_size;
         if (!have_later && a.dh_n)
             for (index i = 0; i < step_size; ++i) top[i] += a.dh_n[i];
 
@@ -87,6 +96,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
 #pragma omp single
             barrier.reset(team_size());
             const Share s = share_of(B, panels, kt.mr, thread_index(), team_size());
+            const Block own{s.m0, s.m1, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr)};
             GemmTask<T> step;
             step.M = B;
             step.N = H;
@@ -94,16 +104,27 @@ void rnn_backward(const BackwardArgs<T>& a) {
             step.ldc = H;
             step.ldaux = H;
             step.accumulate = true;
-            step.op = grad;
+            step.op = leaky ? Epilogue::none : grad;
             for (index i = steps - 1; i >= 0; --i) {
+                const index t = t0 + i;
                 const T* next = i + 1 < steps ? delta.data() + (i + 1) * step_size
                                               : (have_later ? later.data() : nullptr);
-                // The very last step has no recurrent term: only delta *= act'(h_T) (K = 0).
+                T* g = gather + i * step_size;
+                if (leaky) {
+                    const T* g_next = i + 1 < steps ? state_grad.data() + (i + 1) * step_size
+                                                    : (have_later ? later_grad.data() : nullptr);
+                    if (g_next) add_scaled(g, g_next, H, own, T(1) - a.alpha);
+                }
+                // The very last step has no recurrent term (K = 0: the epilogue alone).
                 step.K = next ? H : 0;
                 step.A = {next, H, 1};
-                step.C = delta.data() + i * step_size;
-                step.aux = a.y + (t0 + i) * step_size;
+                step.C = g;
+                step.aux = a.y + t * step_size;
                 kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
+                if (leaky)
+                    leaky_delta(delta.data() + i * step_size, g, a.y + t * step_size,
+                                t > 0 ? a.y + (t - 1) * step_size : h_start, H, own, a.alpha,
+                                a.act);
                 barrier.wait();
             }
         }
@@ -127,12 +148,18 @@ void rnn_backward(const BackwardArgs<T>& a) {
         add_column_sums(dl, rows, H, a.db, acc, big_threads);
 
         std::memcpy(later.data(), dl, sizeof(T) * static_cast<size_t>(step_size));
+        if (leaky)
+            std::memcpy(later_grad.data(), state_grad.data(),
+                        sizeof(T) * static_cast<size_t>(step_size));
         have_later = true;
         first_chunk = false;
     }
 
-    // dh0 = delta_0 W_hh, no activation.
+    // dh0 = delta_0 W_hh (+ (1 - alpha) g_0 for leaky units), no activation.
+    if (leaky)
+        for (index i = 0; i < step_size; ++i) a.dh0[i] = (T(1) - a.alpha) * later_grad[i];
     GemmTask<T> last;
+    last.accumulate = leaky;
     last.M = B;
     last.N = H;
     last.K = H;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "dispatch.hpp"
+#include "elementwise.hpp"
 #include "gemm.hpp"
 #include "rnn.hpp"
 #include "threads.hpp"
@@ -83,6 +84,7 @@ void rnn_forward(const ForwardArgs<T>& a) {
 #pragma omp single
             barrier.reset(team_size());
             const Share s = share_of(B, panels, kt.mr, thread_index(), team_size());
+            const Block own{s.m0, s.m1, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr)};
             GemmTask<T> step;
             step.M = B;
             step.N = H;
@@ -96,6 +98,8 @@ void rnn_forward(const ForwardArgs<T>& a) {
                 step.A = {h_prev, H, 1};
                 step.C = buffer + i * step_size;
                 kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
+                if (a.alpha != T(1))  // leaky unit: the same share, so no extra barrier
+                    leaky_mix(buffer + i * step_size, h_prev, H, own, a.alpha);
                 barrier.wait();
             }
         }

@@ -12,6 +12,7 @@ def rnn_forward(
     bias_ih: npt.NDArray[np.floating] | None,
     bias_hh: npt.NDArray[np.floating] | None,
     nonlinearity: str,
+    alpha: float,
     return_sequences: bool,
 ) -> tuple[npt.NDArray[np.floating] | None, npt.NDArray[np.floating]]: ...
 def rnn_backward(
@@ -23,6 +24,7 @@ def rnn_backward(
     dy: npt.NDArray[np.floating] | None,
     dh_n: npt.NDArray[np.floating] | None,
     nonlinearity: str,
+    alpha: float,
 ) -> tuple[npt.NDArray[np.floating], ...]: ...
 def compiled_isas() -> list[str]: ...
 def supported_isas() -> list[str]: ...

@@ -72,11 +72,9 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
     steps, batch = x.shape[0], x.shape[1]
     lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
-    if alpha != 1.0:
-        raise NotImplementedError("alpha < 1 (leaky units) is not implemented yet")
     if lengths is None:
-        return _core.rnn_forward(*args, bool(return_sequences))
-    y, _ = _core.rnn_forward(*args, True)
+        return _core.rnn_forward(*args, alpha, bool(return_sequences))
+    y, _ = _core.rnn_forward(*args, alpha, True)
     y *= _step_mask(lengths, steps, y.dtype)
     h_n = _state_at_own_end(y, lengths, h0)
     return (y if return_sequences else None), h_n
@@ -106,8 +104,6 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
     x = _sequence_input(x, dt)
     lengths = check_lengths(lengths, x.shape[0], x.shape[1])
     alpha = check_alpha(alpha)
-    if alpha != 1.0:
-        raise NotImplementedError("alpha < 1 (leaky units) is not implemented yet")
     dy = optional_float_array("dy", dy, dt)
     dh_n = optional_float_array("dh_n", dh_n, dt)
     if lengths is not None:
@@ -121,6 +117,7 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
         dy,
         dh_n,
         nonlinearity,
+        alpha,
     )
     grads = RNNGrads(*grads)
     if lengths is not None and dh_n_unused is not None:

@@ -74,8 +74,15 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
         h_prev = y[t - 1] if t > 0 else h_start
         if lengths is not None and t > 0:  # y is zeroed after a sequence ends; its state is not
             h_prev = np.where(mask[t - 1] > 0, h_prev, h_start)
-        a = (y[t] - (1 - alpha) * h_prev) / alpha  # act(z_t), recovered from the outputs
-        delta = g * alpha * _act_grad_from_output(nonlinearity, a) * m
+        kept = (1 - alpha) * h_prev
+        if nonlinearity == "relu" and alpha != 1:
+            # relu's unit was active iff the output differs from the kept state: comparing the
+            # stored values avoids recovering a_t by a division that turns rounding into signs.
+            slope = ((y[t] != kept) & (y[t] - kept > 0)).astype(dtype)
+        else:
+            a = (y[t] - kept) / alpha  # act(z_t), recovered from the outputs
+            slope = _act_grad_from_output(nonlinearity, a)
+        delta = g * alpha * slope * m
         dw_ih += delta.T @ x[t]
         dw_hh += delta.T @ h_prev
         db += delta.sum(axis=0)
