@@ -55,6 +55,28 @@ void BM_RecurrentStep(benchmark::State& state) {
 BENCHMARK(BM_RecurrentStep)->Args({1, 64, 0})->Args({1, 64, 1})->Args({16, 128, 1})->Args({64, 256, 1})->Args({32, 512, 1})
     ->Args({64, 1024, 1})->Args({1, 1024, 1});
 
+// One streaming step (rnn_step: unpacked dot products and the activation): args B, D, H.
+void BM_Step(benchmark::State& state) {
+    const index B = state.range(0), D = state.range(1), H = state.range(2);
+    const auto x = random_vector(B * D, 1.0f, 11), h = random_vector(B * H, 1.0f, 12);
+    const auto w_ih = random_vector(H * D, 0.05f, 13), w_hh = random_vector(H * H, 0.05f, 14);
+    std::vector<float> h_next(static_cast<size_t>(B * H));
+    rnnfast::StepArgs<float> args;
+    args.batch = B;
+    args.input_size = D;
+    args.hidden_size = H;
+    args.x = x.data();
+    args.h = h.data();
+    args.w_ih = w_ih.data();
+    args.w_hh = w_hh.data();
+    args.h_next = h_next.data();
+    for (auto _ : state) {
+        rnnfast::rnn_step(args);
+        benchmark::DoNotOptimize(h_next.data());
+    }
+}
+BENCHMARK(BM_Step)->Args({1, 32, 64})->Args({1, 32, 256});
+
 // A large GEMM C = A B with B packed in K-chunks (the input projection / dW shapes): M, N, K.
 void BM_Gemm(benchmark::State& state) {
     const index M = state.range(0), N = state.range(1), K = state.range(2);

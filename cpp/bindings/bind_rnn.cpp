@@ -109,9 +109,34 @@ py::tuple backward_impl(const py::array& x, const py::object& h0, const py::arra
     return py::make_tuple(dx, dh0, dw_ih, dw_hh, db);
 }
 
+template <class T>
+py::array step_impl(const py::array& x, const py::array& h, const py::array& w_ih,
+                    const py::array& w_hh, const py::object& b_ih, const py::object& b_hh,
+                    Activation act, double alpha) {
+    require_ndim(w_ih, "weight_ih", 2, "(H, D)");
+    require_ndim(x, "x_t", 2, "(B, D)");
+    const index H = w_ih.shape(0), D = w_ih.shape(1), B = x.shape(0);
+    StepArgs<T> a;
+    a.batch = B;
+    a.input_size = D;
+    a.hidden_size = H;
+    a.w_ih = checked<T>(w_ih, "weight_ih", {H, D}, "(H, D)").data();
+    a.x = checked<T>(x, "x_t", {B, D}, "(B, D)").data();
+    a.h = checked<T>(h, "h", {B, H}, "(B, H)").data();
+    a.w_hh = checked<T>(w_hh, "weight_hh", {H, H}, "(H, H)").data();
+    a.b_ih = optional_data<T>(b_ih, "bias_ih", {H}, "(H,)");
+    a.b_hh = optional_data<T>(b_hh, "bias_hh", {H}, "(H,)");
+    a.act = act;
+    a.alpha = static_cast<T>(alpha);
+    py::array_t<T> h_next({B, H});
+    a.h_next = h_next.mutable_data();
+    rnn_step(a);  // a few hundred nanoseconds: releasing the GIL would cost more than it frees
+    return std::move(h_next);
+}
+
 // The one point where the dtype picks the template: the weights' dtype is the layer's.
 template <class F32, class F64>
-py::tuple by_dtype(const py::array& w_ih, F32 f32, F64 f64) {
+auto by_dtype(const py::array& w_ih, F32 f32, F64 f64) -> decltype(f32()) {
     if (has_dtype<float>(w_ih)) return f32();
     if (has_dtype<double>(w_ih)) return f64();
     throw py::type_error("weight_ih: expected dtype float32 or float64, got " +
@@ -150,6 +175,20 @@ void register_rnn(py::module_& m) {
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
         py::arg("dy"), py::arg("dh_n"), py::arg("nonlinearity"), py::arg("alpha"),
         "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias).");
+    m.def(
+        "rnn_step",
+        [](const py::array& x, const py::array& h, const py::array& w_ih, const py::array& w_hh,
+           const py::object& b_ih, const py::object& b_hh, const std::string& nonlinearity,
+           double alpha) {
+            const Activation act = parse_activation(nonlinearity);
+            check_alpha(alpha);
+            return by_dtype(
+                w_ih, [&] { return step_impl<float>(x, h, w_ih, w_hh, b_ih, b_hh, act, alpha); },
+                [&] { return step_impl<double>(x, h, w_ih, w_hh, b_ih, b_hh, act, alpha); });
+        },
+        py::arg("x_t"), py::arg("h"), py::arg("weight_ih"), py::arg("weight_hh"),
+        py::arg("bias_ih"), py::arg("bias_hh"), py::arg("nonlinearity"), py::arg("alpha"),
+        "One time step: h_next (B, H). Arrays must be C-contiguous.");
 }
 
 }  // namespace rnnfast::bindings

@@ -49,19 +49,21 @@ py::array_t<T> checked(const py::handle& obj, const char* name,
         throw py::type_error(std::string(name) + ": expected dtype " +
                              std::string(py::str(py::dtype::of<T>())) + ", got " +
                              std::string(py::str(arr.dtype())));
-    std::string expected = std::string("shape ") + dims + " = (";
-    bool first = true;
-    for (index d : shape) {
-        expected += (first ? "" : ", ") + std::to_string(d);
-        first = false;
-    }
-    expected += shape.size() == 1 ? ",)" : ")";
     bool ok = arr.ndim() == static_cast<py::ssize_t>(shape.size());
     if (ok) {
         py::ssize_t i = 0;
         for (index d : shape) ok = ok && arr.shape(i++) == d;
     }
-    RNNFAST_CHECK(ok, name, expected, "shape " + shape_str(arr));
+    if (!ok) {  // the message is built only when needed: this runs on every call of step()
+        std::string expected = std::string("shape ") + dims + " = (";
+        bool first = true;
+        for (index d : shape) {
+            expected += (first ? "" : ", ") + std::to_string(d);
+            first = false;
+        }
+        expected += shape.size() == 1 ? ",)" : ")";
+        RNNFAST_CHECK(false, name, expected, "shape " + shape_str(arr));
+    }
     RNNFAST_CHECK(arr.flags() & py::array::c_style, name, "a C-contiguous array",
                   "a non-contiguous one");
     return py::reinterpret_borrow<py::array_t<T>>(arr);

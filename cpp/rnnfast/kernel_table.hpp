@@ -17,6 +17,8 @@ struct KernelTable {
     void (*pack_b)(MatView<T> B, index K, index N, index p0, index p1, T* dst);
     // Computes rows [m0, m1) and column panels [p0, p1) of task.C.
     void (*gemm_block)(const GemmTask<T>& task, index m0, index m1, index p0, index p1);
+    // out[j] += W[j, :] . v for a row-major W (rows x cols), unpacked: for single steps.
+    void (*dot_rows)(const T* W, index rows, index cols, const T* v, T* out);
 };
 
 namespace isa_baseline {

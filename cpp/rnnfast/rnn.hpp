@@ -42,8 +42,27 @@ struct BackwardArgs {
     T* db = nullptr;            // (H): the gradient of b_ih and of b_hh alike
 };
 
+// One time step, for streaming: h_next = (1 - alpha) h + alpha act(W_ih x_t + W_hh h + bias).
+// Nothing is packed or allocated: the weights are read as stored, on one thread.
+template <class T>
+struct StepArgs {
+    index batch = 0, input_size = 0, hidden_size = 0;
+    const T* x = nullptr;       // (B, D)
+    const T* h = nullptr;       // (B, H)
+    const T* w_ih = nullptr;    // (H, D)
+    const T* w_hh = nullptr;    // (H, H)
+    const T* b_ih = nullptr;    // (H) or null
+    const T* b_hh = nullptr;    // (H) or null
+    Activation act = Activation::tanh;
+    T alpha = T(1);
+    T* h_next = nullptr;        // (B, H)
+};
+
 template <class T>
 void rnn_forward(const ForwardArgs<T>& args);
+
+template <class T>
+void rnn_step(const StepArgs<T>& args);
 
 template <class T>
 void rnn_backward(const BackwardArgs<T>& args);

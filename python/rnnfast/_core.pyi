@@ -26,6 +26,16 @@ def rnn_backward(
     nonlinearity: str,
     alpha: float,
 ) -> tuple[npt.NDArray[np.floating], ...]: ...
+def rnn_step(
+    x_t: npt.NDArray[np.floating],
+    h: npt.NDArray[np.floating],
+    weight_ih: npt.NDArray[np.floating],
+    weight_hh: npt.NDArray[np.floating],
+    bias_ih: npt.NDArray[np.floating] | None,
+    bias_hh: npt.NDArray[np.floating] | None,
+    nonlinearity: str,
+    alpha: float,
+) -> npt.NDArray[np.floating]: ...
 def compiled_isas() -> list[str]: ...
 def supported_isas() -> list[str]: ...
 def active_isa() -> str: ...

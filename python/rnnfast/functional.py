@@ -184,7 +184,30 @@ def _route_output_gradients(x_shape, dy, dh_n, lengths, dtype, w_ih):
 
 def rnn_step(x_t, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None, nonlinearity="tanh",
              alpha=1.0):
-    """One time step: ``h_next`` (B, H) from ``x_t`` (B, D) and ``h`` (B, H)."""
-    _, h_n = rnn_forward(np.asarray(x_t)[None], weight_ih, weight_hh, bias_ih, bias_hh, h,
-                         nonlinearity, return_sequences=False, alpha=alpha)
-    return h_n
+    """One time step for streaming: ``h_next`` (B, H) from ``x_t`` (B, D) and ``h`` (B, H).
+
+    The same unit as :func:`rnn_forward` over one step, without its per-call set-up (no packing,
+    no threads): a couple of microseconds at B=1, H=64.
+    """
+    if type(alpha) in (float, int):
+        # Fast path for streaming: arrays that already have the weights' dtype and are
+        # C-contiguous go straight to the kernel, which checks every shape and dtype itself.
+        # Anything it refuses takes the converting path below, which raises the precise error.
+        try:
+            return _core.rnn_step(x_t, h, weight_ih, weight_hh, bias_ih, bias_hh, nonlinearity,
+                                  alpha)
+        except (TypeError, ValueError):
+            pass
+    check_nonlinearity(nonlinearity)
+    w_ih = as_float_array("weight_ih", weight_ih)
+    dt = w_ih.dtype
+    return _core.rnn_step(
+        as_float_array("x_t", x_t, dt),
+        as_float_array("h", h, dt),
+        w_ih,
+        as_float_array("weight_hh", weight_hh, dt),
+        optional_float_array("bias_ih", bias_ih, dt),
+        optional_float_array("bias_hh", bias_hh, dt),
+        nonlinearity,
+        check_alpha(alpha),
+    )

@@ -334,10 +334,60 @@ void gemm_block(const GemmTask<T>& t, index m0, index m1, index p0, index p1) {
     } while (k0 < t.K);
 }
 
+// ---- single-step products --------------------------------------------------------------------
+
+// Sum of the lanes by a tree: fold the upper half onto the lower, log2(W) shuffle-adds deep.
+// The rotation masks are built from index sequences so that they are compile-time constants.
+template <class T, int Half, std::size_t... I>
+inline typename Simd<T>::vec rotate(typename Simd<T>::vec v, std::index_sequence<I...>) {
+    typedef typename IntFor<T>::type M __attribute__((vector_size(kVectorBytes)));
+    constexpr int W = Simd<T>::W;
+    return __builtin_shuffle(v, M{static_cast<typename IntFor<T>::type>((I + Half) % W)...});
+}
+template <class T, int Half = Simd<T>::W / 2>
+inline T sum_lanes(typename Simd<T>::vec v) {
+    v += rotate<T, Half>(v, std::make_index_sequence<Simd<T>::W>{});
+    if constexpr (Half > 1)
+        return sum_lanes<T, Half / 2>(v);
+    else
+        return v[0];
+}
+
+// out[j] += W[j, :] . v for rows j of a row-major W (rows x cols): dot products along W's rows,
+// four rows at a time so each load of v serves four FMAs. For one time step nothing is worth
+// packing, so W is read as it is stored.
+template <class T>
+void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
+    using V = typename Simd<T>::vec;
+    constexpr int Wd = Simd<T>::W;
+    const index vec_cols = cols / Wd * Wd;
+    index j = 0;
+    for (; j + 4 <= rows; j += 4) {
+        V acc[4];
+        for (int r = 0; r < 4; ++r) acc[r] = V{};
+        for (index k = 0; k < vec_cols; k += Wd) {
+            const V x = load<V>(v + k);
+            for (int r = 0; r < 4; ++r) acc[r] += load<V>(W + (j + r) * cols + k) * x;
+        }
+        for (int r = 0; r < 4; ++r) {
+            T s = sum_lanes<T>(acc[r]);
+            for (index k = vec_cols; k < cols; ++k) s += W[(j + r) * cols + k] * v[k];
+            out[j + r] += s;
+        }
+    }
+    for (; j < rows; ++j) {
+        V acc = {};
+        for (index k = 0; k < vec_cols; k += Wd) acc += load<V>(W + j * cols + k) * load<V>(v + k);
+        T s = sum_lanes<T>(acc);
+        for (index k = vec_cols; k < cols; ++k) s += W[j * cols + k] * v[k];
+        out[j] += s;
+    }
+}
+
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
 template <class T>
-constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME, Simd<T>::NR,      kMR,
-                                   &packed_b_size<T>, &pack_b<T>, &gemm_block<T>};
+constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,  Simd<T>::NR, kMR,           &packed_b_size<T>,
+                                   &pack_b<T>,        &gemm_block<T>, &dot_rows<T>};
 
 }  // namespace
 

@@ -1,0 +1,37 @@
+#include "dispatch.hpp"
+#include "elementwise.hpp"
+#include "rnn.hpp"
+
+namespace rnnfast {
+
+template <class T>
+void rnn_step(const StepArgs<T>& a) {
+    const index B = a.batch, D = a.input_size, H = a.hidden_size;
+    if (B == 0 || H == 0) return;
+    const KernelTable<T>& kt = kernels<T>();
+    for (index b = 0; b < B; ++b) {
+        T* out = a.h_next + b * H;
+        for (index j = 0; j < H; ++j)
+            out[j] = (a.b_ih ? a.b_ih[j] : T(0)) + (a.b_hh ? a.b_hh[j] : T(0));
+        kt.dot_rows(a.w_ih, H, D, a.x + b * D, out);
+        kt.dot_rows(a.w_hh, H, H, a.h + b * H, out);
+    }
+    // The activation through the GEMM's epilogue alone (K = 0), so it is the very same vector
+    // code as in the sequence kernels.
+    GemmTask<T> act;
+    act.M = B;
+    act.N = H;
+    act.K = 0;
+    act.C = a.h_next;
+    act.ldc = H;
+    act.accumulate = true;
+    act.op = forward_epilogue(a.act);
+    const index panels = (H + kt.nr - 1) / kt.nr;
+    kt.gemm_block(act, 0, B, 0, panels);
+    if (a.alpha != T(1)) leaky_mix(a.h_next, a.h, H, Block{0, B, 0, H}, a.alpha);
+}
+
+template void rnn_step(const StepArgs<float>&);
+template void rnn_step(const StepArgs<double>&);
+
+}  // namespace rnnfast
