@@ -1,4 +1,5 @@
 // Bindings of the single-layer forward and backward drivers.
+#include <cstdint>
 #include <string>
 
 #include "check.hpp"
@@ -27,6 +28,21 @@ void require_ndim(const py::handle& obj, const char* name, py::ssize_t ndim, con
                   std::to_string(ndim) + " dimensions " + dims, "shape " + shape_str(arr));
 }
 
+// Lengths of a padded batch: int64 (B,), non-increasing (longest first), each in [0, T].
+const index* sorted_lengths(const py::object& obj, index steps, index batch) {
+    if (obj.is_none()) return nullptr;
+    auto arr = checked<std::int64_t>(obj, "lengths", {batch}, "(B,)");
+    const std::int64_t* l = arr.data();
+    for (index b = 0; b < batch; ++b) {
+        RNNFAST_CHECK(l[b] >= 0 && l[b] <= steps, "lengths",
+                      "values in [0, T] = [0, " + std::to_string(steps) + "]", std::to_string(l[b]));
+        RNNFAST_CHECK(b == 0 || l[b] <= l[b - 1], "lengths",
+                      "non-increasing lengths (sorted, longest first)", "an unsorted array");
+    }
+    static_assert(sizeof(index) == sizeof(std::int64_t), "lengths are passed as int64");
+    return reinterpret_cast<const index*>(l);
+}
+
 template <class T>
 const T* optional_data(const py::object& obj, const char* name, std::initializer_list<index> shape,
                        const char* dims) {
@@ -37,7 +53,8 @@ const T* optional_data(const py::object& obj, const char* name, std::initializer
 template <class T>
 py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array& w_ih,
                        const py::array& w_hh, const py::object& b_ih, const py::object& b_hh,
-                       Activation act, double alpha, bool return_sequences) {
+                       const py::object& lengths, Activation act, double alpha,
+                       bool return_sequences) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     require_ndim(x, "x", 3, "(T, B, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
@@ -53,6 +70,7 @@ py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array
     a.b_ih = optional_data<T>(b_ih, "bias_ih", {H}, "(H,)");
     a.b_hh = optional_data<T>(b_hh, "bias_hh", {H}, "(H,)");
     a.h0 = optional_data<T>(h0, "h0", {B, H}, "(B, H)");
+    a.lengths = sorted_lengths(lengths, steps, B);
     a.act = act;
     a.alpha = static_cast<T>(alpha);
     checked_product({steps, B, H}, "y");
@@ -76,7 +94,8 @@ py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array
 template <class T>
 py::tuple backward_impl(const py::array& x, const py::object& h0, const py::array& w_ih,
                         const py::array& w_hh, const py::array& y, const py::object& dy,
-                        const py::object& dh_n, Activation act, double alpha) {
+                        const py::object& dh_n, const py::object& lengths, Activation act,
+                        double alpha) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     require_ndim(x, "x", 3, "(T, B, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
@@ -93,6 +112,7 @@ py::tuple backward_impl(const py::array& x, const py::object& h0, const py::arra
     a.h0 = optional_data<T>(h0, "h0", {B, H}, "(B, H)");
     a.dy = optional_data<T>(dy, "dy", {steps, B, H}, "(T, B, H)");
     a.dh_n = optional_data<T>(dh_n, "dh_n", {B, H}, "(B, H)");
+    a.lengths = sorted_lengths(lengths, steps, B);
     a.act = act;
     a.alpha = static_cast<T>(alpha);
     py::array_t<T> dx({steps, B, D}), dh0({B, H}), dw_ih({H, D}), dw_hh({H, H}), db({H});
@@ -149,31 +169,33 @@ void register_rnn(py::module_& m) {
     m.def(
         "rnn_forward",
         [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
-           const py::object& b_ih, const py::object& b_hh, const std::string& nonlinearity,
-           double alpha, bool return_sequences) {
+           const py::object& b_ih, const py::object& b_hh, const py::object& lengths,
+           const std::string& nonlinearity, double alpha, bool return_sequences) {
             const Activation act = parse_activation(nonlinearity);
             check_alpha(alpha);
             return by_dtype(
                 w_ih,
-                [&] { return forward_impl<float>(x, h0, w_ih, w_hh, b_ih, b_hh, act, alpha, return_sequences); },
-                [&] { return forward_impl<double>(x, h0, w_ih, w_hh, b_ih, b_hh, act, alpha, return_sequences); });
+                [&] { return forward_impl<float>(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences); },
+                [&] { return forward_impl<double>(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences); });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("bias_ih"),
-        py::arg("bias_hh"), py::arg("nonlinearity"), py::arg("alpha"), py::arg("return_sequences"),
+        py::arg("bias_hh"), py::arg("lengths"), py::arg("nonlinearity"), py::arg("alpha"),
+        py::arg("return_sequences"),
         "Single-layer forward over a sequence: (y or None, h_n). Arrays must be C-contiguous.");
     m.def(
         "rnn_backward",
         [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
            const py::array& y, const py::object& dy, const py::object& dh_n,
-           const std::string& nonlinearity, double alpha) {
+           const py::object& lengths, const std::string& nonlinearity, double alpha) {
             const Activation act = parse_activation(nonlinearity);
             check_alpha(alpha);
             return by_dtype(
-                w_ih, [&] { return backward_impl<float>(x, h0, w_ih, w_hh, y, dy, dh_n, act, alpha); },
-                [&] { return backward_impl<double>(x, h0, w_ih, w_hh, y, dy, dh_n, act, alpha); });
+                w_ih, [&] { return backward_impl<float>(x, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha); },
+                [&] { return backward_impl<double>(x, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha); });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
-        py::arg("dy"), py::arg("dh_n"), py::arg("nonlinearity"), py::arg("alpha"),
+        py::arg("dy"), py::arg("dh_n"), py::arg("lengths"), py::arg("nonlinearity"),
+        py::arg("alpha"),
         "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias).");
     m.def(
         "rnn_step",

@@ -4,6 +4,8 @@
 // All arrays are dense row-major; the callers (bindings) have checked every shape.
 #pragma once
 
+#include <vector>
+
 #include "types.hpp"
 
 namespace rnnfast {
@@ -17,6 +19,7 @@ struct ForwardArgs {
     const T* w_hh = nullptr;    // (H, H)
     const T* b_ih = nullptr;    // (H) or null
     const T* b_hh = nullptr;    // (H) or null
+    const index* lengths = nullptr;  // (B) non-increasing, each in [0, T], or null (all T)
     Activation act = Activation::tanh;
     T alpha = T(1);             // leak rate: h_t = (1 - alpha) h_{t-1} + alpha act(...)
     T* y = nullptr;             // (T, B, H) every h_t; null keeps only h_T in O(B*H) memory
@@ -30,6 +33,7 @@ struct BackwardArgs {
     const T* h0 = nullptr;      // (B, H), null means zeros
     const T* w_ih = nullptr;    // (H, D)
     const T* w_hh = nullptr;    // (H, H)
+    const index* lengths = nullptr;  // as given to the forward
     Activation act = Activation::tanh;
     T alpha = T(1);             // leak rate, as given to the forward
     const T* y = nullptr;       // (T, B, H), the forward's outputs
@@ -57,6 +61,12 @@ struct StepArgs {
     T alpha = T(1);
     T* h_next = nullptr;        // (B, H)
 };
+
+// Variable lengths: sequences sorted by length, longest first, so that the sequences still
+// running at step t are rows [0, active[t]) and every step is one dense GEMM over them; padded
+// steps output zeros and h_n is each sequence's state after its own last step.
+// active[t] = number of sequences longer than t, for t in [0, T]; active[T] = 0.
+std::vector<index> active_rows(const index* lengths, index steps, index batch);
 
 template <class T>
 void rnn_forward(const ForwardArgs<T>& args);

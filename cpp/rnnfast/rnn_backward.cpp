@@ -55,7 +55,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
                                     Sync::barrier);
 
     if (T_ == 0 || B == 0) {  // nothing flows through a step; with T = 0, h_n is h0
-        copy_or_zero(a.dh0, T_ == 0 ? a.dh_n : nullptr, step_size);
+        copy_or_zero(a.dh0, a.dh_n, step_size);
         copy_or_zero<T>(a.dx, nullptr, T_ * B * D);
         copy_or_zero<T>(a.dw_ih, nullptr, H * D);
         copy_or_zero<T>(a.dw_hh, nullptr, H * H);
@@ -81,22 +81,28 @@ void rnn_backward(const BackwardArgs<T>& a) {
     T* gather = leaky ? state_grad.data() : delta.data();  // where dy and dh_n collect
     bool have_later = false;
     bool first_chunk = true;
+    const std::vector<index> active = active_rows(a.lengths, T_, B);
 
     for (index t1 = T_; t1 > 0; t1 -= chunk) {
         const index t0 = std::max<index>(0, t1 - chunk), steps = t1 - t0;
-        // Start from dy (the direct gradient of every h_t), plus dh_n at the very last step.
+        // Start from dy (the direct gradient of every h_t), zero at padded steps, plus dh_n at
+        // each sequence's own last step (rows [active[t+1], active[t]) end at step t).
         copy_or_zero(gather, a.dy ? a.dy + t0 * step_size : nullptr, steps * step_size);
-        T* top = gather + (steps - 1) * step_size;
-        if (!have_later && a.dh_n)
-            for (index i = 0; i < step_size; ++i) top[i] += a.dh_n[i];
+        if (leaky) copy_or_zero<T>(delta.data(), nullptr, steps * step_size);
+        for (index i = 0; i < steps; ++i) {
+            const index t = t0 + i, rows = active[static_cast<size_t>(t)];
+            T* g = gather + i * step_size;
+            std::memset(g + rows * H, 0, sizeof(T) * static_cast<size_t>((B - rows) * H));
+            if (a.dh_n)
+                for (index r = active[static_cast<size_t>(t + 1)]; r < rows; ++r)
+                    for (index j = 0; j < H; ++j) g[r * H + j] += a.dh_n[r * H + j];
+        }
 
         StepBarrier barrier;
 #pragma omp parallel num_threads(threads)
         {
 #pragma omp single
             barrier.reset(team_size());
-            const Share s = share_of(B, panels, kt.mr, thread_index(), team_size());
-            const Block own{s.m0, s.m1, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr)};
             GemmTask<T> step;
             step.M = B;
             step.N = H;
@@ -107,6 +113,10 @@ void rnn_backward(const BackwardArgs<T>& a) {
             step.op = leaky ? Epilogue::none : grad;
             for (index i = steps - 1; i >= 0; --i) {
                 const index t = t0 + i;
+                // Only the sequences still running at step t: padded rows stay zero.
+                const Share s = share_of(active[static_cast<size_t>(t)], panels, kt.mr,
+                                         thread_index(), team_size());
+                const Block own{s.m0, s.m1, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr)};
                 const T* next = i + 1 < steps ? delta.data() + (i + 1) * step_size
                                               : (have_later ? later.data() : nullptr);
                 T* g = gather + i * step_size;
@@ -155,11 +165,14 @@ void rnn_backward(const BackwardArgs<T>& a) {
         first_chunk = false;
     }
 
-    // dh0 = delta_0 W_hh (+ (1 - alpha) g_0 for leaky units), no activation.
-    if (leaky)
-        for (index i = 0; i < step_size; ++i) a.dh0[i] = (T(1) - a.alpha) * later_grad[i];
+    // dh0 = delta_0 W_hh (+ (1 - alpha) g_0 for leaky units), no activation; a sequence of
+    // length 0 passes dh_n straight to dh0 (its h_n is h0).
+    for (index i = 0; i < step_size; ++i)
+        a.dh0[i] = leaky ? (T(1) - a.alpha) * later_grad[i] : T(0);
+    if (a.dh_n)
+        for (index i = active[0] * H; i < step_size; ++i) a.dh0[i] += a.dh_n[i];
     GemmTask<T> last;
-    last.accumulate = leaky;
+    last.accumulate = true;
     last.M = B;
     last.N = H;
     last.K = H;

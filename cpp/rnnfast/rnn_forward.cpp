@@ -26,6 +26,15 @@ std::vector<T> combined_bias(const T* b_ih, const T* b_hh, index H) {
 
 }  // namespace
 
+std::vector<index> active_rows(const index* lengths, index steps, index batch) {
+    std::vector<index> active(static_cast<size_t>(steps + 1), lengths ? 0 : batch);
+    active[static_cast<size_t>(steps)] = 0;
+    if (lengths)
+        for (index b = 0; b < batch; ++b)
+            for (index t = 0; t < lengths[b]; ++t) ++active[static_cast<size_t>(t)];
+    return active;
+}
+
 template <class T>
 void rnn_forward(const ForwardArgs<T>& a) {
     const index T_ = a.steps, B = a.batch, D = a.input_size, H = a.hidden_size;
@@ -36,10 +45,11 @@ void rnn_forward(const ForwardArgs<T>& a) {
         zeros.assign(static_cast<size_t>(step_size), T(0));
         h_prev0 = zeros.data();
     }
-    if (T_ == 0 || B == 0) {
-        if (step_size > 0) std::memcpy(a.h_n, h_prev0, sizeof(T) * static_cast<size_t>(step_size));
-        return;
-    }
+    // h_n starts as h0: a sequence of length 0 ends before the first step; the others
+    // overwrite their rows when they end.
+    if (step_size > 0) std::memcpy(a.h_n, h_prev0, sizeof(T) * static_cast<size_t>(step_size));
+    if (T_ == 0 || B == 0) return;
+    const std::vector<index> active = active_rows(a.lengths, T_, B);
     const KernelTable<T>& kt = kernels<T>();
     const index panels = panel_count(H, kt.nr);
     const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
@@ -83,8 +93,6 @@ void rnn_forward(const ForwardArgs<T>& a) {
         {
 #pragma omp single
             barrier.reset(team_size());
-            const Share s = share_of(B, panels, kt.mr, thread_index(), team_size());
-            const Block own{s.m0, s.m1, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr)};
             GemmTask<T> step;
             step.M = B;
             step.N = H;
@@ -94,20 +102,36 @@ void rnn_forward(const ForwardArgs<T>& a) {
             step.accumulate = true;  // h_t = act(projection already in place + h_{t-1} W_hh^T)
             step.op = forward_epilogue(a.act);
             for (index i = 0; i < steps; ++i) {
+                const index t = t0 + i, rows = active[static_cast<size_t>(t)];
+                const Share s = share_of(rows, panels, kt.mr, thread_index(), team_size());
+                const Block own{s.m0, s.m1, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr)};
                 const T* h_prev = i == 0 ? h_prev0 : buffer + (i - 1) * step_size;
+                T* h = buffer + i * step_size;
                 step.A = {h_prev, H, 1};
-                step.C = buffer + i * step_size;
+                step.C = h;
                 kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
                 if (a.alpha != T(1))  // leaky unit: the same share, so no extra barrier
-                    leaky_mix(buffer + i * step_size, h_prev, H, own, a.alpha);
+                    leaky_mix(h, h_prev, H, own, a.alpha);
+                // Sequences whose last step this is keep their state as h_n.
+                const Block ending{std::max(own.m0, active[static_cast<size_t>(t + 1)]), own.m1,
+                                   own.c0, own.c1};
+                for (index r = ending.m0; r < ending.m1; ++r)
+                    std::memcpy(a.h_n + r * H + ending.c0, h + r * H + ending.c0,
+                                sizeof(T) * static_cast<size_t>(ending.c1 - ending.c0));
                 barrier.wait();
             }
         }
-        if (!keep_all) std::memcpy(carry.data(), buffer + (steps - 1) * step_size,
-                                   sizeof(T) * static_cast<size_t>(step_size));
+        if (keep_all) {  // padded steps output zeros (their rows hold the projection)
+            for (index t = t0; t < t0 + steps; ++t) {
+                const index rows = active[static_cast<size_t>(t)];
+                std::memset(a.y + t * step_size + rows * H, 0,
+                            sizeof(T) * static_cast<size_t>((B - rows) * H));
+            }
+        } else {
+            std::memcpy(carry.data(), buffer + (steps - 1) * step_size,
+                        sizeof(T) * static_cast<size_t>(step_size));
+        }
     }
-    const T* last = keep_all ? a.y + (T_ - 1) * step_size : carry.data();
-    std::memcpy(a.h_n, last, sizeof(T) * static_cast<size_t>(step_size));
 }
 
 template void rnn_forward(const ForwardArgs<float>&);

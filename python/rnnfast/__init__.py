@@ -11,9 +11,16 @@ import os
 # the environment wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-from . import functional, reference  # noqa: E402
+from . import functional, reference, sequences  # noqa: E402
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
 from .rnn import RNN  # noqa: E402
+from .sequences import (  # noqa: E402
+    lengths_to_mask,
+    mask_to_lengths,
+    pad_sequences,
+    reverse_sequences,
+    unpad_sequences,
+)
 
 __version__ = "0.1.0"
 
@@ -21,6 +28,12 @@ __all__ = [
     "RNN",
     "functional",
     "reference",
+    "sequences",
+    "pad_sequences",
+    "unpad_sequences",
+    "mask_to_lengths",
+    "lengths_to_mask",
+    "reverse_sequences",
     "get_num_threads",
     "set_num_threads",
     "threads",

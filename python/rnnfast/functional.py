@@ -67,17 +67,20 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
         Shapes that do not fit together (the message names the argument and both shapes),
         lengths out of range, alpha outside (0, 1].
     """
-    args = _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity)
-    x, h0 = args[0], args[1]
-    steps, batch = x.shape[0], x.shape[1]
-    lengths = check_lengths(lengths, steps, batch)
+    x, h0, w_ih, w_hh, b_ih, b_hh = _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0,
+                                                  nonlinearity)
+    lengths = check_lengths(lengths, x.shape[0], x.shape[1])
     alpha = check_alpha(alpha)
-    if lengths is None:
-        return _core.rnn_forward(*args, alpha, bool(return_sequences))
-    y, _ = _core.rnn_forward(*args, alpha, True)
-    y *= _step_mask(lengths, steps, y.dtype)
-    h_n = _state_at_own_end(y, lengths, h0)
-    return (y if return_sequences else None), h_n
+    order, lengths = _longest_first(lengths)
+    if order is not None:
+        _check_batch("h0", h0, 0, x.shape[1], "(B, H)")
+        x, h0 = _take(x, order, 1), _take(h0, order, 0)
+    y, h_n = _core.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, nonlinearity, alpha,
+                               bool(return_sequences))
+    if order is not None:
+        inverse = np.argsort(order)
+        y, h_n = _take(y, inverse, 1), _take(h_n, inverse, 0)
+    return y, h_n
 
 
 def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlinearity="tanh",
@@ -104,24 +107,26 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
     x = _sequence_input(x, dt)
     lengths = check_lengths(lengths, x.shape[0], x.shape[1])
     alpha = check_alpha(alpha)
+    h0 = optional_float_array("h0", h0, dt)
+    y = as_float_array("y", y, dt)
     dy = optional_float_array("dy", dy, dt)
     dh_n = optional_float_array("dh_n", dh_n, dt)
-    if lengths is not None:
-        dy, dh_n, dh_n_unused = _route_output_gradients(x.shape, dy, dh_n, lengths, dt, w_ih)
-    grads = _core.rnn_backward(
-        x,
-        optional_float_array("h0", h0, dt),
-        w_ih,
-        as_float_array("weight_hh", weight_hh, dt),
-        as_float_array("y", y, dt),
-        dy,
-        dh_n,
-        nonlinearity,
-        alpha,
-    )
-    grads = RNNGrads(*grads)
-    if lengths is not None and dh_n_unused is not None:
-        grads.dh0[lengths == 0] += dh_n_unused[lengths == 0]
+    order, lengths = _longest_first(lengths)
+    if order is not None:
+        batch = x.shape[1]
+        _check_batch("y", y, 1, batch, "(T, B, H)")
+        _check_batch("dy", dy, 1, batch, "(T, B, H)")
+        _check_batch("h0", h0, 0, batch, "(B, H)")
+        _check_batch("dh_n", dh_n, 0, batch, "(B, H)")
+        x, y, dy = (_take(a, order, 1) for a in (x, y, dy))
+        h0, dh_n = (_take(a, order, 0) for a in (h0, dh_n))
+    grads = RNNGrads(*_core.rnn_backward(
+        x, h0, w_ih, as_float_array("weight_hh", weight_hh, dt), y, dy, dh_n, lengths,
+        nonlinearity, alpha,
+    ))
+    if order is not None:
+        inverse = np.argsort(order)
+        grads = grads._replace(dx=_take(grads.dx, inverse, 1), dh0=_take(grads.dh0, inverse, 0))
     return grads
 
 
@@ -137,7 +142,6 @@ def _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity):
         as_float_array("weight_hh", weight_hh, dt),
         optional_float_array("bias_ih", bias_ih, dt),
         optional_float_array("bias_hh", bias_hh, dt),
-        nonlinearity,
     )
 
 
@@ -148,38 +152,25 @@ def _sequence_input(x, dtype):
     return x
 
 
-def _step_mask(lengths, steps, dtype):
-    """(T, B, 1): 1 where step t belongs to sequence b, else 0."""
-    return (np.arange(steps)[:, None] < lengths[None, :]).astype(dtype)[:, :, None]
+def _check_batch(name, arr, axis, batch, dims):
+    """Before reordering the batch: `arr` has the batch at `axis` (the kernel checks the rest)."""
+    if arr is not None and (arr.ndim != len(dims.split(",")) or arr.shape[axis] != batch):
+        raise ValueError(f"{name}: expected shape {dims} with B = {batch}, got shape {arr.shape}")
 
 
-def _state_at_own_end(y, lengths, h0):
-    """h_n[b] = y[lengths[b] - 1, b], or h0[b] (zeros) where lengths[b] == 0."""
-    batch, hidden = y.shape[1], y.shape[2]
-    h_n = np.zeros((batch, hidden), dtype=y.dtype) if h0 is None else h0.copy()
-    ran = lengths > 0
-    h_n[ran] = y[lengths[ran] - 1, np.nonzero(ran)[0]]
-    return h_n
+def _take(arr, order, axis):
+    """The batch reordered along `axis`, C-contiguous as the kernels want it (None stays None)."""
+    return None if arr is None else np.ascontiguousarray(np.take(arr, order, axis=axis))
 
 
-def _route_output_gradients(x_shape, dy, dh_n, lengths, dtype, w_ih):
-    """With lengths, the gradient of h_n enters each sequence at its own last step and dy is
-    dropped at padded steps: returns (dy for the kernel, dh_n for the kernel (None), the part
-    of dh_n that belongs to empty sequences and goes straight to dh0)."""
-    steps, batch = x_shape[0], x_shape[1]
-    hidden = w_ih.shape[0]
-    if dy is not None and dy.shape != (steps, batch, hidden):
-        raise ValueError(
-            f"dy: expected shape (T, B, H) = {(steps, batch, hidden)}, got shape {dy.shape}"
-        )
-    if dh_n is not None and dh_n.shape != (batch, hidden):
-        raise ValueError(f"dh_n: expected shape (B, H) = {(batch, hidden)}, got shape {dh_n.shape}")
-    routed = np.zeros((steps, batch, hidden), dtype=dtype) if dy is None else dy * _step_mask(
-        lengths, steps, dtype)
-    if dh_n is not None:
-        ran = lengths > 0
-        routed[lengths[ran] - 1, np.nonzero(ran)[0]] += dh_n[ran]
-    return routed, None, dh_n
+def _longest_first(lengths):
+    """The kernels take a padded batch sorted by length, longest first (every step is then one
+    dense GEMM over the sequences still running). Returns (batch order or None when already
+    sorted, sorted lengths)."""
+    if lengths is None or np.all(lengths[:-1] >= lengths[1:]):
+        return None, lengths
+    order = np.argsort(-lengths, kind="stable")
+    return order, np.ascontiguousarray(lengths[order])
 
 
 def rnn_step(x_t, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None, nonlinearity="tanh",

@@ -1,4 +1,5 @@
-"""The RNN layer: parameters, gradients and the training cache over rnnfast.functional."""
+"""The RNN layer: stacked, bidirectional, variable-length composition over rnnfast.functional,
+with its parameters, gradients and the training cache."""
 
 from __future__ import annotations
 
@@ -8,9 +9,18 @@ import numbers
 import numpy as np
 
 from . import functional
-from ._validation import as_float_array, check_nonlinearity, layer_dtype
+from ._validation import (
+    as_float_array,
+    check_alpha,
+    check_lengths,
+    check_nonlinearity,
+    layer_dtype,
+)
+from .sequences import mask_to_lengths, reversal_index
 
 __all__ = ["RNN"]
+
+MERGE_MODES = ("concat", "sum", "mul", "ave")
 
 
 def _positive_int(name, value):
@@ -21,79 +31,213 @@ def _positive_int(name, value):
     return int(value)
 
 
-class RNN:
-    """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface, on NumPy arrays.
+def _optional_bool(name, value):
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return None if value is None else bool(value)
+    raise TypeError(f"{name}: expected True, False or None, got {value!r}")
 
-    ``h_t = act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``, ``act`` tanh or relu.
+
+class _Reverser:
+    """Reverses each sequence of a time-major batch within its own length (padding stays at
+    the end): a NumPy gather, no loop over time. The same gather un-reverses."""
+
+    def __init__(self, lengths, steps, batch):
+        if lengths is None:
+            self.index = None
+        else:
+            self.index = (reversal_index(lengths, steps), np.arange(batch)[None, :])
+
+    def __call__(self, a):
+        if self.index is None:
+            return np.ascontiguousarray(a[::-1])
+        return a[self.index]
+
+
+class RNN:
+    """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface (and Keras's options), on NumPy
+    arrays.
+
+    ``h_t = (1 - alpha) h_{t-1} + alpha act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``, ``act``
+    tanh or relu (``alpha = 1``, the default: the plain Elman unit).
 
     Parameters
     ----------
     input_size, hidden_size : int
     num_layers : int
-        Only 1 for now.
+        Stacked layers; layer k > 0 reads the (concatenated) outputs of layer k - 1.
     nonlinearity : {"tanh", "relu"}
     bias : bool
-        When False the layer has no ``bias_ih_l0`` / ``bias_hh_l0``.
+        When False the layer has no ``bias_ih_l{k}`` / ``bias_hh_l{k}``.
     batch_first : bool
-        Input and output as (B, T, D) / (B, T, H) instead of (T, B, ...).
+        Input and output as (B, T, ...) instead of (T, B, ...); states stay (layers*dirs, B, H).
     dropout : float in [0, 1)
-        Dropout between stacked layers; with one layer it has nothing to act on (as PyTorch).
+        Inverted dropout on the outputs of every layer but the last, in training mode only (as
+        PyTorch); the masks are drawn from a generator seeded by ``seed``.
     bidirectional : bool
-        Only False for now.
+        A reverse direction per layer (parameters ``..._l{k}_reverse``); the reverse direction
+        of a variable-length batch starts at each sequence's own end.
     dtype : float32 or float64
     seed : int, optional
-        Seeds the initialisation U(-1/sqrt(H), 1/sqrt(H)) (PyTorch's).
+        Seeds the initialisation U(-1/sqrt(H), 1/sqrt(H)) (PyTorch's) and the dropout masks.
+    residual : bool
+        Skip connections: the output of every layer k > 0 is its recurrent output plus its
+        input (both layers*dirs wide). Needs num_layers >= 2.
+    merge_mode : {"concat", "sum", "mul", "ave"}
+        How the two directions of the last layer are combined (Keras's ``Bidirectional``);
+        between stacked layers they are always concatenated (PyTorch). Only with
+        ``bidirectional``.
+    go_backwards : bool
+        Keras's: the stack reads the sequences in reverse (each within its own length) and the
+        output sequence is returned in that processing order; with lengths each sequence's
+        padded steps then come first, as zeros.
+    return_sequences, return_state : bool or None
+        Both None (the default): a call returns PyTorch's ``(y, h_n)``. Either given: Keras's
+        semantics, the output is the whole sequence if ``return_sequences`` else the last
+        output (B, out) (each sequence's own last step; zeros for an empty sequence), and the
+        call returns ``(output, h_n)`` if ``return_state`` else the output alone.
+    stateful : bool
+        Carry h_n from one call (or ``step``) to the next as its h0 when no h0 is given, until
+        ``reset_state()``.
+    alpha : float in (0, 1], or a list of one per layer
+        Leak rate of leaky units.
 
-    Call ``y, h_n = layer(x, h0=None)``; after a call in training mode,
-    ``dx, dh0 = layer.backward(dy, dh_n=None)`` adds the parameter gradients into
-    ``layer.grads`` (keys as ``state_dict()``).
+    Call ``layer(x, h0=None, lengths=None, mask=None)``; after a call in training mode,
+    ``dx, dh0 = layer.backward(d_output, dh_n=None)`` adds the parameter gradients into
+    ``layer.grads`` (keys as ``state_dict()``). ``lengths`` (B,) are the sequences' lengths in
+    a padded batch; ``mask`` is the same as a Keras (B, T) prefix mask.
     """
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
                  batch_first=False, dropout=0.0, bidirectional=False, dtype=np.float32,
-                 seed=None):
+                 seed=None, *, residual=False, merge_mode="concat", go_backwards=False,
+                 return_sequences=None, return_state=None, stateful=False, alpha=1.0):
         self.input_size = _positive_int("input_size", input_size)
         self.hidden_size = _positive_int("hidden_size", hidden_size)
         self.num_layers = _positive_int("num_layers", num_layers)
         self.nonlinearity = check_nonlinearity(nonlinearity)
-        if not isinstance(dropout, numbers.Real) or not 0.0 <= float(dropout) < 1.0:
+        if (isinstance(dropout, bool) or not isinstance(dropout, numbers.Real)
+                or not 0.0 <= float(dropout) < 1.0):
             raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
-        if self.num_layers != 1:
-            raise NotImplementedError(
-                f"num_layers={self.num_layers}: stacked layers are not implemented yet; use 1"
-            )
-        if bidirectional:
-            raise NotImplementedError(
-                "bidirectional=True: bidirectional layers are not implemented yet"
-            )
         self.bias = bool(bias)
         self.batch_first = bool(batch_first)
         self.dropout = float(dropout)
-        self.bidirectional = False
+        self.bidirectional = bool(bidirectional)
         self.dtype = layer_dtype(dtype)
+        self.seed = seed
+        self.residual = bool(residual)
+        if self.residual and self.num_layers < 2:
+            raise ValueError(
+                "residual: skip connections join the layers k > 0 of a stack to their inputs; "
+                f"num_layers={self.num_layers} has none (use num_layers >= 2)"
+            )
+        if merge_mode not in MERGE_MODES:
+            raise ValueError(f"merge_mode: expected one of {MERGE_MODES}, got {merge_mode!r}")
+        if merge_mode != "concat" and not self.bidirectional:
+            raise ValueError(
+                f"merge_mode={merge_mode!r}: merges the two directions, needs bidirectional=True"
+            )
+        self.merge_mode = merge_mode
+        self.go_backwards = bool(go_backwards)
+        self.return_sequences = _optional_bool("return_sequences", return_sequences)
+        self.return_state = _optional_bool("return_state", return_state)
+        self.stateful = bool(stateful)
+        if isinstance(alpha, (list, tuple)):
+            if len(alpha) != self.num_layers:
+                raise ValueError(
+                    f"alpha: expected a float or a list of num_layers={self.num_layers} floats, "
+                    f"got a list of {len(alpha)}"
+                )
+            self.alpha = [check_alpha(a) for a in alpha]
+        else:
+            self.alpha = check_alpha(alpha)
+        self._alphas = (self.alpha if isinstance(self.alpha, list)
+                        else [self.alpha] * self.num_layers)
+
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.hidden_size)
-        H, D = self.hidden_size, self.input_size
-        shapes = {"weight_ih_l0": (H, D), "weight_hh_l0": (H, H)}
-        if self.bias:
-            shapes.update({"bias_ih_l0": (H,), "bias_hh_l0": (H,)})
+        H = self.hidden_size
+        self._names = []  # per (layer, direction), in PyTorch's order: l * dirs + d
+        shapes = {}
+        for layer in range(self.num_layers):
+            width = self.input_size if layer == 0 else H * self.num_directions
+            for direction in range(self.num_directions):
+                sfx = f"_l{layer}" + ("_reverse" if direction else "")
+                names = ("weight_ih" + sfx, "weight_hh" + sfx,
+                         ("bias_ih" + sfx) if self.bias else None,
+                         ("bias_hh" + sfx) if self.bias else None)
+                self._names.append(names)
+                shapes[names[0]] = (H, width)
+                shapes[names[1]] = (H, H)
+                if self.bias:
+                    shapes[names[2]] = (H,)
+                    shapes[names[3]] = (H,)
         self._params = {
             name: rng.uniform(-bound, bound, size=shape).astype(self.dtype)
             for name, shape in shapes.items()
         }
+        self._dropout_rng = rng  # continues the seeded stream: masks are reproducible too
         self.grads = {name: np.zeros_like(p) for name, p in self._params.items()}
         self.training = True
         self._cache = None
+        self._state = None
+        self._zero_state = None
+
+    @property
+    def num_directions(self):
+        return 2 if self.bidirectional else 1
+
+    @property
+    def output_size(self):
+        """Width of the output sequence: H, or 2H for concatenated directions."""
+        concat = self.bidirectional and self.merge_mode == "concat"
+        return self.hidden_size * (2 if concat else 1)
+
+    @property
+    def state(self):
+        """The state carried to the next call of a stateful layer (layers*dirs, B, H), or None."""
+        return None if self._state is None else self._state.copy()
+
+    def reset_state(self):
+        """Forget the carried state of a stateful layer: the next call starts from zeros."""
+        self._state = None
+
+    def _keras(self):
+        return self.return_sequences is not None or self.return_state is not None
 
     # ---- forward and backward ---------------------------------------------------------------
 
-    def __call__(self, x, h0=None):
-        return self.forward(x, h0)
+    def __call__(self, x, h0=None, lengths=None, mask=None):
+        return self.forward(x, h0, lengths, mask)
 
-    def forward(self, x, h0=None):
-        """``y, h_n = layer(x, h0)``: x (T, B, D) (or (B, T, D) when batch_first), h0 and h_n
-        (1, B, H). In training mode the inputs and outputs are kept for one backward, and y
-        is returned read-only (copy it to modify it) so that the gradients stay exact."""
+    def forward(self, x, h0=None, lengths=None, mask=None):
+        """Run the layer over a padded batch.
+
+        Parameters
+        ----------
+        x : array_like, (T, B, input_size), or (B, T, input_size) when batch_first
+        h0 : array_like, (num_layers*dirs, B, H), optional
+            Zeros when omitted (or the carried state of a stateful layer).
+        lengths : array_like of int, (B,), optional
+            Each sequence's length in [0, T]; steps past it output zeros and h_n is the state
+            at its own last step.
+        mask : array_like of bool, (B, T), optional
+            Keras-style prefix mask, the same as ``lengths = mask.sum(1)``.
+
+        Returns
+        -------
+        ``(y, h_n)`` (PyTorch) with y (T, B, out) (or (B, T, out)) and h_n
+        (num_layers*dirs, B, H); with ``return_sequences`` / ``return_state`` set, Keras's
+        forms (see the class). In training mode the inputs and outputs are kept for one
+        backward, and the output is returned read-only.
+
+        Raises
+        ------
+        TypeError
+            Non-float input, a float dtype other than the layer's, non-integer lengths.
+        ValueError
+            Shapes that do not fit, lengths out of range, a mask that is not a prefix mask,
+            lengths and mask both given.
+        """
         x_user = x
         x = as_float_array("x", x, self.dtype)
         layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
@@ -106,67 +250,306 @@ class RNN:
             )
         if self.batch_first:
             x = np.ascontiguousarray(x.swapaxes(0, 1))
-        h0_2d = self._state_arg("h0", h0, x.shape[1])
-        p = self._params
-        y, h_n = functional.rnn_forward(
-            x, p["weight_ih_l0"], p["weight_hh_l0"], p.get("bias_ih_l0"), p.get("bias_hh_l0"),
-            h0_2d, self.nonlinearity,
-        )
-        if self.training:
-            # backward reads x, h0 and y: keep copies of the caller's arrays, and hand out y
-            # read-only, so a later in-place change cannot silently alter the gradients.
+        steps, batch = x.shape[0], x.shape[1]
+        lengths = self._lengths_arg(lengths, mask, steps, batch)
+        h0_user = h0
+        if h0 is None and self.stateful and self._state is not None:
+            if self._state.shape[1] != batch:
+                raise ValueError(
+                    f"x: a stateful layer carries a state for a batch of {self._state.shape[1]}, "
+                    f"got a batch of {batch} (call reset_state() to start over)"
+                )
+            h0 = h0_user = self._state  # step() hands this array out: copy it when training
+        h0 = self._state_arg("h0", h0, batch)
+        training = self.training
+        if training:
+            # backward reads the inputs: keep copies of the caller's arrays, so a later
+            # in-place change cannot silently alter the gradients.
             if np.may_share_memory(x, x_user):
                 x = x.copy()
-            if h0_2d is not None and np.may_share_memory(h0_2d, h0):
-                h0_2d = h0_2d.copy()
-            self._cache = (x, h0_2d, y)
-            y = y.view()
-            y.flags.writeable = False
+            if h0 is not None and h0_user is not None and np.may_share_memory(h0, h0_user):
+                h0 = h0.copy()
+        drop = training and self.dropout > 0.0 and self.num_layers > 1
+        rev = _Reverser(lengths, steps, batch) if (self.bidirectional or self.go_backwards) else None
+        if self.go_backwards:
+            x = rev(x)
+
+        H = self.hidden_size
+        dirs = self.num_directions
+        h_n = np.empty((self.num_layers * dirs, batch, H), dtype=self.dtype)
+        layer_caches = []
+        inp = x
+        for layer in range(self.num_layers):
+            runs = []
+            outs = []
+            for d in range(dirs):
+                idx = layer * dirs + d
+                w_ih, w_hh, b_ih, b_hh = (None if n is None else self._params[n]
+                                          for n in self._names[idx])
+                xin = rev(inp) if d else inp
+                h0_d = None if h0 is None else h0[idx]
+                y_d, h_n[idx] = functional.rnn_forward(
+                    xin, w_ih, w_hh, b_ih, b_hh, h0_d, self.nonlinearity, True, lengths,
+                    self._alphas[layer],
+                )
+                runs.append((xin, h0_d, y_d))
+                outs.append(rev(y_d) if d else y_d)
+            out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
+            if self.residual and layer > 0:
+                out = out + inp
+            keep = None
+            if drop and layer < self.num_layers - 1:
+                keep = (self._dropout_rng.random(out.shape) >= self.dropout).astype(self.dtype)
+                keep *= 1.0 / (1.0 - self.dropout)
+                nxt = out * keep
+            else:
+                nxt = out
+            layer_caches.append((runs, keep))
+            inp = nxt
+        out = inp  # (T, B, dirs*H), processing order
+
+        if self.stateful:
+            self._state = h_n.copy()
+
+        keras = self._keras()
+        last = keras and not self.return_sequences
+        if last:
+            o_last = self._last_of(out, lengths)
+            result = self._merge(o_last)
+            out_shape = result.shape
+        else:
+            result = self._merge(out)
+            if self.go_backwards and lengths is not None:
+                # Keras order: the reversed valid steps, after the padded ones (zeros)
+                result = np.ascontiguousarray(rev(result)[::-1])
+            if self.batch_first:
+                result = result.swapaxes(0, 1)
+            out_shape = result.shape
+            o_last = None
+        if training:
+            merge_src = (o_last if last else out) if self.merge_mode == "mul" else None
+            self._cache = (layer_caches, lengths, h0, merge_src, out_shape, last, steps, batch)
+            result = result.view()
+            result.flags.writeable = False
         else:
             self._cache = None
-        return (y.swapaxes(0, 1) if self.batch_first else y), h_n[None]
+        if keras:
+            return (result, h_n) if self.return_state else result
+        return result, h_n
 
-    def backward(self, dy, dh_n=None):
-        """Gradients of one training forward: returns ``dx, dh0`` shaped like ``x`` and ``h0``
-        and adds the parameter gradients into ``self.grads``. ``dy`` or ``dh_n`` may be None."""
+    def _last_of(self, out, lengths):
+        """Keras's last output of each direction (B, dirs*H): the forward direction at each
+        sequence's own last step, the reverse direction at its first (where it ends); zeros
+        for an empty sequence."""
+        H = self.hidden_size
+        steps, batch = out.shape[0], out.shape[1]
+        if lengths is None:
+            fwd = out[steps - 1, :, :H]
+            rev = out[0, :, H:] if self.bidirectional else None
+        else:
+            ran = (lengths > 0)[:, None]
+            fwd = np.where(ran, out[np.maximum(lengths - 1, 0), np.arange(batch), :H], 0)
+            rev = np.where(ran, out[0, :, H:], 0) if self.bidirectional else None
+        res = fwd if rev is None else np.concatenate([fwd, rev], axis=1)
+        return np.ascontiguousarray(res, dtype=self.dtype)
+
+    def _merge(self, o):
+        if not self.bidirectional or self.merge_mode == "concat":
+            return o
+        H = self.hidden_size
+        f, r = o[..., :H], o[..., H:]
+        if self.merge_mode == "sum":
+            return f + r
+        if self.merge_mode == "mul":
+            return f * r
+        return (f + r) * 0.5
+
+    def _unmerge(self, d, src):
+        """Gradient of the merge: from d (..., out) to (..., dirs*H)."""
+        if not self.bidirectional or self.merge_mode == "concat":
+            return d
+        H = self.hidden_size
+        if self.merge_mode == "sum":
+            return np.concatenate([d, d], axis=-1)
+        if self.merge_mode == "ave":
+            half = d * 0.5
+            return np.concatenate([half, half], axis=-1)
+        return np.concatenate([d * src[..., H:], d * src[..., :H]], axis=-1)
+
+    def backward(self, d_output, dh_n=None):
+        """Gradients of one training forward.
+
+        Parameters
+        ----------
+        d_output : array_like or None
+            Gradient of the loss with respect to the output the call returned (the sequence y,
+            or Keras's last output); None for zeros.
+        dh_n : array_like, (num_layers*dirs, B, H), optional
+            Gradient with respect to h_n.
+
+        Returns
+        -------
+        dx, dh0 : shaped like x and (num_layers*dirs, B, H). The parameter gradients are added
+        into ``self.grads``. A failed call changes nothing and keeps the forward for a retry.
+        """
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the layer in training "
                 "mode first (each forward allows one backward)"
             )
-        x, h0_2d, y = self._cache
-        if dy is not None:
-            dy = as_float_array("dy", dy, self.dtype)
-            expected = y.swapaxes(0, 1).shape if self.batch_first else y.shape
-            if dy.shape != expected:
-                raise ValueError(f"dy: expected shape {expected} (like y), got shape {dy.shape}")
-            if self.batch_first:
-                dy = np.ascontiguousarray(dy.swapaxes(0, 1))
-        dh_n_2d = self._state_arg("dh_n", dh_n, x.shape[1])
-        p = self._params
-        g = functional.rnn_backward(
-            x, p["weight_ih_l0"], p["weight_hh_l0"], y, dy, dh_n_2d, h0_2d, self.nonlinearity
-        )
-        self.grads["weight_ih_l0"] += g.dweight_ih
-        self.grads["weight_hh_l0"] += g.dweight_hh
-        if self.bias:
-            self.grads["bias_ih_l0"] += g.dbias
-            self.grads["bias_hh_l0"] += g.dbias
+        layer_caches, lengths, h0, merge_src, out_shape, last, steps, batch = self._cache
+        name = "dy" if not self._keras() else "d_output"
+        if d_output is not None:
+            d_output = as_float_array(name, d_output, self.dtype)
+            if d_output.shape != out_shape:
+                raise ValueError(
+                    f"{name}: expected shape {out_shape} (like the output), got shape "
+                    f"{d_output.shape}"
+                )
+        dh_n = self._state_arg("dh_n", dh_n, batch)
+
+        H = self.hidden_size
+        dirs = self.num_directions
+        width = H * dirs
+        rev = _Reverser(lengths, steps, batch) if (self.bidirectional or self.go_backwards) else None
+        # The gradient with respect to the last layer's output sequence, in processing order.
+        if d_output is None:
+            d_out = np.zeros((steps, batch, width), dtype=self.dtype)
+        elif last:
+            d_last = self._unmerge(d_output, merge_src)
+            d_out = np.zeros((steps, batch, width), dtype=self.dtype)
+            if lengths is None:
+                d_out[steps - 1, :, :H] = d_last[:, :H]
+                if dirs == 2:
+                    d_out[0, :, H:] = d_last[:, H:]
+            else:
+                ran = np.nonzero(lengths > 0)[0]
+                d_out[lengths[ran] - 1, ran, :H] = d_last[ran, :H]
+                if dirs == 2:
+                    d_out[0, ran, H:] = d_last[ran, H:]
+        else:
+            d = d_output.swapaxes(0, 1) if self.batch_first else d_output
+            if self.go_backwards and lengths is not None:
+                d = rev(d[::-1])
+            d_out = self._unmerge(d, merge_src)
+
+        new_grads = {}
+        dh0 = np.empty((self.num_layers * dirs, batch, H), dtype=self.dtype)
+        for layer in reversed(range(self.num_layers)):
+            runs, keep = layer_caches[layer]
+            if keep is not None:
+                d_out = d_out * keep
+            d_in = d_out.copy() if (self.residual and layer > 0) else None
+            for d in range(dirs):
+                idx = layer * dirs + d
+                names = self._names[idx]
+                xin, h0_d, y_d = runs[d]
+                dy = d_out[..., d * H:(d + 1) * H]
+                dy = rev(dy) if d else np.ascontiguousarray(dy)
+                g = functional.rnn_backward(
+                    xin, self._params[names[0]], self._params[names[1]], y_d, dy,
+                    None if dh_n is None else dh_n[idx], h0_d, self.nonlinearity, lengths,
+                    self._alphas[layer],
+                )
+                new_grads[names[0]] = g.dweight_ih
+                new_grads[names[1]] = g.dweight_hh
+                if self.bias:
+                    new_grads[names[2]] = g.dbias
+                    new_grads[names[3]] = g.dbias
+                dh0[idx] = g.dh0
+                dx = rev(g.dx) if d else g.dx
+                d_in = dx if d_in is None else d_in + dx
+            d_out = d_in
+        dx = d_out
+        if self.go_backwards:
+            dx = rev(dx)
+        for k, g in new_grads.items():
+            self.grads[k] += g
         self._cache = None
-        dx = np.ascontiguousarray(g.dx.swapaxes(0, 1)) if self.batch_first else g.dx
-        return dx, g.dh0[None]
+        if self.batch_first:
+            dx = np.ascontiguousarray(dx.swapaxes(0, 1))
+        return dx, dh0
+
+    def _lengths_arg(self, lengths, mask, steps, batch):
+        if mask is not None:
+            if lengths is not None:
+                raise ValueError("lengths, mask: give one of them, not both")
+            m = np.asarray(mask)
+            if m.shape != (batch, steps):
+                raise ValueError(
+                    f"mask: expected shape (B, T) = {(batch, steps)}, got shape {m.shape}"
+                )
+            lengths = mask_to_lengths(m)
+        return check_lengths(lengths, steps, batch)
 
     def _state_arg(self, name, value, batch):
-        """A (num_layers*dirs, B, H) state argument as the (B, H) array the kernel takes."""
+        """A (num_layers*dirs, B, H) state argument, checked."""
         if value is None:
             return None
         arr = as_float_array(name, value, self.dtype)
-        expected = (self.num_layers, batch, self.hidden_size)
+        expected = (self.num_layers * self.num_directions, batch, self.hidden_size)
         if arr.shape != expected:
             raise ValueError(
                 f"{name}: expected shape (num_layers*dirs, B, H) = {expected}, got shape {arr.shape}"
             )
-        return arr[0]
+        return arr
+
+    # ---- streaming ----------------------------------------------------------------------------
+
+    def step(self, x_t, h=None):
+        """One time step for streaming inference: ``out_t, h_next = layer.step(x_t, h)``.
+
+        x_t (B, input_size); h and h_next (num_layers, B, H) (zeros, or a stateful layer's
+        carried state, when h is None); out_t (B, H) is the last layer's output (plus its input
+        with ``residual``). No dropout, nothing kept for backward; unidirectional layers only.
+        A stateful layer carries h_next to its next call. The parameters are read live, with
+        no per-call checks of them: only x_t and h are checked. out_t and h_next[-1] may be the
+        same memory (copy before writing into either).
+        """
+        if self.bidirectional:
+            raise ValueError(
+                "step: a bidirectional layer needs the whole sequence (its reverse direction "
+                "starts at the end); use a forward call"
+            )
+        if h is None and self.stateful:
+            h = self._state
+        if h is None:
+            batch = x_t.shape[0] if type(x_t) is np.ndarray else np.shape(x_t)[0]
+            zeros = self._zero_state
+            if zeros is None or zeros.shape[1] != batch:
+                # never handed out, so never written: reused across calls
+                zeros = self._zero_state = np.zeros(
+                    (self.num_layers, batch, self.hidden_size), dtype=self.dtype)
+            h = zeros
+        else:
+            if type(h) is not np.ndarray or h.dtype is not self.dtype:
+                h = as_float_array("h", h, self.dtype)
+            if h.ndim != 3 or h.shape[0] != self.num_layers:
+                raise ValueError(
+                    f"h: expected shape (num_layers*dirs, B, H) = "
+                    f"({self.num_layers}, B, {self.hidden_size}), got shape {h.shape}"
+                )
+        p = self._params
+        step = functional.rnn_step
+        if self.num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
+            n_ih, n_hh, n_bi, n_bh = self._names[0]
+            h1 = step(x_t, h[0], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
+                      p[n_bh] if n_bh else None, self.nonlinearity, self._alphas[0])
+            h_next = h1[None]
+            if self.stateful:
+                self._state = h_next
+            return h1, h_next
+        states = []
+        inp = x_t
+        for layer, (n_ih, n_hh, n_bi, n_bh) in enumerate(self._names):
+            h_l = step(inp, h[layer], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
+                       p[n_bh] if n_bh else None, self.nonlinearity, self._alphas[layer])
+            states.append(h_l)
+            inp = h_l + inp if (self.residual and layer > 0) else h_l
+        h_next = np.stack(states)
+        if self.stateful:
+            self._state = h_next
+        return inp, h_next
 
     # ---- parameters -------------------------------------------------------------------------
 
@@ -212,6 +595,29 @@ class RNN:
         for name, arr in loaded.items():
             self._params[name][...] = arr
 
+    def get_config(self):
+        """The constructor arguments: ``RNN(**layer.get_config())`` builds the same architecture
+        (fresh parameters; load a state_dict for the values). JSON-serialisable."""
+        return {
+            "input_size": self.input_size,
+            "hidden_size": self.hidden_size,
+            "num_layers": self.num_layers,
+            "nonlinearity": self.nonlinearity,
+            "bias": self.bias,
+            "batch_first": self.batch_first,
+            "dropout": self.dropout,
+            "bidirectional": self.bidirectional,
+            "dtype": self.dtype.name,
+            "seed": self.seed if self.seed is None else int(self.seed),
+            "residual": self.residual,
+            "merge_mode": self.merge_mode,
+            "go_backwards": self.go_backwards,
+            "return_sequences": self.return_sequences,
+            "return_state": self.return_state,
+            "stateful": self.stateful,
+            "alpha": list(self.alpha) if isinstance(self.alpha, list) else self.alpha,
+        }
+
     # ---- modes and description ----------------------------------------------------------------
 
     def train(self, mode=True):
@@ -228,24 +634,44 @@ class RNN:
 
     def summary(self):
         """Print (and return) a Keras-style table of the layer, its output shape and parameters."""
+        try:
+            from .persistence import summary_text
+        except ImportError:
+            summary_text = None
+        text = summary_text(self) if summary_text is not None else self._summary_text()
+        print(text)
+        return text
+
+    def _summary_text(self):
         out = "(B, T, H)" if self.batch_first else "(T, B, H)"
-        out = out.replace("H", str(self.hidden_size))
+        out = out.replace("H", str(self.output_size))
+        kind = f"RNN, {self.nonlinearity}"
+        if self.num_layers > 1:
+            kind += f", {self.num_layers} layers"
+        if self.bidirectional:
+            kind += f", bidirectional {self.merge_mode}"
         rows = [("Layer (type)", "Output Shape", "Param #")]
-        rows.append((f"rnn (RNN, {self.nonlinearity})", out, f"{self.num_parameters():,}"))
+        rows.append((f"rnn ({kind})", out, f"{self.num_parameters():,}"))
         widths = [max(len(r[i]) for r in rows) + 2 for i in range(3)]
         line = "-" * sum(widths)
         fmt = lambda r: "".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-        text = "\n".join(
+        return "\n".join(
             [line, fmt(rows[0]), "=" * sum(widths), fmt(rows[1]), line,
              f"Total params: {self.num_parameters():,}",
              "(PyTorch layout: bias_ih and bias_hh are two vectors; Keras has one)"
              if self.bias else "(no biases)"]
         )
-        print(text)
-        return text
 
     def __repr__(self):
-        extra = "" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity!r}"
+        extra = "" if self.num_layers == 1 else f", num_layers={self.num_layers}"
+        extra += "" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity!r}"
         extra += "" if self.bias else ", bias=False"
         extra += ", batch_first=True" if self.batch_first else ""
+        extra += f", dropout={self.dropout}" if self.dropout else ""
+        extra += ", bidirectional=True" if self.bidirectional else ""
+        extra += ", residual=True" if self.residual else ""
+        extra += f", merge_mode={self.merge_mode!r}" if self.merge_mode != "concat" else ""
+        extra += ", go_backwards=True" if self.go_backwards else ""
+        extra += ", stateful=True" if self.stateful else ""
+        extra += f", alpha={self.alpha}" if self.alpha != 1.0 else ""
         return f"RNN({self.input_size}, {self.hidden_size}{extra}, dtype={self.dtype.name})"
