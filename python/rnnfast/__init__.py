@@ -13,6 +13,7 @@ os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from . import functional, reference, sequences  # noqa: E402
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
+from .persistence import load, save  # noqa: E402
 from .rnn import RNN  # noqa: E402
 from .sequences import (  # noqa: E402
     lengths_to_mask,
@@ -26,6 +27,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "RNN",
+    "save",
+    "load",
     "functional",
     "reference",
     "sequences",

@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from . import functional
+from . import functional, interop, persistence
 from ._validation import (
     as_float_array,
     check_alpha,
@@ -633,34 +633,26 @@ class RNN:
         return sum(p.size for p in self._params.values())
 
     def summary(self):
-        """Print (and return) a Keras-style table of the layer, its output shape and parameters."""
-        try:
-            from .persistence import summary_text
-        except ImportError:
-            summary_text = None
-        text = summary_text(self) if summary_text is not None else self._summary_text()
+        """Print (and return) a Keras-style table: one row per layer, output shapes and parameter
+        counts in Keras's layout (one bias), plus the PyTorch-layout total (two biases)."""
+        text = persistence.summary_text(self)
         print(text)
         return text
 
-    def _summary_text(self):
-        out = "(B, T, H)" if self.batch_first else "(T, B, H)"
-        out = out.replace("H", str(self.output_size))
-        kind = f"RNN, {self.nonlinearity}"
-        if self.num_layers > 1:
-            kind += f", {self.num_layers} layers"
-        if self.bidirectional:
-            kind += f", bidirectional {self.merge_mode}"
-        rows = [("Layer (type)", "Output Shape", "Param #")]
-        rows.append((f"rnn ({kind})", out, f"{self.num_parameters():,}"))
-        widths = [max(len(r[i]) for r in rows) + 2 for i in range(3)]
-        line = "-" * sum(widths)
-        fmt = lambda r: "".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-        return "\n".join(
-            [line, fmt(rows[0]), "=" * sum(widths), fmt(rows[1]), line,
-             f"Total params: {self.num_parameters():,}",
-             "(PyTorch layout: bias_ih and bias_hh are two vectors; Keras has one)"
-             if self.bias else "(no biases)"]
-        )
+    # ---- interop and persistence ---------------------------------------------------------------
+
+    @classmethod
+    def from_torch(cls, module):
+        """A layer with the configuration and weights of a ``torch.nn.RNN``."""
+        return interop.from_torch(module, cls=cls)
+
+    def to_torch(self):
+        """A ``torch.nn.RNN`` with this layer's configuration and weights (torch imported here)."""
+        return interop.to_torch(self)
+
+    def save(self, path):
+        """Write configuration and parameters to a .npz file (no pickle); ``rnnfast.load`` reads it."""
+        persistence.save(self, path)
 
     def __repr__(self):
         extra = "" if self.num_layers == 1 else f", num_layers={self.num_layers}"

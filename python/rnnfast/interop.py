@@ -1,0 +1,418 @@
+"""Weights in and out of PyTorch's ``torch.nn.RNN`` and Keras's ``SimpleRNN``.
+
+PyTorch and rnnfast share one layout (``weight_ih_l{k}[_reverse]`` of shape (H, D_k) and so on),
+so converting is copying. Keras stores the transposes, ``kernel`` (D, H) and ``recurrent_kernel``
+(H, H), and one bias vector where PyTorch has two (``b_ih + b_hh`` enter the sum together): Keras ->
+PyTorch puts Keras's bias in ``bias_ih`` and zeros in ``bias_hh``; PyTorch -> Keras adds them.
+
+torch and keras are imported only inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+__all__ = [
+    "from_torch",
+    "to_torch",
+    "keras_simple_rnn_to_state_dict",
+    "state_dict_to_keras_simple_rnn",
+    "load_keras",
+    "keras_weights",
+]
+
+# the constructor arguments that torch.nn.RNN and rnnfast.RNN share, in torch's order
+_TORCH_CONFIG = (
+    "input_size", "hidden_size", "num_layers", "nonlinearity", "bias", "batch_first", "dropout",
+    "bidirectional",
+)
+
+
+def _to_numpy(value):
+    """A torch tensor, Keras variable or array-like as a NumPy array (no autograd, on the CPU)."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
+        return np.asarray(value.numpy())
+    return np.asarray(value)
+
+
+def _suffix(layer_index, reverse):
+    return f"_l{int(layer_index)}" + ("_reverse" if reverse else "")
+
+
+def _num_directions(layer):
+    return 2 if getattr(layer, "bidirectional", False) else 1
+
+
+# ---- PyTorch -------------------------------------------------------------------------------------
+
+
+def from_torch(module, cls=None):
+    """A new rnnfast layer with the configuration and the weights of a ``torch.nn.RNN``.
+
+    Parameters
+    ----------
+    module : torch.nn.RNN
+        Any device; its parameters must be float32 or float64 (the new layer's dtype).
+    cls : type, optional
+        The layer class to build (``rnnfast.RNN`` by default); ``RNN.from_torch`` passes its own.
+
+    Returns
+    -------
+    rnnfast.RNN
+        Same input_size, hidden_size, num_layers, nonlinearity, bias, batch_first, dropout,
+        bidirectional and dtype; a copy of the weights; training mode as the module's.
+
+    Raises
+    ------
+    TypeError
+        ``module`` is not a ``torch.nn.RNN`` (LSTM and GRU are other recurrences), or its
+        parameters are neither float32 nor float64.
+    ValueError
+        The module uses an option rnnfast does not have (``proj_size``).
+    NotImplementedError
+        The configuration is one this build of rnnfast cannot construct.
+    """
+    import torch
+
+    if cls is None:
+        from .rnn import RNN as cls
+    if not isinstance(module, torch.nn.RNN):
+        raise TypeError(
+            f"module: expected a torch.nn.RNN (the Elman recurrence), got {type(module).__name__}"
+        )
+    if getattr(module, "proj_size", 0):
+        raise ValueError(f"module: proj_size={module.proj_size} has no rnnfast equivalent")
+    dtypes = {p.dtype for p in module.parameters()}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in (torch.float32, torch.float64):
+        raise TypeError(
+            f"module: expected float32 or float64 parameters, got {sorted(map(str, dtypes))}"
+        )
+    dtype = np.float32 if next(iter(dtypes)) == torch.float32 else np.float64
+    config = {name: getattr(module, name) for name in _TORCH_CONFIG}
+    layer = cls(**config, dtype=dtype)
+    layer.load_state_dict(module.state_dict())
+    layer.train(module.training)
+    return layer
+
+
+def _torch_incompatibilities(layer):
+    """The options of ``layer`` that change its mathematics in ways torch.nn.RNN cannot express."""
+    problems = []
+    if getattr(layer, "go_backwards", False):
+        problems.append("go_backwards=True")
+    if getattr(layer, "residual", False):
+        problems.append("residual=True")
+    alpha = getattr(layer, "alpha", 1.0)
+    if any(float(a) != 1.0 for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha])):
+        problems.append(f"alpha={alpha} (leaky units)")
+    merge_mode = getattr(layer, "merge_mode", "concat")
+    if getattr(layer, "bidirectional", False) and merge_mode != "concat":
+        problems.append(f"merge_mode={merge_mode!r} (torch concatenates the two directions)")
+    return problems
+
+
+def to_torch(layer):
+    """A ``torch.nn.RNN`` (on the CPU) with the configuration and a copy of the weights of
+    ``layer``.
+
+    Parameters
+    ----------
+    layer : rnnfast.RNN
+
+    Returns
+    -------
+    torch.nn.RNN
+        float32, or float64 (``.double()``) for a float64 layer; training mode as the layer's.
+
+    Raises
+    ------
+    ValueError
+        The layer uses an option torch.nn.RNN does not have (go_backwards, residual
+        connections, leaky units alpha < 1, a merge mode other than "concat").
+    """
+    import torch
+
+    problems = _torch_incompatibilities(layer)
+    if problems:
+        raise ValueError(f"layer: torch.nn.RNN has no equivalent of {', '.join(problems)}")
+    config = {name: getattr(layer, name) for name in _TORCH_CONFIG}
+    with warnings.catch_warnings():
+        # torch warns that dropout with one layer has nothing to act on; rnnfast agrees, and the
+        # value is kept so that the configuration round-trips unchanged.
+        warnings.filterwarnings("ignore", message=".*dropout.*", category=UserWarning)
+        module = torch.nn.RNN(**config)
+    if np.dtype(layer.dtype) == np.float64:
+        module = module.double()
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in layer.state_dict().items()}
+    with torch.no_grad():
+        module.load_state_dict(state)
+    module.train(bool(getattr(layer, "training", True)))
+    return module
+
+
+# ---- Keras ---------------------------------------------------------------------------------------
+
+
+def keras_simple_rnn_to_state_dict(weights, layer_index=0, reverse=False):
+    """Keras ``SimpleRNN`` weights as PyTorch-layout state_dict entries of one layer direction.
+
+    Parameters
+    ----------
+    weights : sequence of array_like
+        ``[kernel (D, H), recurrent_kernel (H, H), bias (H,)]``, or without ``bias`` for a layer
+        with ``use_bias=False`` (what ``SimpleRNN.get_weights()`` returns).
+    layer_index : int
+        ``k`` of the keys ``weight_ih_l{k}`` ...
+    reverse : bool
+        Name the entries of the reverse direction (``..._l{k}_reverse``).
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``weight_ih = kernel.T`` (H, D), ``weight_hh = recurrent_kernel.T`` (H, H) and, with a
+        bias, ``bias_ih = bias`` and ``bias_hh = zeros`` (H,); new C-contiguous arrays.
+
+    Raises
+    ------
+    ValueError
+        Not 2 or 3 arrays, or shapes that do not fit together.
+    """
+    weights = [_to_numpy(w) for w in weights]
+    if len(weights) not in (2, 3):
+        raise ValueError(
+            "weights: expected [kernel, recurrent_kernel(, bias)] (2 or 3 arrays), "
+            f"got {len(weights)} arrays"
+        )
+    kernel, recurrent = weights[0], weights[1]
+    if kernel.ndim != 2:
+        raise ValueError(f"kernel: expected shape (D, H), got shape {kernel.shape}")
+    H = kernel.shape[1]
+    if recurrent.shape != (H, H):
+        raise ValueError(
+            f"recurrent_kernel: expected shape (H, H) = {(H, H)}, got shape {recurrent.shape}"
+        )
+    sfx = _suffix(layer_index, reverse)
+    out = {
+        f"weight_ih{sfx}": np.array(kernel.T, order="C"),
+        f"weight_hh{sfx}": np.array(recurrent.T, order="C"),
+    }
+    if len(weights) == 3:
+        bias = weights[2]
+        if bias.shape != (H,):
+            raise ValueError(f"bias: expected shape (H,) = {(H,)}, got shape {bias.shape}")
+        out[f"bias_ih{sfx}"] = np.array(bias)
+        out[f"bias_hh{sfx}"] = np.zeros_like(bias)
+    return out
+
+
+def state_dict_to_keras_simple_rnn(state_dict, layer_index=0, reverse=False):
+    """One layer direction of a PyTorch-layout state_dict as Keras ``SimpleRNN`` weights.
+
+    Parameters
+    ----------
+    state_dict : mapping of str to array_like
+        PyTorch's keys (NumPy arrays or torch tensors), e.g. ``layer.state_dict()``.
+    layer_index : int
+    reverse : bool
+        Take the ``..._reverse`` entries.
+
+    Returns
+    -------
+    list of ndarray
+        ``[kernel (D, H), recurrent_kernel (H, H), bias (H,)]`` with ``bias = bias_ih + bias_hh``,
+        or ``[kernel, recurrent_kernel]`` when the state_dict has no biases (``use_bias=False``).
+
+    Raises
+    ------
+    ValueError
+        A weight of that layer direction is missing, or only one of the two biases is present.
+    """
+    sfx = _suffix(layer_index, reverse)
+    for key in (f"weight_ih{sfx}", f"weight_hh{sfx}"):
+        if key not in state_dict:
+            raise ValueError(f"state_dict: missing key {key!r}")
+    weights = [
+        np.array(_to_numpy(state_dict[f"weight_ih{sfx}"]).T, order="C"),
+        np.array(_to_numpy(state_dict[f"weight_hh{sfx}"]).T, order="C"),
+    ]
+    has = [f"bias_ih{sfx}" in state_dict, f"bias_hh{sfx}" in state_dict]
+    if any(has) and not all(has):
+        raise ValueError(
+            f"state_dict: expected both bias_ih{sfx} and bias_hh{sfx} or neither, got one"
+        )
+    if all(has):
+        weights.append(
+            _to_numpy(state_dict[f"bias_ih{sfx}"]) + _to_numpy(state_dict[f"bias_hh{sfx}"])
+        )
+    return weights
+
+
+def keras_weights(layer):
+    """All weights of ``layer`` in Keras's order: for each layer, the forward direction's
+    ``[kernel, recurrent_kernel(, bias)]`` then the backward direction's, as
+    ``model.get_weights()`` lists them for a stack of ``SimpleRNN`` / ``Bidirectional(SimpleRNN)``
+    layers (so ``model.set_weights(keras_weights(layer))`` loads them)."""
+    state = layer.state_dict()
+    out = []
+    for k in range(layer.num_layers):
+        for reverse in range(_num_directions(layer)):
+            out.extend(state_dict_to_keras_simple_rnn(state, k, bool(reverse)))
+    return out
+
+
+def _keras_kind(obj):
+    """'bidirectional', 'simple_rnn' or None for a Keras layer (duck-typed: keras not imported)."""
+    if hasattr(obj, "forward_layer") and hasattr(obj, "backward_layer"):
+        return "bidirectional"
+    cell = getattr(obj, "cell", None)
+    if hasattr(obj, "get_weights") and (
+        type(obj).__name__ == "SimpleRNN" or type(cell).__name__ == "SimpleRNNCell"
+    ):
+        return "simple_rnn"
+    return None
+
+
+def _keras_layer_weights(keras_layer):
+    """A Keras layer's weights as NumPy arrays, in ``get_weights()`` order (read through each
+    variable's backend value: ``get_weights()`` itself warns under NumPy 2 with torch)."""
+    variables = getattr(keras_layer, "weights", None)
+    if variables is None:
+        return [np.asarray(w) for w in keras_layer.get_weights()]
+    return [_to_numpy(getattr(v, "value", v)) for v in variables]
+
+
+def _keras_activation(keras_layer):
+    activation = getattr(getattr(keras_layer, "cell", keras_layer), "activation", None)
+    return getattr(activation, "__name__", None)
+
+
+def _simple_rnn_entries(layer, keras_layer, layer_index, reverse):
+    """State_dict entries of one Keras SimpleRNN, after checking it computes what ``layer`` does."""
+    if _keras_kind(keras_layer) != "simple_rnn":
+        raise TypeError(
+            f"keras layer {getattr(keras_layer, 'name', '')!r}: expected a SimpleRNN, got "
+            f"{type(keras_layer).__name__}"
+        )
+    name = getattr(keras_layer, "name", type(keras_layer).__name__)
+    activation = _keras_activation(keras_layer)
+    if activation != layer.nonlinearity:
+        raise ValueError(
+            f"keras layer {name!r}: activation {activation!r} differs from the layer's "
+            f"nonlinearity {layer.nonlinearity!r}"
+        )
+    weights = _keras_layer_weights(keras_layer)
+    if not weights:
+        raise ValueError(f"keras layer {name!r}: has no weights yet (build it first)")
+    return keras_simple_rnn_to_state_dict(weights, layer_index, reverse)
+
+
+def _keras_rnn_layers(obj):
+    """The SimpleRNN / Bidirectional layers of a Keras model, a list of layers, or one layer."""
+    if _keras_kind(obj) is not None:
+        return [obj]
+    items = list(obj.layers) if hasattr(obj, "layers") else list(obj)
+    rnn_layers = []
+    for item in items:
+        if _keras_kind(item) is not None:
+            rnn_layers.append(item)
+        elif hasattr(item, "get_weights") and _keras_layer_weights(item):
+            raise TypeError(
+                f"keras layer {getattr(item, 'name', '')!r}: {type(item).__name__} has weights "
+                "and is neither a SimpleRNN nor a Bidirectional(SimpleRNN)"
+            )
+        elif not hasattr(item, "get_weights"):
+            raise TypeError(f"expected Keras layers, got a {type(item).__name__} in the list")
+    return rnn_layers
+
+
+def load_keras(layer, keras_layer_or_weights):
+    """Load the weights of Keras ``SimpleRNN`` layers into ``layer`` (all of them, or nothing).
+
+    Parameters
+    ----------
+    layer : rnnfast.RNN
+    keras_layer_or_weights :
+        - a Keras ``SimpleRNN`` (for a one-layer unidirectional ``layer``),
+        - a ``Bidirectional(SimpleRNN)`` (its forward / backward layers give the direction and
+          the ``_reverse`` entries),
+        - a list of such layers, or a Keras model, one per stacked layer (layers without weights,
+          e.g. ``Masking`` or ``InputLayer``, are passed over),
+        - or a flat list of arrays in Keras's order (``model.get_weights()``; see
+          :func:`keras_weights`).
+
+    Raises
+    ------
+    TypeError
+        Something other than SimpleRNN layers (LSTM, GRU, Dense ...).
+    ValueError
+        The number of layers, the directions, an activation or a shape does not match
+        ``layer``, or a Keras layer computes something else (go_backwards where ``layer`` does
+        not, a different merge mode). ``layer`` is unchanged when anything is raised.
+    """
+    dirs = _num_directions(layer)
+    state = {}
+    if isinstance(keras_layer_or_weights, (list, tuple)) and keras_layer_or_weights and all(
+        not hasattr(w, "get_weights") for w in keras_layer_or_weights
+    ):
+        weights = list(keras_layer_or_weights)
+        per = 3 if layer.bias else 2
+        expected = layer.num_layers * dirs * per
+        if len(weights) != expected:
+            raise ValueError(
+                f"weights: expected {expected} arrays (num_layers={layer.num_layers} x "
+                f"{dirs} direction(s) x {per}), got {len(weights)}"
+            )
+        for g in range(layer.num_layers * dirs):
+            state.update(
+                keras_simple_rnn_to_state_dict(
+                    weights[g * per:(g + 1) * per], g // dirs, bool(g % dirs)
+                )
+            )
+    else:
+        keras_layers = _keras_rnn_layers(keras_layer_or_weights)
+        if len(keras_layers) != layer.num_layers:
+            raise ValueError(
+                f"keras layers: expected num_layers={layer.num_layers} SimpleRNN / "
+                f"Bidirectional layers, got {len(keras_layers)}"
+            )
+        go_backwards = bool(getattr(layer, "go_backwards", False))
+        for k, kl in enumerate(keras_layers):
+            name = getattr(kl, "name", type(kl).__name__)
+            bidirectional = _keras_kind(kl) == "bidirectional"
+            if bidirectional != (dirs == 2):
+                raise ValueError(
+                    f"keras layer {name!r}: {'bi' if bidirectional else 'uni'}directional, "
+                    f"the layer's bidirectional={dirs == 2}"
+                )
+            if bidirectional:
+                # between stacked layers rnnfast (as PyTorch) passes on both directions,
+                # concatenated
+                merge_mode = (
+                    getattr(layer, "merge_mode", kl.merge_mode)
+                    if k == layer.num_layers - 1 else "concat"
+                )
+                if merge_mode != kl.merge_mode:
+                    raise ValueError(
+                        f"keras layer {name!r}: merge_mode {kl.merge_mode!r} differs from the "
+                        f"layer's {merge_mode!r}"
+                    )
+                if getattr(kl.forward_layer, "go_backwards", False):
+                    raise ValueError(
+                        f"keras layer {name!r}: its forward_layer runs backwards "
+                        "(go_backwards=True)"
+                    )
+                state.update(_simple_rnn_entries(layer, kl.forward_layer, k, False))
+                state.update(_simple_rnn_entries(layer, kl.backward_layer, k, True))
+            else:
+                if bool(getattr(kl, "go_backwards", False)) != go_backwards:
+                    raise ValueError(
+                        f"keras layer {name!r}: go_backwards={kl.go_backwards} differs from the "
+                        f"layer's go_backwards={go_backwards}"
+                    )
+                state.update(_simple_rnn_entries(layer, kl, k, False))
+    layer.load_state_dict(state)
+    return layer
