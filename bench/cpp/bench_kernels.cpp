@@ -154,6 +154,7 @@ void BM_Backward(benchmark::State& state) {
 
 #define RNNFAST_GRID                                                                   \
     Args({200, 1, 32, 64})->Args({100, 16, 64, 128})->Args({50, 64, 128, 256})         \
+        ->Args({50, 32, 256, 256})                                                       \
         ->Args({50, 32, 512, 512})->Args({25, 64, 1024, 1024})->Args({100, 1, 1024, 1024}) \
         ->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_Forward)->RNNFAST_GRID;
