@@ -8,18 +8,9 @@ import numpy as np
 import pytest
 import rnnfast
 from conftest import DTYPES, assert_close
-from rnnfast import functional as F
 
 T, B, D, H = 5, 3, 4, 3
 F64 = np.float64
-
-
-def _require_leaky_units():
-    """Skip (only) while the kernels still lack alpha < 1."""
-    try:
-        F.rnn_forward(np.zeros((1, 1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), alpha=0.5)
-    except NotImplementedError:
-        pytest.skip("alpha < 1 (leaky units) is not in the kernels yet")
 
 
 def _split(result, layer):
@@ -108,7 +99,6 @@ def test_fd_dropout_masks(rng):
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 def test_fd_leaky_units(rng, bidirectional):
-    _require_leaky_units()
     layer = rnnfast.RNN(D, H, num_layers=2, alpha=[0.5, 0.25], bidirectional=bidirectional,
                         dtype=F64, seed=4)
     dirs = layer.num_directions
@@ -328,8 +318,6 @@ def test_stateful_carries_state_until_reset(rng, dtype):
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_step_equals_a_forward_over_one_step(rng, dtype, nonlinearity, num_layers, alpha):
-    if alpha != 1.0:
-        _require_leaky_units()
     layer = rnnfast.RNN(D, H, num_layers=num_layers, nonlinearity=nonlinearity, alpha=alpha,
                         residual=num_layers > 1, dtype=dtype, seed=15)
     x_t = rng.standard_normal((B, D)).astype(dtype)
@@ -378,7 +366,6 @@ def test_dropout_only_in_training_and_reproducible(rng):
 
 
 def test_leaky_alpha_per_layer_matches_the_reference(rng):
-    _require_leaky_units()
     layer = rnnfast.RNN(D, H, num_layers=2, alpha=[0.3, 0.9], dtype=F64, seed=17)
     x = rng.standard_normal((T, B, D))
     y, h_n = layer(x)

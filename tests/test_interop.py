@@ -20,14 +20,6 @@ def _torch_dtype(torch, dtype):
     return torch.float32 if dtype == np.float32 else torch.float64
 
 
-def _rnnfast_or_skip(build):
-    """``build()``, or a skip when this rnnfast does not implement the configuration yet."""
-    try:
-        return build()
-    except NotImplementedError as exc:
-        pytest.skip(f"not implemented in rnnfast.RNN yet: {exc}")
-
-
 def _torch_module(torch, dtype, nonlinearity="tanh", bias=True, batch_first=False, num_layers=1,
                   bidirectional=False, seed=0):
     torch.manual_seed(seed)
@@ -59,7 +51,7 @@ def _torch_forward(torch, module, x, h0):
 def test_from_torch_matches_torch(torch, dtype, nonlinearity, bias, batch_first, arch, rng):
     num_layers, bidirectional = arch
     module = _torch_module(torch, dtype, nonlinearity, bias, batch_first, num_layers, bidirectional)
-    layer = _rnnfast_or_skip(lambda: interop.from_torch(module))
+    layer = interop.from_torch(module)
 
     assert isinstance(layer, rnnfast.RNN)
     for name in interop._TORCH_CONFIG:
@@ -84,10 +76,10 @@ def test_from_torch_matches_torch(torch, dtype, nonlinearity, bias, batch_first,
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_to_torch_matches_layer(torch, dtype, nonlinearity, batch_first, arch, rng):
     num_layers, bidirectional = arch
-    layer = _rnnfast_or_skip(lambda: rnnfast.RNN(
+    layer = rnnfast.RNN(
         D, H, num_layers=num_layers, nonlinearity=nonlinearity, batch_first=batch_first,
         bidirectional=bidirectional, dtype=dtype, seed=3,
-    ))
+    )
     layer.eval()
     module = interop.to_torch(layer)
 
@@ -137,20 +129,14 @@ def test_from_torch_passes_the_class(torch):
 
 @pytest.mark.parametrize("option", [{"go_backwards": True}, {"alpha": 0.5}])
 def test_to_torch_rejects_what_torch_cannot_express(torch, option):
-    try:
-        layer = rnnfast.RNN(D, H, **option)
-    except (TypeError, NotImplementedError) as exc:
-        pytest.skip(f"rnnfast.RNN has no {option} yet: {exc}")
+    layer = rnnfast.RNN(D, H, **option)
     with pytest.raises(ValueError, match=next(iter(option))):
         interop.to_torch(layer)
 
 
 @pytest.mark.parametrize("merge_mode", ["sum", "mul", "ave"])
 def test_to_torch_rejects_merge_modes_other_than_concat(torch, merge_mode):
-    try:
-        layer = rnnfast.RNN(D, H, bidirectional=True, merge_mode=merge_mode)
-    except (TypeError, NotImplementedError) as exc:
-        pytest.skip(f"rnnfast.RNN has no bidirectional merge_mode yet: {exc}")
+    layer = rnnfast.RNN(D, H, bidirectional=True, merge_mode=merge_mode)
     with pytest.raises(ValueError, match="merge_mode"):
         interop.to_torch(layer)
 
@@ -273,7 +259,7 @@ def test_keras_weights_round_trip(rng):
 
 
 def test_keras_flat_weights_for_a_stack(rng):
-    layer = _rnnfast_or_skip(lambda: rnnfast.RNN(D, H, num_layers=2, bidirectional=True))
+    layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=True)
     weights = (_keras_weights(rng, D, H) * 2) + (_keras_weights(rng, 2 * H, H) * 2)
     interop.load_keras(layer, weights)
     sd = layer.state_dict()

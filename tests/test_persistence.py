@@ -15,13 +15,6 @@ from rnnfast import persistence
 T, B, D, H = 5, 2, 4, 6
 
 
-def _layer_or_skip(**kw):
-    try:
-        return rnnfast.RNN(**kw)
-    except NotImplementedError as exc:
-        pytest.skip(f"not implemented in rnnfast.RNN yet: {exc}")
-
-
 def _arrays(path):
     with np.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
@@ -57,7 +50,7 @@ def saved(tmp_path):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_round_trip(tmp_path, dtype, nonlinearity, bias, batch_first, arch, rng):
     num_layers, bidirectional = arch
-    layer = _layer_or_skip(input_size=D, hidden_size=H, num_layers=num_layers,
+    layer = rnnfast.RNN(input_size=D, hidden_size=H, num_layers=num_layers,
                            nonlinearity=nonlinearity, bias=bias, batch_first=batch_first,
                            bidirectional=bidirectional, dtype=dtype, seed=7)
     path = tmp_path / "rnn.npz"
@@ -83,17 +76,14 @@ def test_round_trip(tmp_path, dtype, nonlinearity, bias, batch_first, arch, rng)
     {"stateful": True, "seed": 11},
 ], ids=["go_backwards", "merge_mode", "residual-alpha", "stateful"])
 def test_round_trip_keeps_keras_options(tmp_path, options, rng):
-    layer = _layer_or_skip(input_size=D, hidden_size=D, dtype=np.float64, **options)
+    layer = rnnfast.RNN(input_size=D, hidden_size=D, dtype=np.float64, **options)
     persistence.save(layer, tmp_path / "rnn.npz")
     loaded = persistence.load(tmp_path / "rnn.npz")
     assert persistence.layer_config(loaded) == persistence.layer_config(layer)
     for name, value in options.items():
         assert getattr(loaded, name) == value, name
     x = rng.standard_normal((T, B, D))
-    try:
-        out, out_loaded = layer.eval()(x), loaded.eval()(x)
-    except NotImplementedError as exc:
-        pytest.skip(f"the forward of {options} is not implemented yet: {exc}")
+    out, out_loaded = layer.eval()(x), loaded.eval()(x)
     out = out if isinstance(out, tuple) else (out,)
     out_loaded = out_loaded if isinstance(out_loaded, tuple) else (out_loaded,)
     for a, b in zip(out, out_loaded):
@@ -101,7 +91,7 @@ def test_round_trip_keeps_keras_options(tmp_path, options, rng):
 
 
 def test_summary_keras_options():
-    layer = _layer_or_skip(input_size=3, hidden_size=4, bidirectional=True, merge_mode="sum",
+    layer = rnnfast.RNN(input_size=3, hidden_size=4, bidirectional=True, merge_mode="sum",
                            return_sequences=False, batch_first=True)
     row = next(ln for ln in persistence.summary_text(layer).splitlines() if "rnn_l0" in ln)
     assert "(B, 4)" in row and "Bidirectional" in row
@@ -277,7 +267,7 @@ def test_summary_without_bias():
 def test_summary_bidirectional_stack():
     # Keras: Bidirectional(SimpleRNN(50)) on 1 feature = 2 x 2,600; then on 100 features
     # = 2 x (100*50 + 50*50 + 50) = 15,100
-    layer = _layer_or_skip(input_size=1, hidden_size=50, num_layers=2, bidirectional=True)
+    layer = rnnfast.RNN(input_size=1, hidden_size=50, num_layers=2, bidirectional=True)
     text = persistence.summary_text(layer)
     rows = [ln for ln in text.splitlines() if "rnn_l" in ln]
     assert [r.split()[-1] for r in rows] == ["5,200", "15,100"]

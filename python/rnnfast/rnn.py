@@ -397,7 +397,7 @@ class RNN:
                 "backward: no training forward to differentiate; call the layer in training "
                 "mode first (each forward allows one backward)"
             )
-        layer_caches, lengths, h0, merge_src, out_shape, last, steps, batch = self._cache
+        layer_caches, lengths, _h0, merge_src, out_shape, last, steps, batch = self._cache
         name = "dy" if not self._keras() else "d_output"
         if d_output is not None:
             d_output = as_float_array(name, d_output, self.dtype)
