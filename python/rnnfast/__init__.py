@@ -11,10 +11,12 @@ import os
 # the environment wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-from . import functional, reference, sequences  # noqa: E402
+from . import functional, losses, metrics, reference, sequences  # noqa: E402
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
+from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
 from .persistence import load, save  # noqa: E402
 from .rnn import RNN  # noqa: E402
+from .sequential import Sequential  # noqa: E402
 from .sequences import (  # noqa: E402
     lengths_to_mask,
     mask_to_lengths,
@@ -27,6 +29,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "RNN",
+    "Linear",
+    "Dense",
+    "Embedding",
+    "Dropout",
+    "Sequential",
+    "losses",
+    "metrics",
     "save",
     "load",
     "functional",

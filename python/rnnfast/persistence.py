@@ -50,8 +50,12 @@ def layer_config(layer):
         config = {name: getattr(layer, name) for name in _BASIC_CONFIG}
     if "dtype" in config:
         config["dtype"] = np.dtype(config["dtype"]).name
+    if type(layer).__name__ != "RNN":  # RNN files predate other layers: RNN is the default
+        config["__class__"] = type(layer).__name__
     scalars = (bool, int, float, str, type(None))
     for key, value in config.items():
+        if key == "layers" and isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            continue  # a Sequential's layers, each from layer_config already
         if isinstance(value, np.generic):
             value = config[key] = value.item()
         elif isinstance(value, (list, tuple)):
@@ -112,6 +116,42 @@ def save(layer, path):
         raise
 
 
+def _layer_classes():
+    from .layers import Dropout, Embedding, Linear
+    from .rnn import RNN
+    from .sequential import Sequential
+
+    return {c.__name__: c for c in (RNN, Linear, Embedding, Dropout, Sequential)}
+
+
+def build_layer(config):
+    """A new layer (or Sequential) from what :func:`layer_config` returned."""
+    config = dict(config)
+    name = config.pop("__class__", "RNN")
+    classes = _layer_classes()
+    if name not in classes:
+        raise ValueError(f"config: unknown layer class {name!r}; known: {sorted(classes)}")
+    cls = classes[name]
+    return cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
+
+
+def output_shape(layer, input_shape):
+    """The output shape of ``layer`` for ``input_shape`` (batch first, None for unknown sizes),
+    as Keras's summary shows it."""
+    if hasattr(layer, "output_shape"):
+        return layer.output_shape(input_shape)
+    width = layer.output_size  # an RNN: the last layer's merged width
+    if getattr(layer, "return_sequences", None) is False:
+        return (input_shape[0], width)
+    return tuple(input_shape[:-1]) + (width,)
+
+
+def keras_param_count(layer):
+    """An RNN's parameters in Keras's layout: one bias vector per direction, not two."""
+    groups, others = _groups(layer)
+    return sum(_keras_count(g) for g in groups.values()) + sum(p.size for p in others.values())
+
+
 def _read_arrays(source, where):
     """Every array of the .npz, read fully; anything unreadable is a ValueError."""
     try:
@@ -151,8 +191,6 @@ def load(path, cls=None):
         a configuration that does not build a layer, or parameters missing, extra or of the
         wrong shape or dtype. Nothing is returned half-built.
     """
-    if cls is None:
-        from .rnn import RNN as cls
     where = repr(os.fspath(path)) if not hasattr(path, "read") else "file"
     if hasattr(path, "read"):
         arrays = _read_arrays(path, where)
@@ -187,8 +225,8 @@ def load(path, cls=None):
     if not isinstance(config, dict):
         raise ValueError(f"{where}: config: expected a JSON object, got {type(config).__name__}")
     try:
-        layer = cls(**config)
-    except (TypeError, ValueError) as exc:
+        layer = build_layer(config) if cls is None else cls(**config)
+    except (TypeError, ValueError, KeyError) as exc:
         raise ValueError(f"{where}: config {config} does not build a layer: {exc}") from exc
 
     expected = layer.state_dict()

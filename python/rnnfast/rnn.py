@@ -629,6 +629,10 @@ class RNN:
     def eval(self):
         return self.train(False)
 
+    def keras_param_count(self):
+        """Parameters in Keras's layout (one bias vector per direction), as its summary counts."""
+        return persistence.keras_param_count(self)
+
     def num_parameters(self):
         return sum(p.size for p in self._params.values())
 

@@ -1,0 +1,236 @@
+"""Layers beside RNN: Linear (alias Dense), Embedding and Dropout.
+
+They share RNN's protocol, which Sequential, the optimizers and the training loops rely on:
+``layer(x)`` and ``layer.backward(d_out) -> d_in`` (after a call in training mode),
+``named_parameters()`` / ``parameters()`` (live arrays), ``grads`` (same keys, accumulated),
+``zero_grad()``, ``state_dict()`` / ``load_state_dict()``, ``train()`` / ``eval()``,
+``get_config()`` and ``keras_param_count()``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validation import as_float_array, layer_dtype
+
+__all__ = ["Dense", "Dropout", "Embedding", "Linear"]
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    return int(value)
+
+
+class _Layer:
+    """Parameters, gradients, modes and state dicts: what every layer does the same way."""
+
+    def __init__(self, dtype):
+        self.dtype = layer_dtype(dtype)
+        self._params = {}
+        self.grads = {}
+        self.training = True
+        self._cache = None
+
+    def _add_parameter(self, name, value):
+        self._params[name] = np.ascontiguousarray(value, dtype=self.dtype)
+        self.grads[name] = np.zeros_like(self._params[name])
+
+    def __call__(self, x):
+        return self.forward(x)
+
+    def _take_cache(self):
+        if self._cache is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.backward: no training forward to differentiate; call the "
+                "layer in training mode first (each forward allows one backward)"
+            )
+        cache, self._cache = self._cache, None
+        return cache
+
+    def named_parameters(self):
+        return list(self._params.items())
+
+    def parameters(self):
+        return list(self._params.values())
+
+    def zero_grad(self):
+        for g in self.grads.values():
+            g.fill(0)
+
+    def state_dict(self):
+        return {name: p.copy() for name, p in self._params.items()}
+
+    def load_state_dict(self, state_dict):
+        """Checks every key and shape first; on an error nothing changes."""
+        missing = [k for k in self._params if k not in state_dict]
+        extra = [k for k in state_dict if k not in self._params]
+        if missing or extra:
+            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
+        loaded = {}
+        for name, current in self._params.items():
+            value = state_dict[name]
+            arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+            if arr.shape != current.shape:
+                raise ValueError(f"{name}: expected shape {current.shape}, got shape {arr.shape}")
+            loaded[name] = arr
+        for name, arr in loaded.items():
+            self._params[name][...] = arr
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        if not self.training:
+            self._cache = None
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def keras_param_count(self):
+        return sum(p.size for p in self._params.values())
+
+
+class Linear(_Layer):
+    """``y = x W^T + b`` over the last axis (PyTorch's ``nn.Linear``; Keras's ``Dense``).
+
+    Parameters ``weight`` (out_features, in_features) and ``bias`` (out_features,), initialised
+    U(-1/sqrt(in_features), 1/sqrt(in_features)) as PyTorch. Any leading shape is allowed.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, dtype=np.float32, seed=None):
+        super().__init__(dtype)
+        self.in_features = _positive_int("in_features", in_features)
+        self.out_features = _positive_int("out_features", out_features)
+        self.bias = bool(bias)
+        self.seed = seed
+        rng = np.random.default_rng(seed)
+        bound = 1.0 / math.sqrt(self.in_features)
+        self._add_parameter("weight", rng.uniform(-bound, bound, (self.out_features,
+                                                                  self.in_features)))
+        if self.bias:
+            self._add_parameter("bias", rng.uniform(-bound, bound, self.out_features))
+
+    def forward(self, x):
+        x = as_float_array("x", x, self.dtype)
+        if x.ndim < 1 or x.shape[-1] != self.in_features:
+            raise ValueError(
+                f"x: expected shape (..., in_features={self.in_features}), got shape {x.shape}"
+            )
+        y = x @ self._params["weight"].T
+        if self.bias:
+            y += self._params["bias"]
+        self._cache = x if self.training else None
+        return y
+
+    def backward(self, dy):
+        x = self._take_cache()
+        dy = as_float_array("dy", dy, self.dtype)
+        if dy.shape != x.shape[:-1] + (self.out_features,):
+            self._cache = x
+            raise ValueError(
+                f"dy: expected shape {x.shape[:-1] + (self.out_features,)}, got shape {dy.shape}"
+            )
+        rows = dy.reshape(-1, self.out_features)
+        self.grads["weight"] += rows.T @ x.reshape(-1, self.in_features)
+        if self.bias:
+            self.grads["bias"] += rows.sum(axis=0)
+        return dy @ self._params["weight"]
+
+    def get_config(self):
+        return {"in_features": self.in_features, "out_features": self.out_features,
+                "bias": self.bias, "dtype": self.dtype.name, "seed": self.seed}
+
+    def output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.out_features,)
+
+    def __repr__(self):
+        return f"Linear({self.in_features}, {self.out_features}, bias={self.bias})"
+
+
+Dense = Linear
+
+
+class Embedding(_Layer):
+    """Integer ids (any shape) -> vectors (..., embedding_dim), PyTorch's ``nn.Embedding``
+    (``weight`` initialised N(0, 1) as PyTorch). The backward scatters the gradients into the
+    rows of the ids in one vectorised ``np.add.at``."""
+
+    def __init__(self, num_embeddings, embedding_dim, dtype=np.float32, seed=None):
+        super().__init__(dtype)
+        self.num_embeddings = _positive_int("num_embeddings", num_embeddings)
+        self.embedding_dim = _positive_int("embedding_dim", embedding_dim)
+        self.seed = seed
+        rng = np.random.default_rng(seed)
+        self._add_parameter("weight", rng.standard_normal((self.num_embeddings,
+                                                           self.embedding_dim)))
+
+    def forward(self, ids):
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"ids: expected an integer array, got dtype {ids.dtype}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
+            raise ValueError(
+                f"ids: expected values in [0, {self.num_embeddings}), got min {ids.min()}, "
+                f"max {ids.max()}"
+            )
+        self._cache = ids.copy() if self.training else None
+        return self._params["weight"][ids]
+
+    def backward(self, d_out):
+        ids = self._take_cache()
+        d_out = as_float_array("d_out", d_out, self.dtype)
+        if d_out.shape != ids.shape + (self.embedding_dim,):
+            self._cache = ids
+            raise ValueError(
+                f"d_out: expected shape {ids.shape + (self.embedding_dim,)}, got {d_out.shape}"
+            )
+        np.add.at(self.grads["weight"], ids.ravel(), d_out.reshape(-1, self.embedding_dim))
+        return None  # ids have no gradient
+
+    def get_config(self):
+        return {"num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim,
+                "dtype": self.dtype.name, "seed": self.seed}
+
+    def output_shape(self, input_shape):
+        return tuple(input_shape) + (self.embedding_dim,)
+
+    def __repr__(self):
+        return f"Embedding({self.num_embeddings}, {self.embedding_dim})"
+
+
+class Dropout(_Layer):
+    """Inverted dropout: in training mode each element is zeroed with probability ``p`` and the
+    rest scaled by 1/(1-p); in eval mode the identity. Masks come from a generator seeded by
+    ``seed``, so runs repeat."""
+
+    def __init__(self, p=0.5, seed=None, dtype=np.float32):
+        super().__init__(dtype)
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p < 1.0:
+            raise ValueError(f"p: expected a probability in [0, 1), got {p!r}")
+        self.p = float(p)
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+
+    def forward(self, x):
+        x = as_float_array("x", x, self.dtype)
+        if not self.training or self.p == 0.0:
+            self._cache = np.ones((), dtype=self.dtype) if self.training else None
+            return x.copy()
+        mask = (self._rng.random(x.shape) >= self.p).astype(self.dtype) / (1.0 - self.p)
+        self._cache = mask
+        return x * mask
+
+    def backward(self, d_out):
+        mask = self._take_cache()
+        return as_float_array("d_out", d_out, self.dtype) * mask
+
+    def get_config(self):
+        return {"p": self.p, "seed": self.seed, "dtype": self.dtype.name}
+
+    def output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def __repr__(self):
+        return f"Dropout(p={self.p})"

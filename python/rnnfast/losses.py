@@ -1,0 +1,104 @@
+"""Losses with fused gradients: each returns ``(loss, d_input)`` in one pass.
+
+Sequences are (T, B, ...) or, with ``batch_first=True``, (B, T, ...). Padding is excluded by
+``lengths`` (B,), a boolean ``mask`` shaped like the targets (True counts), or ``ignore_index``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["cross_entropy", "log_softmax", "mse_loss"]
+
+
+def log_softmax(logits, axis=-1):
+    """Numerically stable log-softmax."""
+    shifted = logits - np.max(logits, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _counted_positions(targets, lengths, mask, ignore_index, batch_first):
+    """Boolean array shaped like targets: the positions that count."""
+    valid = np.ones(targets.shape, dtype=bool)
+    if ignore_index is not None:
+        valid &= targets != ignore_index
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != targets.shape or mask.dtype != bool:
+            raise ValueError(
+                f"mask: expected a boolean array of shape {targets.shape}, got dtype "
+                f"{mask.dtype} shape {mask.shape}"
+            )
+        valid &= mask
+    if lengths is not None:
+        if targets.ndim != 2:
+            raise ValueError(f"lengths: need (T, B) or (B, T) targets, got shape {targets.shape}")
+        steps = targets.shape[1] if batch_first else targets.shape[0]
+        batch = targets.shape[0] if batch_first else targets.shape[1]
+        lengths = np.asarray(lengths)
+        if lengths.shape != (batch,) or lengths.dtype.kind not in "iu":
+            raise ValueError(f"lengths: expected {batch} integers, got {lengths.dtype} "
+                             f"shape {lengths.shape}")
+        in_sequence = np.arange(steps)[:, None] < lengths[None, :]  # (T, B)
+        valid &= in_sequence.T if batch_first else in_sequence
+    return valid
+
+
+def cross_entropy(logits, targets, *, lengths=None, mask=None, ignore_index=None,
+                  reduction="mean", batch_first=False):
+    """Softmax cross-entropy and its gradient with respect to the logits.
+
+    Parameters
+    ----------
+    logits : ndarray, shape (..., V)
+        (B, V) for the last step only, (T, B, V) / (B, T, V) for every step.
+    targets : int ndarray, shape (...) (the logits' leading shape)
+    lengths, mask, ignore_index : optional, exclude padded positions (see the module doc)
+    reduction : {"mean", "sum"}
+        "mean" averages over the counted positions (0 when none counts).
+
+    Returns
+    -------
+    loss : float
+    d_logits : ndarray like logits
+    """
+    logits = np.asarray(logits)
+    targets = np.asarray(targets)
+    if logits.dtype.kind != "f":
+        raise TypeError(f"logits: expected a float array, got dtype {logits.dtype}")
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"targets: expected an integer array, got dtype {targets.dtype}")
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"targets: expected shape {logits.shape[:-1]} (the logits' leading "
+                         f"shape), got shape {targets.shape}")
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
+    vocab = logits.shape[-1]
+    valid = _counted_positions(targets, lengths, mask, ignore_index, batch_first)
+    if np.any(valid & ((targets < 0) | (targets >= vocab))):
+        raise ValueError(f"targets: expected class ids in [0, {vocab}), got min "
+                         f"{targets[valid].min()}, max {targets[valid].max()}")
+    safe = np.where(valid, targets, 0)
+    log_probs = log_softmax(logits)
+    picked = np.take_along_axis(log_probs, safe[..., None], axis=-1)[..., 0]
+    count = int(valid.sum())
+    scale = 1.0 / max(count, 1) if reduction == "mean" else 1.0
+    loss = -float(np.sum(picked, where=valid)) * scale
+    grad = np.exp(log_probs)
+    np.put_along_axis(grad, safe[..., None],
+                      np.take_along_axis(grad, safe[..., None], axis=-1) - 1, axis=-1)
+    grad *= (valid * scale)[..., None].astype(grad.dtype)
+    return loss, grad
+
+
+def mse_loss(pred, target, reduction="mean"):
+    """Mean (or summed) squared error and its gradient with respect to ``pred``."""
+    pred = np.asarray(pred)
+    target = np.asarray(target, dtype=pred.dtype)
+    if pred.shape != target.shape:
+        raise ValueError(f"target: expected shape {pred.shape}, got shape {target.shape}")
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
+    diff = pred - target
+    scale = 1.0 / max(diff.size, 1) if reduction == "mean" else 1.0
+    return float(np.sum(diff * diff)) * scale, (2.0 * scale) * diff

@@ -1,0 +1,26 @@
+"""Metrics: accuracy and perplexity, with the losses' padding rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .losses import _counted_positions, cross_entropy
+
+__all__ = ["accuracy", "perplexity"]
+
+
+def accuracy(logits, targets, *, lengths=None, mask=None, ignore_index=None, batch_first=False):
+    """Fraction of counted positions whose arg-max logit is the target (nan when none counts)."""
+    targets = np.asarray(targets)
+    valid = _counted_positions(targets, lengths, mask, ignore_index, batch_first)
+    hits = np.argmax(np.asarray(logits), axis=-1) == targets
+    count = int(valid.sum())
+    return float(np.sum(hits & valid)) / count if count else math.nan
+
+
+def perplexity(logits, targets, **kwargs):
+    """exp of the mean token cross-entropy (the same keyword arguments as cross_entropy)."""
+    loss, _ = cross_entropy(logits, targets, reduction="mean", **kwargs)
+    return math.exp(loss)

@@ -1,0 +1,148 @@
+"""Sequential: layers applied one after another, with the layer protocol of its own."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Sequential"]
+
+
+class Sequential:
+    """``Sequential([layer, ...])``: the output of each layer feeds the next; ``backward`` runs
+    them in reverse. Parameters are named ``"{index}.{name}"`` (PyTorch's convention).
+
+    A layer that returns a tuple (an RNN in PyTorch mode returns ``(y, h_n)``) passes on its
+    first element; give RNNs ``return_sequences=True/False`` to choose what they pass on.
+    """
+
+    def __init__(self, layers):
+        self.layers = list(layers)
+        for i, layer in enumerate(self.layers):
+            if not (callable(layer) and hasattr(layer, "backward")):
+                raise TypeError(f"layers[{i}]: expected a layer, got {type(layer).__name__}")
+        self.training = True
+
+    def __call__(self, x):
+        return self.forward(x)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            if isinstance(x, tuple):
+                x = x[0]
+        return x
+
+    def backward(self, d_out):
+        for layer in reversed(self.layers):
+            d_out = layer.backward(d_out)
+            if isinstance(d_out, tuple):  # an RNN returns (dx, dh0)
+                d_out = d_out[0]
+        return d_out
+
+    def __getitem__(self, index):
+        return self.layers[index]
+
+    def __len__(self):
+        return len(self.layers)
+
+    # ---- parameters ---------------------------------------------------------------------------
+
+    def named_parameters(self):
+        return [(f"{i}.{name}", p) for i, layer in enumerate(self.layers)
+                for name, p in layer.named_parameters()]
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    @property
+    def grads(self):
+        """The layers' live gradient arrays under this model's parameter names."""
+        return {f"{i}.{name}": g for i, layer in enumerate(self.layers)
+                for name, g in layer.grads.items()}
+
+    def zero_grad(self):
+        for layer in self.layers:
+            layer.zero_grad()
+
+    def state_dict(self):
+        return {f"{i}.{name}": v for i, layer in enumerate(self.layers)
+                for name, v in layer.state_dict().items()}
+
+    def load_state_dict(self, state_dict):
+        """Checks every key and shape of every layer first; on an error nothing changes."""
+        expected = self.state_dict()
+        missing = [k for k in expected if k not in state_dict]
+        extra = [k for k in state_dict if k not in expected]
+        if missing or extra:
+            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
+        for key, current in expected.items():
+            shape = np.shape(state_dict[key])
+            if shape != current.shape:
+                raise ValueError(f"{key}: expected shape {current.shape}, got shape {shape}")
+        for i, layer in enumerate(self.layers):
+            prefix = f"{i}."
+            layer.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
+                                   if k.startswith(prefix)})
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        for layer in self.layers:
+            layer.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    # ---- description and persistence ----------------------------------------------------------
+
+    def get_config(self):
+        from .persistence import layer_config
+
+        return {"layers": [layer_config(layer) for layer in self.layers]}
+
+    @classmethod
+    def from_config(cls, config):
+        from .persistence import build_layer
+
+        return cls([build_layer(c) for c in config["layers"]])
+
+    def keras_param_count(self):
+        return sum(layer.keras_param_count() for layer in self.layers)
+
+    def summary(self, input_shape=None):
+        """Print (and return) a Keras-style table: each layer, its output shape (from
+        ``input_shape`` without the batch, e.g. ``(24, 1)`` for (T, D) sequences, when given)
+        and its parameter count in Keras's layout (RNNs: one bias vector), then the totals."""
+        from .persistence import output_shape
+
+        rows = [("Layer (type)", "Output Shape", "Param #")]
+        shape = None if input_shape is None else (None, *input_shape)
+        for i, layer in enumerate(self.layers):
+            shape = None if shape is None else output_shape(layer, shape)
+            shown = "?" if shape is None else str(shape).replace("None", "None")
+            rows.append((f"{type(layer).__name__.lower()}_{i} ({type(layer).__name__})", shown,
+                         f"{layer.keras_param_count():,}"))
+        widths = [max(len(r[c]) for r in rows) + 3 for c in range(3)]
+
+        def fmt(r):
+            return "".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()
+
+        total = self.keras_param_count()
+        stored = sum(p.size for p in self.parameters())
+        lines = [fmt(rows[0]), "=" * sum(widths), *(fmt(r) for r in rows[1:]), "=" * sum(widths),
+                 f"Total params: {total:,} (Keras layout)"]
+        if stored != total:
+            lines.append(f"Stored: {stored:,} (RNNs keep PyTorch's two bias vectors, bias_ih and "
+                         "bias_hh; Keras's one bias is their sum)")
+        text = "\n".join(lines)
+        print(text)
+        return text
+
+    def save(self, path):
+        from .persistence import save
+
+        save(self, path)
+
+    def __repr__(self):
+        inner = ",\n".join(f"  ({i}): {layer!r}" for i, layer in enumerate(self.layers))
+        return f"Sequential(\n{inner}\n)"
