@@ -11,7 +11,7 @@ import os
 # the environment wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-from . import functional, losses, metrics, reference, sequences  # noqa: E402
+from . import functional, losses, metrics, optim, reference, sequences, training  # noqa: E402
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
 from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
 from .persistence import load, save  # noqa: E402
@@ -36,6 +36,8 @@ __all__ = [
     "Sequential",
     "losses",
     "metrics",
+    "optim",
+    "training",
     "save",
     "load",
     "functional",
