@@ -11,7 +11,16 @@ import os
 # the environment wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-from . import functional, losses, metrics, optim, reference, sequences, training  # noqa: E402
+from . import (  # noqa: E402
+    decoding,
+    functional,
+    losses,
+    metrics,
+    optim,
+    reference,
+    sequences,
+    training,
+)
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
 from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
 from .persistence import load, save  # noqa: E402
@@ -34,6 +43,7 @@ __all__ = [
     "Embedding",
     "Dropout",
     "Sequential",
+    "decoding",
     "losses",
     "metrics",
     "optim",
