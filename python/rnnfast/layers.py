@@ -73,9 +73,11 @@ class _Layer:
         for name, current in self._params.items():
             value = state_dict[name]
             arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+            if arr.dtype.kind not in "fiu":
+                raise TypeError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
             if arr.shape != current.shape:
                 raise ValueError(f"{name}: expected shape {current.shape}, got shape {arr.shape}")
-            loaded[name] = arr
+            loaded[name] = np.array(arr, dtype=self.dtype)
         for name, arr in loaded.items():
             self._params[name][...] = arr
 
@@ -113,6 +115,7 @@ class Linear(_Layer):
             self._add_parameter("bias", rng.uniform(-bound, bound, self.out_features))
 
     def forward(self, x):
+        x_user = x
         x = as_float_array("x", x, self.dtype)
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(
@@ -121,6 +124,8 @@ class Linear(_Layer):
         y = x @ self._params["weight"].T
         if self.bias:
             y += self._params["bias"]
+        if self.training and np.may_share_memory(x, x_user):
+            x = x.copy()  # backward needs this x: the caller may reuse its array meanwhile
         self._cache = x if self.training else None
         return y
 
@@ -216,15 +221,19 @@ class Dropout(_Layer):
     def forward(self, x):
         x = as_float_array("x", x, self.dtype)
         if not self.training or self.p == 0.0:
-            self._cache = np.ones((), dtype=self.dtype) if self.training else None
+            self._cache = (np.ones((), dtype=self.dtype), x.shape) if self.training else None
             return x.copy()
         mask = (self._rng.random(x.shape) >= self.p).astype(self.dtype) / (1.0 - self.p)
-        self._cache = mask
+        self._cache = (mask, x.shape)
         return x * mask
 
     def backward(self, d_out):
-        mask = self._take_cache()
-        return as_float_array("d_out", d_out, self.dtype) * mask
+        mask, shape = cache = self._take_cache()
+        d_out = as_float_array("d_out", d_out, self.dtype)
+        if d_out.shape != shape:
+            self._cache = cache
+            raise ValueError(f"d_out: expected shape {shape}, got shape {d_out.shape}")
+        return d_out * mask
 
     def get_config(self):
         return {"p": self.p, "seed": self.seed, "dtype": self.dtype.name}

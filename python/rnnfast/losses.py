@@ -39,6 +39,9 @@ def _counted_positions(targets, lengths, mask, ignore_index, batch_first):
         if lengths.shape != (batch,) or lengths.dtype.kind not in "iu":
             raise ValueError(f"lengths: expected {batch} integers, got {lengths.dtype} "
                              f"shape {lengths.shape}")
+        if lengths.size and (lengths.min() < 0 or lengths.max() > steps):
+            raise ValueError(f"lengths: expected values in [0, T] = [0, {steps}], got min "
+                             f"{lengths.min()}, max {lengths.max()}")
         in_sequence = np.arange(steps)[:, None] < lengths[None, :]  # (T, B)
         valid &= in_sequence.T if batch_first else in_sequence
     return valid

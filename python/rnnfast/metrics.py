@@ -13,9 +13,15 @@ __all__ = ["accuracy", "perplexity"]
 
 def accuracy(logits, targets, *, lengths=None, mask=None, ignore_index=None, batch_first=False):
     """Fraction of counted positions whose arg-max logit is the target (nan when none counts)."""
+    logits = np.asarray(logits)
     targets = np.asarray(targets)
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"targets: expected an integer array, got dtype {targets.dtype}")
+    if logits.ndim < 1 or logits.shape[:-1] != targets.shape:
+        raise ValueError(f"targets: expected shape {logits.shape[:-1]} (the logits' leading "
+                         f"shape), got shape {targets.shape}")
     valid = _counted_positions(targets, lengths, mask, ignore_index, batch_first)
-    hits = np.argmax(np.asarray(logits), axis=-1) == targets
+    hits = np.argmax(logits, axis=-1) == targets
     count = int(valid.sum())
     return float(np.sum(hits & valid)) / count if count else math.nan
 

@@ -79,10 +79,16 @@ class Sequential:
             shape = np.shape(state_dict[key])
             if shape != current.shape:
                 raise ValueError(f"{key}: expected shape {current.shape}, got shape {shape}")
-        for i, layer in enumerate(self.layers):
-            prefix = f"{i}."
-            layer.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
-                                   if k.startswith(prefix)})
+        previous = [layer.state_dict() for layer in self.layers]
+        try:
+            for i, layer in enumerate(self.layers):
+                prefix = f"{i}."
+                layer.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
+                                       if k.startswith(prefix)})
+        except BaseException:
+            for layer, values in zip(self.layers, previous):
+                layer.load_state_dict(values)
+            raise
 
     def train(self, mode=True):
         self.training = bool(mode)
