@@ -18,6 +18,7 @@ from . import (  # noqa: E402
     metrics,
     optim,
     reference,
+    seq2seq,
     sequences,
     training,
 )
@@ -25,6 +26,7 @@ from ._config import get_num_threads, set_num_threads, show_config, threads  # n
 from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
 from .persistence import load, save  # noqa: E402
 from .rnn import RNN  # noqa: E402
+from .seq2seq import Seq2Seq  # noqa: E402
 from .sequential import Sequential  # noqa: E402
 from .sequences import (  # noqa: E402
     lengths_to_mask,
@@ -43,6 +45,8 @@ __all__ = [
     "Embedding",
     "Dropout",
     "Sequential",
+    "Seq2Seq",
+    "seq2seq",
     "decoding",
     "losses",
     "metrics",

@@ -1,0 +1,494 @@
+"""Sequence-to-sequence (encoder-decoder) Elman RNNs, trained with teacher forcing or scheduled
+sampling, decoded greedily, by sampling or by beam search.
+
+    model = Seq2Seq(src_vocab, tgt_vocab, embed_dim=32, hidden_size=128, context="both")
+    opt = optim.Adam(model, lr=3e-3)
+    model.zero_grad()
+    loss = model.train_batch(src, src_lengths, tgt_in, tgt_out, tgt_lengths,
+                             teacher_forcing_ratio=teacher_forcing_schedule("inverse_sigmoid", step))
+    opt.step()
+    tokens, scores = model.generate(src, src_lengths, max_len=12, method="beam", beam_width=4,
+                                    bos=BOS, eos=EOS)
+
+Token arrays are batch-major: ``src`` (B, S), ``tgt_in`` / ``tgt_out`` (B, T) of integer ids,
+padded at the end, with their lengths (B,). ``tgt_in`` is the target shifted right behind a start
+token (``[BOS, y_1, ..., y_{n-1}]``) and ``tgt_out`` the target itself (``[y_1, ..., y_n]``, often
+ending in EOS), both of length n.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import decoding
+from .layers import Embedding, Linear
+from .losses import cross_entropy, log_softmax
+from .rnn import RNN
+
+__all__ = ["CONTEXT_MODES", "SCHEDULES", "Seq2Seq", "teacher_forcing_schedule"]
+
+CONTEXT_MODES = ("init", "input", "both")
+SCHEDULES = ("linear", "exponential", "inverse_sigmoid")
+METHODS = ("greedy", "sample", "beam")
+
+
+# ---- scheduled sampling ---------------------------------------------------------------------
+
+
+def _real(name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name}: expected a finite number, got {value}")
+    return value
+
+
+def teacher_forcing_schedule(kind, step, *, k=None, slope=None, minimum=0.0):
+    """The teacher-forcing ratio ``eps_i`` of scheduled sampling at epoch or step ``i``
+    (Bengio et al., 2015, "Scheduled Sampling for Sequence Prediction with Recurrent Neural
+    Networks", section 2.4).
+
+    ``linear``: ``eps_i = max(minimum, k - slope * i)`` (defaults k = 1, slope = 0.01);
+    ``exponential``: ``eps_i = k ** i`` with ``0 < k < 1`` (default 0.99);
+    ``inverse_sigmoid``: ``eps_i = k / (k + exp(i / k))`` with ``k >= 1`` (default 10).
+    Every form is non-increasing in ``i`` and is clipped to ``[minimum, 1]``.
+
+    Parameters
+    ----------
+    kind : {"linear", "exponential", "inverse_sigmoid"}
+    step : real, >= 0
+        The epoch or update count ``i``; the unit is the caller's (it sets how fast ``k`` decays).
+    k, slope : float, optional
+        The constants of the form (``slope`` only for ``linear``).
+    minimum : float in [0, 1]
+        The floor (Bengio et al.'s ``epsilon``): the least teacher forcing ever used.
+
+    Returns
+    -------
+    float in [minimum, 1]: the probability of feeding the ground-truth previous token.
+
+    Raises
+    ------
+    ValueError
+        An unknown kind, a negative step, constants out of their range.
+    TypeError
+        Non-real arguments.
+    """
+    if kind not in SCHEDULES:
+        raise ValueError(f"kind: expected one of {SCHEDULES}, got {kind!r}")
+    i = _real("step", step)
+    if i < 0:
+        raise ValueError(f"step: expected a number >= 0, got {i}")
+    minimum = _real("minimum", minimum)
+    if not 0.0 <= minimum <= 1.0:
+        raise ValueError(f"minimum: expected a number in [0, 1], got {minimum}")
+    if slope is not None and kind != "linear":
+        raise ValueError(f"slope: only the linear schedule has one, got kind={kind!r}")
+    if kind == "linear":
+        k = 1.0 if k is None else _real("k", k)
+        slope = 0.01 if slope is None else _real("slope", slope)
+        if slope < 0:
+            raise ValueError(f"slope: expected a number >= 0, got {slope}")
+        eps = k - slope * i
+    elif kind == "exponential":
+        k = 0.99 if k is None else _real("k", k)
+        if not 0.0 < k < 1.0:
+            raise ValueError(f"k: expected a number in (0, 1) for the exponential schedule, got {k}")
+        eps = k**i
+    else:
+        k = 10.0 if k is None else _real("k", k)
+        if k < 1.0:
+            raise ValueError(f"k: expected a number >= 1 for the inverse sigmoid schedule, got {k}")
+        # k / (k + exp(i/k)) written to stay finite for large i
+        z = i / k - math.log(k)
+        eps = 1.0 / (1.0 + math.exp(z)) if z < 700 else 0.0
+    return float(min(1.0, max(minimum, eps)))
+
+
+# ---- arguments ------------------------------------------------------------------------------
+
+
+def _tokens(name, value, vocab=None):
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array of token ids, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"{name}: expected shape (B, T), got shape {arr.shape}")
+    if vocab is not None and arr.size and (arr.min() < 0 or arr.max() >= vocab):
+        raise ValueError(f"{name}: expected ids in [0, {vocab}), got min {arr.min()}, "
+                         f"max {arr.max()}")
+    return arr.astype(np.int64)
+
+
+def _lengths(name, value, batch, steps):
+    if value is None:
+        return np.full(batch, steps, np.int64)
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    if arr.shape != (batch,):
+        raise ValueError(f"{name}: expected shape (B,) = ({batch},), got shape {arr.shape}")
+    if arr.size and (arr.min() < 0 or arr.max() > steps):
+        raise ValueError(f"{name}: expected values in [0, T] = [0, {steps}], got min "
+                         f"{arr.min()}, max {arr.max()}")
+    return arr.astype(np.int64)
+
+
+def _ratio(value):
+    r = _real("teacher_forcing_ratio", value)
+    if not 0.0 <= r <= 1.0:
+        raise ValueError(f"teacher_forcing_ratio: expected a probability in [0, 1], got {r}")
+    return r
+
+
+# ---- the model ------------------------------------------------------------------------------
+
+
+class Seq2Seq:
+    """Encoder-decoder Elman RNN: Embedding -> RNN encodes the source; its state after each
+    source sequence's own last token is the context ``c`` (B, H); Embedding -> RNN -> Linear
+    decodes the target one token at a time.
+
+    Parameters
+    ----------
+    src_vocab, tgt_vocab : int
+        Vocabulary sizes (token ids in [0, vocab)).
+    embed_dim, hidden_size : int
+        Width of both embeddings and of both RNNs' states.
+    context : {"init", "input", "both"}
+        How the decoder sees ``c``: ``"init"``, as its initial state (Sutskever et al., 2014);
+        ``"input"``, concatenated to the token embedding at every step, the decoder starting
+        from zeros (Cho et al., 2014); ``"both"``.
+    nonlinearity : {"tanh", "relu"}
+    dtype : float32 or float64
+    seed : int, optional
+        Seeds the initialisation of every layer and the teacher-forcing coin flips of
+        :meth:`train_batch` when it is given no ``rng``.
+
+    The module protocol of the layers holds: ``named_parameters()`` (keys prefixed
+    ``encoder_embedding.``, ``encoder.``, ``decoder_embedding.``, ``decoder.``, ``output.``),
+    ``grads`` (same keys, accumulated by :meth:`backward` / :meth:`train_batch`),
+    ``zero_grad()``, ``train()`` / ``eval()``, ``state_dict()`` / ``load_state_dict()``; so
+    ``optim.Adam(model)`` and ``optim.clip_grad_norm(model, ...)`` work.
+    """
+
+    def __init__(self, src_vocab, tgt_vocab, embed_dim, hidden_size, *, context="init",
+                 nonlinearity="tanh", dtype=np.float32, seed=None):
+        if context not in CONTEXT_MODES:
+            raise ValueError(f"context: expected one of {CONTEXT_MODES}, got {context!r}")
+        self.context = context
+        self.nonlinearity = nonlinearity
+        self.seed = seed
+        seeds = np.random.SeedSequence(seed).generate_state(6)
+        s = [int(x) for x in seeds]
+        self.encoder_embedding = Embedding(src_vocab, embed_dim, dtype=dtype, seed=s[0])
+        self.encoder = RNN(embed_dim, hidden_size, nonlinearity=nonlinearity, dtype=dtype,
+                           seed=s[1])
+        self.decoder_embedding = Embedding(tgt_vocab, embed_dim, dtype=dtype, seed=s[2])
+        dec_in = embed_dim + (hidden_size if self.context_as_input else 0)
+        self.decoder = RNN(dec_in, hidden_size, nonlinearity=nonlinearity, dtype=dtype, seed=s[3])
+        self.output = Linear(hidden_size, tgt_vocab, dtype=dtype, seed=s[4])
+        self._rng = np.random.default_rng(s[5])
+        self.dtype = self.encoder.dtype
+        self.src_vocab, self.tgt_vocab = int(src_vocab), int(tgt_vocab)
+        self.embed_dim, self.hidden_size = int(embed_dim), int(hidden_size)
+        self.training = True
+        self._cache = None
+        self.last_fed_tokens = None  # the decoder input of the last train_batch, (B, T)
+
+    @property
+    def context_as_init(self):
+        return self.context in ("init", "both")
+
+    @property
+    def context_as_input(self):
+        return self.context in ("input", "both")
+
+    @property
+    def modules(self):
+        """The sub-layers by prefix, in state_dict order."""
+        return {"encoder_embedding": self.encoder_embedding, "encoder": self.encoder,
+                "decoder_embedding": self.decoder_embedding, "decoder": self.decoder,
+                "output": self.output}
+
+    # ---- forward and backward ---------------------------------------------------------------
+
+    def encode(self, src, src_lengths=None):
+        """The context: the encoder's state after each source's own last token, (B, H).
+
+        In training mode the encoder keeps its forward for :meth:`backward`. An empty source
+        (length 0) gives zeros.
+        """
+        src = _tokens("src", src, self.src_vocab)
+        lengths = _lengths("src_lengths", src_lengths, src.shape[0], src.shape[1])
+        x = self.encoder_embedding(np.ascontiguousarray(src.T))  # (S, B, E): time-major
+        _, h_n = self.encoder(x, lengths=lengths)
+        return h_n[0]
+
+    def _decoder_input(self, emb, c):
+        """(T, B, E) embeddings -> the decoder's input, with the context appended if so."""
+        if not self.context_as_input:
+            return emb
+        ctx = np.broadcast_to(c, (emb.shape[0],) + c.shape)
+        return np.concatenate([emb, ctx], axis=2)
+
+    def forward(self, src, src_lengths, tgt_in, tgt_lengths=None):
+        """Logits of every target position given the tokens fed to the decoder (teacher forcing
+        when ``tgt_in`` is the shifted ground truth).
+
+        Parameters
+        ----------
+        src : int array (B, S); src_lengths : int array (B,) or None (all S)
+        tgt_in : int array (B, T); tgt_lengths : int array (B,) or None (all T)
+
+        Returns
+        -------
+        logits : ndarray (B, T, tgt_vocab) of the model's dtype; zeros-input logits (the
+        output bias) past each target's length. In training mode the forward is kept for one
+        :meth:`backward`.
+        """
+        tgt_in = _tokens("tgt_in", tgt_in, self.tgt_vocab)
+        batch, steps = tgt_in.shape
+        src = _tokens("src", src, self.src_vocab)
+        if src.shape[0] != batch:
+            raise ValueError(f"tgt_in: expected the batch of src, B = {src.shape[0]}, got shape "
+                             f"{tgt_in.shape}")
+        tgt_lengths = _lengths("tgt_lengths", tgt_lengths, batch, steps)
+        c = self.encode(src, src_lengths)
+        emb = self.decoder_embedding(np.ascontiguousarray(tgt_in.T))
+        h0 = c[None] if self.context_as_init else None
+        y, _ = self.decoder(self._decoder_input(emb, c), h0=h0, lengths=tgt_lengths)
+        logits = self.output(y)  # (T, B, V)
+        self._cache = (steps,) if self.training else None
+        return np.ascontiguousarray(logits.swapaxes(0, 1))
+
+    __call__ = forward
+
+    def backward(self, d_logits):
+        """Back-propagate ``d_logits`` (B, T, tgt_vocab) of the last training forward through
+        decoder and encoder, adding into ``grads``."""
+        if self._cache is None:
+            raise RuntimeError("backward: no training forward to differentiate; call the model "
+                               "in training mode first (each forward allows one backward)")
+        self._cache = None
+        d_logits = np.asarray(d_logits, dtype=self.dtype)
+        dy = self.output.backward(np.ascontiguousarray(d_logits.swapaxes(0, 1)))
+        dx, dh0 = self.decoder.backward(dy)
+        E = self.embed_dim
+        self.decoder_embedding.backward(np.ascontiguousarray(dx[..., :E]))
+        dc = np.zeros_like(dh0[0])
+        if self.context_as_init:
+            dc += dh0[0]
+        if self.context_as_input:
+            dc += dx[..., E:].sum(axis=0)
+        d_src, _ = self.encoder.backward(None, dh_n=dc[None])
+        self.encoder_embedding.backward(d_src)
+
+    # ---- training ---------------------------------------------------------------------------
+
+    def train_batch(self, src, src_lengths, tgt_in, tgt_out, tgt_lengths,
+                    teacher_forcing_ratio=1.0, rng=None):
+        """Forward and backward of one batch; returns the loss (the caller steps the optimizer).
+
+        The loss is the softmax cross-entropy averaged over the target tokens within
+        ``tgt_lengths``; its gradients are added into ``grads``.
+
+        With ``teacher_forcing_ratio = 1`` the decoder reads ``tgt_in`` (the ground truth) as one
+        sequence call. Below 1 (scheduled sampling), the token fed at each step t >= 1 of each
+        sequence is the ground truth ``tgt_in[:, t]`` with probability ``teacher_forcing_ratio``,
+        else the model's own greedy prediction at step t - 1 (the first token, ``tgt_in[:, 0]``,
+        is always fed). That takes two passes: a step-by-step pass with no gradient picks the fed
+        tokens, then one training forward and backward runs over the fed sequence. The
+        gradient flows through the fed tokens' embeddings and every state but not through the
+        choice of token (an argmax has no gradient): the stop-gradient through the sampling
+        decision that scheduled sampling (Bengio et al., 2015) uses. The fed tokens are kept in
+        ``last_fed_tokens`` (B, T).
+
+        Parameters
+        ----------
+        src, src_lengths : int arrays (B, S), (B,) (None: all S)
+        tgt_in, tgt_out : int arrays (B, T)
+        tgt_lengths : int array (B,) (None: all T)
+        teacher_forcing_ratio : float in [0, 1]
+        rng : numpy.random.Generator, int or None
+            The coin flips; None draws from the model's own generator (seeded by ``seed``).
+
+        Returns
+        -------
+        loss : float
+        """
+        if not self.training:
+            raise RuntimeError("train_batch: the model is in eval mode; call model.train() first")
+        ratio = _ratio(teacher_forcing_ratio)
+        tgt_in = _tokens("tgt_in", tgt_in, self.tgt_vocab)
+        tgt_out = _tokens("tgt_out", tgt_out)
+        if tgt_out.shape != tgt_in.shape:
+            raise ValueError(f"tgt_out: expected the shape of tgt_in {tgt_in.shape}, got shape "
+                             f"{tgt_out.shape}")
+        tgt_lengths = _lengths("tgt_lengths", tgt_lengths, *tgt_in.shape)
+        fed = tgt_in
+        if ratio < 1.0 and tgt_in.shape[1] > 1:
+            rng = self._rng if rng is None else np.random.default_rng(rng)
+            fed = self._scheduled_inputs(src, src_lengths, tgt_in, ratio, rng)
+        self.last_fed_tokens = fed
+        logits = self.forward(src, src_lengths, fed, tgt_lengths)
+        loss, d_logits = cross_entropy(logits, tgt_out, lengths=tgt_lengths, batch_first=True)
+        self.backward(d_logits)
+        return loss
+
+    def _scheduled_inputs(self, src, src_lengths, tgt_in, ratio, rng):
+        """The no-gradient pass: the tokens fed at every step, each the ground truth with
+        probability ``ratio``, else the greedy prediction of the step before."""
+        batch, steps = tgt_in.shape
+        teacher = rng.random((batch, steps)) < ratio
+        teacher[:, 0] = True
+        fed = tgt_in.copy()
+        if teacher.all():
+            return fed
+        step_fn, state = self._inference(src, src_lengths)
+        for t in range(steps - 1):
+            log_probs, state = step_fn(fed[:, t], state)
+            fed[:, t + 1] = np.where(teacher[:, t + 1], tgt_in[:, t + 1],
+                                     log_probs.argmax(axis=1))
+        return fed
+
+    # ---- generation -------------------------------------------------------------------------
+
+    def _inference(self, src, src_lengths):
+        """``(step_fn, state)`` for rnnfast.decoding: the encoder run without keeping anything
+        for backward, the decoder stepped on the live parameters."""
+        # eval mode keeps nothing for backward; a pending training forward survives (its
+        # cache is put back), so generation may sit between a forward and its backward.
+        layers = (self.encoder, self.encoder_embedding)
+        saved = [(layer.training, layer._cache) for layer in layers]
+        for layer in layers:
+            layer.train(False)
+        try:
+            c = self.encode(src, src_lengths)
+        finally:
+            for layer, (mode, cache) in zip(layers, saved):
+                layer.train(mode)
+                layer._cache = cache
+        emb_w = dict(self.decoder_embedding.named_parameters())["weight"]
+        out = dict(self.output.named_parameters())
+        w_out, b_out = out["weight"], out.get("bias")
+        decoder = self.decoder
+        as_input = self.context_as_input
+        h0 = c[None].copy() if self.context_as_init else np.zeros((1,) + c.shape, self.dtype)
+
+        def step_fn(tokens, state):
+            h, ctx = state
+            x = emb_w[tokens]
+            if as_input:
+                x = np.concatenate([x, ctx], axis=1)
+            y, h_next = decoder.step(x, h)
+            logits = y @ w_out.T
+            if b_out is not None:
+                logits += b_out
+            return log_softmax(logits), (h_next, ctx)
+
+        return step_fn, (h0, c)
+
+    def generate(self, src, src_lengths=None, max_len=20, method="greedy", *, bos, eos=None,
+                 beam_width=4, temperature=1.0, top_k=None, length_penalty=1.0, rng=None):
+        """Decode target sequences for a batch of sources with :mod:`rnnfast.decoding`.
+
+        Parameters
+        ----------
+        src, src_lengths : int arrays (B, S), (B,) (None: all S)
+        max_len : int
+            Tokens to generate (start token excluded).
+        method : {"greedy", "sample", "beam"}
+        bos : int
+            The start token fed at the first step.
+        eos : int, optional
+            Ends a sequence (its later positions hold ``eos``).
+        beam_width, length_penalty : beam search's (see :func:`rnnfast.decoding.beam_search`)
+        temperature, top_k, rng : sampling's (see :func:`rnnfast.decoding.sample_decode`)
+
+        Returns
+        -------
+        tokens : int64 (B, max_len)
+        scores : float64 (B,): the log-probability of each sequence (greedy, sample), or beam
+        search's length-normalised score.
+
+        Nothing is kept for backward; parameters, gradients and caches are left as they were.
+        """
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+        step_fn, state = self._inference(src, src_lengths)
+        if method == "greedy":
+            return decoding.greedy_decode(step_fn, state, bos, max_len, eos_token=eos)
+        if method == "sample":
+            return decoding.sample_decode(step_fn, state, bos, max_len, temperature=temperature,
+                                          top_k=top_k, eos_token=eos, rng=rng)
+        return decoding.beam_search(step_fn, state, bos, max_len, beam_width, eos_token=eos,
+                                    length_penalty=length_penalty)
+
+    # ---- parameters and modes ---------------------------------------------------------------
+
+    def named_parameters(self):
+        return [(f"{prefix}.{name}", p) for prefix, m in self.modules.items()
+                for name, p in m.named_parameters()]
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    @property
+    def grads(self):
+        return {f"{prefix}.{name}": g for prefix, m in self.modules.items()
+                for name, g in m.grads.items()}
+
+    def zero_grad(self):
+        for m in self.modules.values():
+            m.zero_grad()
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        for m in self.modules.values():
+            m.train(mode)
+        if not self.training:
+            self._cache = None
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def state_dict(self):
+        return {k: p.copy() for k, p in self.named_parameters()}
+
+    def load_state_dict(self, state_dict):
+        """Load parameters saved by :meth:`state_dict` (prefixed keys). Every key and shape is
+        checked before anything changes."""
+        if not hasattr(state_dict, "keys"):
+            raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
+        own = dict(self.named_parameters())
+        missing = [k for k in own if k not in state_dict]
+        extra = [k for k in state_dict if k not in own]
+        if missing or extra:
+            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
+        for k, current in own.items():
+            shape = np.shape(state_dict[k])
+            if shape != current.shape:
+                raise ValueError(f"{k}: expected shape {current.shape}, got shape {shape}")
+        for prefix, m in self.modules.items():
+            m.load_state_dict({name: state_dict[f"{prefix}.{name}"]
+                               for name, _ in m.named_parameters()})
+
+    def num_parameters(self):
+        return sum(p.size for p in self.parameters())
+
+    def get_config(self):
+        return {"src_vocab": self.src_vocab, "tgt_vocab": self.tgt_vocab,
+                "embed_dim": self.embed_dim, "hidden_size": self.hidden_size,
+                "context": self.context, "nonlinearity": self.nonlinearity,
+                "dtype": self.dtype.name, "seed": self.seed}
+
+    def __repr__(self):
+        return (f"Seq2Seq({self.src_vocab}, {self.tgt_vocab}, embed_dim={self.embed_dim}, "
+                f"hidden_size={self.hidden_size}, context={self.context!r}, "
+                f"dtype={self.dtype.name})")
