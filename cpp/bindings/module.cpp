@@ -6,10 +6,12 @@ namespace py = pybind11;
 namespace rnnfast::bindings {
 void register_rnn(py::module_& m);
 void register_config(py::module_& m);
+void register_dense(py::module_& m);
 }  // namespace rnnfast::bindings
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "rnnfast compiled kernels (private; use the rnnfast package)";
     rnnfast::bindings::register_rnn(m);
     rnnfast::bindings::register_config(m);
+    rnnfast::bindings::register_dense(m);
 }

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from . import _core
 from ._validation import as_float_array, layer_dtype
 
 __all__ = ["Dense", "Dropout", "Embedding", "Linear"]
@@ -121,9 +122,9 @@ class Linear(_Layer):
             raise ValueError(
                 f"x: expected shape (..., in_features={self.in_features}), got shape {x.shape}"
             )
-        y = x @ self._params["weight"].T
-        if self.bias:
-            y += self._params["bias"]
+        rows = x.reshape(-1, self.in_features)
+        y = _core.dense_forward(rows, self._params["weight"], self._params.get("bias"))
+        y = y.reshape(x.shape[:-1] + (self.out_features,))
         if self.training and np.may_share_memory(x, x_user):
             x = x.copy()  # backward needs this x: the caller may reuse its array meanwhile
         self._cache = x if self.training else None
@@ -138,10 +139,12 @@ class Linear(_Layer):
                 f"dy: expected shape {x.shape[:-1] + (self.out_features,)}, got shape {dy.shape}"
             )
         rows = dy.reshape(-1, self.out_features)
-        self.grads["weight"] += rows.T @ x.reshape(-1, self.in_features)
+        # rnnfast's own GEMM, not NumPy's: one thread pool for the whole model
+        dx = _core.dense_backward(x.reshape(-1, self.in_features), self._params["weight"],
+                                  rows, self.grads["weight"])
         if self.bias:
             self.grads["bias"] += rows.sum(axis=0)
-        return dy @ self._params["weight"]
+        return dx.reshape(x.shape)
 
     def get_config(self):
         return {"in_features": self.in_features, "out_features": self.out_features,
