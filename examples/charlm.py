@@ -1,0 +1,175 @@
+"""Character language model on ../shared/data/tinyshakespeare, trained by truncated BPTT.
+
+    python examples/charlm.py [--data FILE] [--epochs 2] [--hidden 256] [--plot charlm.png]
+
+Embedding(vocab, 64) -> RNN(64, 256, stateful) -> Linear(256, vocab). The first 90% of the text
+is cut into 32 parallel streams read 100 characters at a time (``training.fit_stream``): the
+RNN's state is carried from one window to the next while the gradient stops at each window's
+start. Adam with gradient clipping. Prints the validation perplexity (last 10% of the text),
+samples generated from a prompt by greedy, temperature and beam-search decoding, draws the
+loss curves, and ends with a line ``RESULT val_perplexity=... time_s=...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import rnnfast
+from rnnfast import decoding, losses, optim, training
+
+DEFAULT_DATA = (Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare"
+                / "input.txt")
+
+
+def load_text(path, train_fraction=0.9):
+    """(train ids, validation ids, alphabet): the characters as int64 ids, split in order."""
+    text = Path(path).read_text(encoding="utf-8")
+    alphabet = sorted(set(text))
+    index = {c: i for i, c in enumerate(alphabet)}
+    ids = np.array([index[c] for c in text], dtype=np.int64)
+    split = int(train_fraction * len(ids))
+    return ids[:split], ids[split:], alphabet
+
+
+def build_model(vocab, embed, hidden, seed):
+    return rnnfast.Sequential([
+        rnnfast.Embedding(vocab, embed, seed=seed),
+        rnnfast.RNN(embed, hidden, batch_first=True, return_sequences=True, stateful=True,
+                    seed=seed + 1),
+        rnnfast.Linear(hidden, vocab, seed=seed + 2),
+    ])
+
+
+def make_step_fn(model):
+    """The decoding view of the model: previous tokens (N,) and the RNN state (1, N, H) in,
+    log-probabilities (N, V) and the next state out."""
+    embedding, rnn, linear = model.layers
+
+    def step_fn(tokens, h):
+        out, h_next = rnn.step(embedding(tokens), h)
+        return losses.log_softmax(linear(out)), h_next.copy()
+
+    return step_fn
+
+
+def prime(model, prompt_ids):
+    """The RNN state (1, 1, H) after reading all but the prompt's last character."""
+    embedding, rnn, _ = model.layers
+    h = np.zeros((1, 1, rnn.hidden_size), dtype=np.float32)
+    for token in prompt_ids[:-1]:
+        _, h = rnn.step(embedding(np.array([token])), h)
+        h = h.copy()
+    return h
+
+
+def loss_plot(window_losses, history, windows_per_epoch, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
+    w = np.asarray(window_losses)
+    k = 20
+    smooth = np.convolve(w, np.ones(k) / k, mode="valid") if len(w) >= k else w
+    ax.plot(np.arange(len(w)) + 1, w, color="0.8", lw=0.7, label="train (per window)")
+    ax.plot(np.arange(len(smooth)) + (len(w) - len(smooth)) + 1, smooth,
+            label=f"train ({k}-window mean)")
+    ends = windows_per_epoch * (np.arange(len(history["val_loss"])) + 1)
+    ax.plot(ends, history["val_loss"], "o-", label="validation (end of epoch)")
+    ax.set_xlabel("window (32 x 100 characters)")
+    ax.set_ylabel("cross-entropy (nats / character)")
+    ax.legend()
+    epochs = np.arange(len(history["loss"])) + 1
+    bx.plot(epochs, np.exp(history["loss"]), "o-", label="train (epoch mean)")
+    bx.plot(epochs, np.exp(history["val_loss"]), "o-", label="validation")
+    bx.set_xlabel("epoch")
+    bx.set_ylabel("perplexity")
+    bx.set_xticks(epochs)
+    bx.legend()
+    fig.suptitle("rnnfast character language model, tiny Shakespeare")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"loss curves written to {path}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--embed", type=int, default=64)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--bptt", type=int, default=100)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--clip", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="rnnfast threads (0: the library's default, the cores available)")
+    parser.add_argument("--prompt", default="ROMEO:\n")
+    parser.add_argument("--length", type=int, default=200, help="characters to generate")
+    parser.add_argument("--beam-width", type=int, default=4)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--plot", type=Path, default=Path("charlm_loss.png"))
+    args = parser.parse_args(argv)
+
+    if args.threads:
+        rnnfast.set_num_threads(args.threads)
+    start = time.perf_counter()
+    train_ids, val_ids, alphabet = load_text(args.data)
+    print(f"{len(train_ids):,} training and {len(val_ids):,} validation characters, "
+          f"vocabulary {len(alphabet)}")
+    model = build_model(len(alphabet), args.embed, args.hidden, args.seed)
+    optimizer = optim.Adam(model, lr=args.lr)
+
+    window_losses = []
+
+    def recorded_loss(logits, targets):  # the fused loss, remembering each training window's
+        value, grad = losses.cross_entropy(logits, targets)
+        if model.training:
+            window_losses.append(value)
+        return value, grad
+
+    history = training.fit_stream(model, train_ids, loss=recorded_loss, optimizer=optimizer,
+                                  batch_size=args.batch_size, bptt=args.bptt,
+                                  epochs=args.epochs, clip_norm=args.clip,
+                                  validation_tokens=val_ids)
+    train_time = time.perf_counter() - start
+    val_ppl = math.exp(history["val_loss"][-1])
+    for epoch, (lo, vl) in enumerate(zip(history["loss"], history["val_loss"])):
+        print(f"epoch {epoch + 1}: train loss {lo:.4f} (perplexity {math.exp(lo):.3f}), "
+              f"validation loss {vl:.4f} (perplexity {math.exp(vl):.3f})")
+
+    model.eval()
+    index = {c: i for i, c in enumerate(alphabet)}
+    prompt_ids = [index[c] for c in args.prompt if c in index]
+    step_fn = make_step_fn(model)
+    h = prime(model, prompt_ids)
+    last = prompt_ids[-1]
+
+    def text_of(ids):
+        return "".join(alphabet[i] for i in ids)
+
+    samples = {
+        "greedy": decoding.greedy_decode(step_fn, h, last, args.length)[0][0],
+        f"temperature {args.temperature}": decoding.sample_decode(
+            step_fn, h, last, args.length, temperature=args.temperature, rng=args.seed)[0][0],
+        f"beam search, width {args.beam_width}": decoding.beam_search(
+            step_fn, h, last, args.length, beam_width=args.beam_width)[0][0],
+    }
+    for name, ids in samples.items():
+        print(f"\n---- {name} ----\n{args.prompt}{text_of(ids)}")
+    print()
+    loss_plot(window_losses, history, len(window_losses) // max(len(history["loss"]), 1),
+              args.plot)
+    print(f"validation perplexity {val_ppl:.3f} after {len(history['loss'])} epochs "
+          f"(training {train_time:.1f} s)")
+    print(f"RESULT val_perplexity={val_ppl:.4f} time_s={time.perf_counter() - start:.1f}")
+
+
+if __name__ == "__main__":
+    main()
