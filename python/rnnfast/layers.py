@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from . import _core
+from ._parameters import ParameterOwner
 from ._validation import as_float_array, layer_dtype
 
 __all__ = ["Dense", "Dropout", "Embedding", "Linear"]
@@ -25,7 +26,7 @@ def _positive_int(name, value):
     return int(value)
 
 
-class _Layer:
+class _Layer(ParameterOwner):
     """Parameters, gradients, modes and state dicts: what every layer does the same way."""
 
     def __init__(self, dtype):
@@ -50,19 +51,6 @@ class _Layer:
             )
         cache, self._cache = self._cache, None
         return cache
-
-    def named_parameters(self):
-        return list(self._params.items())
-
-    def parameters(self):
-        return list(self._params.values())
-
-    def zero_grad(self):
-        for g in self.grads.values():
-            g.fill(0)
-
-    def state_dict(self):
-        return {name: p.copy() for name, p in self._params.items()}
 
     def load_state_dict(self, state_dict):
         """Checks every key and shape first; on an error nothing changes."""

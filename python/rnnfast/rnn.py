@@ -9,6 +9,7 @@ import numbers
 import numpy as np
 
 from . import functional, interop, persistence
+from ._parameters import ParameterOwner
 from ._validation import (
     as_float_array,
     check_alpha,
@@ -53,7 +54,7 @@ class _Reverser:
         return a[self.index]
 
 
-class RNN:
+class RNN(ParameterOwner):
     """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface (and Keras's options), on NumPy
     arrays.
 
@@ -552,21 +553,6 @@ class RNN:
         return inp, h_next
 
     # ---- parameters -------------------------------------------------------------------------
-
-    def parameters(self):
-        """The live parameter arrays, in state_dict order (optimizers update them in place)."""
-        return list(self._params.values())
-
-    def named_parameters(self):
-        return list(self._params.items())
-
-    def zero_grad(self):
-        for g in self.grads.values():
-            g.fill(0)
-
-    def state_dict(self):
-        """Copies of the parameters under PyTorch's names."""
-        return {name: p.copy() for name, p in self._params.items()}
 
     def load_state_dict(self, state_dict):
         """Load parameters from a mapping with PyTorch's keys (NumPy arrays, torch tensors or

@@ -1,0 +1,25 @@
+"""What every layer does the same way with its parameters: a dict ``_params`` of live arrays
+and a dict ``grads`` of gradients under the same names."""
+
+from __future__ import annotations
+
+__all__ = ["ParameterOwner"]
+
+
+class ParameterOwner:
+    """Mixin for layers that keep ``self._params`` and ``self.grads``."""
+
+    def parameters(self):
+        """The live parameter arrays, in state_dict order (optimizers update them in place)."""
+        return list(self._params.values())
+
+    def named_parameters(self):
+        return list(self._params.items())
+
+    def zero_grad(self):
+        for g in self.grads.values():
+            g.fill(0)
+
+    def state_dict(self):
+        """Copies of the parameters under their names (PyTorch's, for RNN)."""
+        return {name: p.copy() for name, p in self._params.items()}
