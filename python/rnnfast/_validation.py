@@ -32,7 +32,9 @@ def as_float_array(name: str, value, dtype=None) -> np.ndarray:
     if arr.dtype.kind != "f":
         raise TypeError(f"{name}: expected a float32 or float64 array, got dtype {arr.dtype}")
     if dtype is None:
-        dtype = layer_dtype(arr.dtype.newbyteorder("="))
+        if arr.dtype.newbyteorder("=") not in FLOAT_DTYPES:
+            raise TypeError(f"{name}: expected a float32 or float64 array, got dtype {arr.dtype}")
+        dtype = arr.dtype.newbyteorder("=")
     elif arr.dtype.type is not np.dtype(dtype).type:
         raise TypeError(
             f"{name}: dtype {arr.dtype.name} differs from the layer's dtype {np.dtype(dtype).name}"

@@ -120,7 +120,11 @@ class Linear(_Layer):
 
     def backward(self, dy):
         x = self._take_cache()
-        dy = as_float_array("dy", dy, self.dtype)
+        try:
+            dy = as_float_array("dy", dy, self.dtype)
+        except TypeError:
+            self._cache = x  # a failed call keeps the forward for a retry
+            raise
         if dy.shape != x.shape[:-1] + (self.out_features,):
             self._cache = x
             raise ValueError(
@@ -189,7 +193,11 @@ class Embedding(_Layer):
 
     def backward(self, d_out):
         ids = self._take_cache()
-        d_out = as_float_array("d_out", d_out, self.dtype)
+        try:
+            d_out = as_float_array("d_out", d_out, self.dtype)
+        except TypeError:
+            self._cache = ids  # a failed call keeps the forward for a retry
+            raise
         if d_out.shape != ids.shape + (self.embedding_dim,):
             self._cache = ids
             raise ValueError(
@@ -234,7 +242,11 @@ class Dropout(_Layer):
 
     def backward(self, d_out):
         mask, shape = cache = self._take_cache()
-        d_out = as_float_array("d_out", d_out, self.dtype)
+        try:
+            d_out = as_float_array("d_out", d_out, self.dtype)
+        except TypeError:
+            self._cache = cache  # a failed call keeps the forward for a retry
+            raise
         if d_out.shape != shape:
             self._cache = cache
             raise ValueError(f"d_out: expected shape {shape}, got shape {d_out.shape}")

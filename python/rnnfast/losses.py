@@ -71,6 +71,8 @@ def cross_entropy(logits, targets, *, lengths=None, mask=None, ignore_index=None
         raise TypeError(f"logits: expected a float array, got dtype {logits.dtype}")
     if targets.dtype.kind not in "iu":
         raise TypeError(f"targets: expected an integer array, got dtype {targets.dtype}")
+    if logits.ndim == 0:
+        raise ValueError("logits: expected shape (..., V), got a scalar")
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"targets: expected shape {logits.shape[:-1]} (the logits' leading "
                          f"shape), got shape {targets.shape}")
@@ -97,7 +99,12 @@ def cross_entropy(logits, targets, *, lengths=None, mask=None, ignore_index=None
 def mse_loss(pred, target, reduction="mean"):
     """Mean (or summed) squared error and its gradient with respect to ``pred``."""
     pred = np.asarray(pred)
-    target = np.asarray(target, dtype=pred.dtype)
+    if pred.dtype.kind != "f":
+        raise TypeError(f"pred: expected a float array, got dtype {pred.dtype}")
+    target = np.asarray(target)
+    if target.dtype.kind not in "fiub":
+        raise TypeError(f"target: expected a real array, got dtype {target.dtype}")
+    target = target.astype(pred.dtype, copy=False)
     if pred.shape != target.shape:
         raise ValueError(f"target: expected shape {pred.shape}, got shape {target.shape}")
     if reduction not in ("mean", "sum"):

@@ -87,6 +87,8 @@ def save(layer, path):
     ValueError
         A parameter is named like one of the format's own entries.
     """
+    if not (hasattr(layer, "state_dict") and callable(layer.state_dict)):
+        raise TypeError(f"layer: expected an rnnfast layer, got {type(layer).__name__}")
     config = layer_config(layer)
     params = layer.state_dict()
     clash = [k for k in params if k.startswith("__rnnfast")]

@@ -46,7 +46,9 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
             z = z + bias_ih
         if bias_hh is not None:
             z = z + bias_hh
-        h_new = (1 - alpha) * h + alpha * _act(nonlinearity, z)
+        # alpha = 1 is the plain unit: no (1 - alpha) * h term (0 * inf would be NaN)
+        a = _act(nonlinearity, z)
+        h_new = a if alpha == 1 else (1 - alpha) * h + alpha * a
         h = np.where(mask[t] > 0, h_new, h)  # a finished sequence keeps its last state
         y[t] = h * mask[t]
     return y, h

@@ -515,7 +515,14 @@ class RNN(ParameterOwner):
         if h is None and self.stateful:
             h = self._state
         if h is None:
-            batch = x_t.shape[0] if type(x_t) is np.ndarray else np.shape(x_t)[0]
+            shape = x_t.shape if type(x_t) is np.ndarray else np.shape(x_t)
+            if len(shape) != 2:
+                shape = as_float_array("x_t", x_t, self.dtype).shape  # TypeError if not float
+                raise ValueError(
+                    f"x_t: expected shape (B, input_size) = (B, {self.input_size}), "
+                    f"got shape {shape}"
+                )
+            batch = shape[0]
             zeros = self._zero_state
             if zeros is None or zeros.shape[1] != batch:
                 # never handed out, so never written: reused across calls
