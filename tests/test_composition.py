@@ -568,3 +568,14 @@ def test_bad_state_shapes(rng):
     with pytest.raises(ValueError, match="dy"):
         layer.backward(np.ones((T, B, H)))
     layer.backward(np.ones_like(y), np.zeros((4, B, H)))
+
+
+@pytest.mark.parametrize("options", [{}, {"bidirectional": True}, {"go_backwards": True}],
+                         ids=["plain", "bidirectional", "go_backwards"])
+def test_last_output_of_empty_sequences_is_zeros(options):
+    """Found by fuzzing: T = 0 (or every length 0) with return_sequences=False."""
+    layer = rnnfast.RNN(3, 4, return_sequences=False, **options)
+    out = layer(np.zeros((0, 2, 3), np.float32))
+    assert out.shape == (2, layer.output_size) and not out.any()
+    out = layer(np.ones((3, 2, 3), np.float32), lengths=np.array([0, 0]))
+    assert out.shape == (2, layer.output_size) and not out.any()

@@ -279,3 +279,20 @@ def test_summary_bidirectional_stack():
 def test_summary_output_shape_follows_batch_first():
     assert "(B, T, 7)" in persistence.summary_text(rnnfast.RNN(3, 7, batch_first=True))
     assert "(T, B, 7)" in persistence.summary_text(rnnfast.RNN(3, 7))
+
+
+@pytest.mark.parametrize("damage", ["encrypted flag", "unknown compression", "zip version"])
+def test_damaged_zip_entries_are_value_errors(damage):
+    """Found by fuzzing: zipfile raises RuntimeError / NotImplementedError for these."""
+    buffer = io.BytesIO()
+    rnnfast.save(rnnfast.RNN(3, 4), buffer)
+    data = bytearray(buffer.getvalue())
+    cd = data.find(b"PK\x01\x02")  # the first central-directory entry
+    if damage == "encrypted flag":
+        data[cd + 8] |= 1
+    elif damage == "unknown compression":
+        data[cd + 10 : cd + 12] = (99).to_bytes(2, "little")
+    else:
+        data[cd + 6 : cd + 8] = (254).to_bytes(2, "little")
+    with pytest.raises(ValueError, match="not a readable rnnfast file"):
+        rnnfast.load(io.BytesIO(bytes(data)))

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import tempfile
+import tokenize
 import zipfile
 import zlib
 
@@ -162,7 +163,10 @@ def _read_arrays(source, where):
             raise ValueError("a single .npy array, not an .npz archive")
         with data:
             return {name: data[name] for name in data.files}
-    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, KeyError, OSError) as exc:
+    # A damaged archive can fail in many ways inside zipfile and NumPy's header parser
+    # (encrypted or unsupported entries, malformed .npy headers): all mean "not readable".
+    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, KeyError, OSError,
+            RuntimeError, NotImplementedError, SyntaxError, tokenize.TokenError) as exc:
         if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
             raise
         raise ValueError(

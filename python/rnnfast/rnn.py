@@ -344,6 +344,8 @@ class RNN(ParameterOwner):
         for an empty sequence."""
         H = self.hidden_size
         steps, batch = out.shape[0], out.shape[1]
+        if steps == 0:  # every sequence is empty
+            return np.zeros((batch, out.shape[2]), dtype=self.dtype)
         if lengths is None:
             fwd = out[steps - 1, :, :H]
             rev = out[0, :, H:] if self.bidirectional else None
