@@ -577,5 +577,7 @@ def test_last_output_of_empty_sequences_is_zeros(options):
     layer = rnnfast.RNN(3, 4, return_sequences=False, **options)
     out = layer(np.zeros((0, 2, 3), np.float32))
     assert out.shape == (2, layer.output_size) and not out.any()
+    dx, dh0 = layer.backward(np.ones_like(out))
+    assert dx.shape == (0, 2, 3) and not dh0.any()
     out = layer(np.ones((3, 2, 3), np.float32), lengths=np.array([0, 0]))
     assert out.shape == (2, layer.output_size) and not out.any()

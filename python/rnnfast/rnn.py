@@ -421,7 +421,9 @@ class RNN(ParameterOwner):
         elif last:
             d_last = self._unmerge(d_output, merge_src)
             d_out = np.zeros((steps, batch, width), dtype=self.dtype)
-            if lengths is None:
+            if steps == 0:
+                pass  # every sequence is empty: its (zero) last output depends on nothing
+            elif lengths is None:
                 d_out[steps - 1, :, :H] = d_last[:, :H]
                 if dirs == 2:
                     d_out[0, :, H:] = d_last[:, H:]
