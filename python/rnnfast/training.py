@@ -89,6 +89,20 @@ class _Progress:
             print(self.desc, text, flush=True)
 
 
+def _train_step(model, xb, yb, loss_fn, optimizer, clip_norm):
+    """Forward, loss, backward and an optimizer step on one batch: (loss, whether it stepped).
+    A step whose clipped gradient norm is not finite is skipped."""
+    model.zero_grad()
+    out = model(xb)
+    out = out[0] if isinstance(out, tuple) else out
+    value, d_out = loss_fn(out, yb)
+    model.backward(d_out)
+    if clip_norm is not None and not math.isfinite(clip_grad_norm(model, clip_norm)):
+        return value, False
+    optimizer.step()
+    return value, True
+
+
 def _stateful_layers(model):
     layers = getattr(model, "layers", [model])
     return [layer for layer in layers if getattr(layer, "stateful", False)]
@@ -132,14 +146,9 @@ def fit(model, x, y, *, loss, optimizer, epochs=1, batch_size=32, shuffle=True,
         total, seen = 0.0, 0
         for index in batches:
             xb, yb = _take(x, index, batch_axis), _take(y, index, batch_axis)
-            model.zero_grad()
-            out = model(xb)
-            out = out[0] if isinstance(out, tuple) else out
-            value, d_out = loss_fn(out, yb)
-            model.backward(d_out)
-            if clip_norm is not None and not math.isfinite(clip_grad_norm(model, clip_norm)):
+            value, stepped = _train_step(model, xb, yb, loss_fn, optimizer, clip_norm)
+            if not stepped:
                 continue
-            optimizer.step()
             total += value * len(index)
             seen += len(index)
             progress.update(value, seen)
@@ -214,13 +223,7 @@ def fit_stream(model, tokens, *, loss, optimizer, batch_size, bptt, epochs=1, cl
         progress = _Progress(len(xs), f"epoch {epoch + 1}/{epochs}", verbose)
         total = 0.0
         for i, (xb, yb) in enumerate(zip(xs, ys)):
-            model.zero_grad()
-            out = model(xb)
-            out = out[0] if isinstance(out, tuple) else out
-            value, d_out = loss_fn(out, yb)
-            model.backward(d_out)
-            if clip_norm is None or math.isfinite(clip_grad_norm(model, clip_norm)):
-                optimizer.step()
+            value, _ = _train_step(model, xb, yb, loss_fn, optimizer, clip_norm)
             total += value
             progress.update(value, (i + 1) * xb.size)
         logs = {"loss": total / len(xs)}
