@@ -7,6 +7,7 @@ with the reference computed in float64 on the same float32-valued inputs.
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 
 # The kernels' OpenMP threads spin-wait for a while after each call and OpenBLAS's threads do
@@ -101,6 +102,29 @@ def restore_threads():
     previous = rnnfast.get_num_threads()
     yield previous
     rnnfast.set_num_threads(previous)
+
+
+def run_threads(work, n):
+    """Run work(i) for i < n in n threads started together; results in order, errors re-raised."""
+    results = [None] * n
+    errors = []
+    barrier = threading.Barrier(n)
+
+    def target(i):
+        try:
+            barrier.wait()
+            results[i] = work(i)
+        except BaseException as exc:  # pragma: no cover - reported below  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 # ---- problems -----------------------------------------------------------------------------------

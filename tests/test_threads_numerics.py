@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import rnnfast
-from conftest import ISAS, assert_close
+from conftest import ISAS, assert_close, run_threads
 from rnnfast import _core, reference
 from rnnfast import functional as F
 
@@ -23,29 +23,6 @@ TANH_BOUND = {
     np.float32: {"abs": 1.2e-7, "rel": 2.5e-7},
     np.float64: {"abs": 3.0e-16, "rel": 7.5e-16},
 }
-
-
-def _run_threads(work, n=N_THREADS):
-    """Run work(i) for i < n in n threads started together; results in order, errors re-raised."""
-    results = [None] * n
-    errors = []
-    barrier = threading.Barrier(n)
-
-    def target(i):
-        try:
-            barrier.wait()
-            results[i] = work(i)
-        except BaseException as exc:  # pragma: no cover - reported below  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return results
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -70,7 +47,7 @@ def test_functional_from_many_threads_equals_serial(dtype):
 
     serial = [work(i) for i in range(N_THREADS)]
     for _ in range(2):
-        concurrent = _run_threads(work)
+        concurrent = run_threads(work, N_THREADS)
         for i in range(N_THREADS):
             for rep in range(3):
                 for got, want in zip(concurrent[i][rep], serial[i][0]):
@@ -94,7 +71,7 @@ def test_eval_layers_from_many_threads_equal_serial():
         return [layer(x, lengths=[9, 2, 5, 0]) for _ in range(3)]
 
     serial = [work(i) for i in range(N_THREADS)]
-    concurrent = _run_threads(work)
+    concurrent = run_threads(work, N_THREADS)
     for i in range(N_THREADS):
         for rep in range(3):
             for got, want in zip(concurrent[i][rep], serial[i][0]):
@@ -134,7 +111,7 @@ def test_the_gil_is_released_during_kernels(restore_threads):
     beat.start()
     t0 = time.perf_counter()
     try:
-        _run_threads(work, 2)
+        run_threads(work, 2)
     finally:
         done.set()
         beat.join()

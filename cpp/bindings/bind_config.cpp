@@ -5,6 +5,18 @@
 
 #include <pybind11/stl.h>
 
+// A C interface to the thread count, exported from the module so that threadpoolctl (which
+// controls libraries through ctypes, by their exported symbols) can list and limit rnnfast
+// beside OpenBLAS and OpenMP; python/rnnfast/_threadpool.py registers the controller.
+extern "C" {
+__attribute__((visibility("default"))) int rnnfast_get_num_threads() {
+    return rnnfast::get_num_threads();
+}
+__attribute__((visibility("default"))) void rnnfast_set_num_threads(int n) {
+    if (n >= 1) rnnfast::set_num_threads(n);  // no exception may cross into C callers
+}
+}
+
 namespace rnnfast::bindings {
 
 void register_config(py::module_& m) {
@@ -17,6 +29,10 @@ void register_config(py::module_& m) {
     m.def("get_num_threads", &get_num_threads);
     m.def("set_num_threads", &set_num_threads, py::arg("n"));
     m.def("openmp_enabled", &openmp_enabled);
+    m.def("helper_threads_in_use", &helper_threads_in_use,
+          "Helper threads claimed by the kernel calls running now (for tests).");
+    m.def("peak_helper_threads", &peak_helper_threads, py::arg("reset") = false,
+          "Most helper threads claimed at once since the last reset (for tests).");
     m.attr("compiler") =
 #if defined(__clang__)
         "clang " __clang_version__;

@@ -4,6 +4,7 @@
 
 #include "check.hpp"
 #include "rnnfast/rnn.hpp"
+#include "rnnfast/threads.hpp"
 
 namespace rnnfast::bindings {
 namespace {
@@ -86,6 +87,7 @@ py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array
         // Safe without the GIL: the driver touches only these buffers, which the arguments and
         // the new arrays keep alive until we return.
         py::gil_scoped_release release;
+        const ThreadShare share;  // concurrent calls split the thread budget
         rnn_forward(a);
     }
     return py::make_tuple(y, h_n);
@@ -124,6 +126,7 @@ py::tuple backward_impl(const py::array& x, const py::object& h0, const py::arra
     {
         // Safe without the GIL: see forward_impl.
         py::gil_scoped_release release;
+        const ThreadShare share;
         rnn_backward(a);
     }
     return py::make_tuple(dx, dh0, dw_ih, dw_hh, db);

@@ -1,5 +1,6 @@
 #include "threads.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,15 @@ int default_threads() {
 }
 
 std::atomic<int> g_threads{default_threads()};
+
+// Threads claimed by the ThreadShares alive now (each counts its calling thread), and the
+// high-water mark of the helper threads among them.
+std::atomic<int> g_claimed{0};
+std::atomic<int> g_helpers{0};
+std::atomic<int> g_peak_helpers{0};
+
+// The calling thread's share while a kernel call runs; 0 outside one (no cap but the budget).
+thread_local int t_share = 0;
 
 // Below these many FLOPs per thread, a thread costs more in synchronisation than it saves:
 // a barrier among spinning threads takes well under a microsecond, waking a team several.
@@ -45,8 +55,42 @@ bool openmp_enabled() {
 #endif
 }
 
+ThreadShare::ThreadShare() : outer_(t_share) {
+    if (outer_ > 0) {  // nested: the outer call's team is this thread's budget already
+        granted_ = 1;
+        t_share = 1;
+        return;
+    }
+    const int budget = get_num_threads();
+    int claimed = g_claimed.load();
+    int want = 1;
+    do {
+        want = std::max(1, std::min(budget, budget - claimed));
+    } while (!g_claimed.compare_exchange_weak(claimed, claimed + want));
+    granted_ = want;
+    t_share = want;
+    const int helpers = g_helpers.fetch_add(want - 1) + want - 1;
+    int peak = g_peak_helpers.load();
+    while (helpers > peak && !g_peak_helpers.compare_exchange_weak(peak, helpers)) {
+    }
+}
+
+ThreadShare::~ThreadShare() {
+    t_share = outer_;
+    if (outer_ > 0) return;
+    g_helpers.fetch_sub(granted_ - 1);
+    g_claimed.fetch_sub(granted_);
+}
+
+int helper_threads_in_use() { return g_helpers.load(); }
+
+int peak_helper_threads(bool reset) {
+    return reset ? g_peak_helpers.exchange(g_helpers.load()) : g_peak_helpers.load();
+}
+
 int threads_for(double flops, index limit, Sync sync) {
     int n = get_num_threads();
+    if (t_share > 0 && t_share < n) n = t_share;
     const double useful =
         flops / (sync == Sync::barrier ? kFlopsPerThreadBarrier : kFlopsPerThreadForkJoin);
     if (useful < n) n = useful < 1.0 ? 1 : static_cast<int>(useful);
@@ -62,8 +106,11 @@ void StepBarrier::wait() {
         generation_.fetch_add(1, std::memory_order_release);  // publishes this step's writes
         return;
     }
+    // More threads claimed than the budget (callers beyond it each run on their own thread):
+    // the teammate we wait for may be off its core, so give ours up at once instead of spinning.
+    const unsigned patience = g_claimed.load(std::memory_order_relaxed) > get_num_threads() ? 0 : 20000;
     for (unsigned spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
-        if (spins > 20000) std::this_thread::yield();
+        if (spins > patience) std::this_thread::yield();
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif

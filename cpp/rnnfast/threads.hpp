@@ -18,8 +18,33 @@ enum class Sync { barrier, fork_join };
 
 // Threads worth using for `flops` of work between two synchronisations: small pieces are
 // dominated by the synchronisation, so they use fewer threads than asked (never more than
-// `limit`, the number of independent parts).
+// `limit`, the number of independent parts, nor than this call's ThreadShare).
 int threads_for(double flops, index limit, Sync sync);
+
+// One kernel call's share of the thread budget (get_num_threads()), held for the call's
+// lifetime on the calling thread. Calls running at the same time (several Python threads; the
+// GIL is released inside kernels) split the budget instead of each starting a full team: the
+// first takes what is free, later ones what is left, at least their own thread. So the helper
+// threads of all running calls together never exceed get_num_threads() - 1, and 8 Python
+// threads on 2 cores do not become 16 spinning OpenMP threads. The share never changes results:
+// every output element is summed in the same order whatever the team size.
+class ThreadShare {
+public:
+    ThreadShare();
+    ~ThreadShare();
+    ThreadShare(const ThreadShare&) = delete;
+    ThreadShare& operator=(const ThreadShare&) = delete;
+    int threads() const { return granted_; }
+
+private:
+    int granted_;
+    int outer_;  // the share this thread held before (a call made from inside another)
+};
+
+// Helper threads (team members beyond the calling threads) claimed right now, and the most
+// claimed at once since the last reset: what the tests use to show the budget holds.
+int helper_threads_in_use();
+int peak_helper_threads(bool reset);
 
 // This thread's index and the team size inside a parallel region (0 and 1 without OpenMP).
 int thread_index();

@@ -23,6 +23,7 @@ from . import (  # noqa: E402
     training,
 )
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
+from ._threadpool import register as _register_with_threadpoolctl  # noqa: E402
 from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
 from .persistence import load, save  # noqa: E402
 from .rnn import RNN  # noqa: E402
@@ -37,6 +38,8 @@ from .sequences import (  # noqa: E402
 )
 
 __version__ = "0.1.0"
+
+_register_with_threadpoolctl()
 
 __all__ = [
     "RNN",

@@ -52,8 +52,23 @@ def show_config() -> str:
         f"compiler:         {_core.compiler}",
         f"machine:          {platform.machine()}, Python {platform.python_version()}",
     ]
+    pools = _other_thread_pools()
+    if pools:
+        lines.append(f"thread pools:     {pools}")
     if _core.isa_note():
         lines.append(f"note:             {_core.isa_note()}")
     text = "\n".join(lines)
     print(text)
     return text
+
+
+def _other_thread_pools() -> str:
+    """Every thread pool in the process as threadpoolctl sees it ('' without threadpoolctl): the
+    pools' budgets add up when they run at the same time, which is what to check when the cores
+    look oversubscribed."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return ""
+    return ", ".join(f"{i['internal_api']} {i['num_threads']}"
+                     for i in threadpoolctl.threadpool_info())
