@@ -45,8 +45,10 @@ def one_hot_batch(names, alphabet):
     """(B, T, len(alphabet)) one-hot letters, zero-padded, and the lengths (B,)."""
     lengths = np.array([len(n) for n in names])
     x = np.zeros((len(names), lengths.max(), len(alphabet)), dtype=np.float32)
-    for b, name in enumerate(names):
-        x[b, np.arange(len(name)), [alphabet[c] for c in name]] = 1.0
+    # one scatter for the whole batch: (name, position, letter) of every letter
+    rows = np.repeat(np.arange(len(names)), lengths)
+    positions = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    x[rows, positions, [alphabet[c] for name in names for c in name]] = 1.0
     return x, lengths
 
 

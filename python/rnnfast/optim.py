@@ -479,15 +479,25 @@ class Adam(Optimizer):
                 p *= 1.0 - lr * wd
             else:
                 g = g + wd * p
-        # m moves towards g (PyTorch's lerp); v is the running mean of g^2
-        m += (1.0 - beta1) * (g - m)
+        # The same operations, in the same order, as the textbook expressions
+        #   m += (1 - beta1) (g - m);  v = beta2 v + (1 - beta2) g^2;
+        #   p -= step_size (m / (sqrt(v) / sqrt(1 - beta2^t) + eps))
+        # but through one scratch array: a small model's step was mostly temporaries.
+        tmp = np.subtract(g, m)  # m moves towards g (PyTorch's lerp)
+        tmp *= 1.0 - beta1
+        m += tmp
         v *= beta2
-        v += (1.0 - beta2) * (g * g)
+        np.multiply(g, g, out=tmp)
+        tmp *= 1.0 - beta2
+        v += tmp
         t = self._step
         step_size = lr / (1.0 - beta1**t)
-        denom = np.sqrt(v) / (1.0 - beta2**t) ** 0.5
-        denom += h["eps"]
-        p -= step_size * (m / denom)
+        np.sqrt(v, out=tmp)
+        tmp /= (1.0 - beta2**t) ** 0.5
+        tmp += h["eps"]
+        np.divide(m, tmp, out=tmp)
+        tmp *= step_size
+        p -= tmp
 
 
 class AdamW(Adam):

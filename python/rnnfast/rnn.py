@@ -54,6 +54,31 @@ class _Reverser:
         return a[self.index]
 
 
+class _BatchOrder:
+    """The batch sorted by length, longest first, once for all layers and directions: the
+    kernels want that order (each step is then one GEMM over the running sequences), and
+    sorting here rather than in every functional call saves a gather of x, y and dy per layer
+    and direction, each way. Identity when there are no lengths or they are sorted already."""
+
+    def __init__(self, lengths):
+        self.order = self.inverse = None
+        self.lengths = lengths
+        if lengths is not None and np.any(lengths[:-1] < lengths[1:]):
+            self.order = np.argsort(-lengths, kind="stable")
+            self.inverse = np.argsort(self.order)
+            self.lengths = np.ascontiguousarray(lengths[self.order])
+
+    def sort(self, a, axis):
+        if self.order is None or a is None:
+            return a
+        return np.take(a, self.order, axis=axis)
+
+    def unsort(self, a, axis):
+        if self.order is None or a is None:
+            return a
+        return np.take(a, self.inverse, axis=axis)
+
+
 class RNN(ParameterOwner):
     """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface (and Keras's options), on NumPy
     arrays.
@@ -262,6 +287,15 @@ class RNN(ParameterOwner):
                 )
             h0 = h0_user = self._state  # step() hands this array out: copy it when training
         h0 = self._state_arg("h0", h0, batch)
+        reorder = _BatchOrder(lengths)
+        directed = self.bidirectional or self.go_backwards
+        rev = _Reverser(lengths, steps, batch) if directed else None
+        if self.go_backwards:
+            x = rev(x)
+        # From here to the end of the layer loop the batch runs longest first.
+        x, h0 = reorder.sort(x, 1), reorder.sort(h0, 1)
+        run_lengths = reorder.lengths
+        run_rev = _Reverser(run_lengths, steps, batch) if self.bidirectional else None
         training = self.training
         if training:
             # backward reads the inputs: keep copies of the caller's arrays, so a later
@@ -271,9 +305,6 @@ class RNN(ParameterOwner):
             if h0 is not None and h0_user is not None and np.may_share_memory(h0, h0_user):
                 h0 = h0.copy()
         drop = training and self.dropout > 0.0 and self.num_layers > 1
-        rev = _Reverser(lengths, steps, batch) if (self.bidirectional or self.go_backwards) else None
-        if self.go_backwards:
-            x = rev(x)
 
         H = self.hidden_size
         dirs = self.num_directions
@@ -287,14 +318,14 @@ class RNN(ParameterOwner):
                 idx = layer * dirs + d
                 w_ih, w_hh, b_ih, b_hh = (None if n is None else self._params[n]
                                           for n in self._names[idx])
-                xin = rev(inp) if d else inp
+                xin = run_rev(inp) if d else inp
                 h0_d = None if h0 is None else h0[idx]
                 y_d, h_n[idx] = functional.rnn_forward(
-                    xin, w_ih, w_hh, b_ih, b_hh, h0_d, self.nonlinearity, True, lengths,
+                    xin, w_ih, w_hh, b_ih, b_hh, h0_d, self.nonlinearity, True, run_lengths,
                     self._alphas[layer],
                 )
                 runs.append((xin, h0_d, y_d))
-                outs.append(rev(y_d) if d else y_d)
+                outs.append(run_rev(y_d) if d else y_d)
             out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
             if self.residual and layer > 0:
                 out = out + inp
@@ -307,7 +338,8 @@ class RNN(ParameterOwner):
                 nxt = out
             layer_caches.append((runs, keep))
             inp = nxt
-        out = inp  # (T, B, dirs*H), processing order
+        out = inp  # (T, B, dirs*H), processing order, the batch sorted
+        h_n = reorder.unsort(h_n, 1)
 
         if self.stateful:
             self._state = h_n.copy()
@@ -315,10 +347,11 @@ class RNN(ParameterOwner):
         keras = self._keras()
         last = keras and not self.return_sequences
         if last:
-            o_last = self._last_of(out, lengths)
+            o_last = reorder.unsort(self._last_of(out, run_lengths), 0)
             result = self._merge(o_last)
             out_shape = result.shape
         else:
+            out = reorder.unsort(out, 1)  # the caller's batch order from here on
             result = self._merge(out)
             if self.go_backwards and lengths is not None:
                 # Keras order: the reversed valid steps, after the padded ones (zeros)
@@ -329,7 +362,8 @@ class RNN(ParameterOwner):
             o_last = None
         if training:
             merge_src = (o_last if last else out) if self.merge_mode == "mul" else None
-            self._cache = (layer_caches, lengths, h0, merge_src, out_shape, last, steps, batch)
+            self._cache = (layer_caches, lengths, reorder, merge_src, out_shape, last, steps,
+                           batch)
             result = result.view()
             result.flags.writeable = False
         else:
@@ -400,7 +434,7 @@ class RNN(ParameterOwner):
                 "backward: no training forward to differentiate; call the layer in training "
                 "mode first (each forward allows one backward)"
             )
-        layer_caches, lengths, _h0, merge_src, out_shape, last, steps, batch = self._cache
+        layer_caches, lengths, reorder, merge_src, out_shape, last, steps, batch = self._cache
         name = "dy" if not self._keras() else "d_output"
         if d_output is not None:
             d_output = as_float_array(name, d_output, self.dtype)
@@ -416,28 +450,31 @@ class RNN(ParameterOwner):
         width = H * dirs
         rev = _Reverser(lengths, steps, batch) if (self.bidirectional or self.go_backwards) else None
         # The gradient with respect to the last layer's output sequence, in processing order.
+        # The layer loop runs on the batch sorted longest first, as in forward.
+        run_lengths = reorder.lengths
         if d_output is None:
             d_out = np.zeros((steps, batch, width), dtype=self.dtype)
         elif last:
-            d_last = self._unmerge(d_output, merge_src)
+            d_last = reorder.sort(self._unmerge(d_output, merge_src), 0)
             d_out = np.zeros((steps, batch, width), dtype=self.dtype)
             if steps == 0:
                 pass  # every sequence is empty: its (zero) last output depends on nothing
-            elif lengths is None:
+            elif run_lengths is None:
                 d_out[steps - 1, :, :H] = d_last[:, :H]
                 if dirs == 2:
                     d_out[0, :, H:] = d_last[:, H:]
             else:
-                ran = np.nonzero(lengths > 0)[0]
-                d_out[lengths[ran] - 1, ran, :H] = d_last[ran, :H]
+                ran = np.nonzero(run_lengths > 0)[0]
+                d_out[run_lengths[ran] - 1, ran, :H] = d_last[ran, :H]
                 if dirs == 2:
                     d_out[0, ran, H:] = d_last[ran, H:]
         else:
             d = d_output.swapaxes(0, 1) if self.batch_first else d_output
             if self.go_backwards and lengths is not None:
                 d = rev(d[::-1])
-            d_out = self._unmerge(d, merge_src)
-
+            d_out = reorder.sort(self._unmerge(d, merge_src), 1)
+        dh_n = reorder.sort(dh_n, 1)
+        run_rev = _Reverser(run_lengths, steps, batch) if self.bidirectional else None
         new_grads = {}
         dh0 = np.empty((self.num_layers * dirs, batch, H), dtype=self.dtype)
         for layer in reversed(range(self.num_layers)):
@@ -450,10 +487,10 @@ class RNN(ParameterOwner):
                 names = self._names[idx]
                 xin, h0_d, y_d = runs[d]
                 dy = d_out[..., d * H:(d + 1) * H]
-                dy = rev(dy) if d else np.ascontiguousarray(dy)
+                dy = run_rev(dy) if d else np.ascontiguousarray(dy)
                 g = functional.rnn_backward(
                     xin, self._params[names[0]], self._params[names[1]], y_d, dy,
-                    None if dh_n is None else dh_n[idx], h0_d, self.nonlinearity, lengths,
+                    None if dh_n is None else dh_n[idx], h0_d, self.nonlinearity, run_lengths,
                     self._alphas[layer],
                 )
                 new_grads[names[0]] = g.dweight_ih
@@ -462,10 +499,10 @@ class RNN(ParameterOwner):
                     new_grads[names[2]] = g.dbias
                     new_grads[names[3]] = g.dbias
                 dh0[idx] = g.dh0
-                dx = rev(g.dx) if d else g.dx
+                dx = run_rev(g.dx) if d else g.dx
                 d_in = dx if d_in is None else d_in + dx
             d_out = d_in
-        dx = d_out
+        dx, dh0 = reorder.unsort(d_out, 1), reorder.unsort(dh0, 1)
         if self.go_backwards:
             dx = rev(dx)
         for k, g in new_grads.items():
