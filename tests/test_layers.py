@@ -635,3 +635,45 @@ def test_summary_without_input_shape():
     text = model.summary()
     assert "Total params: 23" in text
     assert "Stored" not in text  # no RNN: the layouts agree
+
+
+@pytest.mark.parametrize("dy_layout", ["contiguous", "time_major"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_on_a_time_major_view_equals_a_copy(dtype, dy_layout, rng):
+    """A (B, T, F) view of (T, B, F) memory (a batch_first RNN's output) is read in place; the
+    output, dx and the gradients equal those of the same values laid out batch-first."""
+    base = rng.standard_normal((5, 3, 4)).astype(dtype)  # (T, B, F) in memory
+    view = base.swapaxes(0, 1)  # (B, T, F)
+    d = rng.standard_normal((3, 5, 6)).astype(dtype)
+    if dy_layout == "time_major":
+        d = np.ascontiguousarray(d.swapaxes(0, 1)).swapaxes(0, 1)
+    layers = [Linear(4, 6, dtype=dtype, seed=1) for _ in range(2)]
+    outs = [layers[0](view), layers[1](np.ascontiguousarray(view))]
+    dxs = [layer.backward(d) for layer in layers]
+    assert outs[0].shape == outs[1].shape == (3, 5, 6)
+    # the rows meet the GEMM's register tiles in another order: equal to rounding
+    assert_close(outs[0], outs[1], dtype, "y")
+    assert_close(dxs[0], dxs[1], dtype, "dx")
+    assert dxs[0].shape == view.shape
+    for k in layers[0].grads:
+        assert_close(layers[0].grads[k], layers[1].grads[k], dtype, k)
+
+
+def test_linear_trusts_read_only_input_but_copies_writable_input(rng):
+    """Training keeps x for backward: a writable input is copied (the caller may change it),
+    a read-only one (how rnnfast layers hand out training outputs) is kept as it is."""
+    x = rng.standard_normal((4, 3))
+    layer = Linear(3, 2, dtype=np.float64, seed=0)
+    d = rng.standard_normal((4, 2))
+    layer(x)
+    x_before = x.copy()
+    x += 1.0  # the caller reuses its array between forward and backward
+    layer.backward(d)
+    want = Linear(3, 2, dtype=np.float64, seed=0)
+    want(x_before)
+    want.backward(d)
+    np.testing.assert_array_equal(layer.grads["weight"], want.grads["weight"])
+    frozen = x_before.copy()
+    frozen.flags.writeable = False
+    layer(frozen)
+    assert np.shares_memory(layer._cache[0], frozen)

@@ -104,39 +104,50 @@ class Linear(_Layer):
             self._add_parameter("bias", rng.uniform(-bound, bound, self.out_features))
 
     def forward(self, x):
-        x_user = x
-        x = as_float_array("x", x, self.dtype)
+        x_user = np.asarray(x)
+        # A batch-first sequence that is time-major in memory (a batch_first RNN's output) is
+        # computed in its memory order, and the output handed back in the same layout: no copy.
+        swap = _time_major_in_memory(x_user)
+        x = as_float_array("x", x_user.swapaxes(0, 1) if swap else x_user, self.dtype)
         if x.ndim < 1 or x.shape[-1] != self.in_features:
+            shape = x_user.shape
             raise ValueError(
-                f"x: expected shape (..., in_features={self.in_features}), got shape {x.shape}"
+                f"x: expected shape (..., in_features={self.in_features}), got shape {shape}"
             )
         rows = x.reshape(-1, self.in_features)
         y = _core.dense_forward(rows, self._params["weight"], self._params.get("bias"))
         y = y.reshape(x.shape[:-1] + (self.out_features,))
-        if self.training and np.may_share_memory(x, x_user):
-            x = x.copy()  # backward needs this x: the caller may reuse its array meanwhile
-        self._cache = x if self.training else None
-        return y
+        # backward needs this x: the caller may reuse its array meanwhile, unless it is read-only
+        # (as rnnfast layers hand out their training outputs)
+        if self.training and x_user.flags.writeable and np.may_share_memory(x, x_user):
+            x = x.copy()
+        self._cache = (x, swap) if self.training else None
+        return y.swapaxes(0, 1) if swap else y
 
     def backward(self, dy):
-        x = self._take_cache()
+        cache = self._take_cache()
+        x, swap = cache  # x in memory order: time-major when the forward's input was
+        expected = x.shape[:-1] + (self.out_features,)
+        if swap:
+            expected = (expected[1], expected[0]) + expected[2:]
         try:
-            dy = as_float_array("dy", dy, self.dtype)
-        except TypeError:
-            self._cache = x  # a failed call keeps the forward for a retry
+            dy = np.asarray(dy)
+            fits = dy.shape == expected
+            dy_rows = as_float_array("dy", dy.swapaxes(0, 1) if swap and fits else dy,
+                                     self.dtype)
+            if not fits:
+                raise ValueError(f"dy: expected shape {expected}, got shape {dy.shape}")
+        except (TypeError, ValueError):
+            self._cache = cache  # a failed call keeps the forward for a retry
             raise
-        if dy.shape != x.shape[:-1] + (self.out_features,):
-            self._cache = x
-            raise ValueError(
-                f"dy: expected shape {x.shape[:-1] + (self.out_features,)}, got shape {dy.shape}"
-            )
-        rows = dy.reshape(-1, self.out_features)
+        rows = dy_rows.reshape(-1, self.out_features)
         # rnnfast's own GEMM, not NumPy's: one thread pool for the whole model
         dx = _core.dense_backward(x.reshape(-1, self.in_features), self._params["weight"],
                                   rows, self.grads["weight"])
         if self.bias:
             self.grads["bias"] += rows.sum(axis=0)
-        return dx.reshape(x.shape)
+        dx = dx.reshape(x.shape)
+        return dx.swapaxes(0, 1) if swap else dx
 
     def get_config(self):
         return {"in_features": self.in_features, "out_features": self.out_features,
@@ -150,6 +161,13 @@ class Linear(_Layer):
 
 
 Dense = Linear
+
+
+def _time_major_in_memory(x):
+    """Whether x is (B, T, F) whose memory is laid out (T, B, F) C-contiguously (the
+    transposed view a batch_first layer returns), so its rows can be read without a copy."""
+    return (x.ndim == 3 and not x.flags.c_contiguous and x.shape[0] > 1 and x.shape[1] > 1
+            and x.swapaxes(0, 1).flags.c_contiguous)
 
 
 def _scatter_rows(ids, rows, n):

@@ -83,16 +83,24 @@ def cross_entropy(logits, targets, *, lengths=None, mask=None, ignore_index=None
     if np.any(valid & ((targets < 0) | (targets >= vocab))):
         raise ValueError(f"targets: expected class ids in [0, {vocab}), got min "
                          f"{targets[valid].min()}, max {targets[valid].max()}")
-    safe = np.where(valid, targets, 0)
-    log_probs = log_softmax(logits)
-    picked = np.take_along_axis(log_probs, safe[..., None], axis=-1)[..., 0]
+    safe = np.where(valid, targets, 0)[..., None]
+    # One exp per logit serves both the loss and the gradient (softmax = e / sum e); the
+    # log-probability is needed at the targets only. Few passes over (..., V): this is the
+    # costliest NumPy work of a language model's step.
+    grad = logits - np.max(logits, axis=-1, keepdims=True)
+    picked = np.take_along_axis(grad, safe, axis=-1)[..., 0]
+    np.exp(grad, out=grad)
+    total = np.sum(grad, axis=-1, keepdims=True)
+    picked = picked - np.log(total[..., 0])  # log-softmax at the targets
     count = int(valid.sum())
     scale = 1.0 / max(count, 1) if reduction == "mean" else 1.0
     loss = -float(np.sum(picked, where=valid)) * scale
-    grad = np.exp(log_probs)
-    np.put_along_axis(grad, safe[..., None],
-                      np.take_along_axis(grad, safe[..., None], axis=-1) - 1, axis=-1)
-    grad *= (valid * scale)[..., None].astype(grad.dtype)
+    grad /= total
+    np.put_along_axis(grad, safe, np.take_along_axis(grad, safe, axis=-1) - 1, axis=-1)
+    if valid.all():
+        grad *= grad.dtype.type(scale)
+    else:
+        grad *= (valid * scale)[..., None].astype(grad.dtype)
     return loss, grad
 
 

@@ -437,7 +437,15 @@ class RNN(ParameterOwner):
         layer_caches, lengths, reorder, merge_src, out_shape, last, steps, batch = self._cache
         name = "dy" if not self._keras() else "d_output"
         if d_output is not None:
-            d_output = as_float_array(name, d_output, self.dtype)
+            d_output = np.asarray(d_output)
+            # Batch-first sequences are converted through their time-major view: a gradient
+            # that is time-major in memory already (one computed from our own output, the
+            # usual case) then goes to the kernels without a copy.
+            swap = self.batch_first and not last and d_output.ndim == 3
+            d_output = as_float_array(name, d_output.swapaxes(0, 1) if swap else d_output,
+                                      self.dtype)
+            if swap:
+                d_output = d_output.swapaxes(0, 1)
             if d_output.shape != out_shape:
                 raise ValueError(
                     f"{name}: expected shape {out_shape} (like the output), got shape "
