@@ -31,6 +31,9 @@ void register_config(py::module_& m) {
     m.def("openmp_enabled", &openmp_enabled);
     m.def("helper_threads_in_use", &helper_threads_in_use,
           "Helper threads claimed by the kernel calls running now (for tests).");
+    m.def("contention_backoff_seconds", &contention_backoff_seconds,
+          "Seconds left of the contention back-off (one thread), 0 when none.");
+    m.def("clear_contention_backoff", &clear_contention_backoff, "End the back-off (for tests).");
     m.def("peak_helper_threads", &peak_helper_threads, py::arg("reset") = false,
           "Most helper threads claimed at once since the last reset (for tests).");
     m.attr("compiler") =
