@@ -385,3 +385,103 @@ def test_accuracy_bad_input():
 def test_public_names():
     assert set(losses.__all__) == {"cross_entropy", "log_softmax", "mse_loss"}
     assert set(metrics.__all__) == {"accuracy", "perplexity"}
+
+
+# ---- the fused C++ softmax cross-entropy kernel --------------------------------------------------
+
+
+def _softmax_xent_float64(logits, targets, weights):
+    """The kernel's contract computed in float64 NumPy: (sum w * -log p[target], w * (p - 1hot))."""
+    x = logits.astype(np.float64)
+    shifted = x - x.max(axis=1, keepdims=True)
+    log_sum = np.log(np.exp(shifted).sum(axis=1))
+    p = np.exp(shifted - log_sum[:, None])
+    rows = np.arange(len(x))
+    grad = p.copy()
+    grad[rows, targets] -= 1.0
+    grad *= weights[:, None]
+    loss = float(np.sum(weights * (log_sum - shifted[rows, targets])))
+    return loss, grad
+
+
+@pytest.mark.parametrize("classes", [1, 3, 8, 17, 65, 1000])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_kernel_matches_float64_on_every_isa(isa, dtype, classes, rng):
+    from rnnfast import _core
+
+    logits = (rng.standard_normal((37, classes)) * 4).astype(dtype)
+    logits[3, : classes // 2] = -1e4  # far below the max: exp underflows to 0, not garbage
+    targets = rng.integers(0, classes, 37)
+    weights = rng.uniform(0, 1, 37).astype(dtype)
+    weights[5] = 0.0
+    targets[5] = 10**9  # an unweighted row's target is never read
+    loss, grad = _core.softmax_cross_entropy(logits, targets, weights)
+    want_loss, want_grad = _softmax_xent_float64(logits, np.where(weights > 0, targets, 0),
+                                                 weights.astype(np.float64))
+    assert_loss_close(loss, want_loss, dtype)
+    assert_close(grad, want_grad, dtype, "grad")
+    assert not np.any(grad[5])
+
+
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf])
+def test_softmax_kernel_non_finite_logits_like_numpy(isa, special, rng):
+    """A row with NaN or +inf is all NaN (NumPy's x - max gives NaN there); -inf entries get
+    probability 0 and the rest of the row is finite."""
+    from rnnfast import _core
+
+    logits = rng.standard_normal((4, 9))
+    logits[1, 4] = special
+    loss, grad = _core.softmax_cross_entropy(logits, np.array([0, 0, 1, 2]), np.ones(4))
+    with np.errstate(all="ignore"):
+        want_loss, want_grad = _softmax_xent_float64(logits, np.array([0, 0, 1, 2]), np.ones(4))
+    assert np.array_equal(np.isnan(grad), np.isnan(want_grad))
+    assert np.isnan(loss) == np.isnan(want_loss)
+    fin = np.isfinite(want_grad)
+    np.testing.assert_allclose(grad[fin], want_grad[fin], rtol=1e-12, atol=1e-15)
+
+
+def test_softmax_kernel_result_does_not_depend_on_threads(restore_threads, rng):
+    import rnnfast
+    from rnnfast import _core
+
+    logits = rng.standard_normal((3000, 300)).astype(np.float32)
+    targets = rng.integers(0, 300, 3000)
+    weights = np.full(3000, 1 / 3000, np.float32)
+    out = []
+    for n in (1, 2, 3):
+        rnnfast.set_num_threads(n)
+        out.append(_core.softmax_cross_entropy(logits, targets, weights))
+    for loss, grad in out[1:]:
+        assert loss == out[0][0]
+        assert np.array_equal(grad, out[0][1])
+
+
+def test_softmax_kernel_refuses_bad_targets_without_reading_them():
+    from rnnfast import _core
+
+    logits = np.zeros((2, 3))
+    for bad in (3, -1):
+        with pytest.raises(ValueError, match="targets"):
+            _core.softmax_cross_entropy(logits, np.array([0, bad]), np.ones(2))
+    with pytest.raises(TypeError, match="targets"):
+        _core.softmax_cross_entropy(logits, np.array([0, 1], np.int32), np.ones(2))
+    with pytest.raises(TypeError, match="weights"):
+        _core.softmax_cross_entropy(logits, np.array([0, 1]), np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="logits"):
+        _core.softmax_cross_entropy(np.zeros(3), np.array([0]), np.ones(1))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_cross_entropy_on_time_major_logits_and_half_precision(dtype, rng):
+    """Batch-first logits laid out time-major in memory (a batch_first RNN -> Linear) give the
+    same as a contiguous copy; float16 is computed in float32, its gradient float16."""
+    base = rng.standard_normal((6, 4, 5)).astype(dtype)  # (T, B, V) in memory
+    view = base.swapaxes(0, 1)
+    targets = rng.integers(0, 5, (4, 6))
+    mask = rng.random((4, 6)) > 0.3
+    loss, grad = cross_entropy(view, targets, mask=mask)
+    want_loss, want_grad = cross_entropy(np.ascontiguousarray(view), targets, mask=mask)
+    assert grad.dtype == np.dtype(dtype) and grad.shape == view.shape
+    assert loss == pytest.approx(want_loss, rel=1e-6)
+    np.testing.assert_allclose(grad.astype(np.float64), want_grad.astype(np.float64),
+                               rtol=1e-6, atol=1e-7)

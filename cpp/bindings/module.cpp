@@ -7,6 +7,7 @@ namespace rnnfast::bindings {
 void register_rnn(py::module_& m);
 void register_config(py::module_& m);
 void register_dense(py::module_& m);
+void register_losses(py::module_& m);
 }  // namespace rnnfast::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -14,4 +15,5 @@ PYBIND11_MODULE(_core, m) {
     rnnfast::bindings::register_rnn(m);
     rnnfast::bindings::register_config(m);
     rnnfast::bindings::register_dense(m);
+    rnnfast::bindings::register_losses(m);
 }

@@ -19,6 +19,8 @@ struct KernelTable {
     void (*gemm_block)(const GemmTask<T>& task, index m0, index m1, index p0, index p1);
     // out[j] += W[j, :] . v for a row-major W (rows x cols), unpacked: for single steps.
     void (*dot_rows)(const T* W, index rows, index cols, const T* v, T* out);
+    // out = weight * softmax(x) over one row of n values; returns log(sum(exp(x))).
+    T (*softmax_row)(const T* x, index n, T weight, T* out);
 };
 
 namespace isa_baseline {

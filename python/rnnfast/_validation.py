@@ -76,3 +76,10 @@ def check_alpha(alpha) -> float:
     if not 0.0 < alpha <= 1.0:
         raise ValueError(f"alpha: expected a float in (0, 1], got {alpha}")
     return alpha
+
+
+def time_major_in_memory(x) -> bool:
+    """Whether x is (B, T, F) whose memory is laid out (T, B, F) C-contiguously (the
+    transposed view a batch_first layer returns), so its rows can be read without a copy."""
+    return (x.ndim == 3 and not x.flags.c_contiguous and x.shape[0] > 1 and x.shape[1] > 1
+            and x.swapaxes(0, 1).flags.c_contiguous)

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _core
 from ._parameters import ParameterOwner
-from ._validation import as_float_array, layer_dtype
+from ._validation import as_float_array, layer_dtype, time_major_in_memory
 
 __all__ = ["Dense", "Dropout", "Embedding", "Linear"]
 
@@ -107,7 +107,7 @@ class Linear(_Layer):
         x_user = np.asarray(x)
         # A batch-first sequence that is time-major in memory (a batch_first RNN's output) is
         # computed in its memory order, and the output handed back in the same layout: no copy.
-        swap = _time_major_in_memory(x_user)
+        swap = time_major_in_memory(x_user)
         x = as_float_array("x", x_user.swapaxes(0, 1) if swap else x_user, self.dtype)
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             shape = x_user.shape
@@ -161,13 +161,6 @@ class Linear(_Layer):
 
 
 Dense = Linear
-
-
-def _time_major_in_memory(x):
-    """Whether x is (B, T, F) whose memory is laid out (T, B, F) C-contiguously (the
-    transposed view a batch_first layer returns), so its rows can be read without a copy."""
-    return (x.ndim == 3 and not x.flags.c_contiguous and x.shape[0] > 1 and x.shape[1] > 1
-            and x.swapaxes(0, 1).flags.c_contiguous)
 
 
 def _scatter_rows(ids, rows, n):

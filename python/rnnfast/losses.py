@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _core
+from ._validation import time_major_in_memory
+
 __all__ = ["cross_entropy", "log_softmax", "mse_loss"]
 
 
@@ -83,25 +86,22 @@ def cross_entropy(logits, targets, *, lengths=None, mask=None, ignore_index=None
     if np.any(valid & ((targets < 0) | (targets >= vocab))):
         raise ValueError(f"targets: expected class ids in [0, {vocab}), got min "
                          f"{targets[valid].min()}, max {targets[valid].max()}")
-    safe = np.where(valid, targets, 0)[..., None]
-    # One exp per logit serves both the loss and the gradient (softmax = e / sum e); the
-    # log-probability is needed at the targets only. Few passes over (..., V): this is the
-    # costliest NumPy work of a language model's step.
-    grad = logits - np.max(logits, axis=-1, keepdims=True)
-    picked = np.take_along_axis(grad, safe, axis=-1)[..., 0]
-    np.exp(grad, out=grad)
-    total = np.sum(grad, axis=-1, keepdims=True)
-    picked = picked - np.log(total[..., 0])  # log-softmax at the targets
     count = int(valid.sum())
     scale = 1.0 / max(count, 1) if reduction == "mean" else 1.0
-    loss = -float(np.sum(picked, where=valid)) * scale
-    grad /= total
-    np.put_along_axis(grad, safe, np.take_along_axis(grad, safe, axis=-1) - 1, axis=-1)
-    if valid.all():
-        grad *= grad.dtype.type(scale)
-    else:
-        grad *= (valid * scale)[..., None].astype(grad.dtype)
-    return loss, grad
+    # The fused C++ kernel (one pass per row, rows split between threads) works in float32 or
+    # float64; other float dtypes are computed in the nearest and the gradient cast back.
+    work = np.dtype(np.float64 if logits.dtype.itemsize > 4 else np.float32)
+    # A batch-first sequence that is time-major in memory (a batch_first RNN -> Linear) is
+    # computed in its memory order, so no copy of the logits is made.
+    swap = time_major_in_memory(logits)
+    if swap:
+        logits, targets, valid = logits.swapaxes(0, 1), targets.swapaxes(0, 1), valid.swapaxes(0, 1)
+    rows = np.ascontiguousarray(logits, dtype=work).reshape(-1, vocab)
+    ids = np.where(valid, targets, 0).astype(np.int64).reshape(-1)
+    weights = (valid * scale).astype(work).reshape(-1)
+    loss, grad = _core.softmax_cross_entropy(rows, ids, weights)
+    grad = grad.reshape(logits.shape).astype(logits.dtype, copy=False)
+    return float(loss), grad.swapaxes(0, 1) if swap else grad
 
 
 def mse_loss(pred, target, reduction="mean"):

@@ -8,6 +8,7 @@
 // with different -m flags could be merged by the linker into the wider ISA's copy and then
 // run on a CPU that lacks it.
 
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -384,10 +385,63 @@ void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
     }
 }
 
+// ---- softmax ------------------------------------------------------------------------------
+
+// exp(y) for any y <= 0 (and NaN): vexp_nonpositive holds while 2^n is a normal number, so
+// below the exponent's range the result is 0, as it rounds to anyway.
+template <class T>
+inline typename Simd<T>::vec vexp_any_nonpositive(typename Simd<T>::vec y) {
+    using V = typename Simd<T>::vec;
+    const T lowest = sizeof(T) == 4 ? static_cast<T>(-87.0) : static_cast<T>(-708.0);
+    const V zero = {};
+    V safe = y < lowest ? splat<V>(lowest) : y;
+    safe = y != y ? zero : safe;
+    const V e = vexp_nonpositive<T>(safe);
+    return y != y ? y : (y < lowest ? zero : e);
+}
+
+// out = weight * softmax(x), and log(sum(exp(x))) = max + log(sum(exp(x - max))): the max
+// first so no exp overflows. The max skips NaN, but x - max is NaN there and the NaN reaches
+// the sum, so a NaN makes the whole row NaN, as NumPy's form does; +inf (inf - inf) too.
+template <class T>
+T softmax_row(const T* x, index n, T weight, T* out) {
+    using V = typename Simd<T>::vec;
+    constexpr int W = Simd<T>::W;
+    const index vn = n / W * W;
+    T m = n > 0 ? x[0] : T(0);
+    if (vn > 0) {
+        V vm = load<V>(x);
+        for (index j = W; j < vn; j += W) {
+            const V v = load<V>(x + j);
+            vm = v > vm ? v : vm;
+        }
+        for (int l = 0; l < W; ++l) m = vm[l] > m ? vm[l] : m;
+    }
+    for (index j = vn; j < n; ++j) m = x[j] > m ? x[j] : m;
+    V vsum = {};
+    const V shift = splat<V>(m);
+    for (index j = 0; j < vn; j += W) {
+        const V e = vexp_any_nonpositive<T>(load<V>(x + j) - shift);
+        store(out + j, e);
+        vsum += e;
+    }
+    T sum = sum_lanes<T>(vsum);
+    for (index j = vn; j < n; ++j) {  // the tail through the same vector exp, one lane used
+        V lane = {};
+        lane[0] = x[j] - m;
+        out[j] = vexp_any_nonpositive<T>(lane)[0];
+        sum += out[j];
+    }
+    const T scale = weight / sum;
+    for (index j = 0; j < n; ++j) out[j] *= scale;
+    return m + std::log(sum);
+}
+
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
 template <class T>
 constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,  Simd<T>::NR, kMR,           &packed_b_size<T>,
-                                   &pack_b<T>,        &gemm_block<T>, &dot_rows<T>};
+                                   &pack_b<T>,        &gemm_block<T>, &dot_rows<T>,
+                                   &softmax_row<T>};
 
 }  // namespace
 
