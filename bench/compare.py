@@ -519,10 +519,15 @@ def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tupl
             named = {lib: to_named(run()) for lib, (run, to_named) in libs.items()}  # warm-up
             agreement[mode] = check_agreement(p, mode, named)
             del named
+            rnnfast._core.clear_contention_backoff()
             timings = time_each(
                 {lib: run for lib, (run, _) in libs.items()}, args.repeats, args.min_repeat_s
             )
             rows.append(make_row(p, threads, mode, timings, roof))
+            if threads > 1 and rnnfast._core.contention_backoff_seconds() > 0:
+                # rnnfast fell back to one thread for a while: the cores were taken by others
+                notes.append(f"{p.label} {mode} at {threads} threads: rnnfast's contention "
+                             "back-off started (busy machine); its timing is partly 1-thread")
         del runners
     others = others_cpus(since)
     if others >= BUSY_CPUS:
