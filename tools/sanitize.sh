@@ -29,6 +29,7 @@ DEFAULT_SUBSET=(
   tests/test_leaky_lengths_kernels.py
   tests/test_step.py
   tests/test_composition.py
+  tests/test_losses.py
 )
 
 if [[ ! -x "$SAN_VENV/bin/python" ]]; then
