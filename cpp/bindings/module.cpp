@@ -8,6 +8,7 @@ void register_rnn(py::module_& m);
 void register_config(py::module_& m);
 void register_dense(py::module_& m);
 void register_losses(py::module_& m);
+void register_optim(py::module_& m);
 }  // namespace rnnfast::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -16,4 +17,5 @@ PYBIND11_MODULE(_core, m) {
     rnnfast::bindings::register_config(m);
     rnnfast::bindings::register_dense(m);
     rnnfast::bindings::register_losses(m);
+    rnnfast::bindings::register_optim(m);
 }

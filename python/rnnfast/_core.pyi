@@ -11,6 +11,7 @@ def rnn_forward(
     weight_hh: npt.NDArray[np.floating],
     bias_ih: npt.NDArray[np.floating] | None,
     bias_hh: npt.NDArray[np.floating] | None,
+    lengths: npt.NDArray[np.int64] | None,
     nonlinearity: str,
     alpha: float,
     return_sequences: bool,
@@ -23,6 +24,7 @@ def rnn_backward(
     y: npt.NDArray[np.floating],
     dy: npt.NDArray[np.floating] | None,
     dh_n: npt.NDArray[np.floating] | None,
+    lengths: npt.NDArray[np.int64] | None,
     nonlinearity: str,
     alpha: float,
 ) -> tuple[npt.NDArray[np.floating], ...]: ...
@@ -36,6 +38,36 @@ def rnn_step(
     nonlinearity: str,
     alpha: float,
 ) -> npt.NDArray[np.floating]: ...
+def dense_forward(
+    x: npt.NDArray[np.floating],
+    weight: npt.NDArray[np.floating],
+    bias: npt.NDArray[np.floating] | None,
+) -> npt.NDArray[np.floating]: ...
+def dense_backward(
+    x: npt.NDArray[np.floating],
+    weight: npt.NDArray[np.floating],
+    dy: npt.NDArray[np.floating],
+    dweight: npt.NDArray[np.floating],
+) -> npt.NDArray[np.floating]: ...
+def softmax_cross_entropy(
+    logits: npt.NDArray[np.floating],
+    targets: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.floating],
+) -> tuple[float, npt.NDArray[np.floating]]: ...
+def adam_update(
+    param: npt.NDArray[np.floating],
+    grad: npt.NDArray[np.floating],
+    exp_avg: npt.NDArray[np.floating],
+    exp_avg_sq: npt.NDArray[np.floating],
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+    step_size: float,
+    bias2_sqrt: float,
+) -> None: ...
 def compiled_isas() -> list[str]: ...
 def supported_isas() -> list[str]: ...
 def active_isa() -> str: ...

@@ -25,6 +25,8 @@ import numbers
 
 import numpy as np
 
+from . import _core
+
 __all__ = [
     "SGD",
     "Adam",
@@ -323,7 +325,8 @@ class Optimizer:
                     f"{where}[{i}] ({slot.name}): expected shape {slot.param.shape}, "
                     f"got shape {arr.shape}"
                 )
-            out.append(np.array(arr, dtype=slot.param.dtype))  # a copy: no aliasing the dict
+            # a C-contiguous copy: no aliasing the dict, and flat views for the kernels
+            out.append(np.array(arr, dtype=slot.param.dtype, order="C"))
         return out
 
     def _needs_buffers(self, hyper):
@@ -331,7 +334,9 @@ class Optimizer:
         return bool(self._BUFFERS)
 
     def _initial_buffers(self):
-        return {name: [np.zeros_like(s.param) for s in self._slots] for name in self._BUFFERS}
+        # C-contiguous whatever the parameter's layout: the kernels update flat views
+        return {name: [np.zeros(s.param.shape, s.param.dtype) for s in self._slots]
+                for name in self._BUFFERS}
 
     def _check_hyper(self, hyper):  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
@@ -472,32 +477,19 @@ class Adam(Optimizer):
 
     def _update(self, i, p, g):
         h = self._hyper
-        lr, (beta1, beta2), wd = h["lr"], h["betas"], h["weight_decay"]
-        m, v = self._buffers["exp_avg"][i], self._buffers["exp_avg_sq"][i]
-        if wd != 0:
-            if self._DECOUPLED:
-                p *= 1.0 - lr * wd
-            else:
-                g = g + wd * p
-        # The same operations, in the same order, as the textbook expressions
-        #   m += (1 - beta1) (g - m);  v = beta2 v + (1 - beta2) g^2;
-        #   p -= step_size (m / (sqrt(v) / sqrt(1 - beta2^t) + eps))
-        # but through one scratch array: a small model's step was mostly temporaries.
-        tmp = np.subtract(g, m)  # m moves towards g (PyTorch's lerp)
-        tmp *= 1.0 - beta1
-        m += tmp
-        v *= beta2
-        np.multiply(g, g, out=tmp)
-        tmp *= 1.0 - beta2
-        v += tmp
+        lr, (beta1, beta2) = h["lr"], h["betas"]
         t = self._step
-        step_size = lr / (1.0 - beta1**t)
-        np.sqrt(v, out=tmp)
-        tmp /= (1.0 - beta2**t) ** 0.5
-        tmp += h["eps"]
-        np.divide(m, tmp, out=tmp)
-        tmp *= step_size
-        p -= tmp
+        # One fused pass in C++ (m, v and p updated element by element, each operation rounded
+        # as torch.optim.Adam orders them); it works on flat contiguous arrays, so a strided
+        # parameter is updated through a contiguous copy.
+        flat = p.reshape(-1) if p.flags.c_contiguous else np.ascontiguousarray(p).reshape(-1)
+        _core.adam_update(flat, np.ascontiguousarray(g).reshape(-1),
+                          self._buffers["exp_avg"][i].reshape(-1),
+                          self._buffers["exp_avg_sq"][i].reshape(-1), lr, beta1, beta2,
+                          h["eps"], h["weight_decay"], self._DECOUPLED,
+                          lr / (1.0 - beta1**t), (1.0 - beta2**t) ** 0.5)
+        if not np.shares_memory(flat, p):
+            p[...] = flat.reshape(p.shape)
 
 
 class AdamW(Adam):
