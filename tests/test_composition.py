@@ -581,3 +581,32 @@ def test_last_output_of_empty_sequences_is_zeros(options):
     assert dx.shape == (0, 2, 3) and not dh0.any()
     out = layer(np.ones((3, 2, 3), np.float32), lengths=np.array([0, 0]))
     assert out.shape == (2, layer.output_size) and not out.any()
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
+def test_fd_last_output_and_state_together(rng, bidirectional, residual):
+    """Keras's last output is the top layer's h_n: its gradient enters the kernels through
+    dh_n (without residual connections), beside the caller's own dh_n, and must count once."""
+    layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=bidirectional, residual=residual,
+                        return_sequences=False, return_state=True, dtype=F64, seed=12)
+    dirs = layer.num_directions
+    _fd_check(layer, rng.standard_normal((T, B, D)), rng.uniform(-1, 1, (2 * dirs, B, H)), rng,
+              lengths=_zero_length_batch(rng))
+
+
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_backward_of_the_state_alone_through_a_residual_stack(rng, return_sequences):
+    """backward(None, dh_n): no gradient from the outputs, only from h_n."""
+    layer = rnnfast.RNN(D, H, num_layers=3, residual=True, return_sequences=return_sequences,
+                        return_state=True, dtype=F64, seed=13)
+    x = rng.standard_normal((T, B, D))
+    S = rng.standard_normal((3, B, H))
+    layer(x)
+    dx, _ = layer.backward(None, S)
+    eps, idx = 1e-6, (1, 2, 0)
+    xp, xm = x.copy(), x.copy()
+    xp[idx] += eps
+    xm[idx] -= eps
+    numeric = (np.sum(layer(xp)[1] * S) - np.sum(layer(xm)[1] * S)) / (2 * eps)
+    assert dx[idx] == pytest.approx(numeric, rel=1e-6, abs=1e-9)

@@ -460,28 +460,23 @@ class RNN(ParameterOwner):
         # The gradient with respect to the last layer's output sequence, in processing order.
         # The layer loop runs on the batch sorted longest first, as in forward.
         run_lengths = reorder.lengths
-        if d_output is None:
-            d_out = np.zeros((steps, batch, width), dtype=self.dtype)
-        elif last:
+        dh_n = reorder.sort(dh_n, 1)
+        d_out = None  # gradient of the top layer's output sequence; None: zero
+        if d_output is not None and last:
             d_last = reorder.sort(self._unmerge(d_output, merge_src), 0)
-            d_out = np.zeros((steps, batch, width), dtype=self.dtype)
             if steps == 0:
                 pass  # every sequence is empty: its (zero) last output depends on nothing
-            elif run_lengths is None:
-                d_out[steps - 1, :, :H] = d_last[:, :H]
-                if dirs == 2:
-                    d_out[0, :, H:] = d_last[:, H:]
+            elif self.residual and self.num_layers > 1:
+                d_out = self._last_gradient_sequence(d_last, run_lengths, steps, batch)
             else:
-                ran = np.nonzero(run_lengths > 0)[0]
-                d_out[run_lengths[ran] - 1, ran, :H] = d_last[ran, :H]
-                if dirs == 2:
-                    d_out[0, ran, H:] = d_last[ran, H:]
-        else:
+                # Each direction's last output is its state at the sequence's end, h_n: the
+                # gradient enters there, and no (T, B, H) gradient of zeros is built.
+                dh_n = self._add_last_gradient_to_state(d_last, run_lengths, dh_n, batch)
+        elif d_output is not None:
             d = d_output.swapaxes(0, 1) if self.batch_first else d_output
             if self.go_backwards and lengths is not None:
                 d = rev(d[::-1])
             d_out = reorder.sort(self._unmerge(d, merge_src), 1)
-        dh_n = reorder.sort(dh_n, 1)
         run_rev = _Reverser(run_lengths, steps, batch) if self.bidirectional else None
         new_grads = {}
         dh0 = np.empty((self.num_layers * dirs, batch, H), dtype=self.dtype)
@@ -489,13 +484,14 @@ class RNN(ParameterOwner):
             runs, keep = layer_caches[layer]
             if keep is not None:
                 d_out = d_out * keep
-            d_in = d_out.copy() if (self.residual and layer > 0) else None
+            d_in = d_out.copy() if (self.residual and layer > 0 and d_out is not None) else None
             for d in range(dirs):
                 idx = layer * dirs + d
                 names = self._names[idx]
                 xin, h0_d, y_d = runs[d]
-                dy = d_out[..., d * H:(d + 1) * H]
-                dy = run_rev(dy) if d else np.ascontiguousarray(dy)
+                dy = None if d_out is None else d_out[..., d * H:(d + 1) * H]
+                if dy is not None:
+                    dy = run_rev(dy) if d else np.ascontiguousarray(dy)
                 g = functional.rnn_backward(
                     xin, self._params[names[0]], self._params[names[1]], y_d, dy,
                     None if dh_n is None else dh_n[idx], h0_d, self.nonlinearity, run_lengths,
@@ -519,6 +515,30 @@ class RNN(ParameterOwner):
         if self.batch_first:
             dx = np.ascontiguousarray(dx.swapaxes(0, 1))
         return dx, dh0
+
+    def _last_gradient_sequence(self, d_last, lengths, steps, batch):
+        """The gradient of Keras's last output (B, dirs*H) as one of the whole output sequence
+        (T, B, dirs*H): zero but at each sequence's last step (the reverse direction: its first)."""
+        H = self.hidden_size
+        d_out = np.zeros((steps, batch, d_last.shape[1]), dtype=self.dtype)
+        ran = np.arange(batch) if lengths is None else np.nonzero(lengths > 0)[0]
+        ends = steps - 1 if lengths is None else lengths[ran] - 1
+        d_out[ends, ran, :H] = d_last[ran, :H]
+        if self.bidirectional:
+            d_out[0, ran, H:] = d_last[ran, H:]
+        return d_out
+
+    def _add_last_gradient_to_state(self, d_last, lengths, dh_n, batch):
+        """dh_n (num_layers*dirs, B, H) plus the gradient of Keras's last output, which is the
+        top layer's h_n of each direction (zero for an empty sequence, whose h_n is h0)."""
+        dirs, H = self.num_directions, self.hidden_size
+        total = (np.zeros((self.num_layers * dirs, batch, H), dtype=self.dtype) if dh_n is None
+                 else dh_n.copy())  # never the caller's array
+        extra = d_last.reshape(batch, dirs, H).swapaxes(0, 1)
+        if lengths is not None:
+            extra = extra * (lengths > 0)[None, :, None]
+        total[(self.num_layers - 1) * dirs:] += extra
+        return total
 
     def _lengths_arg(self, lengths, mask, steps, batch):
         if mask is not None:
