@@ -9,6 +9,7 @@ NaN, +-Inf, huge, subnormal and -0.0), and fed to:
   1 functional.rnn_backward     4 losses.cross_entropy / losses.mse_loss
   2 functional.rnn_step         5 rnnfast.load on the fuzz bytes as a file (raw, or a valid
                                   saved layer with fuzzed bytes / fuzzed JSON config)
+                                6 optim.SGD / Adam / AdamW steps over (param, grad) pairs
 
 Only TypeError, ValueError, MemoryError and FileNotFoundError may escape the API; any other
 exception, a crash, a modified input array, or a result of the wrong shape is a finding. For
@@ -374,6 +375,35 @@ def target_losses(fb: Bytes):
         check_unmodified(before, (pred, target), "mse_loss")
 
 
+def target_optim(fb: Bytes):
+    """Optimizers over (param, grad) pairs of fuzzed layouts and values (strided parameters are
+    updated through a contiguous copy), fuzzed hyper-parameters, several steps."""
+    from rnnfast import optim
+
+    dt = fb.pick([np.float32, np.float64])
+    pairs = []
+    for _ in range(fb.int_in(1, 3)):
+        shape = tuple(fb.int_in(0, 5) for _ in range(fb.int_in(0, 2)))
+        param = np.array(values(fb, shape, dt), copy=True)
+        if fb.bool() and param.ndim == 2 and param.shape[1] > 1:
+            param = np.array(values(fb, (shape[0], 2 * shape[1]), dt))[:, ::2]  # strided
+        pairs.append((param, arr(fb, shape, dt)))
+    kind = fb.pick(["SGD", "Adam", "AdamW"])
+    hyper = {"lr": fb.pick([1e-3, 0.0, -1.0, np.nan, 1e30])}
+    if fb.bool():
+        hyper["weight_decay"] = fb.pick([0.0, 0.1, -0.1, np.inf])
+    if kind != "SGD" and fb.bool():
+        hyper["betas"] = fb.pick([(0.9, 0.999), (1.0, 0.5), (-0.1, 0.9), "ab"])
+    if kind == "SGD" and fb.bool():
+        hyper["momentum"] = fb.pick([0.0, 0.9, -1.0])
+        hyper["nesterov"] = fb.bool()
+    grads_before = snapshot(*(g for _, g in pairs))
+    opt = getattr(optim, kind)(pairs, **hyper)
+    for _ in range(fb.int_in(1, 3)):
+        opt.step()
+    check_unmodified(grads_before, [g for _, g in pairs], f"{kind}.step (gradients)")
+
+
 _VALID_FILE = None
 
 
@@ -435,6 +465,7 @@ TARGETS = [
     target_layer,
     target_losses,
     target_load,
+    target_optim,
 ]
 
 
