@@ -2,6 +2,7 @@
 #include "check.hpp"
 #include "rnnfast/dispatch.hpp"
 #include "rnnfast/threads.hpp"
+#include "rnnfast/step_barrier.hpp"
 
 #include <pybind11/stl.h>
 

@@ -7,6 +7,7 @@
 #include "gemm.hpp"
 #include "rnn.hpp"
 #include "threads.hpp"
+#include "step_barrier.hpp"
 
 namespace rnnfast {
 namespace {

@@ -1,11 +1,11 @@
 #include "threads.hpp"
 
+#include "step_barrier.hpp"
+
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -32,28 +32,6 @@ std::atomic<int> g_peak_helpers{0};
 
 // The calling thread's share while a kernel call runs; 0 outside one (no cap but the budget).
 thread_local int t_share = 0;
-
-// Contention back-off (see threads.hpp): until this steady_clock time (ns), one thread.
-constexpr double kContentionBackoffSeconds = 1.0;
-std::atomic<long long> g_backoff_until_ns{0};
-
-// A cheap clock for the barrier's stall test (the time stamp counter on x86: a few ns).
-unsigned long long cycle_count() {
-#if defined(__x86_64__) || defined(__i386__)
-    return __builtin_ia32_rdtsc();
-#else
-    return static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
-#endif
-}
-
-// When this thread last left a StepBarrier::wait (cycle_count()).
-thread_local unsigned long long t_last_wait_end = 0;
-
-long long now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
 
 // Below these many FLOPs per thread, a thread costs more in synchronisation than it saves:
 // a barrier among spinning threads takes well under a microsecond, waking a team several.
@@ -107,6 +85,8 @@ ThreadShare::~ThreadShare() {
 
 int helper_threads_in_use() { return g_helpers.load(); }
 
+bool oversubscribed() { return g_claimed.load(std::memory_order_relaxed) > get_num_threads(); }
+
 int peak_helper_threads(bool reset) {
     return reset ? g_peak_helpers.exchange(g_helpers.load()) : g_peak_helpers.load();
 }
@@ -114,56 +94,13 @@ int peak_helper_threads(bool reset) {
 int threads_for(double flops, index limit, Sync sync) {
     int n = get_num_threads();
     if (t_share > 0 && t_share < n) n = t_share;
-    if (n > 1 && now_ns() < g_backoff_until_ns.load(std::memory_order_relaxed)) n = 1;
+    if (n > 1 && contention_backoff_seconds() > 0.0) n = 1;
     const double useful =
         flops / (sync == Sync::barrier ? kFlopsPerThreadBarrier : kFlopsPerThreadForkJoin);
     if (useful < n) n = useful < 1.0 ? 1 : static_cast<int>(useful);
     if (limit < n) n = limit < 1 ? 1 : static_cast<int>(limit);
     return n;
 }
-
-void StepBarrier::wait() {
-    if (team_ <= 1) return;
-    const unsigned generation = generation_.load(std::memory_order_acquire);
-    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == team_ - 1) {
-        arrived_.store(0, std::memory_order_relaxed);
-        generation_.fetch_add(1, std::memory_order_release);  // publishes this step's writes
-        return;
-    }
-    // More threads claimed than the budget (callers beyond it each run on their own thread):
-    // the teammate we wait for may be off its core, so give ours up at once instead of spinning.
-    const unsigned patience = g_claimed.load(std::memory_order_relaxed) > get_num_threads() ? 0 : 20000;
-    const unsigned long long arrived = cycle_count();
-    unsigned spins = 0;
-    for (; generation_.load(std::memory_order_acquire) == generation; ++spins) {
-        if (spins > patience) std::this_thread::yield();
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-    // A stall: the wait outlasted the spinning and was longer than this thread's own work
-    // since its last wait. The shares are equal, so a teammate taking over twice as long was
-    // not running; a wait that long on a busy step alone is only imbalance.
-    const unsigned long long left = cycle_count();
-    const bool stalled = spins > 20000 && left - arrived > arrived - t_last_wait_end;
-    t_last_wait_end = left;
-    waits_.fetch_add(1, std::memory_order_relaxed);
-    if (stalled) stalls_.fetch_add(1, std::memory_order_relaxed);
-}
-
-StepBarrier::~StepBarrier() {
-    // A quarter of the waits stalled, over enough of them to be no accident: back off.
-    const int waits = waits_.load(), stalls = stalls_.load();
-    if (waits >= 8 && 4 * stalls >= waits)
-        g_backoff_until_ns.store(now_ns() + static_cast<long long>(kContentionBackoffSeconds * 1e9));
-}
-
-double contention_backoff_seconds() {
-    const long long left = g_backoff_until_ns.load() - now_ns();
-    return left > 0 ? double(left) * 1e-9 : 0.0;
-}
-
-void clear_contention_backoff() { g_backoff_until_ns.store(0); }
 
 int thread_index() {
 #if defined(_OPENMP)

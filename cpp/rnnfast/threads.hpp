@@ -50,40 +50,8 @@ int peak_helper_threads(bool reset);
 int thread_index();
 int team_size();
 
-// A barrier for the once-per-time-step meeting of a parallel region's team. libgomp's barrier
-// makes a futex system call every time the last thread arrives, even in a team of one; at
-// thousands of short steps per call that dominates. This one spins (yielding after a while, in
-// case the machine is oversubscribed) and costs nothing for a team of one. Call reset() with the
-// team's real size inside the region (e.g. in `omp single`) before the first wait().
-//
-// It also watches for a machine busier than the team: a wait that outlasts the spinning means a
-// teammate was off its core (another process, or more threads than cores). When that is common
-// in a region, the destructor starts a contention back-off (see below).
-class StepBarrier {
-public:
-    StepBarrier() = default;
-    StepBarrier(const StepBarrier&) = delete;
-    StepBarrier& operator=(const StepBarrier&) = delete;
-    ~StepBarrier();
-    void reset(int team) {
-        team_ = team;
-        arrived_.store(0, std::memory_order_relaxed);
-    }
-    void wait();
-
-private:
-    int team_ = 1;
-    std::atomic<int> arrived_{0};
-    std::atomic<unsigned> generation_{0};
-    std::atomic<int> waits_{0};   // waits that had to spin (not the last arrival)
-    std::atomic<int> stalls_{0};  // of those, waits that outlasted the spinning
-};
-
-// Contention back-off: after a region whose team kept stalling, threads_for() gives one thread
-// for kContentionBackoffSeconds, then tries the full budget again. On a machine whose cores are
-// taken by others, a team that meets every step runs several times slower than one thread;
-// one thread is what it can count on. Seconds of back-off left (0 when none), and a reset for tests.
-double contention_backoff_seconds();
-void clear_contention_backoff();
+// True while more threads are claimed than the budget (callers beyond it each run on their own
+// thread): a teammate may be off its core, so waiting threads should give theirs up at once.
+bool oversubscribed();
 
 }  // namespace rnnfast

@@ -1,0 +1,81 @@
+#include "step_barrier.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "threads.hpp"
+
+namespace rnnfast {
+namespace {
+
+// Pause-instruction spins before a waiting thread starts yielding its core.
+constexpr unsigned kSpins = 20000;
+
+// Contention back-off (see step_barrier.hpp): until this steady_clock time (ns), one thread.
+constexpr double kContentionBackoffSeconds = 1.0;
+std::atomic<long long> g_backoff_until_ns{0};
+
+// A cheap clock for the barrier's stall test (the time stamp counter on x86: a few ns).
+unsigned long long cycle_count() {
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    return static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
+
+// When this thread last left a StepBarrier::wait (cycle_count()).
+thread_local unsigned long long t_last_wait_end = 0;
+
+long long now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+void StepBarrier::wait() {
+    if (team_ <= 1) return;
+    const unsigned generation = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == team_ - 1) {
+        arrived_.store(0, std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);  // publishes this step's writes
+        return;
+    }
+    // When more threads are claimed than the budget, the teammate we wait for may be off its
+    // core: give ours up at once instead of spinning.
+    const unsigned patience = oversubscribed() ? 0 : kSpins;
+    const unsigned long long arrived = cycle_count();
+    unsigned spins = 0;
+    for (; generation_.load(std::memory_order_acquire) == generation; ++spins) {
+        if (spins > patience) std::this_thread::yield();
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    // A stall: the wait outlasted the spinning and was longer than this thread's own work
+    // since its last wait. The shares are equal, so a teammate taking over twice as long was
+    // not running; a wait that long on a busy step alone is only imbalance.
+    const unsigned long long left = cycle_count();
+    const bool stalled = spins > kSpins && left - arrived > arrived - t_last_wait_end;
+    t_last_wait_end = left;
+    waits_.fetch_add(1, std::memory_order_relaxed);
+    if (stalled) stalls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+StepBarrier::~StepBarrier() {
+    // A quarter of the waits stalled, over enough of them to be no accident: back off.
+    const int waits = waits_.load(), stalls = stalls_.load();
+    if (waits >= 8 && 4 * stalls >= waits)
+        g_backoff_until_ns.store(now_ns() + static_cast<long long>(kContentionBackoffSeconds * 1e9));
+}
+
+double contention_backoff_seconds() {
+    const long long left = g_backoff_until_ns.load() - now_ns();
+    return left > 0 ? double(left) * 1e-9 : 0.0;
+}
+
+void clear_contention_backoff() { g_backoff_until_ns.store(0); }
+
+}  // namespace rnnfast
