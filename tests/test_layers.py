@@ -677,3 +677,31 @@ def test_linear_trusts_read_only_input_but_copies_writable_input(rng):
     frozen.flags.writeable = False
     layer(frozen)
     assert np.shares_memory(layer._cache[0], frozen)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_embedding_gradient_adds_rows_in_order_whatever_the_threads(dtype, restore_threads, rng):
+    """The C++ scatter adds each id's rows in the ids' order: equal to a sequential loop, bit
+    for bit, at any thread count."""
+    ids = rng.integers(0, 7, size=(40, 25))
+    d_out = rng.standard_normal((40, 25, 50)).astype(dtype)
+    want = np.zeros((7, 50), dtype)
+    for i, row in zip(ids.ravel(), d_out.reshape(-1, 50)):
+        want[i] += row
+    for n in (1, 2, 3):
+        rnnfast.set_num_threads(n)
+        layer = Embedding(7, 50, dtype=dtype, seed=0)
+        layer(ids)
+        layer.backward(d_out)
+        assert np.array_equal(layer.grads["weight"], want)
+
+
+def test_embedding_gradient_kernel_refuses_bad_ids():
+    from rnnfast import _core
+
+    grad = np.zeros((3, 2))
+    with pytest.raises(ValueError, match="ids"):
+        _core.embedding_backward(np.array([0, 3]), np.ones((2, 2)), grad)
+    with pytest.raises(TypeError, match="ids"):
+        _core.embedding_backward(np.array([0, 1], np.int32), np.ones((2, 2)), grad)
+    assert not grad.any()

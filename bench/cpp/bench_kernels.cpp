@@ -4,6 +4,7 @@
 // Counters: FLOPS is floating-point operations per second of the timed work.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -95,10 +96,16 @@ void BM_Gemm(benchmark::State& state) {
 }
 BENCHMARK(BM_Gemm)->Args({1600, 1024, 1024})->Args({3200, 256, 128})->Args({512, 512, 512});
 
+// Threads for the whole-sequence benchmarks: RNNFAST_BENCH_THREADS, 1 by default.
+int sequence_threads() {
+    const char* env = std::getenv("RNNFAST_BENCH_THREADS");
+    return env && std::atoi(env) > 0 ? std::atoi(env) : 1;
+}
+
 // Whole-sequence forward and backward of one layer: T, B, D, H.
 void BM_Forward(benchmark::State& state) {
     const index T = state.range(0), B = state.range(1), D = state.range(2), H = state.range(3);
-    rnnfast::set_num_threads(1);
+    rnnfast::set_num_threads(sequence_threads());
     const auto x = random_vector(T * B * D, 1.0f, 6);
     const auto w_ih = random_vector(H * D, 0.05f, 7), w_hh = random_vector(H * H, 0.05f, 8);
     std::vector<float> y(static_cast<size_t>(T * B * H)), h_n(static_cast<size_t>(B * H));
@@ -122,7 +129,7 @@ void BM_Forward(benchmark::State& state) {
 
 void BM_Backward(benchmark::State& state) {
     const index T = state.range(0), B = state.range(1), D = state.range(2), H = state.range(3);
-    rnnfast::set_num_threads(1);
+    rnnfast::set_num_threads(sequence_threads());
     const auto x = random_vector(T * B * D, 1.0f, 6);
     const auto w_ih = random_vector(H * D, 0.05f, 7), w_hh = random_vector(H * H, 0.05f, 8);
     const auto y = random_vector(T * B * H, 0.9f, 9), dy = random_vector(T * B * H, 1.0f, 10);
@@ -154,7 +161,7 @@ void BM_Backward(benchmark::State& state) {
 
 #define RNNFAST_GRID                                                                   \
     Args({200, 1, 32, 64})->Args({100, 16, 64, 128})->Args({50, 64, 128, 256})         \
-        ->Args({50, 32, 256, 256})                                                       \
+        ->Args({50, 32, 256, 256})->Args({100, 32, 64, 256}) /* examples/charlm.py */    \
         ->Args({50, 32, 512, 512})->Args({25, 64, 1024, 1024})->Args({100, 1, 1024, 1024}) \
         ->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_Forward)->RNNFAST_GRID;

@@ -1,11 +1,13 @@
-// Bindings of the dense (fully connected) products on rnnfast's own GEMM. Linear layers use
-// them instead of NumPy's matmul so that a model built of rnnfast layers uses one thread pool:
-// OpenBLAS's threads, spinning after each NumPy product, otherwise take the cores the
-// recurrent kernels' teams wait for (a training step ran 2x slower with 2 threads than 1).
+// Bindings of the dense layers: the fully connected products on rnnfast's own GEMM, and the
+// embedding table's gradient. Linear layers use rnnfast's GEMM instead of NumPy's matmul so
+// that a model built of rnnfast layers uses one thread pool: OpenBLAS's threads, spinning after
+// each NumPy product, otherwise take the cores the recurrent kernels' teams wait for (a training
+// step ran 2x slower with 2 threads than 1).
 #include <algorithm>
 
 #include "check.hpp"
 #include "rnnfast/dispatch.hpp"
+#include "rnnfast/embedding.hpp"
 #include "rnnfast/gemm.hpp"
 #include "rnnfast/threads.hpp"
 
@@ -65,6 +67,28 @@ py::array_t<T> backward_impl(const py::array& x, const py::array& w, const py::a
     return dx;
 }
 
+// grad[ids[i]] += rows[i]: the embedding table's gradient.
+template <class T>
+void embedding_backward_impl(const py::array& ids, const py::array& rows, const py::array& grad) {
+    RNNFAST_CHECK(ids.ndim() == 1, "ids", "a flat (n,) array", "shape " + shape_str(ids));
+    RNNFAST_CHECK(grad.ndim() == 2, "dweight", "shape (num_embeddings, dim)",
+                  "shape " + shape_str(grad));
+    const index n = ids.shape(0), table = grad.shape(0), dim = grad.shape(1);
+    if (!py::isinstance<py::array_t<std::int64_t>>(ids))
+        throw py::type_error("ids: expected an int64 array");
+    const std::int64_t* ip = checked<std::int64_t>(ids, "ids", {n}, "(n,)").data();
+    const T* rp = checked<T>(rows, "rows", {n, dim}, "(n, dim)").data();
+    auto g = checked<T>(grad, "dweight", {table, dim}, "(num_embeddings, dim)");
+    RNNFAST_CHECK(g.writeable(), "dweight", "a writeable array", "a read-only one");
+    for (index i = 0; i < n; ++i)  // each id picks the row it writes: it must exist
+        RNNFAST_CHECK(ip[i] >= 0 && ip[i] < table, "ids",
+                      "values in [0, " + std::to_string(table) + ")", std::to_string(ip[i]));
+    T* gp = g.mutable_data();
+    py::gil_scoped_release release;  // the arrays above outlive the call
+    const ThreadShare share;  // concurrent calls split the thread budget
+    embedding_backward(ip, n, rp, dim, gp);
+}
+
 }  // namespace
 
 void register_dense(py::module_& m) {
@@ -85,6 +109,15 @@ void register_dense(py::module_& m) {
         },
         py::arg("x"), py::arg("weight"), py::arg("dy"), py::arg("dweight"),
         "Adds dy^T x into dweight and returns dx = dy W (rnnfast's GEMM).");
+    m.def(
+        "embedding_backward",
+        [](const py::array& ids, const py::array& rows, const py::array& grad) {
+            if (has_dtype<float>(grad)) return embedding_backward_impl<float>(ids, rows, grad);
+            if (has_dtype<double>(grad)) return embedding_backward_impl<double>(ids, rows, grad);
+            throw py::type_error("dweight: expected dtype float32 or float64");
+        },
+        py::arg("ids"), py::arg("rows"), py::arg("dweight"),
+        "Adds rows[i] into dweight[ids[i]], in the order of i.");
 }
 
 }  // namespace rnnfast::bindings

@@ -49,6 +49,11 @@ def dense_backward(
     dy: npt.NDArray[np.floating],
     dweight: npt.NDArray[np.floating],
 ) -> npt.NDArray[np.floating]: ...
+def embedding_backward(
+    ids: npt.NDArray[np.int64],
+    rows: npt.NDArray[np.floating],
+    dweight: npt.NDArray[np.floating],
+) -> None: ...
 def softmax_cross_entropy(
     logits: npt.NDArray[np.floating],
     targets: npt.NDArray[np.int64],

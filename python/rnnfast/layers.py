@@ -163,23 +163,10 @@ class Linear(_Layer):
 Dense = Linear
 
 
-def _scatter_rows(ids, rows, n):
-    """(n, E) sums of ``rows`` grouped by ``ids``: a stable sort, then one np.add.reduceat over
-    the runs of equal ids (several times faster than np.add.at's element-wise scatter)."""
-    out = np.zeros((n, rows.shape[1]), dtype=rows.dtype)
-    if ids.size == 0:
-        return out
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    out[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
-    return out
-
-
 class Embedding(_Layer):
     """Integer ids (any shape) -> vectors (..., embedding_dim), PyTorch's ``nn.Embedding``
-    (``weight`` initialised N(0, 1) as PyTorch). The backward scatters the gradients into the
-    rows of the ids with one sort and one ``np.add.reduceat``."""
+    (``weight`` initialised N(0, 1) as PyTorch). The backward adds the gradients into the rows
+    of the ids in C++ (one pass, in the ids' order), never a Python loop over tokens."""
 
     def __init__(self, num_embeddings, embedding_dim, dtype=np.float32, seed=None):
         super().__init__(dtype)
@@ -214,8 +201,8 @@ class Embedding(_Layer):
             raise ValueError(
                 f"d_out: expected shape {ids.shape + (self.embedding_dim,)}, got {d_out.shape}"
             )
-        self.grads["weight"] += _scatter_rows(ids.ravel(), d_out.reshape(-1, self.embedding_dim),
-                                              self.num_embeddings)
+        _core.embedding_backward(ids.ravel().astype(np.int64, copy=False),
+                                 d_out.reshape(-1, self.embedding_dim), self.grads["weight"])
         return None  # ids have no gradient
 
     def get_config(self):
