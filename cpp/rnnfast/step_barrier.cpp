@@ -12,7 +12,7 @@ namespace {
 constexpr unsigned kSpins = 20000;
 
 // Contention back-off (see step_barrier.hpp): until this steady_clock time (ns), one thread.
-constexpr double kContentionBackoffSeconds = 1.0;
+constexpr double kContentionBackoffSeconds = 0.5;
 std::atomic<long long> g_backoff_until_ns{0};
 
 // A cheap clock for the barrier's stall test (the time stamp counter on x86: a few ns).
@@ -65,9 +65,11 @@ void StepBarrier::wait() {
 }
 
 StepBarrier::~StepBarrier() {
-    // A quarter of the waits stalled, over enough of them to be no accident: back off.
+    // Half the waits stalled, over enough of them to be no accident: back off. (A team
+    // sharing its cores with a busy process stalls at nearly every step; on an idle machine a
+    // rare descheduled step must not cost a back-off.)
     const int waits = waits_.load(), stalls = stalls_.load();
-    if (waits >= 8 && 4 * stalls >= waits)
+    if (waits >= 16 && 2 * stalls >= waits)
         g_backoff_until_ns.store(now_ns() + static_cast<long long>(kContentionBackoffSeconds * 1e9));
 }
 

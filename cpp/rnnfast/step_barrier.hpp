@@ -36,7 +36,7 @@ private:
 };
 
 // Contention back-off: after a region whose team kept stalling, threads_for() gives one thread
-// for kContentionBackoffSeconds, then tries the full budget again. On a machine whose cores are
+// for half a second, then tries the full budget again. On a machine whose cores are
 // taken by others, a team that meets every step runs several times slower than one thread;
 // one thread is what it can count on. Seconds of back-off left (0 when none), and a reset for tests.
 double contention_backoff_seconds();
