@@ -288,8 +288,9 @@ class RNN(ParameterOwner):
             h0 = h0_user = self._state  # step() hands this array out: copy it when training
         h0 = self._state_arg("h0", h0, batch)
         reorder = _BatchOrder(lengths)
-        directed = self.bidirectional or self.go_backwards
-        rev = _Reverser(lengths, steps, batch) if directed else None
+        # go_backwards reverses the caller's batch (its order); the reverse direction of a
+        # bidirectional layer runs on the sorted batch (run_rev).
+        rev = _Reverser(lengths, steps, batch) if self.go_backwards else None
         if self.go_backwards:
             x = rev(x)
         # From here to the end of the layer loop the batch runs longest first.
@@ -455,8 +456,9 @@ class RNN(ParameterOwner):
 
         H = self.hidden_size
         dirs = self.num_directions
-        width = H * dirs
-        rev = _Reverser(lengths, steps, batch) if (self.bidirectional or self.go_backwards) else None
+        # go_backwards reverses the caller's batch (its order); the reverse direction of a
+        # bidirectional layer runs on the sorted batch (run_rev, below).
+        rev = _Reverser(lengths, steps, batch) if self.go_backwards else None
         # The gradient with respect to the last layer's output sequence, in processing order.
         # The layer loop runs on the batch sorted longest first, as in forward.
         run_lengths = reorder.lengths
