@@ -209,3 +209,23 @@ print(backoff > 0, np.array_equal(y2, y1), np.array_equal(y_again, y1),
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == ["True"] * 4, out.stdout + out.stderr
+
+
+def test_another_library_named_core_is_not_taken_for_rnnfast(tmp_path):
+    """threadpoolctl matches libraries by file name, and other packages have modules named
+    _core too: one without rnnfast's exported functions is skipped, not listed or crashed on."""
+    import ctypes
+    import shutil
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build a stand-in library")
+    source = tmp_path / "fake.c"
+    source.write_text("int some_other_function(void) { return 7; }\n")
+    library = tmp_path / "_core.cpython-fake.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    ctypes.CDLL(str(library))  # loaded into the process, as another package's module would be
+    info = _rnnfast_info()  # exactly one rnnfast entry, and it is ours
+    assert os.path.realpath(info["filepath"]) == os.path.realpath(_core.__file__)
+    assert not any(os.path.realpath(i["filepath"]) == os.path.realpath(library)
+                   for i in threadpoolctl.threadpool_info())
