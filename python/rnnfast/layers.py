@@ -70,15 +70,6 @@ class _Layer(ParameterOwner):
         for name, arr in loaded.items():
             self._params[name][...] = arr
 
-    def train(self, mode=True):
-        self.training = bool(mode)
-        if not self.training:
-            self._cache = None
-        return self
-
-    def eval(self):
-        return self.train(False)
-
     def keras_param_count(self):
         return sum(p.size for p in self._params.values())
 

@@ -682,16 +682,7 @@ class RNN(ParameterOwner):
             "alpha": list(self.alpha) if isinstance(self.alpha, list) else self.alpha,
         }
 
-    # ---- modes and description ----------------------------------------------------------------
-
-    def train(self, mode=True):
-        self.training = bool(mode)
-        if not self.training:
-            self._cache = None
-        return self
-
-    def eval(self):
-        return self.train(False)
+    # ---- description --------------------------------------------------------------------------
 
     def keras_param_count(self):
         """Parameters in Keras's layout (one bias vector per direction), as its summary counts."""
