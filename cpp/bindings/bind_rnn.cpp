@@ -44,6 +44,43 @@ const index* sorted_lengths(const py::object& obj, index steps, index batch) {
     return reinterpret_cast<const index*>(l);
 }
 
+// The sequence input: x (T, B, D), or with token ids (T, B) int64, x is an embedding table
+// (vocab, D) whose rows the ids pick (each id checked: it selects the row the kernel reads).
+template <class T>
+struct SequenceInput {
+    index steps = 0, batch = 0, vocab = 0;
+    const T* x = nullptr;
+    const std::int64_t* ids = nullptr;
+};
+
+template <class T>
+SequenceInput<T> sequence_input(const py::array& x, const py::object& ids, index D) {
+    SequenceInput<T> in;
+    if (ids.is_none()) {
+        require_ndim(x, "x", 3, "(T, B, D)");
+        in.steps = x.shape(0);
+        in.batch = x.shape(1);
+        in.x = checked<T>(x, "x", {in.steps, in.batch, D}, "(T, B, D)").data();
+        return in;
+    }
+    require_ndim(ids, "ids", 2, "(T, B)");
+    auto id_arr = py::reinterpret_borrow<py::array>(ids);
+    if (!has_dtype<std::int64_t>(id_arr))
+        throw py::type_error("ids: expected dtype int64, got " + std::string(py::str(id_arr.dtype())));
+    in.steps = id_arr.shape(0);
+    in.batch = id_arr.shape(1);
+    in.ids = checked<std::int64_t>(id_arr, "ids", {in.steps, in.batch}, "(T, B)").data();
+    require_ndim(x, "x", 2, "(vocab, D) with ids");
+    in.vocab = x.shape(0);
+    in.x = checked<T>(x, "x", {in.vocab, D}, "(vocab, D) with ids").data();
+    const index n = in.steps * in.batch;
+    for (index i = 0; i < n; ++i)
+        RNNFAST_CHECK(in.ids[i] >= 0 && in.ids[i] < in.vocab, "ids",
+                      "values in [0, vocab) = [0, " + std::to_string(in.vocab) + ")",
+                      std::to_string(in.ids[i]));
+    return in;
+}
+
 template <class T>
 const T* optional_data(const py::object& obj, const char* name, std::initializer_list<index> shape,
                        const char* dims) {
@@ -52,21 +89,23 @@ const T* optional_data(const py::object& obj, const char* name, std::initializer
 }
 
 template <class T>
-py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array& w_ih,
-                       const py::array& w_hh, const py::object& b_ih, const py::object& b_hh,
-                       const py::object& lengths, Activation act, double alpha,
-                       bool return_sequences) {
+py::tuple forward_impl(const py::array& x, const py::object& ids, const py::object& h0,
+                       const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
+                       const py::object& b_hh, const py::object& lengths, Activation act,
+                       double alpha, bool return_sequences) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
-    require_ndim(x, "x", 3, "(T, B, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
-    const index steps = x.shape(0), B = x.shape(1);
+    const SequenceInput<T> in = sequence_input<T>(x, ids, D);
+    const index steps = in.steps, B = in.batch;
     ForwardArgs<T> a;
     a.steps = steps;
     a.batch = B;
     a.input_size = D;
     a.hidden_size = H;
     a.w_ih = checked<T>(w_ih, "weight_ih", {H, D}, "(H, D)").data();
-    a.x = checked<T>(x, "x", {steps, B, D}, "(T, B, D)").data();
+    a.x = in.x;
+    a.ids = in.ids;
+    a.vocab = in.vocab;
     a.w_hh = checked<T>(w_hh, "weight_hh", {H, H}, "(H, H)").data();
     a.b_ih = optional_data<T>(b_ih, "bias_ih", {H}, "(H,)");
     a.b_hh = optional_data<T>(b_hh, "bias_hh", {H}, "(H,)");
@@ -94,21 +133,23 @@ py::tuple forward_impl(const py::array& x, const py::object& h0, const py::array
 }
 
 template <class T>
-py::tuple backward_impl(const py::array& x, const py::object& h0, const py::array& w_ih,
-                        const py::array& w_hh, const py::array& y, const py::object& dy,
-                        const py::object& dh_n, const py::object& lengths, Activation act,
-                        double alpha) {
+py::tuple backward_impl(const py::array& x, const py::object& ids, const py::object& h0,
+                        const py::array& w_ih, const py::array& w_hh, const py::array& y,
+                        const py::object& dy, const py::object& dh_n, const py::object& lengths,
+                        Activation act, double alpha) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
-    require_ndim(x, "x", 3, "(T, B, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
-    const index steps = x.shape(0), B = x.shape(1);
+    const SequenceInput<T> in = sequence_input<T>(x, ids, D);
+    const index steps = in.steps, B = in.batch;
     BackwardArgs<T> a;
     a.steps = steps;
     a.batch = B;
     a.input_size = D;
     a.hidden_size = H;
     a.w_ih = checked<T>(w_ih, "weight_ih", {H, D}, "(H, D)").data();
-    a.x = checked<T>(x, "x", {steps, B, D}, "(T, B, D)").data();
+    a.x = in.x;
+    a.ids = in.ids;
+    a.vocab = in.vocab;
     a.w_hh = checked<T>(w_hh, "weight_hh", {H, H}, "(H, H)").data();
     a.y = checked<T>(y, "y", {steps, B, H}, "(T, B, H)").data();
     a.h0 = optional_data<T>(h0, "h0", {B, H}, "(B, H)");
@@ -117,7 +158,8 @@ py::tuple backward_impl(const py::array& x, const py::object& h0, const py::arra
     a.lengths = sorted_lengths(lengths, steps, B);
     a.act = act;
     a.alpha = static_cast<T>(alpha);
-    py::array_t<T> dx({steps, B, D}), dh0({B, H}), dw_ih({H, D}), dw_hh({H, H}), db({H});
+    py::array_t<T> dx = in.ids ? py::array_t<T>({in.vocab, D}) : py::array_t<T>({steps, B, D});
+    py::array_t<T> dh0({B, H}), dw_ih({H, D}), dw_hh({H, H}), db({H});
     a.dx = dx.mutable_data();
     a.dh0 = dh0.mutable_data();
     a.dw_ih = dw_ih.mutable_data();
@@ -173,33 +215,37 @@ void register_rnn(py::module_& m) {
         "rnn_forward",
         [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
            const py::object& b_ih, const py::object& b_hh, const py::object& lengths,
-           const std::string& nonlinearity, double alpha, bool return_sequences) {
+           const std::string& nonlinearity, double alpha, bool return_sequences,
+           const py::object& ids) {
             const Activation act = parse_activation(nonlinearity);
             check_alpha(alpha);
             return by_dtype(
                 w_ih,
-                [&] { return forward_impl<float>(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences); },
-                [&] { return forward_impl<double>(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences); });
+                [&] { return forward_impl<float>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences); },
+                [&] { return forward_impl<double>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences); });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("bias_ih"),
         py::arg("bias_hh"), py::arg("lengths"), py::arg("nonlinearity"), py::arg("alpha"),
-        py::arg("return_sequences"),
-        "Single-layer forward over a sequence: (y or None, h_n). Arrays must be C-contiguous.");
+        py::arg("return_sequences"), py::arg("ids") = py::none(),
+        "Single-layer forward over a sequence: (y or None, h_n). Arrays must be C-contiguous. "
+        "With ids (T, B) int64, x is an embedding table (vocab, D) whose rows they pick.");
     m.def(
         "rnn_backward",
         [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
            const py::array& y, const py::object& dy, const py::object& dh_n,
-           const py::object& lengths, const std::string& nonlinearity, double alpha) {
+           const py::object& lengths, const std::string& nonlinearity, double alpha,
+           const py::object& ids) {
             const Activation act = parse_activation(nonlinearity);
             check_alpha(alpha);
             return by_dtype(
-                w_ih, [&] { return backward_impl<float>(x, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha); },
-                [&] { return backward_impl<double>(x, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha); });
+                w_ih, [&] { return backward_impl<float>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha); },
+                [&] { return backward_impl<double>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha); });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
         py::arg("dy"), py::arg("dh_n"), py::arg("lengths"), py::arg("nonlinearity"),
-        py::arg("alpha"),
-        "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias).");
+        py::arg("alpha"), py::arg("ids") = py::none(),
+        "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias); with ids, dx is the "
+        "embedding table's gradient (vocab, D).");
     m.def(
         "rnn_step",
         [](const py::array& x, const py::array& h, const py::array& w_ih, const py::array& w_hh,

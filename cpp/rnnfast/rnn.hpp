@@ -4,16 +4,26 @@
 // All arrays are dense row-major; the callers (bindings) have checked every shape.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "types.hpp"
 
 namespace rnnfast {
 
+// Token input, for an Embedding that feeds the layer: with `ids` set, x is the embedding
+// table (vocab, D) and step t of sequence b reads its row ids[t * B + b] (each in [0, vocab)).
+// The input projection of a row depends only on its id, so the forward projects the table
+// once (vocab x D x H instead of T x B x D x H) and gathers; the backward sums the deltas per
+// id (a scatter) and needs two vocab-sized GEMMs in place of two (T*B)-sized ones. Worth it
+// when vocab < T * B.
+
 template <class T>
 struct ForwardArgs {
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
-    const T* x = nullptr;       // (T, B, D)
+    const T* x = nullptr;       // (T, B, D), or the table (vocab, D) with ids
+    const std::int64_t* ids = nullptr;  // (T, B) or null
+    index vocab = 0;
     const T* h0 = nullptr;      // (B, H), null means zeros
     const T* w_ih = nullptr;    // (H, D)
     const T* w_hh = nullptr;    // (H, H)
@@ -29,7 +39,9 @@ struct ForwardArgs {
 template <class T>
 struct BackwardArgs {
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
-    const T* x = nullptr;       // (T, B, D)
+    const T* x = nullptr;       // (T, B, D), or the table (vocab, D) with ids
+    const std::int64_t* ids = nullptr;  // (T, B) or null, as given to the forward
+    index vocab = 0;
     const T* h0 = nullptr;      // (B, H), null means zeros
     const T* w_ih = nullptr;    // (H, D)
     const T* w_hh = nullptr;    // (H, H)
@@ -39,7 +51,7 @@ struct BackwardArgs {
     const T* y = nullptr;       // (T, B, H), the forward's outputs
     const T* dy = nullptr;      // (T, B, H) or null
     const T* dh_n = nullptr;    // (B, H) or null
-    T* dx = nullptr;            // (T, B, D)
+    T* dx = nullptr;            // (T, B, D), or the table's gradient (vocab, D) with ids
     T* dh0 = nullptr;           // (B, H)
     T* dw_ih = nullptr;         // (H, D)
     T* dw_hh = nullptr;         // (H, H)

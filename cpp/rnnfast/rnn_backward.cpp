@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "dispatch.hpp"
+#include "embedding.hpp"
 #include "elementwise.hpp"
 #include "gemm.hpp"
 #include "rnn.hpp"
@@ -57,7 +58,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
 
     if (T_ == 0 || B == 0) {  // nothing flows through a step; with T = 0, h_n is h0
         copy_or_zero(a.dh0, a.dh_n, step_size);
-        copy_or_zero<T>(a.dx, nullptr, T_ * B * D);
+        copy_or_zero<T>(a.dx, nullptr, (a.ids ? a.vocab : T_ * B) * D);
         copy_or_zero<T>(a.dw_ih, nullptr, H * D);
         copy_or_zero<T>(a.dw_hh, nullptr, H * H);
         copy_or_zero<T>(a.db, nullptr, H);
@@ -83,6 +84,8 @@ void rnn_backward(const BackwardArgs<T>& a) {
     bool have_later = false;
     bool first_chunk = true;
     const std::vector<index> active = active_rows(a.lengths, T_, B);
+    // Token input: the deltas summed per id, (vocab, H); the input gradients come from it.
+    std::vector<T> token_delta(a.ids ? static_cast<size_t>(a.vocab * H) : 0);
 
     for (index t1 = T_; t1 > 0; t1 -= chunk) {
         const index t0 = std::max<index>(0, t1 - chunk), steps = t1 - t0;
@@ -143,9 +146,11 @@ void rnn_backward(const BackwardArgs<T>& a) {
         const index rows = steps * B;
         const T* dl = delta.data();
         const bool acc = !first_chunk;
-        // dW_ih (+)= delta^T X over the chunk's rows.
-        gemm(kt, H, D, rows, MatView<T>{dl, 1, H}, MatView<T>{a.x + t0 * B * D, D, 1}, a.dw_ih, D,
-             acc, big_threads);
+        if (a.ids)  // padded steps' deltas are zero: their ids add nothing
+            embedding_backward(a.ids + t0 * B, rows, dl, H, token_delta.data());
+        else  // dW_ih (+)= delta^T X over the chunk's rows.
+            gemm(kt, H, D, rows, MatView<T>{dl, 1, H}, MatView<T>{a.x + t0 * B * D, D, 1},
+                 a.dw_ih, D, acc, big_threads);
         // dW_hh (+)= sum_t delta_t^T h_{t-1}; at t = 0, h_{-1} is h0 (zeros when absent).
         const index skip = t0 == 0 ? B : 0;
         gemm(kt, H, H, rows - skip, MatView<T>{dl + skip * H, 1, H},
@@ -154,8 +159,9 @@ void rnn_backward(const BackwardArgs<T>& a) {
             gemm(kt, H, H, B, MatView<T>{dl, 1, H}, MatView<T>{a.h0, H, 1}, a.dw_hh, H, true,
                  big_threads);
         // dX = delta W_ih for the chunk's rows.
-        gemm(kt, rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx + t0 * B * D, D,
-             false, big_threads);
+        if (!a.ids)
+            gemm(kt, rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1},
+                 a.dx + t0 * B * D, D, false, big_threads);
         add_column_sums(dl, rows, H, a.db, acc, big_threads);
 
         std::memcpy(later.data(), dl, sizeof(T) * static_cast<size_t>(step_size));
@@ -164,6 +170,17 @@ void rnn_backward(const BackwardArgs<T>& a) {
                         sizeof(T) * static_cast<size_t>(step_size));
         have_later = true;
         first_chunk = false;
+    }
+
+    if (a.ids) {
+        // With S the per-id delta sums (vocab x H): dW_ih = S^T E and d(table) = S W_ih.
+        const index V = a.vocab;
+        const int vocab_threads = threads_for(2.0 * double(V) * double(H) * double(D),
+                                              std::max(panels, V), Sync::fork_join);
+        gemm(kt, H, D, V, MatView<T>{token_delta.data(), 1, H}, MatView<T>{a.x, D, 1}, a.dw_ih,
+             D, false, vocab_threads);
+        gemm(kt, V, D, H, MatView<T>{token_delta.data(), H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx,
+             D, false, vocab_threads);
     }
 
     // dh0 = delta_0 W_hh (+ (1 - alpha) g_0 for leaky units), no activation; a sequence of

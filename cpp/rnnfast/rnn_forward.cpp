@@ -25,6 +25,16 @@ std::vector<T> combined_bias(const T* b_ih, const T* b_hh, index H) {
     return bias;
 }
 
+// out[r] = table[ids[r]] for r in [0, rows): each step's projected input, from a projected
+// embedding table.
+template <class T>
+void gather_rows(const T* table, const std::int64_t* ids, index rows, index width, T* out,
+                 int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (index r = 0; r < rows; ++r)
+        std::memcpy(out + r * width, table + ids[r] * width, sizeof(T) * static_cast<size_t>(width));
+}
+
 }  // namespace
 
 std::vector<index> active_rows(const index* lengths, index steps, index batch) {
@@ -72,20 +82,34 @@ void rnn_forward(const ForwardArgs<T>& a) {
     }
     T* buffer = keep_all ? a.y : workspace.data();
 
-    for (index t0 = 0; t0 < T_; t0 += chunk) {
-        const index steps = std::min(chunk, T_ - t0);
-        // Input projection for the whole chunk: one GEMM, biases added in its epilogue.
+    // Input projection of `rows` rows of inputs: one GEMM, biases added in its epilogue.
+    auto project = [&](const T* inputs, index rows, T* out) {
         GemmTask<T> proj;
-        proj.M = steps * B;
+        proj.M = rows;
         proj.N = H;
         proj.K = D;
-        proj.A = {a.x + t0 * B * D, D, 1};
+        proj.A = {inputs, D, 1};
         proj.packed_b = packed_ih.data();
-        proj.C = buffer;
+        proj.C = out;
         proj.ldc = H;
         proj.bias = bias_ptr;
-        run_task(kt, proj, threads_for(2.0 * double(proj.M) * double(D) * double(H),
-                                       std::max(panels, proj.M), Sync::fork_join));
+        run_task(kt, proj, threads_for(2.0 * double(rows) * double(D) * double(H),
+                                       std::max(panels, rows), Sync::fork_join));
+    };
+    // Token input: the table's rows projected once; each step then gathers its rows.
+    std::vector<T> projected_table;
+    if (a.ids) {
+        projected_table.resize(static_cast<size_t>(a.vocab * H));
+        project(a.x, a.vocab, projected_table.data());
+    }
+
+    for (index t0 = 0; t0 < T_; t0 += chunk) {
+        const index steps = std::min(chunk, T_ - t0);
+        if (a.ids)
+            gather_rows(projected_table.data(), a.ids + t0 * B, steps * B, H, buffer,
+                        threads_for(double(steps * B) * double(H), steps * B, Sync::fork_join));
+        else
+            project(a.x + t0 * B * D, steps * B, buffer);
 
         // The recurrence: each thread owns the same hidden units at every step (its slice of
         // packed W_hh stays in its cache); one barrier per step publishes h_t to all threads.

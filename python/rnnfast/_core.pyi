@@ -15,6 +15,7 @@ def rnn_forward(
     nonlinearity: str,
     alpha: float,
     return_sequences: bool,
+    ids: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.floating] | None, npt.NDArray[np.floating]]: ...
 def rnn_backward(
     x: npt.NDArray[np.floating],
@@ -27,6 +28,7 @@ def rnn_backward(
     lengths: npt.NDArray[np.int64] | None,
     nonlinearity: str,
     alpha: float,
+    ids: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.floating], ...]: ...
 def rnn_step(
     x_t: npt.NDArray[np.floating],

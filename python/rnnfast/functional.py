@@ -34,7 +34,8 @@ class RNNGrads(NamedTuple):
 
 
 def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
-                nonlinearity="tanh", return_sequences=True, lengths=None, alpha=1.0):
+                nonlinearity="tanh", return_sequences=True, lengths=None, alpha=1.0, *,
+                ids=None):
     """Run ``h_t = (1 - alpha) h_{t-1} + alpha act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``
     over a whole sequence (``alpha = 1``: the plain Elman unit).
 
@@ -53,6 +54,11 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
         output zeros, and its h_n is its state after its own last step (h0 for length 0).
     alpha : float in (0, 1]
         Leak rate of leaky units.
+    ids : array_like of int, shape (T, B), optional
+        Token input (an embedding feeding the layer): ``x`` is then an embedding table (V, D)
+        and step t of sequence b reads its row ``ids[t, b]``, the same as ``x = table[ids]``.
+        The table is projected once and each step gathers its rows: fewer FLOPs when
+        V < T * B.
 
     Returns
     -------
@@ -68,15 +74,21 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
         lengths out of range, alpha outside (0, 1].
     """
     x, h0, w_ih, w_hh, b_ih, b_hh = _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0,
-                                                  nonlinearity)
-    lengths = check_lengths(lengths, x.shape[0], x.shape[1])
+                                                  nonlinearity, ids)
+    ids = _token_ids(ids)
+    steps, batch = _steps_and_batch(x, ids)
+    lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
     order, lengths = _longest_first(lengths)
     if order is not None:
-        _check_batch("h0", h0, 0, x.shape[1], "(B, H)")
-        x, h0 = _take(x, order, 1), _take(h0, order, 0)
+        _check_batch("h0", h0, 0, batch, "(B, H)")
+        h0 = _take(h0, order, 0)
+        if ids is None:
+            x = _take(x, order, 1)
+        else:
+            ids = _take(ids, order, 1)
     y, h_n = _core.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, nonlinearity, alpha,
-                               bool(return_sequences))
+                               bool(return_sequences), ids)
     if order is not None:
         inverse = np.argsort(order)
         y, h_n = _take(y, inverse, 1), _take(h_n, inverse, 0)
@@ -84,12 +96,13 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
 
 
 def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlinearity="tanh",
-                 lengths=None, alpha=1.0):
+                 lengths=None, alpha=1.0, *, ids=None):
     """Backpropagation through time from the outputs ``y`` of :func:`rnn_forward`.
 
     Parameters
     ----------
-    x, weight_ih, weight_hh, h0, nonlinearity, lengths, alpha : as given to :func:`rnn_forward`
+    x, weight_ih, weight_hh, h0, nonlinearity, lengths, alpha, ids : as given to
+        :func:`rnn_forward`
     y : array_like, shape (T, B, H), the forward's outputs (the activation's derivative is
         recovered from them; no pre-activations are needed).
     dy : array_like, shape (T, B, H), optional: gradient of the loss with respect to y
@@ -99,13 +112,16 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
     Returns
     -------
     RNNGrads
-        ``(dx (T, B, D), dh0 (B, H), dweight_ih (H, D), dweight_hh (H, H), dbias (H,))``.
+        ``(dx (T, B, D), dh0 (B, H), dweight_ih (H, D), dweight_hh (H, H), dbias (H,))``;
+        with ``ids``, ``dx`` is the embedding table's gradient (V, D).
     """
     check_nonlinearity(nonlinearity)
     w_ih = as_float_array("weight_ih", weight_ih)
     dt = w_ih.dtype
-    x = _sequence_input(x, dt)
-    lengths = check_lengths(lengths, x.shape[0], x.shape[1])
+    x = _sequence_input(x, dt, ids)
+    ids = _token_ids(ids)
+    steps, batch = _steps_and_batch(x, ids)
+    lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
     h0 = optional_float_array("h0", h0, dt)
     y = as_float_array("y", y, dt)
@@ -113,30 +129,34 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
     dh_n = optional_float_array("dh_n", dh_n, dt)
     order, lengths = _longest_first(lengths)
     if order is not None:
-        batch = x.shape[1]
         _check_batch("y", y, 1, batch, "(T, B, H)")
         _check_batch("dy", dy, 1, batch, "(T, B, H)")
         _check_batch("h0", h0, 0, batch, "(B, H)")
         _check_batch("dh_n", dh_n, 0, batch, "(B, H)")
-        x, y, dy = (_take(a, order, 1) for a in (x, y, dy))
+        y, dy = (_take(a, order, 1) for a in (y, dy))
         h0, dh_n = (_take(a, order, 0) for a in (h0, dh_n))
+        if ids is None:
+            x = _take(x, order, 1)
+        else:
+            ids = _take(ids, order, 1)
     grads = RNNGrads(*_core.rnn_backward(
         x, h0, w_ih, as_float_array("weight_hh", weight_hh, dt), y, dy, dh_n, lengths,
-        nonlinearity, alpha,
+        nonlinearity, alpha, ids,
     ))
     if order is not None:
         inverse = np.argsort(order)
-        grads = grads._replace(dx=_take(grads.dx, inverse, 1), dh0=_take(grads.dh0, inverse, 0))
+        dx = grads.dx if ids is not None else _take(grads.dx, inverse, 1)
+        grads = grads._replace(dx=dx, dh0=_take(grads.dh0, inverse, 0))
     return grads
 
 
-def _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity):
+def _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity, ids=None):
     """The kernel's positional arguments after the dtype rules (shapes are the kernel's)."""
     check_nonlinearity(nonlinearity)
     w_ih = as_float_array("weight_ih", weight_ih)
     dt = w_ih.dtype
     return (
-        _sequence_input(x, dt),
+        _sequence_input(x, dt, ids),
         optional_float_array("h0", h0, dt),
         w_ih,
         as_float_array("weight_hh", weight_hh, dt),
@@ -145,11 +165,30 @@ def _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity):
     )
 
 
-def _sequence_input(x, dtype):
+def _sequence_input(x, dtype, ids=None):
+    """x (T, B, D), or the embedding table (V, D) that token ids index."""
     x = as_float_array("x", x, dtype)
-    if x.ndim != 3:
+    if ids is None and x.ndim != 3:
         raise ValueError(f"x: expected 3 dimensions (T, B, D), got shape {x.shape}")
+    if ids is not None and x.ndim != 2:
+        raise ValueError(f"x: expected an embedding table (V, D) with ids, got shape {x.shape}")
     return x
+
+
+def _token_ids(ids):
+    """Token ids (T, B) as the kernel takes them: int64, C-contiguous (it checks the range)."""
+    if ids is None:
+        return None
+    arr = np.asarray(ids)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"ids: expected an integer array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"ids: expected 2 dimensions (T, B), got shape {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _steps_and_batch(x, ids):
+    return (x.shape[0], x.shape[1]) if ids is None else ids.shape
 
 
 def _check_batch(name, arr, axis, batch, dims):

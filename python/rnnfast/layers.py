@@ -168,7 +168,14 @@ class Embedding(_Layer):
         self._add_parameter("weight", rng.standard_normal((self.num_embeddings,
                                                            self.embedding_dim)))
 
-    def forward(self, ids):
+    @property
+    def weight(self):
+        """The live table (num_embeddings, embedding_dim)."""
+        return self._params["weight"]
+
+    def check_ids(self, ids):
+        """``ids`` as an integer array whose values index the table; TypeError/ValueError
+        otherwise."""
         ids = np.asarray(ids)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"ids: expected an integer array, got dtype {ids.dtype}")
@@ -177,6 +184,10 @@ class Embedding(_Layer):
                 f"ids: expected values in [0, {self.num_embeddings}), got min {ids.min()}, "
                 f"max {ids.max()}"
             )
+        return ids
+
+    def forward(self, ids):
+        ids = self.check_ids(ids)
         self._cache = ids.copy() if self.training else None
         return self._params["weight"][ids]
 

@@ -232,10 +232,10 @@ class RNN(ParameterOwner):
 
     # ---- forward and backward ---------------------------------------------------------------
 
-    def __call__(self, x, h0=None, lengths=None, mask=None):
-        return self.forward(x, h0, lengths, mask)
+    def __call__(self, x, h0=None, lengths=None, mask=None, *, embedding=None):
+        return self.forward(x, h0, lengths, mask, embedding=embedding)
 
-    def forward(self, x, h0=None, lengths=None, mask=None):
+    def forward(self, x, h0=None, lengths=None, mask=None, *, embedding=None):
         """Run the layer over a padded batch.
 
         Parameters
@@ -248,6 +248,14 @@ class RNN(ParameterOwner):
             at its own last step.
         mask : array_like of bool, (B, T), optional
             Keras-style prefix mask, the same as ``lengths = mask.sum(1)``.
+        embedding : Embedding, optional
+            Token input: x holds integer ids (T, B) (or (B, T)) and the call is
+            ``layer(embedding(x))`` fused into the kernels (as ``Sequential`` does for an
+            Embedding followed by an RNN): the first layer projects the table once and
+            gathers its rows, and its backward sums the deltas per id, so neither the
+            embedded sequence nor its gradient is built. Fewer FLOPs when the vocabulary is
+            smaller than T * B. In training mode ``backward`` adds the table's gradient into
+            ``embedding.grads["weight"]`` and returns None for dx.
 
         Returns
         -------
@@ -265,15 +273,19 @@ class RNN(ParameterOwner):
             lengths and mask both given.
         """
         x_user = x
-        x = as_float_array("x", x, self.dtype)
-        layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
-        if x.ndim != 3:
-            raise ValueError(f"x: expected 3 dimensions {layout}, got shape {x.shape}")
-        if x.shape[2] != self.input_size:
-            raise ValueError(
-                f"x: expected last dimension input_size={self.input_size} in {layout}, "
-                f"got shape {x.shape}"
-            )
+        if embedding is None:
+            table = None
+            x = as_float_array("x", x, self.dtype)
+            layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
+            if x.ndim != 3:
+                raise ValueError(f"x: expected 3 dimensions {layout}, got shape {x.shape}")
+            if x.shape[2] != self.input_size:
+                raise ValueError(
+                    f"x: expected last dimension input_size={self.input_size} in {layout}, "
+                    f"got shape {x.shape}"
+                )
+        else:  # x: token ids, which every reordering below moves like the sequence they name
+            x, table = self._token_input(x, embedding)
         if self.batch_first:
             x = np.ascontiguousarray(x.swapaxes(0, 1))
         steps, batch = x.shape[0], x.shape[1]
@@ -321,9 +333,10 @@ class RNN(ParameterOwner):
                                           for n in self._names[idx])
                 xin = run_rev(inp) if d else inp
                 h0_d = None if h0 is None else h0[idx]
+                tokens = table is not None and layer == 0
                 y_d, h_n[idx] = functional.rnn_forward(
-                    xin, w_ih, w_hh, b_ih, b_hh, h0_d, self.nonlinearity, True, run_lengths,
-                    self._alphas[layer],
+                    table if tokens else xin, w_ih, w_hh, b_ih, b_hh, h0_d, self.nonlinearity,
+                    True, run_lengths, self._alphas[layer], ids=xin if tokens else None,
                 )
                 runs.append((xin, h0_d, y_d))
                 outs.append(run_rev(y_d) if d else y_d)
@@ -363,8 +376,9 @@ class RNN(ParameterOwner):
             o_last = None
         if training:
             merge_src = (o_last if last else out) if self.merge_mode == "mul" else None
+            tokens = None if table is None else (embedding, table)
             self._cache = (layer_caches, lengths, reorder, merge_src, out_shape, last, steps,
-                           batch)
+                           batch, tokens)
             result = result.view()
             result.flags.writeable = False
         else:
@@ -435,7 +449,8 @@ class RNN(ParameterOwner):
                 "backward: no training forward to differentiate; call the layer in training "
                 "mode first (each forward allows one backward)"
             )
-        layer_caches, lengths, reorder, merge_src, out_shape, last, steps, batch = self._cache
+        (layer_caches, lengths, reorder, merge_src, out_shape, last, steps, batch,
+         tokens) = self._cache
         name = "dy" if not self._keras() else "d_output"
         if d_output is not None:
             d_output = np.asarray(d_output)
@@ -494,10 +509,12 @@ class RNN(ParameterOwner):
                 dy = None if d_out is None else d_out[..., d * H:(d + 1) * H]
                 if dy is not None:
                     dy = run_rev(dy) if d else np.ascontiguousarray(dy)
+                table = tokens[1] if tokens is not None and layer == 0 else None
                 g = functional.rnn_backward(
-                    xin, self._params[names[0]], self._params[names[1]], y_d, dy,
-                    None if dh_n is None else dh_n[idx], h0_d, self.nonlinearity, run_lengths,
-                    self._alphas[layer],
+                    xin if table is None else table, self._params[names[0]],
+                    self._params[names[1]], y_d, dy, None if dh_n is None else dh_n[idx], h0_d,
+                    self.nonlinearity, run_lengths, self._alphas[layer],
+                    ids=None if table is None else xin,
                 )
                 new_grads[names[0]] = g.dweight_ih
                 new_grads[names[1]] = g.dweight_hh
@@ -505,18 +522,48 @@ class RNN(ParameterOwner):
                     new_grads[names[2]] = g.dbias
                     new_grads[names[3]] = g.dbias
                 dh0[idx] = g.dh0
-                dx = run_rev(g.dx) if d else g.dx
+                # with token input, dx is the table's gradient: no time or batch order in it
+                dx = run_rev(g.dx) if d and table is None else g.dx
                 d_in = dx if d_in is None else d_in + dx
             d_out = d_in
-        dx, dh0 = reorder.unsort(d_out, 1), reorder.unsort(dh0, 1)
-        if self.go_backwards:
-            dx = rev(dx)
+        dh0 = reorder.unsort(dh0, 1)
+        if tokens is None:
+            dx = reorder.unsort(d_out, 1)
+            if self.go_backwards:
+                dx = rev(dx)
+            if self.batch_first:
+                dx = np.ascontiguousarray(dx.swapaxes(0, 1))
         for k, g in new_grads.items():
             self.grads[k] += g
+        if tokens is not None:
+            tokens[0].grads["weight"] += d_out
+            dx = None  # ids have no gradient
         self._cache = None
-        if self.batch_first:
-            dx = np.ascontiguousarray(dx.swapaxes(0, 1))
         return dx, dh0
+
+    def _token_input(self, ids, embedding):
+        """Checked token ids (a private int64 copy) and the table they index (a copy in
+        training mode: backward's dW_ih reads the table as the forward saw it)."""
+        from .layers import Embedding
+
+        if not isinstance(embedding, Embedding):
+            raise TypeError(f"embedding: expected an Embedding, got {type(embedding).__name__}")
+        if embedding.embedding_dim != self.input_size:
+            raise ValueError(
+                f"embedding: expected embedding_dim = input_size = {self.input_size}, got "
+                f"{embedding.embedding_dim}"
+            )
+        if embedding.dtype != self.dtype:
+            raise TypeError(
+                f"embedding: expected dtype {self.dtype} (the layer's), got {embedding.dtype}"
+            )
+        ids = embedding.check_ids(ids)
+        if ids.ndim != 2:
+            layout = "(B, T)" if self.batch_first else "(T, B)"
+            raise ValueError(f"x: expected token ids {layout} with embedding, got shape "
+                             f"{ids.shape}")
+        table = embedding.weight if not self.training else embedding.weight.copy()
+        return np.array(ids, dtype=np.int64), table
 
     def _last_gradient_sequence(self, d_last, lengths, steps, batch):
         """The gradient of Keras's last output (B, dirs*H) as one of the whole output sequence

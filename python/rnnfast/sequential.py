@@ -7,12 +7,32 @@ import numpy as np
 __all__ = ["Sequential"]
 
 
+def _embedding_feeds_rnn(layer, following, ids):
+    """Can ``following(ids, embedding=layer)`` stand for ``following(layer(ids))``, and pay?
+    Fusing trades the (T*B)-row projection for a vocabulary-row one, so it needs fewer table
+    rows than tokens; the two layers must agree on mode, dtype and width. Anything else
+    (including bad ids) takes the unfused path and its errors."""
+    from .layers import Embedding
+    from .rnn import RNN
+
+    if not (isinstance(layer, Embedding) and isinstance(following, RNN)):
+        return False
+    ids = np.asarray(ids)
+    return (ids.ndim == 2 and ids.dtype.kind in "iu" and layer.num_embeddings < ids.size
+            and layer.embedding_dim == following.input_size and layer.dtype == following.dtype
+            and layer.training == following.training)
+
+
 class Sequential:
     """``Sequential([layer, ...])``: the output of each layer feeds the next; ``backward`` runs
     them in reverse. Parameters are named ``"{index}.{name}"`` (PyTorch's convention).
 
     A layer that returns a tuple (an RNN in PyTorch mode returns ``(y, h_n)``) passes on its
     first element; give RNNs ``return_sequences=True/False`` to choose what they pass on.
+
+    An ``Embedding`` followed by an ``RNN`` runs fused (``rnn(ids, embedding=embedding)``)
+    when the batch has more tokens than the vocabulary has entries: the same results to
+    rounding, without the embedded sequence, its projection GEMM or its gradient.
     """
 
     def __init__(self, layers):
@@ -21,22 +41,35 @@ class Sequential:
             if not (callable(layer) and hasattr(layer, "backward")):
                 raise TypeError(f"layers[{i}]: expected a layer, got {type(layer).__name__}")
         self.training = True
+        self._fused = frozenset()  # indices of the Embeddings fused into the next layer
 
     def __call__(self, x):
         return self.forward(x)
 
     def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
+        fused = set()
+        i = 0
+        while i < len(self.layers):
+            layer = self.layers[i]
+            if i + 1 < len(self.layers) and _embedding_feeds_rnn(layer, self.layers[i + 1], x):
+                x = self.layers[i + 1](x, embedding=layer)
+                fused.add(i)
+                i += 2
+            else:
+                x = layer(x)
+                i += 1
             if isinstance(x, tuple):
                 x = x[0]
+        self._fused = frozenset(fused)
         return x
 
     def backward(self, d_out):
-        for layer in reversed(self.layers):
-            d_out = layer.backward(d_out)
+        i = len(self.layers) - 1
+        while i >= 0:
+            d_out = self.layers[i].backward(d_out)
             if isinstance(d_out, tuple):  # an RNN returns (dx, dh0)
                 d_out = d_out[0]
+            i -= 2 if i - 1 in self._fused else 1  # the RNN did its Embedding's backward
         return d_out
 
     def __getitem__(self, index):
