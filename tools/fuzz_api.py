@@ -260,6 +260,58 @@ def target_forward(fb: Bytes, backward=False):
         raise Finding(f"rnn_backward: shapes {[a.shape for a in g]}, expected {want}")
 
 
+def token_ids_for(fb: Bytes, T, B, V):
+    """Ids (T, B) into a table of V rows; sometimes out of range, float, int8 or misshapen."""
+    ids = np.array([fb.int_in(0, max(V - 1, 0)) for _ in range(T * B)], np.int64).reshape(T, B)
+    r = fb.int_in(0, 15)
+    if r == 0 and ids.size:
+        ids.flat[fb.byte() % ids.size] = fb.pick([-1, V, 2**40, -(2**62)])
+    elif r == 1:
+        return ids.astype(np.float64)
+    elif r == 2:
+        return ids.astype(np.int8)
+    elif r == 3:
+        return ids.astype(np.uint64)
+    elif r == 4:
+        return ids[..., None]
+    return layout(fb, ids)
+
+
+def target_tokens(fb: Bytes):
+    """Token input (an embedding table and ids) through the functional core, both ways."""
+    T, B, D, H = sizes(fb)
+    V = fb.int_in(0, 6)
+    dt = fb.pick([np.float32, np.float64])
+    table = arr(fb, (V, D), dt, moderate=True)
+    ids = token_ids_for(fb, T, B, V)
+    w_ih = arr(fb, (H, D), dt, moderate=True)
+    w_hh = arr(fb, (H, H), dt, moderate=True)
+    b_ih = arr(fb, (H,), dt, moderate=True) if fb.bool() else None
+    h0 = arr(fb, (B, H), dt, moderate=True) if fb.bool() else None
+    nl, lengths, alpha = nonlin_for(fb), lengths_for(fb, T, B), alpha_for(fb)
+    inputs = (table, ids, w_ih, w_hh, b_ih, h0, lengths)
+    before = snapshot(*inputs)
+    y, h_n = F.rnn_forward(table, w_ih, w_hh, b_ih, None, h0, nl, lengths=lengths, alpha=alpha,
+                           ids=ids)
+    check_unmodified(before, inputs, "rnn_forward(ids=)")
+    # Accepted: then the ids were valid, and the same call on the gathered rows must agree.
+    gathered = np.asarray(table, dtype=dt)[np.asarray(ids)]
+    y2, h2 = F.rnn_forward(gathered, w_ih, w_hh, b_ih, None, h0, nl, lengths=lengths,
+                           alpha=alpha)
+    # Equal to rounding, not bitwise: the table's projection GEMM has other M tails and
+    # thread splits than the sequence's.
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    if not (np.allclose(y, y2, rtol=tol, atol=tol, equal_nan=True)
+            and np.allclose(h_n, h2, rtol=tol, atol=tol, equal_nan=True)):
+        raise Finding("rnn_forward(ids=) differs from rnn_forward(table[ids])")
+    dy = arr(fb, y.shape, dt) if fb.bool() else None
+    g = F.rnn_backward(table, w_ih, w_hh, y, dy, None, h0, nl, lengths=lengths, alpha=alpha,
+                       ids=ids)
+    check_unmodified(before, inputs, "rnn_backward(ids=)")
+    if g.dx.shape != np.shape(table):
+        raise Finding(f"rnn_backward(ids=): table gradient {g.dx.shape}, table {np.shape(table)}")
+
+
 def target_step(fb: Bytes):
     _, B, D, H = sizes(fb)
     dt = fb.pick([np.float32, np.float64])
@@ -466,6 +518,7 @@ TARGETS = [
     target_losses,
     target_load,
     target_optim,
+    target_tokens,
 ]
 
 
