@@ -30,6 +30,7 @@ DEFAULT_SUBSET=(
   tests/test_step.py
   tests/test_composition.py
   tests/test_losses.py
+  tests/test_embedding_fusion.py
 )
 
 if [[ ! -x "$SAN_VENV/bin/python" ]]; then
