@@ -25,14 +25,15 @@ std::vector<T> combined_bias(const T* b_ih, const T* b_hh, index H) {
     return bias;
 }
 
-// out[r] = table[ids[r]] for r in [0, rows): each step's projected input, from a projected
-// embedding table.
+// out[r, c0:c1] = table[ids[r], c0:c1] for the block's rows: a step's projected input, read
+// from the projected embedding table by the thread that owns the block, just before its GEMM
+// adds the recurrent term (the block is then still in its cache).
 template <class T>
-void gather_rows(const T* table, const std::int64_t* ids, index rows, index width, T* out,
-                 int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (index r = 0; r < rows; ++r)
-        std::memcpy(out + r * width, table + ids[r] * width, sizeof(T) * static_cast<size_t>(width));
+void gather_block(const T* table, const std::int64_t* ids, index width, const Block& block,
+                  T* out) {
+    for (index r = block.m0; r < block.m1; ++r)
+        std::memcpy(out + r * width + block.c0, table + ids[r] * width + block.c0,
+                    sizeof(T) * static_cast<size_t>(block.c1 - block.c0));
 }
 
 }  // namespace
@@ -105,11 +106,7 @@ void rnn_forward(const ForwardArgs<T>& a) {
 
     for (index t0 = 0; t0 < T_; t0 += chunk) {
         const index steps = std::min(chunk, T_ - t0);
-        if (a.ids)
-            gather_rows(projected_table.data(), a.ids + t0 * B, steps * B, H, buffer,
-                        threads_for(double(steps * B) * double(H), steps * B, Sync::fork_join));
-        else
-            project(a.x + t0 * B * D, steps * B, buffer);
+        if (!a.ids) project(a.x + t0 * B * D, steps * B, buffer);  // else gathered per step
 
         // The recurrence: each thread owns the same hidden units at every step (its slice of
         // packed W_hh stays in its cache); one barrier per step publishes h_t to all threads.
@@ -134,6 +131,7 @@ void rnn_forward(const ForwardArgs<T>& a) {
                 T* h = buffer + i * step_size;
                 step.A = {h_prev, H, 1};
                 step.C = h;
+                if (a.ids) gather_block(projected_table.data(), a.ids + t * B, H, own, h);
                 kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
                 if (a.alpha != T(1))  // leaky unit: the same share, so no extra barrier
                     leaky_mix(h, h_prev, H, own, a.alpha);
@@ -146,7 +144,7 @@ void rnn_forward(const ForwardArgs<T>& a) {
                 barrier.wait();
             }
         }
-        if (keep_all) {  // padded steps output zeros (their rows hold the projection)
+        if (keep_all) {  // padded steps output zeros (their rows hold the projection or nothing)
             for (index t = t0; t < t0 + steps; ++t) {
                 const index rows = active[static_cast<size_t>(t)];
                 std::memset(a.y + t * step_size + rows * H, 0,
