@@ -56,6 +56,24 @@ def assert_close(actual, expected, dtype, what=""):
     )
 
 
+# ---- finite differences -------------------------------------------------------------------------
+
+
+def numerical_gradient(loss, array, eps=1e-6):
+    """Central differences of ``loss()`` with respect to every element of ``array`` (changed in
+    place and restored), in float64."""
+    grad = np.zeros_like(array, dtype=np.float64)
+    for idx in np.ndindex(array.shape):
+        old = array[idx]
+        array[idx] = old + eps
+        plus = loss()
+        array[idx] = old - eps
+        minus = loss()
+        array[idx] = old
+        grad[idx] = (plus - minus) / (2 * eps)
+    return grad
+
+
 # ---- fixtures -----------------------------------------------------------------------------------
 
 

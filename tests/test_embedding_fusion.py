@@ -13,12 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rnnfast
-from conftest import ACTIVATIONS, DTYPES, assert_close
+from conftest import ACTIVATIONS, DTYPES, assert_close, numerical_gradient
 from rnnfast import RNN, Dropout, Embedding, Linear, Sequential, _core
 from rnnfast import functional as F
 
 F64 = np.float64
-EPS = 1e-6
 FD_RTOL = 1e-6
 FD_ATOL = 1e-7
 
@@ -54,21 +53,6 @@ def _scatter(ids, dx, V):
     out = np.zeros((V, dx.shape[-1]))
     np.add.at(out, ids.ravel(), dx.reshape(-1, dx.shape[-1]).astype(F64))
     return out
-
-
-def numerical_gradient(loss, array):
-    """Central differences of ``loss()`` with respect to every element of ``array`` (changed in
-    place and restored)."""
-    grad = np.zeros_like(array, dtype=F64)
-    for idx in np.ndindex(array.shape):
-        old = array[idx]
-        array[idx] = old + EPS
-        plus = loss()
-        array[idx] = old - EPS
-        minus = loss()
-        array[idx] = old
-        grad[idx] = (plus - minus) / (2 * EPS)
-    return grad
 
 
 # ---- 1. kernels (_core), every ISA ------------------------------------------------------------

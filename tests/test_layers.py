@@ -13,29 +13,13 @@ import re
 import numpy as np
 import pytest
 import rnnfast
-from conftest import DTYPES, assert_close
+from conftest import DTYPES, assert_close, numerical_gradient
 from rnnfast import Dense, Dropout, Embedding, Linear, Sequential
 from rnnfast.losses import cross_entropy
 
-EPS = 1e-6
 FD_RTOL = 1e-6
 FD_ATOL = 1e-8
 SIZES = [1, 3, 17]
-
-
-def numerical_gradient(loss, array):
-    """Central differences of ``loss()`` with respect to every element of ``array`` (changed in
-    place and restored)."""
-    grad = np.zeros_like(array, dtype=np.float64)
-    for idx in np.ndindex(array.shape):
-        old = array[idx]
-        array[idx] = old + EPS
-        plus = loss()
-        array[idx] = old - EPS
-        minus = loss()
-        array[idx] = old
-        grad[idx] = (plus - minus) / (2 * EPS)
-    return grad
 
 
 def assert_fd_close(analytic, numeric, what):
