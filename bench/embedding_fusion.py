@@ -29,10 +29,10 @@ SHAPES = [
 def step(emb, rnn, ids, dy, fused: bool):
     """One forward + backward of Embedding -> RNN (batch-first ids)."""
     if fused:
-        y, _ = rnn(ids, embedding=emb)
+        rnn(ids, embedding=emb)
         rnn.backward(dy)
     else:
-        y, _ = rnn(emb(ids))
+        rnn(emb(ids))
         dx, _ = rnn.backward(dy)
         emb.backward(dx)
 
