@@ -461,6 +461,32 @@ def test_sequential_fusion_state_follows_each_forward(rng):
     assert np.any(model.grads["0.weight"] != 0)
 
 
+@pytest.mark.parametrize("context", ["init", "input", "both"])
+def test_seq2seq_encoder_fuses_and_matches_the_unfused_encoder(context, rng, monkeypatch):
+    """Seq2Seq's encoder (Embedding -> RNN) fuses when the source has more tokens than its
+    vocabulary; loss and every gradient equal the unfused encoder's to rounding."""
+    import rnnfast.seq2seq as seq2seq
+
+    src = rng.integers(0, 5, size=(4, 6))  # 24 tokens, vocabulary 5
+    src_lengths = np.array([6, 2, 0, 5])
+    tgt_in = rng.integers(0, 6, size=(4, 3))
+    tgt_out = rng.integers(0, 6, size=(4, 3))
+
+    def run():
+        m = rnnfast.Seq2Seq(5, 6, 3, 4, context=context, dtype=F64, seed=3)
+        loss = m.train_batch(src, src_lengths, tgt_in, tgt_out, None)
+        return m, loss
+
+    fused, loss = run()
+    assert fused._encoder_fused
+    monkeypatch.setattr(seq2seq, "embedding_feeds_rnn", lambda *args: False)
+    unfused, loss_ref = run()
+    assert not unfused._encoder_fused
+    assert loss == pytest.approx(loss_ref, rel=1e-12)
+    for k, g in unfused.grads.items():
+        assert_close(fused.grads[k], g, F64, k)
+
+
 # ---- 6. thread-count invariance -----------------------------------------------------------------
 
 

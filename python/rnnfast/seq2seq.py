@@ -27,6 +27,7 @@ from . import decoding
 from .layers import Embedding, Linear
 from .losses import cross_entropy, log_softmax
 from .rnn import RNN
+from .sequential import embedding_feeds_rnn
 
 __all__ = ["CONTEXT_MODES", "SCHEDULES", "Seq2Seq", "teacher_forcing_schedule"]
 
@@ -198,6 +199,7 @@ class Seq2Seq:
         self.embed_dim, self.hidden_size = int(embed_dim), int(hidden_size)
         self.training = True
         self._cache = None
+        self._encoder_fused = False  # did the last encode() run Embedding -> RNN fused?
         self.last_fed_tokens = None  # the decoder input of the last train_batch, (B, T)
 
     @property
@@ -225,8 +227,13 @@ class Seq2Seq:
         """
         src = _tokens("src", src, self.src_vocab)
         lengths = _lengths("src_lengths", src_lengths, src.shape[0], src.shape[1])
-        x = self.encoder_embedding(np.ascontiguousarray(src.T))  # (S, B, E): time-major
-        _, h_n = self.encoder(x, lengths=lengths)
+        ids = np.ascontiguousarray(src.T)  # (S, B): time-major
+        # Fused like Sequential's Embedding -> RNN when that pays (see embedding_feeds_rnn)
+        self._encoder_fused = embedding_feeds_rnn(self.encoder_embedding, self.encoder, ids)
+        if self._encoder_fused:
+            _, h_n = self.encoder(ids, lengths=lengths, embedding=self.encoder_embedding)
+        else:
+            _, h_n = self.encoder(self.encoder_embedding(ids), lengths=lengths)
         return h_n[0]
 
     def _decoder_input(self, emb, c):
@@ -286,7 +293,8 @@ class Seq2Seq:
         if self.context_as_input:
             dc += dx[..., E:].sum(axis=0)
         d_src, _ = self.encoder.backward(None, dh_n=dc[None])
-        self.encoder_embedding.backward(d_src)
+        if not self._encoder_fused:  # else the encoder added the embedding's gradient
+            self.encoder_embedding.backward(d_src)
 
     # ---- training ---------------------------------------------------------------------------
 

@@ -7,8 +7,9 @@ import numpy as np
 __all__ = ["Sequential"]
 
 
-def _embedding_feeds_rnn(layer, following, ids):
+def embedding_feeds_rnn(layer, following, ids):
     """Can ``following(ids, embedding=layer)`` stand for ``following(layer(ids))``, and pay?
+    (Sequential and Seq2Seq's encoder ask before fusing.)
     Fusing trades the (T*B)-row projection for a vocabulary-row one, so it needs fewer table
     rows than tokens; the two layers must agree on mode, dtype and width. Anything else
     (including bad ids) takes the unfused path and its errors."""
@@ -51,7 +52,7 @@ class Sequential:
         i = 0
         while i < len(self.layers):
             layer = self.layers[i]
-            if i + 1 < len(self.layers) and _embedding_feeds_rnn(layer, self.layers[i + 1], x):
+            if i + 1 < len(self.layers) and embedding_feeds_rnn(layer, self.layers[i + 1], x):
                 x = self.layers[i + 1](x, embedding=layer)
                 fused.add(i)
                 i += 2
