@@ -774,3 +774,22 @@ def test_empty_layer(config, T, B, rng):
     assert emb.grads["weight"].shape == (V, D) and np.all(emb.grads["weight"] == 0)
     for k, g in rnn.grads.items():
         assert np.all(g == 0), k
+
+
+@pytest.mark.parametrize("tokens", [False, True], ids=["x", "ids"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zero_hidden_units(dtype, tokens, rng):
+    """H = 0: empty outputs and zero input gradients; no kernel touches a buffer (under UBSan
+    an empty vector's null data passed to memcpy was a finding: tools/sanitize.sh runs this)."""
+    T, B, V, D = 3, 2, 4, 5
+    table = rng.standard_normal((V, D)).astype(dtype)
+    ids = rng.integers(0, V, size=(T, B))
+    x = table if tokens else table[ids]
+    ids = ids if tokens else None
+    w_ih, w_hh = np.zeros((0, D), dtype), np.zeros((0, 0), dtype)
+    lengths = np.array([3, 1])
+    y, h_n = F.rnn_forward(x, w_ih, w_hh, lengths=lengths, ids=ids)
+    assert y.shape == (T, B, 0) and h_n.shape == (B, 0)
+    g = F.rnn_backward(x, w_ih, w_hh, y, y, h_n, lengths=lengths, ids=ids)
+    assert g.dx.shape == x.shape and np.all(g.dx == 0)
+    assert g.dweight_ih.shape == (0, D) and g.dh0.shape == (B, 0)

@@ -56,7 +56,8 @@ void rnn_backward(const BackwardArgs<T>& a) {
     const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
                                     Sync::barrier);
 
-    if (T_ == 0 || B == 0) {  // nothing flows through a step; with T = 0, h_n is h0
+    // Nothing flows through a step (H = 0: nothing to flow); with T = 0, h_n is h0.
+    if (T_ == 0 || B == 0 || H == 0) {
         copy_or_zero(a.dh0, a.dh_n, step_size);
         copy_or_zero<T>(a.dx, nullptr, (a.ids ? a.vocab : T_ * B) * D);
         copy_or_zero<T>(a.dw_ih, nullptr, H * D);

@@ -60,7 +60,7 @@ void rnn_forward(const ForwardArgs<T>& a) {
     // h_n starts as h0: a sequence of length 0 ends before the first step; the others
     // overwrite their rows when they end.
     if (step_size > 0) std::memcpy(a.h_n, h_prev0, sizeof(T) * static_cast<size_t>(step_size));
-    if (T_ == 0 || B == 0) return;
+    if (T_ == 0 || B == 0 || H == 0) return;  // nothing to compute (and no null memcpys)
     const std::vector<index> active = active_rows(a.lengths, T_, B);
     const KernelTable<T>& kt = kernels<T>();
     const index panels = panel_count(H, kt.nr);
