@@ -73,20 +73,16 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
         Shapes that do not fit together (the message names the argument and both shapes),
         lengths out of range, alpha outside (0, 1].
     """
-    x, h0, w_ih, w_hh, b_ih, b_hh = _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0,
-                                                  nonlinearity, ids)
-    ids = _token_ids(ids)
-    steps, batch = _steps_and_batch(x, ids)
+    h0, w_ih, w_hh, b_ih, b_hh = _forward_args(weight_ih, weight_hh, bias_ih, bias_hh, h0,
+                                               nonlinearity)
+    x, ids, steps, batch = _sequence(x, w_ih.dtype, ids)
     lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
     order, lengths = _longest_first(lengths)
     if order is not None:
         _check_batch("h0", h0, 0, batch, "(B, H)")
+        x, ids = _sort_sequence(x, ids, order)
         h0 = _take(h0, order, 0)
-        if ids is None:
-            x = _take(x, order, 1)
-        else:
-            ids = _take(ids, order, 1)
     y, h_n = _core.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, nonlinearity, alpha,
                                bool(return_sequences), ids)
     if order is not None:
@@ -118,9 +114,7 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
     check_nonlinearity(nonlinearity)
     w_ih = as_float_array("weight_ih", weight_ih)
     dt = w_ih.dtype
-    x = _sequence_input(x, dt, ids)
-    ids = _token_ids(ids)
-    steps, batch = _steps_and_batch(x, ids)
+    x, ids, steps, batch = _sequence(x, dt, ids)
     lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
     h0 = optional_float_array("h0", h0, dt)
@@ -133,12 +127,9 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
         _check_batch("dy", dy, 1, batch, "(T, B, H)")
         _check_batch("h0", h0, 0, batch, "(B, H)")
         _check_batch("dh_n", dh_n, 0, batch, "(B, H)")
+        x, ids = _sort_sequence(x, ids, order)
         y, dy = (_take(a, order, 1) for a in (y, dy))
         h0, dh_n = (_take(a, order, 0) for a in (h0, dh_n))
-        if ids is None:
-            x = _take(x, order, 1)
-        else:
-            ids = _take(ids, order, 1)
     grads = RNNGrads(*_core.rnn_backward(
         x, h0, w_ih, as_float_array("weight_hh", weight_hh, dt), y, dy, dh_n, lengths,
         nonlinearity, alpha, ids,
@@ -150,13 +141,13 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
     return grads
 
 
-def _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity, ids=None):
-    """The kernel's positional arguments after the dtype rules (shapes are the kernel's)."""
+def _forward_args(weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity):
+    """The kernel's state and weight arguments after the dtype rules (shapes are the
+    kernel's)."""
     check_nonlinearity(nonlinearity)
     w_ih = as_float_array("weight_ih", weight_ih)
     dt = w_ih.dtype
     return (
-        _sequence_input(x, dt, ids),
         optional_float_array("h0", h0, dt),
         w_ih,
         as_float_array("weight_hh", weight_hh, dt),
@@ -165,30 +156,30 @@ def _forward_args(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity, i
     )
 
 
-def _sequence_input(x, dtype, ids=None):
-    """x (T, B, D), or the embedding table (V, D) that token ids index."""
+def _sequence(x, dtype, ids):
+    """The sequence input as the kernel takes it: ``(x, ids, T, B)`` with x (T, B, D) and ids
+    None, or, with token ids, x the embedding table (V, D) and ids (T, B) int64, C-contiguous
+    (the kernel checks their range)."""
     x = as_float_array("x", x, dtype)
-    if ids is None and x.ndim != 3:
-        raise ValueError(f"x: expected 3 dimensions (T, B, D), got shape {x.shape}")
-    if ids is not None and x.ndim != 2:
-        raise ValueError(f"x: expected an embedding table (V, D) with ids, got shape {x.shape}")
-    return x
-
-
-def _token_ids(ids):
-    """Token ids (T, B) as the kernel takes them: int64, C-contiguous (it checks the range)."""
     if ids is None:
-        return None
-    arr = np.asarray(ids)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"ids: expected an integer array, got dtype {arr.dtype}")
-    if arr.ndim != 2:
-        raise ValueError(f"ids: expected 2 dimensions (T, B), got shape {arr.shape}")
-    return np.ascontiguousarray(arr, dtype=np.int64)
+        if x.ndim != 3:
+            raise ValueError(f"x: expected 3 dimensions (T, B, D), got shape {x.shape}")
+        return x, None, x.shape[0], x.shape[1]
+    if x.ndim != 2:
+        raise ValueError(f"x: expected an embedding table (V, D) with ids, got shape {x.shape}")
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"ids: expected an integer array, got dtype {ids.dtype}")
+    if ids.ndim != 2:
+        raise ValueError(f"ids: expected 2 dimensions (T, B), got shape {ids.shape}")
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    return x, ids, ids.shape[0], ids.shape[1]
 
 
-def _steps_and_batch(x, ids):
-    return (x.shape[0], x.shape[1]) if ids is None else ids.shape
+def _sort_sequence(x, ids, order):
+    """The sequence input with its batch in `order`: x's, or with token input the ids' (the
+    table has no batch axis)."""
+    return (x, _take(ids, order, 1)) if ids is not None else (_take(x, order, 1), None)
 
 
 def _check_batch(name, arr, axis, batch, dims):
