@@ -384,7 +384,7 @@ def test_accuracy_bad_input():
 
 def test_public_names():
     assert set(losses.__all__) == {"cross_entropy", "log_softmax", "mse_loss"}
-    assert set(metrics.__all__) == {"accuracy", "perplexity"}
+    assert set(metrics.__all__) == {"accuracy", "accuracy_counts", "perplexity"}
 
 
 # ---- the fused C++ softmax cross-entropy kernel --------------------------------------------------

@@ -16,6 +16,7 @@ from . import (  # noqa: E402
     functional,
     losses,
     metrics,
+    nn,
     optim,
     reference,
     seq2seq,
@@ -25,6 +26,7 @@ from . import (  # noqa: E402
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
 from ._threadpool import register as _register_with_threadpoolctl  # noqa: E402
 from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
+from .nn import Module  # noqa: E402
 from .persistence import load, save  # noqa: E402
 from .rnn import RNN  # noqa: E402
 from .seq2seq import Seq2Seq  # noqa: E402
@@ -48,6 +50,8 @@ __all__ = [
     "Embedding",
     "Dropout",
     "Sequential",
+    "Module",
+    "nn",
     "Seq2Seq",
     "seq2seq",
     "decoding",

@@ -104,8 +104,12 @@ def cross_entropy(logits, targets, *, lengths=None, mask=None, ignore_index=None
     return float(loss), grad.swapaxes(0, 1) if swap else grad
 
 
-def mse_loss(pred, target, reduction="mean"):
-    """Mean (or summed) squared error and its gradient with respect to ``pred``."""
+def mse_loss(pred, target, reduction="mean", *, mask=None):
+    """Mean (or summed) squared error and its gradient with respect to ``pred``.
+
+    ``mask`` (boolean, shaped like the leading axes of ``pred``, e.g. (B, T) of (B, T, F))
+    leaves the padded positions out: they add nothing and get zero gradient; "mean" averages
+    over the counted elements."""
     pred = np.asarray(pred)
     if pred.dtype.kind != "f":
         raise TypeError(f"pred: expected a float array, got dtype {pred.dtype}")
@@ -118,5 +122,14 @@ def mse_loss(pred, target, reduction="mean"):
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
     diff = pred - target
-    scale = 1.0 / max(diff.size, 1) if reduction == "mean" else 1.0
+    counted = diff.size
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != pred.shape[:mask.ndim]:
+            raise ValueError(f"mask: expected a boolean array of pred's leading shape, e.g. "
+                             f"{pred.shape[:2]}, got dtype {mask.dtype} shape {mask.shape}")
+        keep = mask.reshape(mask.shape + (1,) * (pred.ndim - mask.ndim))
+        diff = np.where(keep, diff, 0).astype(pred.dtype, copy=False)
+        counted = int(mask.sum()) * (pred.size // max(mask.size, 1))
+    scale = 1.0 / max(counted, 1) if reduction == "mean" else 1.0
     return float(np.sum(diff * diff)) * scale, (2.0 * scale) * diff

@@ -8,11 +8,21 @@ import numpy as np
 
 from .losses import _counted_positions, cross_entropy
 
-__all__ = ["accuracy", "perplexity"]
+__all__ = ["accuracy", "accuracy_counts", "perplexity"]
 
 
 def accuracy(logits, targets, *, lengths=None, mask=None, ignore_index=None, batch_first=False):
-    """Fraction of counted positions whose arg-max logit is the target (nan when none counts)."""
+    """Fraction of counted positions whose arg-max logit is the target (nan when none counts).
+    Over several batches, sum :func:`accuracy_counts` instead of averaging fractions."""
+    hits, count = accuracy_counts(logits, targets, lengths=lengths, mask=mask,
+                                  ignore_index=ignore_index, batch_first=batch_first)
+    return hits / count if count else math.nan
+
+
+def accuracy_counts(logits, targets, *, lengths=None, mask=None, ignore_index=None,
+                    batch_first=False):
+    """``(hits, counted)``: how many counted positions the arg-max logit gets right, and how
+    many positions count; summed over batches they give the corpus accuracy."""
     logits = np.asarray(logits)
     targets = np.asarray(targets)
     if targets.dtype.kind not in "iu":
@@ -22,8 +32,7 @@ def accuracy(logits, targets, *, lengths=None, mask=None, ignore_index=None, bat
                          f"shape), got shape {targets.shape}")
     valid = _counted_positions(targets, lengths, mask, ignore_index, batch_first)
     hits = np.argmax(logits, axis=-1) == targets
-    count = int(valid.sum())
-    return float(np.sum(hits & valid)) / count if count else math.nan
+    return int(np.sum(hits & valid)), int(valid.sum())
 
 
 def perplexity(logits, targets, **kwargs):

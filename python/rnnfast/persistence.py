@@ -133,7 +133,8 @@ def build_layer(config):
     name = config.pop("__class__", "RNN")
     classes = _layer_classes()
     if name not in classes:
-        raise ValueError(f"config: unknown layer class {name!r}; known: {sorted(classes)}")
+        raise ValueError(f"config: unknown layer class {name!r}; known: {sorted(classes)} "
+                         f"(a model class of your own: load(path, cls={name}))")
     cls = classes[name]
     return cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
 
@@ -231,7 +232,13 @@ def load(path, cls=None):
     if not isinstance(config, dict):
         raise ValueError(f"{where}: config: expected a JSON object, got {type(config).__name__}")
     try:
-        layer = build_layer(config) if cls is None else cls(**config)
+        if cls is None:
+            layer = build_layer(config)
+        else:
+            saved = config.pop("__class__", "RNN")
+            if saved != cls.__name__:
+                raise ValueError(f"cls: the file holds a {saved}, got cls={cls.__name__}")
+            layer = cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
     except (TypeError, ValueError, KeyError) as exc:
         raise ValueError(f"{where}: config {config} does not build a layer: {exc}") from exc
 

@@ -536,6 +536,8 @@ class RNN(ParameterOwner):
         for k, g in new_grads.items():
             self.grads[k] += g
         if tokens is not None:
+            if tokens[0].padding_idx is not None:  # PyTorch's rule: the padding row is not trained
+                d_out[tokens[0].padding_idx] = 0
             tokens[0].grads["weight"] += d_out
             dx = None  # ids have no gradient
         self._cache = None

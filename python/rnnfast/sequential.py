@@ -4,6 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nn.masking import (
+    batch_first_of,
+    call_layer,
+    call_rnn,
+    embedding_padding,
+    input_suspect,
+    input_valid_mask,
+)
+
 __all__ = ["Sequential"]
 
 
@@ -43,26 +52,52 @@ class Sequential:
                 raise TypeError(f"layers[{i}]: expected a layer, got {type(layer).__name__}")
         self.training = True
         self._fused = frozenset()  # indices of the Embeddings fused into the next layer
+        self.output_mask = None
 
-    def __call__(self, x):
-        return self.forward(x)
+    def __call__(self, x, lengths=None, mask=None):
+        return self.forward(x, lengths, mask)
 
-    def forward(self, x):
+    def forward(self, x, lengths=None, mask=None):
+        """Run the layers in order.
+
+        Parameters
+        ----------
+        x : array_like
+            The first layer's input (token ids for an Embedding, else floats).
+        lengths : array_like of int, (B,), optional
+            Each sequence's length in a batch padded at the end. With neither lengths nor
+            mask, an Embedding with ``mask_zero`` or ``padding_idx`` finds the padding itself.
+        mask : array_like of bool, (B, T), optional
+            Keras-style: True on real steps.
+
+        The padding travels with the batch (``nn.masking``): RNNs run each sequence to its
+        length, Dense and Dropout pass it on, an RNN that returns its last output ends it.
+        ``self.output_mask`` is then the valid mask of the output (shaped like its two leading
+        axes), or None; losses and metrics take it as their ``mask``.
+        """
+        valid = input_valid_mask(self, x, lengths, mask)
+        out, self.output_mask, _ = self.call_with_padding(x, valid, input_suspect(x, valid))
+        return out
+
+    def call_with_padding(self, x, valid, suspect):
+        """The forward with the padding carried in and out: ``(out, valid, suspect)``."""
         fused = set()
         i = 0
         while i < len(self.layers):
             layer = self.layers[i]
             if i + 1 < len(self.layers) and embedding_feeds_rnn(layer, self.layers[i + 1], x):
-                x = self.layers[i + 1](x, embedding=layer)
+                valid, suspect = embedding_padding(layer, x, valid)
+                x, valid, suspect = call_rnn(self.layers[i + 1], x, valid, suspect,
+                                             f"layers[{i + 1}]", embedding=layer)
                 fused.add(i)
                 i += 2
             else:
-                x = layer(x)
+                x, valid, suspect = call_layer(layer, x, valid, suspect, f"layers[{i}]")
                 i += 1
             if isinstance(x, tuple):
                 x = x[0]
         self._fused = frozenset(fused)
-        return x
+        return x, valid, suspect
 
     def backward(self, d_out):
         i = len(self.layers) - 1
@@ -72,6 +107,11 @@ class Sequential:
                 d_out = d_out[0]
             i -= 2 if i - 1 in self._fused else 1  # the RNN did its Embedding's backward
         return d_out
+
+    @property
+    def batch_first(self):
+        """The layout of the model's sequences: its RNNs' ``batch_first`` (None without RNNs)."""
+        return batch_first_of(self.layers, "Sequential")
 
     def __getitem__(self, index):
         return self.layers[index]

@@ -17,6 +17,9 @@ import numpy as np
 
 from . import losses as _losses
 from . import metrics as _metrics
+from .data.batching import BucketedBatches
+from .data.dataset import SequenceData
+from .nn.masking import valid_from_lengths
 from .optim import clip_grad_norm
 
 __all__ = [
@@ -31,7 +34,8 @@ __all__ = [
 ]
 
 _LOSSES = {"mse": _losses.mse_loss, "cross_entropy": _losses.cross_entropy}
-_METRICS = {"accuracy": _metrics.accuracy}
+_METRICS = {"accuracy": _metrics.accuracy, "perplexity": _metrics.perplexity}
+_BUILTIN_LOSSES = (_losses.mse_loss, _losses.cross_entropy)
 
 
 def _resolve(name_or_fn, table, what):
@@ -40,15 +44,6 @@ def _resolve(name_or_fn, table, what):
     if name_or_fn not in table:
         raise ValueError(f"{what}: expected one of {sorted(table)} or a callable, got {name_or_fn!r}")
     return table[name_or_fn]
-
-
-def _batches(n, batch_size, shuffle, rng):
-    order = rng.permutation(n) if shuffle else np.arange(n)
-    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
-
-
-def _take(a, index, axis):
-    return np.take(a, index, axis=axis) if a is not None else None
 
 
 class _Progress:
@@ -89,78 +84,214 @@ class _Progress:
             print(self.desc, text, flush=True)
 
 
-def _train_step(model, xb, yb, loss_fn, optimizer, clip_norm):
-    """Forward, loss, backward and an optimizer step on one batch: (loss, whether it stepped).
-    A step whose clipped gradient norm is not finite is skipped."""
-    model.zero_grad()
-    out = model(xb)
+def _forward(model, xb, lengths):
+    """The model's output on a batch and the valid mask of that output (None when it has no
+    padding: fixed-length data, or a last output)."""
+    out = model(xb) if lengths is None else model(xb, lengths=lengths)
     out = out[0] if isinstance(out, tuple) else out
-    value, d_out = loss_fn(out, yb)
+    if lengths is None:
+        return out, getattr(model, "output_mask", None)
+    valid = getattr(model, "output_mask", _UNKNOWN)
+    if valid is _UNKNOWN:  # a model of the user's without the padding protocol
+        valid = _batch_valid(out, xb, lengths, _layout(model))
+    return out, valid
+
+
+_UNKNOWN = object()
+
+
+def _batch_valid(out, xb, lengths, batch_first):
+    """The batch's valid mask, when the output keeps the input's (batch, time) axes."""
+    if np.ndim(out) < 2 or np.shape(out)[:2] != np.shape(xb)[:2]:
+        return None
+    return valid_from_lengths(lengths, np.shape(xb)[1 if batch_first else 0], batch_first)
+
+
+def _call_loss(loss_fn, out, yb, valid, reduction="mean"):
+    """``(value, d_out, counted)``: the loss with the padding left out, and how many positions
+    (or elements, for mse) it counted."""
+    if valid is not None and valid.shape != np.shape(yb)[:valid.ndim]:
+        valid = None  # per-sequence targets of a padded batch: nothing to leave out
+    kwargs = {} if valid is None else {"mask": valid}
+    if loss_fn in _BUILTIN_LOSSES:
+        value, d_out = loss_fn(out, yb, reduction=reduction, **kwargs)
+        if loss_fn is _losses.mse_loss:
+            counted = np.size(out) if valid is None else int(valid.sum()) * (
+                np.size(out) // max(valid.size, 1))
+        else:
+            counted = np.size(yb) if valid is None else int(valid.sum())
+    else:
+        value, d_out = loss_fn(out, yb, **kwargs)
+        counted = len(yb) if valid is None else int(valid.sum())
+        if reduction == "sum":
+            value = value * counted
+    return value, d_out, counted
+
+
+class _Metrics:
+    """Metrics summed over every batch of a data set: the built-in ones as counts (so the
+    result is the corpus figure, not a mean of batch fractions), a callable of the user's as
+    its per-batch value weighted by the positions the batch counts."""
+
+    def __init__(self, metrics):
+        self.fns = {m if isinstance(m, str) else m.__name__: _resolve(m, _METRICS, "metrics")
+                    for m in metrics}
+        self.sums = {name: [0.0, 0] for name in self.fns}
+
+    def add(self, out, yb, valid):
+        if valid is not None and valid.shape != np.shape(yb)[:valid.ndim]:
+            valid = None
+        for name, fn in self.fns.items():
+            if fn is _metrics.accuracy:
+                hits, counted = _metrics.accuracy_counts(out, yb, mask=valid)
+            elif fn is _metrics.perplexity:
+                hits, _, counted = _call_loss(_losses.cross_entropy, out, yb, valid, "sum")
+            else:
+                counted = len(yb) if valid is None else int(valid.sum())
+                hits = fn(out, yb) if valid is None else fn(out, yb, mask=valid)
+                hits = hits * counted
+            self.sums[name][0] += hits
+            self.sums[name][1] += counted
+
+    def results(self):
+        out = {}
+        for name, (total, counted) in self.sums.items():
+            mean = total / counted if counted else math.nan
+            out[name] = math.exp(mean) if self.fns[name] is _metrics.perplexity else mean
+        return out
+
+
+def _train_step(model, xb, yb, loss_fn, optimizer, clip_norm, lengths=None, metrics=None):
+    """Forward, loss, backward and an optimizer step on one batch: (loss, counted positions,
+    whether it stepped). A step whose clipped gradient norm is not finite is skipped."""
+    model.zero_grad()
+    out, valid = _forward(model, xb, lengths)
+    value, d_out, counted = _call_loss(loss_fn, out, yb, valid)
     model.backward(d_out)
     if clip_norm is not None and not math.isfinite(clip_grad_norm(model, clip_norm)):
-        return value, False
+        return value, counted, False
     optimizer.step()
-    return value, True
+    if metrics is not None:
+        metrics.add(out, yb, valid)
+    return value, counted, True
 
 
 def _stateful_layers(model):
-    layers = getattr(model, "layers", [model])
-    return [layer for layer in layers if getattr(layer, "stateful", False)]
+    layers = getattr(model, "layers", None)
+    if layers is None and hasattr(model, "children"):
+        layers = model.children()
+    return [layer for layer in (layers or [model]) if getattr(layer, "stateful", False)]
+
+
+def _layout(model):
+    """The model's ``batch_first`` (its RNNs'), or None when it does not say."""
+    value = getattr(model, "batch_first", None)
+    return value if isinstance(value, bool) else None
+
+
+def _data(model, x, y, lengths, mask, batch_axis, what="x"):
+    """The data set in the model's layout; a batch_axis that contradicts the model's RNNs is
+    refused (a time-major RNN fed batch-first data would be silently wrong)."""
+    batch_first = _layout(model)
+    if batch_axis is not None and batch_first is not None and batch_axis in (0, 1) \
+            and batch_axis != (0 if batch_first else 1) and not isinstance(x, (list, tuple)):
+        raise ValueError(
+            f"batch_axis: the model's RNNs are {'batch-first' if batch_first else 'time-major'}, "
+            f"so {what}'s batch axis is {0 if batch_first else 1}, got batch_axis={batch_axis}; "
+            "leave batch_axis out (fit follows the model's batch_first)")
+    return SequenceData(x, y, lengths=lengths, mask=mask,
+                        batch_first=True if batch_first is None else batch_first,
+                        batch_axis=batch_axis)
+
+
+def _batch_order(data, batch_size, shuffle, rng, bucket, max_tokens, drop_last):
+    """The index arrays of one epoch: in order or shuffled, or bucketed by length."""
+    if bucket or max_tokens is not None:
+        if data.lengths is None:
+            raise ValueError("bucket: batches by length need variable-length data (ragged "
+                             "sequences, or lengths= / mask=)")
+        return list(BucketedBatches(data.lengths, batch_size, max_tokens=max_tokens,
+                                    shuffle=shuffle, seed=int(rng.integers(2**31)),
+                                    drop_last=drop_last))
+    order = rng.permutation(len(data)) if shuffle else np.arange(len(data))
+    stop = len(data) - (len(data) % batch_size if drop_last else 0)
+    return [order[i:i + batch_size] for i in range(0, stop, batch_size)]
 
 
 def fit(model, x, y, *, loss, optimizer, epochs=1, batch_size=32, shuffle=True,
-        validation_data=None, metrics=(), callbacks=(), clip_norm=None, batch_axis=0, seed=None,
-        verbose=True):
+        validation_data=None, metrics=(), callbacks=(), clip_norm=None, batch_axis=None,
+        seed=None, verbose=True, lengths=None, mask=None, bucket=False, max_tokens=None,
+        drop_last=False):
     """Train ``model`` and return the history: ``{"loss": [...], "val_loss": [...], ...}``.
 
     Parameters
     ----------
-    model : a layer, Sequential or anything with the layer protocol
-    x, y : ndarray
-        Inputs and targets, batched along ``batch_axis``.
+    model : a layer, Sequential, Module or anything with the layer protocol
+    x : ndarray, or a list of arrays (T_i, ...) of different lengths
+        Inputs. A list is ragged data: each batch is padded to its longest sequence and its
+        lengths travel through the model (as ``model(xb, lengths=...)``).
+    y : ndarray, or a list
+        Targets: one per sequence (an array (N, ...), or a list of them), or one per step (a
+        list of arrays (T_i, ...), or a padded array with x's time axis).
+    lengths : (N,) ints, optional; mask : (N, T) bools, optional
+        The lengths of a padded ``x`` (padding at the end), for data already padded.
     loss : "mse", "cross_entropy" or callable
+        Padded positions never count: the loss gets the output's valid mask as ``mask=`` (a
+        callable loss of the user's too, when the batch is padded).
     optimizer : an ``rnnfast.optim`` optimizer over the model's parameters
-    validation_data : (x_val, y_val), optional
-    metrics : names ("accuracy") or callables ``metric(output, targets) -> float``
+    validation_data : (x_val, y_val), or (x_val, y_val, lengths_val), optional
+    metrics : names ("accuracy", "perplexity") or callables ``metric(output, targets) -> float``
+        Reduced over the whole data set: the built-in ones from counts (corpus accuracy), a
+        callable's per-batch values weighted by the positions each batch counts. The training
+        figures are those of the epoch's batches, as they were trained (Keras's).
     callbacks : objects with ``on_epoch_end(epoch, logs, model) -> bool`` (True stops)
     clip_norm : float, optional
         Clip the global gradient norm; a step whose norm is not finite is skipped.
+    batch_axis : int, optional
+        Which axis of a padded ``x`` holds the samples. By default the model's layout: 0 when
+        its RNNs are batch_first (or it has none), 1 when they are time-major.
     shuffle : bool
         False for stateful models (truncated BPTT), whose batches must stay in order; the
         state of stateful layers is reset at the start of every epoch.
+    bucket : bool
+        Batches of similar lengths (``rnnfast.data.BucketedBatches``), so little padding is
+        run over; ``max_tokens`` makes batches by padded token count instead of by count.
+    drop_last : bool
+        Leave out the last, smaller batch.
     """
     loss_fn = _resolve(loss, _LOSSES, "loss")
-    metric_fns = {m if isinstance(m, str) else m.__name__: _resolve(m, _METRICS, "metrics")
-                  for m in metrics}
+    _Metrics(metrics)  # unknown names fail before any training
     rng = np.random.default_rng(seed)
-    n = x.shape[batch_axis]
-    if y.shape[batch_axis] != n:
-        raise ValueError(f"y: expected {n} samples along axis {batch_axis}, got shape {y.shape}")
+    data = _data(model, x, y, lengths, mask, batch_axis)
+    if data.y is None:
+        raise ValueError("y: expected targets, got None")
     history = {}
     for epoch in range(epochs):
         for layer in _stateful_layers(model):
             layer.reset_state()
         model.train()
-        batches = _batches(n, batch_size, shuffle, rng)
+        batches = _batch_order(data, batch_size, shuffle, rng, bucket, max_tokens, drop_last)
         progress = _Progress(len(batches), f"epoch {epoch + 1}/{epochs}", verbose)
-        total, seen = 0.0, 0
+        total, counted_total, seen = 0.0, 0, 0
+        train_metrics = _Metrics(metrics)
         for index in batches:
-            xb, yb = _take(x, index, batch_axis), _take(y, index, batch_axis)
-            value, stepped = _train_step(model, xb, yb, loss_fn, optimizer, clip_norm)
+            xb, yb, lb = data.batch(index)
+            value, counted, stepped = _train_step(model, xb, yb, loss_fn, optimizer, clip_norm,
+                                                  lb, train_metrics)
             if not stepped:
                 continue
-            total += value * len(index)
+            total += value * counted
+            counted_total += counted
             seen += len(index)
             progress.update(value, seen)
-        logs = {"loss": total / max(seen, 1)}
+        logs = {"loss": total / max(counted_total, 1)}
+        logs.update(train_metrics.results())
         if validation_data is not None:
-            val = evaluate(model, *validation_data, loss=loss, metrics=metrics,
-                           batch_size=batch_size, batch_axis=batch_axis)
+            x_val, y_val, *rest = validation_data
+            val = evaluate(model, x_val, y_val, loss=loss, metrics=metrics,
+                           batch_size=batch_size, batch_axis=batch_axis,
+                           lengths=rest[0] if rest else None)
             logs.update({f"val_{k}": v for k, v in val.items()})
-        if metric_fns:
-            train_metrics = evaluate(model, x, y, loss=loss, metrics=metrics,
-                                     batch_size=batch_size, batch_axis=batch_axis)
-            logs.update({k: v for k, v in train_metrics.items() if k != "loss"})
         progress.close(logs)
         for key, value in logs.items():
             history.setdefault(key, []).append(value)
@@ -169,28 +300,76 @@ def fit(model, x, y, *, loss, optimizer, epochs=1, batch_size=32, shuffle=True,
     return history
 
 
-def predict(model, x, *, batch_size=256, batch_axis=0):
-    """Outputs of ``model`` in eval mode, batch by batch, joined along ``batch_axis``."""
+def _eval_batches(model, data, batch_size, bucket):
+    """(index, output, valid) of every batch, in eval mode; bucketed batches (less padding)
+    when the data has lengths and ``bucket``."""
     model.eval()
     for layer in _stateful_layers(model):
         layer.reset_state()
-    n = x.shape[batch_axis]
-    outs = []
-    for start in range(0, n, batch_size):
-        out = model(_take(x, np.arange(start, min(n, start + batch_size)), batch_axis))
-        outs.append(out[0] if isinstance(out, tuple) else out)
-    return np.concatenate(outs, axis=batch_axis) if outs else np.empty((0,))
+    if bucket and data.lengths is not None:
+        order = np.argsort(-data.lengths, kind="stable")  # similar lengths together
+    else:
+        order = np.arange(len(data))
+    for start in range(0, len(data), batch_size):
+        index = order[start:start + batch_size]
+        xb, yb, lb = data.batch(index)
+        out, valid = _forward(model, xb, lb)
+        yield index, out, yb, valid
 
 
-def evaluate(model, x, y, *, loss, metrics=(), batch_size=256, batch_axis=0):
-    """Mean loss (and metrics) of ``model`` in eval mode: ``{"loss": ..., "accuracy": ...}``."""
+def predict(model, x, *, batch_size=256, batch_axis=None, lengths=None, mask=None,
+            bucket=True):
+    """Outputs of ``model`` in eval mode, batch by batch, in the order of ``x``.
+
+    For ragged ``x`` (a list of sequences): a list of per-sequence outputs, each cut to its
+    sequence's length, when the model outputs one per step; an array (N, ...) when it
+    outputs one per sequence. For array ``x``: the outputs joined along the batch axis (per-
+    step outputs padded back to x's length with zeros).
+    """
+    data = _data(model, x, None, lengths, mask, batch_axis)
+    pieces = [(index, out, valid) for index, out, _, valid in
+              _eval_batches(model, data, batch_size, bucket)]
+    if not pieces:
+        return [] if data.ragged else np.empty((0,))
+    per_step = any(v is not None for _, _, v in pieces)
+    if data.ragged and per_step:
+        result = [None] * len(data)
+        for index, out, _ in pieces:
+            rows = out if data.batch_first else out.swapaxes(0, 1)
+            for b, i in enumerate(index):
+                result[i] = np.array(rows[b, : data.lengths[i]])
+        return result
+    axis = 0 if (data.ragged or not per_step) else data.axis
+    full = data.full_steps()
+    parts, order = [], []
+    for index, out, valid in pieces:
+        if per_step and full is not None and out.shape[1 - axis] < full:
+            pad = [(0, 0)] * out.ndim
+            pad[1 - axis] = (0, full - out.shape[1 - axis])
+            out = np.pad(out, pad)
+        parts.append(out)
+        order.append(index)
+    joined = np.concatenate(parts, axis=axis)
+    inverse = np.empty(len(data), dtype=np.int64)
+    inverse[np.concatenate(order)] = np.arange(len(data))
+    return np.take(joined, inverse, axis=axis)
+
+
+def evaluate(model, x, y, *, loss, metrics=(), batch_size=256, batch_axis=None, lengths=None,
+             mask=None, bucket=True):
+    """Loss (and metrics) of ``model`` in eval mode over the whole data set, padding left out:
+    ``{"loss": ..., "accuracy": ...}``. The loss is the mean over every counted position of
+    the data set, the metrics corpus figures (see :func:`fit`)."""
     loss_fn = _resolve(loss, _LOSSES, "loss")
-    out = predict(model, x, batch_size=batch_size, batch_axis=batch_axis)
-    logs = {"loss": loss_fn(out, y)[0]}
-    for m in metrics:
-        fn = _resolve(m, _METRICS, "metrics")
-        logs[m if isinstance(m, str) else fn.__name__] = fn(out, y)
-    return logs
+    data = _data(model, x, y, lengths, mask, batch_axis)
+    totals = _Metrics(metrics)
+    total, counted_total = 0.0, 0
+    for _, out, yb, valid in _eval_batches(model, data, batch_size, bucket):
+        value, _, counted = _call_loss(loss_fn, out, yb, valid, "sum")
+        total += value
+        counted_total += counted
+        totals.add(out, yb, valid)
+    return {"loss": total / max(counted_total, 1), **totals.results()}
 
 
 def stream_windows(tokens, batch_size, bptt):
@@ -223,7 +402,7 @@ def fit_stream(model, tokens, *, loss, optimizer, batch_size, bptt, epochs=1, cl
         progress = _Progress(len(xs), f"epoch {epoch + 1}/{epochs}", verbose)
         total = 0.0
         for i, (xb, yb) in enumerate(zip(xs, ys)):
-            value, _ = _train_step(model, xb, yb, loss_fn, optimizer, clip_norm)
+            value, _, _ = _train_step(model, xb, yb, loss_fn, optimizer, clip_norm)
             total += value
             progress.update(value, (i + 1) * xb.size)
         logs = {"loss": total / len(xs)}

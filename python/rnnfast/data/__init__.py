@@ -1,0 +1,1 @@
+"""Data helpers (temporary until merge)."""

@@ -1,0 +1,240 @@
+"""How padding travels through a model (Keras's mask propagation, without tensors to carry it).
+
+A container calls each of its layers through :func:`call_layer` with the batch's *valid mask*:
+a boolean array shaped like the data's two leading axes, in the data's own layout ((B, T) for
+batch-first data, (T, B) for time-major), True on real steps. Each call returns the layer's
+output and the valid mask of that output:
+
+- an ``Embedding`` with ``mask_zero`` / ``padding_idx`` makes one from its ids;
+- an ``RNN`` consumes it as lengths (its own ``batch_first`` says which axis is time) and passes
+  it on when it returns a sequence; one that returns its last output ends it;
+- ``Dense``, ``Dropout`` and any layer whose output keeps the input's leading axes pass it on.
+
+A mask shaped like the leading axes needs no layout to be applied to targets of the same shape,
+so losses and metrics take it as it comes: ``batch_first`` is said once, on the RNN.
+
+When no mask was given, the call still tracks the positions that *look* like end padding (id 0,
+or an all-zero feature vector, in trailing runs of different lengths) and warns when an RNN would
+read past them (its last output, or a reverse direction that starts in the padding).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+__all__ = [
+    "PaddingWarning",
+    "call_layer",
+    "batch_first_of",
+    "call_rnn",
+    "embedding_padding",
+    "input_suspect",
+    "input_valid_mask",
+    "lengths_from_valid",
+    "valid_from_lengths",
+]
+
+
+class PaddingWarning(UserWarning):
+    """A batch looks padded but no lengths or mask reached the RNN that would read the padding."""
+
+
+def valid_from_lengths(lengths, steps, batch_first):
+    """The valid mask of a padded batch from its lengths: (B, T) if batch_first else (T, B)."""
+    lengths = np.asarray(lengths)
+    bt = np.arange(steps)[None, :] < lengths[:, None]
+    return bt if batch_first else bt.T
+
+
+def lengths_from_valid(valid, batch_first, who):
+    """Lengths (B,) of a valid mask in the given layout; ValueError naming ``who`` and the fix
+    when a row is not a prefix (padding that is not at the end)."""
+    bt = valid if batch_first else valid.T
+    lengths = bt.sum(axis=1, dtype=np.int64)
+    prefix = np.arange(bt.shape[1])[None, :] < lengths[:, None]
+    if not np.array_equal(bt, prefix):
+        row = int(np.nonzero((bt != prefix).any(axis=1))[0][0])
+        raise ValueError(
+            f"{who}: expected padding at the end of each sequence, but sequence {row} has padded "
+            f"steps before real ones ({bt[row].astype(int).tolist()}); pad at the end "
+            "(pad_sequences(..., padding='post')) so the RNN can run each sequence to its length"
+        )
+    return lengths
+
+
+def _trailing_run(flags_bt):
+    """Per row of a (B, T) boolean array, the length of its trailing run of True."""
+    steps = flags_bt.shape[1]
+    if steps == 0:
+        return np.zeros(flags_bt.shape[0], dtype=np.int64)
+    last_false = np.where(~flags_bt, np.arange(steps)[None, :], -1).max(axis=1)
+    return steps - 1 - last_false
+
+
+def _looks_end_padded(suspect_bt):
+    """Trailing runs of padding-like steps, one of at least two steps, and a row without any:
+    the signature of sequences of different lengths padded at the end. (A single trailing id 0
+    is too often a real token to warn about.)"""
+    if suspect_bt.shape[1] < 3 or suspect_bt.shape[0] < 2:
+        return False
+    run = _trailing_run(suspect_bt)
+    return bool(run.max() >= 2 and run.min() == 0)
+
+
+def _reads_past_the_end(rnn):
+    """Would padding at the end change what this RNN hands on, when it runs without lengths?"""
+    last_output = rnn.return_sequences is False
+    return last_output or rnn.bidirectional or rnn.go_backwards
+
+
+def input_suspect(x, valid):
+    """The steps of a model's input that look like padding, when no lengths came with it:
+    all-zero feature vectors of a float batch (ids are judged by the Embedding that reads
+    them). Only the input is judged: inside a model, a relu layer's zeros are real outputs."""
+    if valid is not None or not isinstance(x, np.ndarray) or x.dtype.kind != "f" \
+            or x.ndim != 3 or x.shape[2] < 2:
+        return None  # one-feature series have real zeros; a real all-zero vector is rare
+    return ~np.any(x != 0, axis=2)
+
+
+def _warn_if_padded(rnn, suspect, who):
+    if suspect is None:
+        return
+    bt = suspect if rnn.batch_first else suspect.T
+    if _looks_end_padded(bt):
+        what = ("its last output" if rnn.return_sequences is False else
+                "its reverse direction" if rnn.bidirectional else "go_backwards")
+        warnings.warn(
+            f"{who}: the batch looks padded at the end (trailing steps of id 0 or all-zero "
+            f"features, of different lengths per sequence), but no lengths reached this RNN, so "
+            f"{what} reads the padding. Pass lengths= or mask= to the model (or fit), build the "
+            "Embedding with mask_zero=True or padding_idx=, or give fit the ragged sequences",
+            PaddingWarning, stacklevel=4)
+
+
+def _keeps_leading_axes(x, out):
+    return (valid_shape(x) is not None and isinstance(out, np.ndarray)
+            and out.shape[:2] == np.shape(x)[:2])
+
+
+def valid_shape(x):
+    shape = np.shape(x)
+    return shape[:2] if len(shape) >= 2 else None
+
+
+def call_layer(layer, x, valid, suspect, who, **kwargs):
+    """``layer(x, **kwargs)`` with the padding carried through: ``(out, valid, suspect)`` of the
+    output. ``who`` names the layer in messages ("layers[1]", "self.rnn")."""
+    from ..layers import Embedding
+    from ..rnn import RNN
+
+    if hasattr(layer, "call_with_padding"):  # a container: it carries the padding itself
+        return layer.call_with_padding(x, valid, suspect, **kwargs)
+    if isinstance(layer, Embedding):
+        return _call_embedding(layer, x, valid, suspect)
+    if isinstance(layer, RNN):
+        return call_rnn(layer, x, valid, suspect, who, **kwargs)
+    out = layer(x, **kwargs)
+    if _keeps_leading_axes(x, out):
+        return out, valid, suspect
+    return out, None, None
+
+
+def _call_embedding(layer, ids, valid, suspect):
+    ids = np.asarray(ids)
+    out = layer(ids)
+    return (out, *embedding_padding(layer, ids, valid))
+
+
+def embedding_padding(layer, ids, valid):
+    """(valid, suspect) of an Embedding's output: its own mask (mask_zero / padding_idx) joined
+    with the one given, or, with neither, the ids equal to 0 as suspected padding."""
+    ids = np.asarray(ids)
+    own = layer.valid_positions(ids)
+    if own is not None:
+        return (own if valid is None else (valid & own)), None
+    if valid is None and ids.ndim == 2 and ids.dtype.kind in "iu":
+        return None, ids == 0
+    return valid, None
+
+
+def call_rnn(rnn, x, valid, suspect, who, embedding=None, **kwargs):
+    """An RNN call with the padding carried: lengths from the valid mask, unless the caller
+    gave lengths or mask itself; the output's valid mask when it returns a sequence."""
+    if kwargs.get("lengths") is not None or kwargs.get("mask") is not None:
+        valid = None  # the caller's own lengths win; the RNN checks them
+    elif valid is not None:
+        expected = valid_shape(x)
+        if valid.shape != expected:
+            raise ValueError(f"{who}: expected a valid mask of shape {expected} (x's leading "
+                             f"axes), got shape {valid.shape}")
+        kwargs["lengths"] = lengths_from_valid(valid, rnn.batch_first, who)
+    elif _reads_past_the_end(rnn):
+        _warn_if_padded(rnn, suspect, who)
+    if embedding is not None:
+        kwargs["embedding"] = embedding
+    out = rnn(x, **kwargs)
+    sequences = rnn.return_sequences is not False
+    if not sequences:
+        return out, None, None
+    if valid is not None and rnn.go_backwards:
+        # Keras order: each sequence's reversed steps come after its padding
+        lengths = kwargs["lengths"]
+        steps = valid_shape(x)[1] if rnn.batch_first else valid_shape(x)[0]
+        bt = np.arange(steps)[None, :] >= (steps - lengths)[:, None]
+        valid = bt if rnn.batch_first else bt.T
+    return out, valid, (None if valid is not None else suspect)
+
+
+def batch_first_of(layers, who):
+    """The ``batch_first`` the RNNs among ``layers`` (and inside nested containers) agree on,
+    or None when there is no RNN; ValueError when they disagree."""
+    from ..rnn import RNN
+
+    seen = {}
+
+    def visit(layer, name):
+        if isinstance(layer, RNN):
+            seen.setdefault(layer.batch_first, name)
+        for child_name, child in getattr(layer, "named_children", lambda: [])():
+            visit(child, f"{name}.{child_name}")
+        for i, child in enumerate(getattr(layer, "layers", []) if not isinstance(layer, RNN)
+                                  else []):
+            visit(child, f"{name}[{i}]")
+
+    for i, layer in enumerate(layers):
+        visit(layer, f"{who}[{i}]")
+    if len(seen) > 1:
+        raise ValueError(
+            f"{who}: its RNNs disagree on batch_first ({seen[True]} is batch-first, "
+            f"{seen[False]} time-major); build them with the same batch_first")
+    return next(iter(seen), None)
+
+
+def input_valid_mask(model, x, lengths, mask):
+    """The valid mask of a model's input from the caller's ``lengths`` (B,) or Keras-style
+    ``mask`` (B, T), in the layout of the model's RNNs; None when neither is given."""
+    from .._validation import check_lengths
+    from ..sequences import mask_to_lengths
+
+    if lengths is None and mask is None:
+        return None
+    if lengths is not None and mask is not None:
+        raise ValueError("lengths, mask: give one of them, not both")
+    shape = valid_shape(x)
+    if shape is None:
+        raise ValueError(f"x: lengths or mask need a batch of sequences, got shape {np.shape(x)}")
+    batch_first = model.batch_first
+    batch_first = True if batch_first is None else batch_first  # Keras's layout by default
+    batch, steps = shape if batch_first else shape[::-1]
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.shape != (batch, steps):
+            raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)} (the model is "
+                             f"{'batch-first' if batch_first else 'time-major'}), got shape "
+                             f"{m.shape}")
+        lengths = mask_to_lengths(m)
+    lengths = check_lengths(lengths, steps, batch)
+    return valid_from_lengths(lengths, steps, batch_first)

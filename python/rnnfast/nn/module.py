@@ -1,0 +1,374 @@
+"""Module: the general container, for models that are not a plain stack.
+
+Subclass it, assign layers (or lists of layers) as attributes in ``__init__`` and write
+``forward``; the container does the rest, PyTorch's way: ``parameters`` / ``named_parameters``
+(``"rnn.weight_ih_l0"``), ``grads``, ``zero_grad``, ``train`` / ``eval``, ``state_dict`` /
+``load_state_dict``, ``save`` and ``rnnfast.load(path, cls=...)``; the optimizers and
+``training.fit`` take it as they take a layer.
+
+The backward chain is the container's job. While ``forward`` runs, every call of a child is
+recorded (which arrays went in, which came out); ``backward(d_out)`` then runs the children's
+backwards in reverse order, routing each gradient to the array it belongs to and summing where
+one array fed several children. What cannot be routed is refused, never dropped silently:
+
+- a child's input made by NumPy between two children (slicing, concatenating, arithmetic): the
+  container cannot differentiate it, so ``backward`` raises, asking for a ``backward`` of the
+  subclass's own;
+- a child called twice in one training forward: a layer keeps one forward for its backward.
+
+Padding travels as in ``Sequential`` (``nn.masking``): ``model(x, lengths=...)`` (or ``mask=``,
+or an Embedding with ``mask_zero``) reaches every RNN that reads what came from ``x``, without
+``forward`` passing it on; a ``forward(self, x, lengths=None)`` also gets it directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from .masking import batch_first_of, call_layer, input_suspect, input_valid_mask
+
+__all__ = ["Module"]
+
+
+def _is_layer(value):
+    return (callable(value) and hasattr(value, "backward") and hasattr(value, "named_parameters")
+            and not isinstance(value, type))
+
+
+def _is_layer_list(value):
+    return isinstance(value, (list, tuple)) and len(value) > 0 and all(map(_is_layer, value))
+
+
+class _Call:
+    """One recorded child call: the layer, its name, its differentiable inputs, its output."""
+
+    __slots__ = ("layer", "name", "inputs", "output")
+
+    def __init__(self, layer, name, inputs, output):
+        self.layer, self.name, self.inputs, self.output = layer, name, inputs, output
+
+
+class _Tape:
+    """The calls of one forward and the padding (valid mask, suspect) of each array seen."""
+
+    def __init__(self, training):
+        self.training = training
+        self.calls = []
+        self.padding = {}  # id(array) -> (valid, suspect)
+        self.inputs = []   # the model's own input arrays
+        self._keep = []    # keeps every array in ``padding`` alive, so ids stay unique
+
+    def note(self, array, valid, suspect):
+        self.padding[id(array)] = (valid, suspect)
+        self._keep.append(array)
+
+    def call(self, layer, name, args, kwargs):
+        if self.training and any(c.layer is layer for c in self.calls):
+            raise RuntimeError(
+                f"{name}: called twice in one training forward; a layer keeps one forward for "
+                "its backward, so give each use a layer of its own (or share the weights "
+                "with a backward written by hand)")
+        from ..rnn import RNN
+
+        x = args[0] if args else kwargs.pop("x")
+        if isinstance(layer, RNN):  # name the positional state, lengths and mask
+            kwargs.update(zip(("h0", "lengths", "mask"), args[1:]))
+            args = args[:1]
+        if len(args) > 1:  # a layer of the user's with more inputs: called as it is
+            out, valid, suspect = layer(*args, **kwargs), None, None
+        else:
+            valid, suspect = self.padding.get(id(x), (None, None))
+            out, valid, suspect = call_layer(layer, x, valid, suspect, name, **kwargs)
+        inputs = [x] + ([kwargs.get("h0")] if isinstance(layer, RNN) else [])
+        self.calls.append(_Call(layer, name, inputs, out))
+        first = out[0] if isinstance(out, tuple) else out
+        self.note(first, valid, suspect)
+        if isinstance(out, tuple):
+            for part in out[1:]:
+                self.note(part, None, None)
+        self._keep.append(out)
+        return out
+
+    def backward(self, output, d_out, owner):
+        """Run the recorded calls' backwards; the gradient of the model's first input."""
+        grads = {}
+        produced = {id(a) for c in self.calls
+                    for a in (c.output if isinstance(c.output, tuple) else (c.output,))}
+        outputs = output if isinstance(output, tuple) else (output,)
+        d_outs = d_out if isinstance(output, tuple) else (d_out,)
+        for o, d in zip(outputs, d_outs):
+            if id(o) not in produced:
+                raise RuntimeError(
+                    f"{owner}.backward: forward returned an array that no child layer returned "
+                    "(NumPy arithmetic after the last layer?); the container can only route "
+                    f"gradients between layers, so write {owner}.backward(d_out) yourself")
+            if d is not None:
+                grads[id(o)] = d
+        known = produced | {id(a) for a in self.inputs}
+        for index in reversed(range(len(self.calls))):
+            call = self.calls[index]
+            outs = call.output if isinstance(call.output, tuple) else (call.output,)
+            d = [grads.pop(id(o), None) for o in outs]
+            if all(g is None for g in d):
+                continue  # this call's output did not reach the loss
+            result = call.layer.backward(*d) if isinstance(call.output, tuple) else \
+                call.layer.backward(d[0])
+            in_grads = result if isinstance(result, tuple) else (result,)
+            for inp, g in zip(call.inputs, in_grads):
+                if g is None or inp is None or np.asarray(inp).dtype.kind != "f":
+                    continue
+                if id(inp) not in known:
+                    if index == 0:
+                        continue  # the first call's input derives from the model's input only
+                    raise RuntimeError(
+                        f"{owner}.backward: the input of {call.name} was made by an operation "
+                        "between layers (slicing, concatenation, arithmetic) that the container "
+                        f"cannot differentiate; write {owner}.backward(d_out) yourself, or feed "
+                        f"{call.name} a layer's output or the model's input as it is")
+                grads[id(inp)] = g if id(inp) not in grads else grads[id(inp)] + g
+        return grads.get(id(self.inputs[0])) if self.inputs else None
+
+
+class Module:
+    """Base class of models with named children; see the module's documentation.
+
+    Example
+    -------
+    >>> class Tagger(rnnfast.Module):
+    ...     def __init__(self, vocab, tags, dim=64, hidden=128):
+    ...         super().__init__()
+    ...         self.embed = rnnfast.Embedding(vocab, dim, mask_zero=True)
+    ...         self.rnn = rnnfast.RNN(dim, hidden, bidirectional=True, batch_first=True,
+    ...                                return_sequences=True)
+    ...         self.head = rnnfast.Dense(2 * hidden, tags)
+    ...     def forward(self, ids):
+    ...         return self.head(self.rnn(self.embed(ids)))
+
+    The constructor's arguments are recorded, so ``rnnfast.load(path, cls=Tagger)`` rebuilds
+    the model from a file ``model.save(path)`` wrote.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            return
+        init = cls.__init__
+        signature = inspect.signature(init)
+
+        @functools.wraps(init)
+        def recording_init(self, *args, **kw):
+            outermost = "_init_config" not in self.__dict__
+            if outermost:  # the most derived class's arguments rebuild the model
+                bound = signature.bind(self, *args, **kw)
+                bound.apply_defaults()
+                config = dict(bound.arguments)
+                config.pop(next(iter(signature.parameters)))
+                object.__setattr__(self, "_init_config", config)
+            init(self, *args, **kw)
+
+        cls.__init__ = recording_init
+
+    def __init__(self):
+        object.__setattr__(self, "_children", {})
+        object.__setattr__(self, "_tape", None)
+        object.__setattr__(self, "_last", None)
+        self.training = True
+        self.output_mask = None
+
+    # ---- children -------------------------------------------------------------------------
+
+    def __setattr__(self, name, value):
+        children = self.__dict__.get("_children")
+        if children is None:
+            raise RuntimeError(f"{type(self).__name__}: call super().__init__() first in "
+                               "__init__, before assigning attributes")
+        if _is_layer(value) or _is_layer_list(value):
+            children[name] = list(value) if isinstance(value, (list, tuple)) else value
+            self.__dict__.pop(name, None)
+        else:
+            children.pop(name, None)
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        # only reached for names not in __dict__: the children, recorded while forward runs
+        children = self.__dict__.get("_children", {})
+        if name not in children:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        child = children[name]
+        tape = self.__dict__.get("_tape")
+        if tape is None:
+            return child
+        if isinstance(child, list):
+            return [_Recorded(c, tape, f"self.{name}[{i}]") for i, c in enumerate(child)]
+        return _Recorded(child, tape, f"self.{name}")
+
+    def __delattr__(self, name):
+        if name in self.__dict__.get("_children", {}):
+            del self._children[name]
+        else:
+            object.__delattr__(self, name)
+
+    def named_children(self):
+        """``(name, layer)`` of every child, lists flattened as ``"name.0"``, ``"name.1"``."""
+        out = []
+        for name, child in self._children.items():
+            if isinstance(child, list):
+                out.extend((f"{name}.{i}", c) for i, c in enumerate(child))
+            else:
+                out.append((name, child))
+        return out
+
+    def children(self):
+        return [c for _, c in self.named_children()]
+
+    # ---- forward and backward ---------------------------------------------------------------
+
+    def forward(self, x):
+        raise NotImplementedError(f"{type(self).__name__}: define forward(self, x)")
+
+    def __call__(self, x, *args, lengths=None, mask=None, **kwargs):
+        valid = input_valid_mask(self, x, lengths, mask)
+        out, self.output_mask, _ = self._run(x, args, kwargs, valid, input_suspect(x, valid),
+                                             lengths, mask)
+        return out
+
+    def call_with_padding(self, x, valid, suspect, **kwargs):
+        """The forward with the padding carried in and out (when nested in a container)."""
+        return self._run(x, (), kwargs, valid, suspect, None, None)
+
+    def _run(self, x, args, kwargs, valid, suspect, lengths, mask):
+        tape = _Tape(self.training)
+        tape.inputs = [a for a in (x, *args) if isinstance(a, np.ndarray)]
+        tape.note(x, valid, suspect)
+        parameters = inspect.signature(self.forward).parameters
+        for name, value in (("lengths", lengths), ("mask", mask)):
+            if value is not None and name in parameters:
+                kwargs[name] = value
+        object.__setattr__(self, "_tape", tape)
+        try:
+            out = self.forward(x, *args, **kwargs)
+        finally:
+            object.__setattr__(self, "_tape", None)
+        first = out[0] if isinstance(out, tuple) else out
+        out_valid, out_suspect = tape.padding.get(id(first), (None, None))
+        object.__setattr__(self, "_last", (tape, out) if self.training else None)
+        return out, out_valid, out_suspect
+
+    def backward(self, d_out):
+        """Gradients of the last training forward: the children's backwards in reverse order.
+        Returns the gradient with respect to the forward's input (None for token ids)."""
+        if self._last is None:
+            raise RuntimeError(f"{type(self).__name__}.backward: no training forward to "
+                               "differentiate; call the model in training mode first")
+        tape, out = self._last
+        object.__setattr__(self, "_last", None)
+        return tape.backward(out, d_out, type(self).__name__)
+
+    @property
+    def batch_first(self):
+        """The layout of the model's sequences: its RNNs' ``batch_first`` (None without RNNs)."""
+        return batch_first_of(self.children(), type(self).__name__)
+
+    # ---- parameters, modes, state ---------------------------------------------------------
+
+    def named_parameters(self):
+        return [(f"{name}.{p}", v) for name, child in self.named_children()
+                for p, v in child.named_parameters()]
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    @property
+    def grads(self):
+        """The children's live gradient arrays under this model's parameter names."""
+        return {f"{name}.{k}": g for name, child in self.named_children()
+                for k, g in child.grads.items()}
+
+    def zero_grad(self):
+        for child in self.children():
+            child.zero_grad()
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        for child in self.children():
+            child.train(mode)
+        if not self.training:
+            object.__setattr__(self, "_last", None)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def state_dict(self):
+        return {f"{name}.{k}": v for name, child in self.named_children()
+                for k, v in child.state_dict().items()}
+
+    def load_state_dict(self, state_dict):
+        """Checks every key and shape first; on an error nothing changes."""
+        expected = self.state_dict()
+        missing = [k for k in expected if k not in state_dict]
+        extra = [k for k in state_dict if k not in expected]
+        if missing or extra:
+            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
+        for key, current in expected.items():
+            if np.shape(state_dict[key]) != current.shape:
+                raise ValueError(f"{key}: expected shape {current.shape}, got shape "
+                                 f"{np.shape(state_dict[key])}")
+        named = self.named_children()
+        previous = [child.state_dict() for _, child in named]
+        try:
+            for name, child in named:
+                prefix = f"{name}."
+                child.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
+                                       if k.startswith(prefix)})
+        except BaseException:
+            for (_, child), values in zip(named, previous):
+                child.load_state_dict(values)
+            raise
+
+    # ---- description and persistence ------------------------------------------------------
+
+    def get_config(self):
+        """The constructor's arguments, recorded when the model was built."""
+        return dict(self.__dict__.get("_init_config", {}))
+
+    def keras_param_count(self):
+        return sum(child.keras_param_count() for child in self.children())
+
+    def save(self, path):
+        """Write the model to ``path`` (.npz, no pickle); ``rnnfast.load(path, cls=MyModel)``
+        rebuilds it."""
+        from ..persistence import save
+
+        save(self, path)
+
+    def __repr__(self):
+        inner = ",\n".join(f"  ({name}): {child!r}" for name, child in self.named_children())
+        return f"{type(self).__name__}(\n{inner}\n)"
+
+
+class _Recorded:
+    """A child as ``forward`` sees it: calls are recorded on the tape, everything else (its
+    attributes, ``step``, ``reset_state``) goes to the child itself."""
+
+    __slots__ = ("_layer", "_tape", "_name")
+
+    def __init__(self, layer, tape, name):
+        object.__setattr__(self, "_layer", layer)
+        object.__setattr__(self, "_tape", tape)
+        object.__setattr__(self, "_name", name)
+
+    def __call__(self, *args, **kwargs):
+        return self._tape.call(self._layer, self._name, args, kwargs)
+
+    def __getattr__(self, attr):
+        return getattr(self._layer, attr)
+
+    def __setattr__(self, attr, value):
+        setattr(self._layer, attr, value)
+
+    def __repr__(self):
+        return repr(self._layer)
