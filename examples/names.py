@@ -2,9 +2,9 @@
 
     python examples/names.py [--data DIR] [--epochs 15] [--hidden 128] [--plot names.png]
 
-Characters are one-hot vectors; each padded batch carries its names' lengths, so the RNN's
-output is each name's state after its own last letter; a Dense layer maps it to the 18
-languages. 80/20 split with a fixed seed, Adam, softmax cross-entropy. Prints the test
+Characters are one-hot vectors; the names go to ``training.fit`` as a ragged list, so each
+batch is padded by fit and carries its names' lengths: the RNN's output is each name's state
+after its own last letter, and a Dense layer maps it to the 18 languages. 80/20 split with a fixed seed, Adam, softmax cross-entropy. Prints the test
 accuracy, draws a confusion matrix, and ends with a line ``RESULT test_accuracy=... time_s=...``
 (time_s: loading, training and testing, the work bench/torch_names.py times; not the plot).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import rnnfast
-from rnnfast import losses, metrics, optim
+from rnnfast import metrics, optim, training
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "names"
 
@@ -42,58 +42,19 @@ def load_names(directory):
     return names, np.array(labels), languages
 
 
-def one_hot_batch(names, alphabet):
-    """(B, T, len(alphabet)) one-hot letters, zero-padded, and the lengths (B,)."""
-    lengths = np.array([len(n) for n in names])
-    x = np.zeros((len(names), lengths.max(), len(alphabet)), dtype=np.float32)
-    # one scatter for the whole batch: (name, position, letter) of every letter
-    rows = np.repeat(np.arange(len(names)), lengths)
-    positions = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    x[rows, positions, [alphabet[c] for name in names for c in name]] = 1.0
-    return x, lengths
-
-
-class NameClassifier:
-    """RNN (many-to-one, each name's own last state) -> Dense over the languages."""
-
-    def __init__(self, n_letters, hidden, n_languages, seed):
-        self.rnn = rnnfast.RNN(n_letters, hidden, batch_first=True, return_sequences=False,
-                               seed=seed)
-        self.dense = rnnfast.Dense(hidden, n_languages, seed=seed + 1)
-        self.layers = [self.rnn, self.dense]
-
-    def __call__(self, x, lengths):
-        return self.dense(self.rnn(x, lengths=lengths))
-
-    def backward(self, d_logits):
-        self.rnn.backward(self.dense.backward(d_logits))
-
-    # the optimizers' view: parameters and gradients of both layers
-    def named_parameters(self):
-        return [(f"{i}.{k}", v) for i, l in enumerate(self.layers) for k, v in l.named_parameters()]
-
-    @property
-    def grads(self):
-        return {f"{i}.{k}": v for i, l in enumerate(self.layers) for k, v in l.grads.items()}
-
-    def zero_grad(self):
-        for layer in self.layers:
-            layer.zero_grad()
-
-    def train(self, mode=True):
-        for layer in self.layers:
-            layer.train(mode)
-
-
-def predict(model, names, alphabet, batch_size=512):
-    model.train(False)
-    out = [model(*one_hot_batch(names[i:i + batch_size], alphabet))
-           for i in range(0, len(names), batch_size)]
-    return np.concatenate(out)
+def one_hot(name, alphabet):
+    """(len(name), len(alphabet)) one-hot letters."""
+    x = np.zeros((len(name), len(alphabet)), dtype=np.float32)
+    x[np.arange(len(name)), [alphabet[c] for c in name]] = 1.0
+    return x
 
 
 def confusion_plot(truth, predicted, languages, path):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed (pip install \".[examples]\"): no confusion plot")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -125,7 +86,6 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", type=Path, default=Path("names_confusion.png"))
     args = parser.parse_args(argv)
-    from tqdm import tqdm
 
     start = time.perf_counter()
     names, labels, languages = load_names(args.data)
@@ -134,23 +94,17 @@ def main(argv=None):
     order = rng.permutation(len(names))
     split = int(0.8 * len(names))
     train_idx, test_idx = order[:split], order[split:]
-    model = NameClassifier(len(alphabet), args.hidden, len(languages), args.seed)
-    optimizer = optim.Adam(model, lr=args.lr)
-    for epoch in range(args.epochs):
-        model.train()
-        batches = np.array_split(rng.permutation(train_idx), len(train_idx) // args.batch_size)
-        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch")
-        total, seen, tick = 0.0, 0, time.perf_counter()
-        for batch in bar:
-            x, lengths = one_hot_batch([names[i] for i in batch], alphabet)
-            model.zero_grad()
-            loss, d_logits = losses.cross_entropy(model(x, lengths), labels[batch])
-            model.backward(d_logits)
-            optimizer.step()
-            total, seen = total + loss * len(batch), seen + len(batch)
-            bar.set_postfix(loss=f"{total / seen:.3f}",
-                            names_per_s=f"{seen / (time.perf_counter() - tick):,.0f}")
-    logits = predict(model, [names[i] for i in test_idx], alphabet)
+    letters = [one_hot(name, alphabet) for name in names]  # ragged: fit pads each batch
+    model = rnnfast.Sequential([
+        rnnfast.RNN(len(alphabet), args.hidden, batch_first=True, return_sequences=False,
+                    seed=args.seed),
+        rnnfast.Dense(args.hidden, len(languages), seed=args.seed + 1),
+    ])
+    training.fit(model, [letters[i] for i in train_idx], labels[train_idx],
+                 loss="cross_entropy", optimizer=optim.Adam(model, lr=args.lr),
+                 epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
+    test_letters = [letters[i] for i in test_idx]
+    logits = training.predict(model, test_letters, batch_size=512)
     accuracy = metrics.accuracy(logits, labels[test_idx])
     print(f"test accuracy {accuracy:.4f} on {len(test_idx)} names")
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot

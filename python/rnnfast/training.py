@@ -3,8 +3,13 @@ backward, named_parameters, grads, zero_grad, train/eval), callbacks, and trunca
 batches for long streams.
 
 A loss is ``"mse"``, ``"cross_entropy"`` or a callable ``loss(output, targets) -> (value,
-d_output)`` (the losses module's fused form). Batches are cut along ``batch_axis`` of the
-inputs and targets (0 for batch-first data).
+d_output)`` (the losses module's fused form; it also gets ``mask=`` when the batch is padded).
+
+Variable-length data: inputs may be a ragged list of sequences, or a padded array with
+``lengths=`` / ``mask=``; each batch is padded to its own longest sequence (bucketed by length
+with ``bucket=True``), its lengths travel through the model, and the padding never reaches a
+loss or a metric. Metrics are reduced over the whole data set from counts. The layout
+(batch-first or time-major) is the model's RNNs' ``batch_first``: said once, there.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ __all__ = [
     "EarlyStopping",
     "ModelCheckpoint",
     "evaluate",
+    "evaluate_seq2seq",
     "evaluate_stream",
     "fit",
+    "fit_seq2seq",
     "fit_stream",
     "predict",
     "stream_windows",
@@ -473,3 +480,6 @@ class ModelCheckpoint:
             self.best = min(self.best, value)
             save(model, str(self.path).format(epoch=epoch + 1))
         return False
+
+
+from .training_seq2seq import evaluate_seq2seq, fit_seq2seq  # noqa: E402  (they use _Progress)

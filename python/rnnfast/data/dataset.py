@@ -66,10 +66,15 @@ class SequenceData:
                                  f"length), got shape {self.y[i].shape}")
         elif y is not None:
             self.y = np.asarray(y)
-            y_axis = 0 if self.ragged else self.axis
+            # per-step targets of a padded x are cut along x's batch axis; one target per
+            # sequence (and every target of ragged x) is one row per sample
+            y_axis = self.axis if not self.ragged else 0
             if self.y.ndim <= y_axis or self.y.shape[y_axis] != self.n:
+                y_axis = 0
+            if self.y.ndim == 0 or self.y.shape[y_axis] != self.n:
                 raise ValueError(f"y: expected {self.n} samples along axis {y_axis} (as x), got "
                                  f"shape {self.y.shape}")
+            self.y_axis = y_axis
         else:
             self.y = None
 
@@ -111,19 +116,16 @@ class SequenceData:
         if self.y_ragged:
             yb = self._pad([self.y[i] for i in index], steps)
         elif self.y is not None:
-            if self.ragged:
-                yb = self.y[index]
-            else:
-                yb = np.take(self.y, index, axis=self.axis)
-                if self._per_step(yb, np.take(self.x, index[:0], axis=self.axis)):
-                    yb = self._cut(yb, steps)
+            yb = np.take(self.y, index, axis=self.y_axis)
+            if not self.ragged and self.y_axis == self.axis and self._per_step(yb):
+                yb = self._cut(yb, steps)
         return xb, yb, lengths
 
-    def _per_step(self, y, x_empty):
+    def _per_step(self, y):
         """Whether targets cut from a padded y have x's time axis (many-to-many)."""
         time_axis = 1 - self.axis
         return (self.lengths is not None and y.ndim > time_axis
-                and y.shape[time_axis] == x_empty.shape[time_axis])
+                and y.shape[time_axis] == self.x.shape[time_axis])
 
     def _pad(self, seqs, steps):
         steps = max((s.shape[0] for s in seqs), default=0) if steps is None else steps

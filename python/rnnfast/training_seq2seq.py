@@ -1,0 +1,133 @@
+"""fit / evaluate for ``Seq2Seq`` on variable-length pairs: ragged lists of source and target
+token sequences, batched by length, padded one batch at a time, the padding left out of the
+loss and of the corpus figures (token accuracy, perplexity)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .data.batching import BucketedBatches
+from .losses import cross_entropy
+from .metrics import accuracy_counts
+from .optim import clip_grad_norm
+
+__all__ = ["evaluate_seq2seq", "fit_seq2seq"]
+
+
+def _sequences(name, value):
+    seqs = [np.asarray(s) for s in value] if isinstance(value, (list, tuple)) else None
+    if not seqs or any(s.ndim != 1 or s.dtype.kind not in "iu" for s in seqs):
+        raise TypeError(f"{name}: expected a non-empty list of 1-D integer token arrays (one "
+                        "sequence each, of any length)")
+    return seqs
+
+
+def _pairs(sources, targets):
+    src, tgt = _sequences("sources", sources), _sequences("targets", targets)
+    if len(src) != len(tgt):
+        raise ValueError(f"targets: expected {len(src)} sequences (one per source), got "
+                         f"{len(tgt)}")
+    return src, tgt
+
+
+def _pad(seqs, lengths, value=0):
+    out = np.full((len(seqs), max(int(lengths.max()), 1)), value, dtype=np.int64)
+    for b, s in enumerate(seqs):
+        out[b, : len(s)] = s
+    return out
+
+
+def _batch(src, tgt, index, bos, eos):
+    """Padded (B, S) sources and (B, T) decoder inputs / targets with their lengths: the
+    decoder reads ``[bos, y_1, ..., y_n]`` and predicts ``[y_1, ..., y_n, eos]`` (without eos:
+    it reads ``[bos, y_1, ..., y_{n-1}]`` and predicts ``y``)."""
+    s = [src[i] for i in index]
+    t = [tgt[i] for i in index]
+    tail = [] if eos is None else [eos]
+    tgt_in = [np.concatenate([[bos], y if eos is not None else y[:-1]]) for y in t]
+    tgt_out = [np.concatenate([y, tail]) for y in t]
+    src_len = np.array([len(x) for x in s], dtype=np.int64)
+    tgt_len = np.array([len(y) for y in tgt_out], dtype=np.int64)
+    return (_pad(s, src_len), src_len, _pad(tgt_in, tgt_len).astype(np.int64),
+            _pad(tgt_out, tgt_len), tgt_len)
+
+
+def fit_seq2seq(model, sources, targets, *, optimizer, bos, eos=None, epochs=1, batch_size=32,
+                teacher_forcing=1.0, bucket=True, max_tokens=None, clip_norm=None, seed=None,
+                validation_data=None, callbacks=(), verbose=True):
+    """Train a ``Seq2Seq`` on ragged (source, target) token sequences; returns the history
+    (``loss``, and ``val_loss`` / ``val_accuracy`` / ``val_perplexity`` with validation data).
+
+    Parameters
+    ----------
+    sources, targets : lists of 1-D int arrays, one pair per example, of any lengths
+    bos, eos : int
+        The decoder's start token; the end token appended to each target (optional).
+    teacher_forcing : float in [0, 1], or callable ``step -> float``
+        The teacher-forcing ratio (scheduled sampling below 1), or a schedule of it over the
+        optimizer steps (``seq2seq.teacher_forcing_schedule``).
+    bucket, max_tokens : batches of similar source lengths (``data.BucketedBatches``).
+    """
+    from .training import _Progress
+
+    src, tgt = _pairs(sources, targets)
+    rng = np.random.default_rng(seed)
+    lengths = np.array([len(s) for s in src], dtype=np.int64)
+    history, step = {}, 0
+    for epoch in range(epochs):
+        model.train()
+        if bucket or max_tokens is not None:
+            batches = list(BucketedBatches(np.maximum(lengths, 1), batch_size,
+                                           max_tokens=max_tokens, shuffle=True,
+                                           seed=int(rng.integers(2**31))))
+        else:
+            order = rng.permutation(len(src))
+            batches = [order[i:i + batch_size] for i in range(0, len(src), batch_size)]
+        progress = _Progress(len(batches), f"epoch {epoch + 1}/{epochs}", verbose)
+        total, counted = 0.0, 0
+        for index in batches:
+            s, s_len, t_in, t_out, t_len = _batch(src, tgt, index, bos, eos)
+            ratio = teacher_forcing(step) if callable(teacher_forcing) else teacher_forcing
+            model.zero_grad()
+            loss = model.train_batch(s, s_len, t_in, t_out, t_len, teacher_forcing_ratio=ratio,
+                                     rng=rng)
+            step += 1
+            if clip_norm is not None and not math.isfinite(clip_grad_norm(model, clip_norm)):
+                continue
+            optimizer.step()
+            total += loss * int(t_len.sum())
+            counted += int(t_len.sum())
+            progress.update(loss, counted)
+        logs = {"loss": total / max(counted, 1)}
+        if validation_data is not None:
+            val = evaluate_seq2seq(model, *validation_data, bos=bos, eos=eos,
+                                   batch_size=batch_size)
+            logs.update({f"val_{k}": v for k, v in val.items()})
+        progress.close(logs)
+        for key, value in logs.items():
+            history.setdefault(key, []).append(value)
+        if any(cb.on_epoch_end(epoch, logs, model) for cb in callbacks):
+            break
+    return history
+
+
+def evaluate_seq2seq(model, sources, targets, *, bos, eos=None, batch_size=256):
+    """Teacher-forced loss, token accuracy and perplexity over the whole data set, padding
+    left out: ``{"loss", "accuracy", "perplexity"}`` from corpus counts."""
+    src, tgt = _pairs(sources, targets)
+    model.eval()
+    order = np.argsort([-len(s) for s in src], kind="stable")  # similar lengths together
+    total, hits, counted = 0.0, 0, 0
+    for start in range(0, len(src), batch_size):
+        s, s_len, t_in, t_out, t_len = _batch(src, tgt, order[start:start + batch_size], bos,
+                                              eos)
+        logits = model.forward(s, s_len, t_in, t_len)
+        loss, _ = cross_entropy(logits, t_out, lengths=t_len, batch_first=True,
+                                reduction="sum")
+        h, c = accuracy_counts(logits, t_out, lengths=t_len, batch_first=True)
+        total, hits, counted = total + loss, hits + h, counted + c
+    mean = total / max(counted, 1)
+    return {"loss": mean, "accuracy": hits / counted if counted else math.nan,
+            "perplexity": math.exp(mean)}
