@@ -105,7 +105,8 @@ class BucketedBatches:
             bucket_size = check_int("bucket_size", bucket_size, 1)
             if self._max_tokens is None and bucket_size % self._batch_size:
                 below = bucket_size // self._batch_size * self._batch_size
-                options = f"{below} or {below + self._batch_size}" if below else f"{self._batch_size}"
+                size = self._batch_size
+                options = f"{below} or {below + size}" if below else f"{size}"
                 raise ValueError(
                     f"bucket_size: expected a multiple of batch_size={self._batch_size}, so that "
                     f"only the last bucket ends in a smaller batch, got {bucket_size}; "
@@ -187,7 +188,8 @@ class BucketedBatches:
     def _cut(self, bucket: np.ndarray) -> list[np.ndarray]:
         """Consecutive batches of the items of one bucket, in its order."""
         if self._max_tokens is None:
-            return [bucket[s : s + self._batch_size] for s in range(0, len(bucket), self._batch_size)]
+            size = self._batch_size
+            return [bucket[s : s + size] for s in range(0, len(bucket), size)]
         budget, cap = self._max_tokens, self._batch_size
         lengths = self._lengths[bucket].tolist()
         batches, start, longest = [], 0, 0

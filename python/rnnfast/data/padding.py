@@ -177,7 +177,9 @@ def _as_arrays(sequences) -> list[np.ndarray]:
         try:
             a = np.asarray(s)
         except (TypeError, ValueError) as exc:  # ragged nested lists
-            raise ValueError(f"sequences[{i}]: expected an array shaped (T_i, ...): {exc}") from None
+            raise ValueError(
+                f"sequences[{i}]: expected an array shaped (T_i, ...): {exc}"
+            ) from None
         if a.dtype.kind not in "biufc":
             raise TypeError(
                 f"sequences[{i}]: expected numbers, got dtype {a.dtype}; encode tokens to ids "

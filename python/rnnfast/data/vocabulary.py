@@ -261,7 +261,10 @@ class Vocabulary:
     def __repr__(self) -> str:
         head = ", ".join(repr(t) for t in self._tokens[:5])
         more = ", ..." if len(self._tokens) > 5 else ""
-        return f"Vocabulary({len(self)} tokens: [{head}{more}], pad={self._pad!r}, unk={self._unk!r})"
+        return (
+            f"Vocabulary({len(self)} tokens: [{head}{more}], pad={self._pad!r}, "
+            f"unk={self._unk!r})"
+        )
 
     # ---- attributes (read-only: the ids must not change under an encoded data set) ------------
 
@@ -359,7 +362,9 @@ class Vocabulary:
                 counts = dict(zip(tokens, counts))
             return cls(tokens, pad=document.get("pad"), unk=document.get("unk"), counts=counts)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"path: {os.fspath(path)!r} holds an invalid vocabulary: {exc}") from None
+            raise ValueError(
+                f"path: {os.fspath(path)!r} holds an invalid vocabulary: {exc}"
+            ) from None
 
 
 def _count(sequences_of_tokens) -> dict[str, int]:
