@@ -45,7 +45,8 @@ class BucketedBatches:
         entropy.
     drop_last : bool
         Leave out the epoch's one smaller batch (by count only: with ``max_tokens`` batches have
-        no set size). With ``shuffle`` the items it drops differ from epoch to epoch.
+        no set size). With ``shuffle``, ``N % batch_size`` items drawn at random each epoch are
+        left out (not the longest, which the last bucket's smaller batch would hold).
     bucket_size : int >= 1, optional
         Items sorted together; by default 50 batches' worth (``50 * batch_size``, or with
         ``max_tokens`` and no cap, 50 times the rows that fit a batch of the mean length).
@@ -173,14 +174,18 @@ class BucketedBatches:
         n = len(self._lengths)
         if self._shuffle:
             order = self._rng.permutation(n)
+            if self._drop_last:
+                # Drop random items, before sorting: the last bucket's smaller batch would hold
+                # its longest items, and dropping those every epoch would bias training.
+                order = order[: n - n % self._batch_size]
             buckets = [order[s : s + self._bucket_size] for s in range(0, n, self._bucket_size)]
             # stable: items of equal length stay in their shuffled order
             buckets = [b[np.argsort(self._lengths[b], kind="stable")] for b in buckets]
         else:
             buckets = [np.arange(n, dtype=np.int64)]
         batches = [batch for bucket in buckets for batch in self._cut(bucket)]
-        if self._drop_last and len(batches[-1]) < self._batch_size:
-            batches.pop()  # the last bucket's last batch: the only smaller one
+        if self._drop_last and batches and len(batches[-1]) < self._batch_size:
+            batches.pop()  # in data order, the last batch is the only smaller one
         if self._shuffle:
             batches = [batches[i] for i in self._rng.permutation(len(batches))]
         return [b.astype(np.int64) for b in batches]  # copies: no two batches share memory
@@ -206,12 +211,12 @@ class BucketedBatches:
 
 def _check_lengths(lengths) -> np.ndarray:
     arr = np.asarray(lengths)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"lengths: expected an integer array, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise ValueError(f"lengths: expected shape (N,), got shape {arr.shape}")
-    if arr.size == 0:
+    if arr.size == 0:  # before the dtype: [] arrives as float64
         raise ValueError("lengths: expected at least one item, got none (an epoch would be empty)")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"lengths: expected an integer array, got dtype {arr.dtype}")
     if arr.min() < 0:
         bad = int(np.argmin(arr))
         raise ValueError(f"lengths: expected values >= 0, got {int(arr[bad])} at index {bad}")
