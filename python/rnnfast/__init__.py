@@ -12,6 +12,7 @@ import os
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from . import (  # noqa: E402
+    data,
     decoding,
     functional,
     losses,
@@ -20,24 +21,23 @@ from . import (  # noqa: E402
     optim,
     reference,
     seq2seq,
-    sequences,
     training,
 )
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
 from ._threadpool import register as _register_with_threadpoolctl  # noqa: E402
-from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
-from .nn import Module  # noqa: E402
-from .persistence import load, save  # noqa: E402
-from .rnn import RNN  # noqa: E402
-from .seq2seq import Seq2Seq  # noqa: E402
-from .sequential import Sequential  # noqa: E402
-from .sequences import (  # noqa: E402
+from .data import (  # noqa: E402
     lengths_to_mask,
     mask_to_lengths,
     pad_sequences,
     reverse_sequences,
     unpad_sequences,
 )
+from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
+from .nn import Module  # noqa: E402
+from .persistence import load, save  # noqa: E402
+from .rnn import RNN  # noqa: E402
+from .seq2seq import Seq2Seq  # noqa: E402
+from .sequential import Sequential  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -63,7 +63,7 @@ __all__ = [
     "load",
     "functional",
     "reference",
-    "sequences",
+    "data",
     "pad_sequences",
     "unpad_sequences",
     "mask_to_lengths",

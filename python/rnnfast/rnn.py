@@ -17,7 +17,7 @@ from ._validation import (
     check_nonlinearity,
     layer_dtype,
 )
-from .sequences import mask_to_lengths, reversal_index
+from .data import mask_to_lengths, reversal_index
 
 __all__ = ["RNN"]
 

@@ -45,7 +45,8 @@ class BucketedBatches:
         entropy.
     drop_last : bool
         Leave out the epoch's one smaller batch (by count only: with ``max_tokens`` batches have
-        no set size). With ``shuffle`` the items it drops differ from epoch to epoch.
+        no set size). With ``shuffle``, ``N % batch_size`` items drawn at random each epoch are
+        left out (not the longest, which the last bucket's smaller batch would hold).
     bucket_size : int >= 1, optional
         Items sorted together; by default 50 batches' worth (``50 * batch_size``, or with
         ``max_tokens`` and no cap, 50 times the rows that fit a batch of the mean length).
@@ -105,7 +106,8 @@ class BucketedBatches:
             bucket_size = check_int("bucket_size", bucket_size, 1)
             if self._max_tokens is None and bucket_size % self._batch_size:
                 below = bucket_size // self._batch_size * self._batch_size
-                options = f"{below} or {below + self._batch_size}" if below else f"{self._batch_size}"
+                size = self._batch_size
+                options = f"{below} or {below + size}" if below else f"{size}"
                 raise ValueError(
                     f"bucket_size: expected a multiple of batch_size={self._batch_size}, so that "
                     f"only the last bucket ends in a smaller batch, got {bucket_size}; "
@@ -172,14 +174,18 @@ class BucketedBatches:
         n = len(self._lengths)
         if self._shuffle:
             order = self._rng.permutation(n)
+            if self._drop_last:
+                # Drop random items, before sorting: the last bucket's smaller batch would hold
+                # its longest items, and dropping those every epoch would bias training.
+                order = order[: n - n % self._batch_size]
             buckets = [order[s : s + self._bucket_size] for s in range(0, n, self._bucket_size)]
             # stable: items of equal length stay in their shuffled order
             buckets = [b[np.argsort(self._lengths[b], kind="stable")] for b in buckets]
         else:
             buckets = [np.arange(n, dtype=np.int64)]
         batches = [batch for bucket in buckets for batch in self._cut(bucket)]
-        if self._drop_last and len(batches[-1]) < self._batch_size:
-            batches.pop()  # the last bucket's last batch: the only smaller one
+        if self._drop_last and batches and len(batches[-1]) < self._batch_size:
+            batches.pop()  # in data order, the last batch is the only smaller one
         if self._shuffle:
             batches = [batches[i] for i in self._rng.permutation(len(batches))]
         return [b.astype(np.int64) for b in batches]  # copies: no two batches share memory
@@ -187,7 +193,8 @@ class BucketedBatches:
     def _cut(self, bucket: np.ndarray) -> list[np.ndarray]:
         """Consecutive batches of the items of one bucket, in its order."""
         if self._max_tokens is None:
-            return [bucket[s : s + self._batch_size] for s in range(0, len(bucket), self._batch_size)]
+            size = self._batch_size
+            return [bucket[s : s + size] for s in range(0, len(bucket), size)]
         budget, cap = self._max_tokens, self._batch_size
         lengths = self._lengths[bucket].tolist()
         batches, start, longest = [], 0, 0
@@ -204,12 +211,12 @@ class BucketedBatches:
 
 def _check_lengths(lengths) -> np.ndarray:
     arr = np.asarray(lengths)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"lengths: expected an integer array, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise ValueError(f"lengths: expected shape (N,), got shape {arr.shape}")
-    if arr.size == 0:
+    if arr.size == 0:  # before the dtype: [] arrives as float64
         raise ValueError("lengths: expected at least one item, got none (an epoch would be empty)")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"lengths: expected an integer array, got dtype {arr.dtype}")
     if arr.min() < 0:
         bad = int(np.argmin(arr))
         raise ValueError(f"lengths: expected values >= 0, got {int(arr[bad])} at index {bad}")

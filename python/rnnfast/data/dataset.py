@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_lengths
-from ..sequences import mask_to_lengths
+from .masks import mask_to_lengths
 
 __all__ = ["SequenceData"]
 

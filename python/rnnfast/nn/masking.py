@@ -217,7 +217,7 @@ def input_valid_mask(model, x, lengths, mask):
     """The valid mask of a model's input from the caller's ``lengths`` (B,) or Keras-style
     ``mask`` (B, T), in the layout of the model's RNNs; None when neither is given."""
     from .._validation import check_lengths
-    from ..sequences import mask_to_lengths
+    from ..data import mask_to_lengths
 
     if lengths is None and mask is None:
         return None
