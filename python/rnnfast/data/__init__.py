@@ -10,6 +10,7 @@ the ``lengths`` an RNN takes.
 from __future__ import annotations
 
 from .batching import BucketedBatches
+from .conllu import Sentence, read_conllu
 from .masks import lengths_to_mask, mask_to_lengths
 from .padding import pad_sequences, unpad_sequences
 from .reversal import reversal_index, reverse_sequences  # noqa: F401 - reversal_index for rnn.py
@@ -23,4 +24,6 @@ __all__ = [
     "reverse_sequences",
     "Vocabulary",
     "BucketedBatches",
+    "Sentence",
+    "read_conllu",
 ]
