@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import operator
 import warnings
 from typing import NamedTuple
 
@@ -59,16 +60,15 @@ def _read_only(name, why):
     """A property fixed at construction: reading gives the value, assigning raises an
     AttributeError that says to build a new layer."""
 
-    def get(self):
-        return getattr(self, "_" + name)
-
     def refuse(self, value):
         raise AttributeError(
             f"{name} is fixed at construction ({why}); build a new layer instead: "
             f"RNN(**{{**layer.get_config(), {name!r}: {value!r}}})"
         )
 
-    return property(get, refuse, doc=f"Fixed at construction ({why}).")
+    # attrgetter: a C-level getter, as fast as reading the attribute itself
+    return property(operator.attrgetter("_" + name), refuse,
+                    doc=f"Fixed at construction ({why}).")
 
 
 def _output_batch_axis(batch_first, last):
@@ -378,6 +378,7 @@ class RNN(ParameterOwner):
         self._alpha, self._alphas = alpha, alphas
 
     def _options(self):
+        """The options as they are now, for one forward and its backward."""
         return _Options(self.nonlinearity, list(self._alphas), self.batch_first,
                         self.go_backwards, self.residual, self.merge_mode, self._keras(),
                         self.return_sequences, self.return_state)
@@ -907,7 +908,7 @@ class RNN(ParameterOwner):
         no per-call checks of them: only x_t and h are checked. out_t and h_next[-1] may be the
         same memory (copy before writing into either).
         """
-        if self.bidirectional:
+        if self._bidirectional:  # the private attributes: no property calls on this hot path
             raise ValueError(
                 "step: a bidirectional layer needs the whole sequence (its reverse direction "
                 "starts at the end); use a forward call"
@@ -925,13 +926,14 @@ class RNN(ParameterOwner):
         return out[0], h_next[:, 0]
 
     def _step_batched(self, x_t, h):
-        """step() of a batch: x_t (B, input_size), h (num_layers, B, H) or None."""
-        if h is None and self.stateful:
+        """step() of a batch: x_t (B, input_size), h (num_layers, B, H) or None. The streaming
+        hot path: it reads the options' private attributes (no property calls)."""
+        if h is None and self._stateful:
             h = self._state
         if h is None:
             shape = x_t.shape if type(x_t) is np.ndarray else np.shape(x_t)
             if len(shape) != 2:
-                shape = as_float_array("x_t", x_t, self.dtype).shape  # TypeError if not float
+                shape = as_float_array("x_t", x_t, self._dtype).shape  # TypeError if not float
                 raise ValueError(
                     f"x_t: expected shape (B, input_size) = (B, {self.input_size}), or "
                     f"(input_size,) unbatched, got shape {shape}"
@@ -941,38 +943,38 @@ class RNN(ParameterOwner):
             if zeros is None or zeros.shape[1] != batch:
                 # never handed out, so never written: reused across calls
                 zeros = self._zero_state = np.zeros(
-                    (self.num_layers, batch, self.hidden_size), dtype=self.dtype)
+                    (self._num_layers, batch, self._hidden_size), dtype=self._dtype)
             h = zeros
         else:
-            if type(h) is not np.ndarray or h.dtype is not self.dtype:
-                h = as_float_array("h", h, self.dtype)
-            if h.ndim != 3 or h.shape[0] != self.num_layers:
+            if type(h) is not np.ndarray or h.dtype is not self._dtype:
+                h = as_float_array("h", h, self._dtype)
+            if h.ndim != 3 or h.shape[0] != self._num_layers:
                 hint = ""
                 if h.ndim == 2:
                     hint = " (a state without a batch axis goes with x_t (input_size,))"
                 raise ValueError(
                     f"h: expected shape (num_layers*dirs, B, H) = "
-                    f"({self.num_layers}, B, {self.hidden_size}), got shape {h.shape}{hint}"
+                    f"({self._num_layers}, B, {self._hidden_size}), got shape {h.shape}{hint}"
                 )
         p = self._params
         step = functional.rnn_step
-        if self.num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
+        if self._num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
             n_ih, n_hh, n_bi, n_bh = self._names[0]
             h1 = step(x_t, h[0], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
-                      p[n_bh] if n_bh else None, self.nonlinearity, self._alphas[0])
+                      p[n_bh] if n_bh else None, self._nonlinearity, self._alphas[0])
             h_next = h1[None]
-            if self.stateful:
+            if self._stateful:
                 self._state = h_next
             return h1, h_next
         states = []
         inp = x_t
         for layer, (n_ih, n_hh, n_bi, n_bh) in enumerate(self._names):
             h_l = step(inp, h[layer], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
-                       p[n_bh] if n_bh else None, self.nonlinearity, self._alphas[layer])
+                       p[n_bh] if n_bh else None, self._nonlinearity, self._alphas[layer])
             states.append(h_l)
-            inp = h_l + inp if (self.residual and layer > 0) else h_l
+            inp = h_l + inp if (self._residual and layer > 0) else h_l
         h_next = np.stack(states)
-        if self.stateful:
+        if self._stateful:
             self._state = h_next
         return inp, h_next
 
