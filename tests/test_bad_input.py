@@ -56,6 +56,8 @@ def test_x_wrong_ndim(problem, shape):
     args["x"] = x
     with pytest.raises(ValueError, match=r"x: .*" + re.escape(str(shape))):
         F.rnn_forward(**args)
+    if len(shape) == 2:
+        return  # the layer takes (T, D) as one unbatched sequence, as torch (test_conformance)
     with pytest.raises(ValueError, match=r"x: .*" + re.escape(str(shape))):
         _layer(problem)(x)
 

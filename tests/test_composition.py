@@ -358,7 +358,8 @@ def test_dropout_only_in_training_and_reproducible(rng):
     assert not np.allclose(ya, y0)
     assert not np.array_equal(a(x)[0], ya)  # a fresh mask per training call
     assert np.array_equal(a.eval()(x)[0], y0)  # no dropout in eval mode
-    one = rnnfast.RNN(D, H, dropout=0.5, dtype=F64, seed=16)  # nothing to drop between
+    with pytest.warns(UserWarning, match="num_layers"):  # torch warns too
+        one = rnnfast.RNN(D, H, dropout=0.5, dtype=F64, seed=16)  # nothing to drop between
     assert np.array_equal(one(x)[0], rnnfast.RNN(D, H, dtype=F64, seed=16)(x)[0])
 
 

@@ -433,10 +433,12 @@ def test_sequential_does_not_fuse(case, rng):
         return model
 
     model, reference = make(), make()
-    if case == "1d-ids":  # unfused: the Embedding's (N, D) output is no sequence for the RNN
-        with pytest.raises(ValueError, match="x"):
-            model(rng.integers(0, V, size=B_ * T_))
+    if case == "1d-ids":  # unfused: the Embedding's (N, D) output is one unbatched sequence
+        ids = rng.integers(0, V, size=B_ * T_)
+        out = model(ids)
         assert model._fused == frozenset()
+        assert out.shape == (B_ * T_, C_)
+        np.testing.assert_array_equal(out, _unfused_round(reference, ids, None))
         return
     ids = rng.integers(0, V, size=(B_, T_))
     trains = case in ("vocab-too-large", "dropout-between")
@@ -664,7 +666,7 @@ def test_layer_rejects_bad_embedding_and_ids(rng):
     with pytest.raises(ValueError, match="ids"):
         rnn(ids[..., None], embedding=emb)  # 3-D ids
     with pytest.raises(ValueError, match="ids"):
-        rnn(ids[0], embedding=emb)  # 1-D ids
+        rnn(ids[0, :, None, None], embedding=emb)  # 3-D ids, unbatched or not
     with pytest.raises(ValueError, match="lengths"):
         rnn(ids, lengths=[7, 1], embedding=emb)
 

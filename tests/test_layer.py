@@ -239,7 +239,7 @@ def test_stacked_and_bidirectional_are_implemented():
     assert rnnfast.RNN(D, H, bidirectional=True).bidirectional
 
 
-@pytest.mark.parametrize("dropout", [-0.1, 1.0, 1.5, "0.1"])
+@pytest.mark.parametrize("dropout", [-0.1, 1.5, "0.1", True])
 def test_bad_dropout(dropout):
     with pytest.raises(ValueError, match="dropout"):
         rnnfast.RNN(D, H, dropout=dropout)

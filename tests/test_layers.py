@@ -413,7 +413,7 @@ def test_bad_sizes_are_value_error(cls, args):
         cls(*args)
 
 
-@pytest.mark.parametrize("p", [-0.1, 1.0, 1.5, True, "0.5", None])
+@pytest.mark.parametrize("p", [-0.1, 1.0001, 1.5, True, "0.5", None])
 def test_dropout_bad_p_is_value_error(p):
     with pytest.raises(ValueError, match="p"):
         Dropout(p)

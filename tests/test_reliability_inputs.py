@@ -303,7 +303,9 @@ for cfg in RNN_CONFIGS:  # noqa: PLC0206
     for label, value, exc in BAD_ARRAY_TYPES + [("None", None, TypeError),
                                                 ("other-float", x.astype(other), TypeError)]:
         add(f"rnn-{cfg}-x-{label}", call, (value,), {}, exc, r"\bx\b", layer=make_rnn(cfg))
-    for label, value in [("2d", x[0]), ("4d", x[None]), ("wrong-D", x[..., :-1]),
+    # x[0] (a 2-D (T, D)) is one unbatched sequence, as torch: valid
+    for label, value in [("1d", x[0, 0]), ("2d-wrong-D", x[0][..., :-1]), ("4d", x[None]),
+                         ("wrong-D", x[..., :-1]),
                          ("scalar", np.float32(1).astype(dt))]:
         add(f"rnn-{cfg}-x-{label}", call, (value,), {}, ValueError, r"\bx\b",
             layer=make_rnn(cfg))
@@ -384,7 +386,7 @@ for cfg in ("plain", "batch-first-relu"):
                               ("int", np.ones((B, D), np.int64), TypeError),
                               ("str", "x", (TypeError, ValueError)),
                               ("scalar", np.float64(1.0).astype(dt), ValueError),
-                              ("1d", X_T[0].astype(dt), ValueError),
+                              ("1d-wrong-D", X_T[0, :-1].astype(dt), ValueError),
                               ("None", None, (TypeError, ValueError))]:
         add(f"rnn-{cfg}-step-x_t-{label}", st, (value,), {}, exc, r"\bx_t\b",
             layer=make_rnn(cfg))
@@ -410,7 +412,7 @@ for label, args, kw, exc, rx in [
     ("dtype-float16", (D, H), {"dtype": np.float16}, TypeError, "dtype"),
     ("dtype-str", (D, H), {"dtype": "floaty"}, TypeError, "dtype"),
     ("nonlinearity", (D, H), {"nonlinearity": "sigmoid"}, ValueError, "nonlinearity"),
-    ("dropout-1", (D, H), {"dropout": 1.0}, ValueError, "dropout"),
+    ("dropout-above-1", (D, H), {"num_layers": 2, "dropout": 1.5}, ValueError, "dropout"),
     ("dropout-nan", (D, H), {"dropout": math.nan}, ValueError, "dropout"),
     ("dropout-str", (D, H), {"dropout": "0.1"}, ValueError, "dropout"),
     ("alpha-list-len", (D, H), {"alpha": [0.5, 0.5]}, ValueError, "alpha"),
@@ -514,7 +516,7 @@ for label, args, exc, rx in [
     ("Linear-dtype", (rnnfast.Linear, D, 3, True, np.int8), TypeError, "dtype"),
     ("Embedding-neg", (rnnfast.Embedding, -1, 3), ValueError, "num_embeddings"),
     ("Embedding-absurd", (rnnfast.Embedding, HUGE, HUGE), (MemoryError, ValueError), ""),
-    ("Dropout-1", (rnnfast.Dropout, 1.0), ValueError, r"\bp\b"),
+    ("Dropout-above-1", (rnnfast.Dropout, 1.0001), ValueError, r"\bp\b"),
     ("Dropout-neg", (rnnfast.Dropout, -0.1), ValueError, r"\bp\b"),
     ("Dropout-nan", (rnnfast.Dropout, math.nan), ValueError, r"\bp\b"),
     ("Dropout-None", (rnnfast.Dropout, None), ValueError, r"\bp\b"),

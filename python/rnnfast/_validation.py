@@ -36,14 +36,68 @@ def as_float_array(name: str, value, dtype=None) -> np.ndarray:
             raise TypeError(f"{name}: expected a float32 or float64 array, got dtype {arr.dtype}")
         dtype = arr.dtype.newbyteorder("=")
     elif arr.dtype.type is not np.dtype(dtype).type:
-        raise TypeError(
-            f"{name}: dtype {arr.dtype.name} differs from the layer's dtype {np.dtype(dtype).name}"
-        )
+        raise TypeError(dtype_mismatch_message(name, arr.dtype, np.dtype(dtype)))
     return np.ascontiguousarray(arr, dtype=np.dtype(dtype).newbyteorder("="))
+
+
+def dtype_mismatch_message(name: str, got: np.dtype, want: np.dtype) -> str:
+    """The message for a float array whose dtype is not the layer's, with the fix: convert the
+    array, or (when its dtype is one a layer can compute in) build the layer in that dtype.
+    NumPy's default float64, and Python lists, meet a float32 layer this way most often."""
+    fix = f"convert it with {name}.astype(np.{want.name})"
+    if got.newbyteorder("=") in FLOAT_DTYPES:
+        fix += f", or build the layer with dtype=np.{got.name}"
+    return f"{name}: dtype {got.name} differs from the layer's dtype {want.name}; {fix}"
 
 
 def optional_float_array(name: str, value, dtype) -> np.ndarray | None:
     return None if value is None else as_float_array(name, value, dtype)
+
+
+def check_bool(name: str, value) -> bool:
+    """A flag: True or False (Python's or NumPy's), else TypeError, as torch raises. Truthiness
+    is never used: ``"False"`` is truthy and 0 / 1 hide a misplaced argument."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} should be of type bool, got {type(value).__name__} {value!r}"
+                    + _bool_fix(name, value))
+
+
+def check_optional_bool(name: str, value) -> bool | None:
+    """A flag that may also be None (not given), else TypeError."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} should be of type bool or None, got {type(value).__name__} "
+                    f"{value!r}" + _bool_fix(name, value))
+
+
+def _bool_fix(name: str, value) -> str:
+    """The bool a user most likely meant by a string or 0 / 1, as a hint; else nothing."""
+    meant = {"true": True, "false": False, "1": True, "0": False}.get(str(value).strip().lower())
+    if meant is None or isinstance(value, float):
+        return ""
+    return f" (pass {name}={meant})"
+
+
+def check_probability(name: str, value) -> float:
+    """A drop probability: a real number in [0, 1] (torch's range; 1 drops everything), else
+    ValueError (torch's type for a non-number too)."""
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+            or not 0.0 <= float(value) <= 1.0):
+        raise ValueError(f"{name}: expected a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def dropout_mask(rng, shape, p, dtype) -> np.ndarray:
+    """An inverted-dropout mask: 0 with probability p, else 1 / (1 - p). p = 1 gives zeros,
+    as torch (every element dropped), not a division by zero."""
+    if p >= 1.0:
+        return np.zeros(shape, dtype=dtype)
+    keep = (rng.random(shape) >= p).astype(dtype)
+    keep /= 1.0 - p
+    return keep
 
 
 def check_nonlinearity(nonlinearity) -> str:

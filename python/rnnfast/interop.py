@@ -93,6 +93,8 @@ def from_torch(module, cls=None):
         )
     dtype = np.float32 if next(iter(dtypes)) == torch.float32 else np.float64
     config = {name: getattr(module, name) for name in _TORCH_CONFIG}
+    # torch keeps bidirectional as given (it accepts 1) and reads it by truth: so does this
+    config["bidirectional"] = bool(config["bidirectional"])
     layer = cls(**config, dtype=dtype)
     layer.load_state_dict(module.state_dict())
     layer.train(module.training)

@@ -15,7 +15,14 @@ import numpy as np
 
 from . import _core
 from ._parameters import ParameterOwner
-from ._validation import as_float_array, layer_dtype, time_major_in_memory
+from ._validation import (
+    as_float_array,
+    check_bool,
+    check_probability,
+    dropout_mask,
+    layer_dtype,
+    time_major_in_memory,
+)
 
 __all__ = ["Dense", "Dropout", "Embedding", "Linear"]
 
@@ -85,7 +92,7 @@ class Linear(_Layer):
         super().__init__(dtype)
         self.in_features = _positive_int("in_features", in_features)
         self.out_features = _positive_int("out_features", out_features)
-        self.bias = bool(bias)
+        self.bias = check_bool("bias", bias)
         self.seed = seed
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.in_features)
@@ -266,23 +273,31 @@ class Embedding(_Layer):
 
 class Dropout(_Layer):
     """Inverted dropout: in training mode each element is zeroed with probability ``p`` and the
-    rest scaled by 1/(1-p); in eval mode the identity. Masks come from a generator seeded by
-    ``seed``, so runs repeat."""
+    rest scaled by 1/(1-p); in eval mode the identity. ``p`` in [0, 1], as torch.nn.Dropout:
+    p = 1 zeroes everything (output and gradient). Masks come from a generator seeded by
+    ``seed``, so runs repeat. ``p`` may be changed later; it is checked as at construction."""
 
     def __init__(self, p=0.5, seed=None, dtype=np.float32):
         super().__init__(dtype)
-        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p < 1.0:
-            raise ValueError(f"p: expected a probability in [0, 1), got {p!r}")
-        self.p = float(p)
+        self.p = p
         self.seed = seed
         self._rng = np.random.default_rng(seed)
+
+    @property
+    def p(self):
+        """The drop probability, in [0, 1]."""
+        return self._p
+
+    @p.setter
+    def p(self, value):
+        self._p = check_probability("p", value)
 
     def forward(self, x):
         x = as_float_array("x", x, self.dtype)
         if not self.training or self.p == 0.0:
             self._cache = (np.ones((), dtype=self.dtype), x.shape) if self.training else None
             return x.copy()
-        mask = (self._rng.random(x.shape) >= self.p).astype(self.dtype) / (1.0 - self.p)
+        mask = dropout_mask(self._rng, x.shape, self.p, self.dtype)
         self._cache = (mask, x.shape)
         return x * mask
 

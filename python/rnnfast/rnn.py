@@ -3,8 +3,12 @@ with its parameters, gradients and the training cache."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
+import operator
+import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -13,15 +17,19 @@ from ._parameters import ParameterOwner
 from ._validation import (
     as_float_array,
     check_alpha,
+    check_bool,
     check_lengths,
     check_nonlinearity,
+    check_optional_bool,
+    check_probability,
+    dropout_mask,
     layer_dtype,
 )
 from .data import mask_to_lengths, reversal_index
 
 __all__ = ["RNN"]
 
-MERGE_MODES = ("concat", "sum", "mul", "ave")
+MERGE_MODES = ("concat", "sum", "mul", "ave", None)
 
 
 def _positive_int(name, value):
@@ -32,10 +40,46 @@ def _positive_int(name, value):
     return int(value)
 
 
-def _optional_bool(name, value):
-    if value is None or isinstance(value, (bool, np.bool_)):
-        return None if value is None else bool(value)
-    raise TypeError(f"{name}: expected True, False or None, got {value!r}")
+class _Options(NamedTuple):
+    """The options one forward ran with. Its backward reads them from here, not from the
+    layer, so an option assigned between the two cannot make the gradient differ from the
+    forward it differentiates."""
+
+    nonlinearity: str
+    alphas: list
+    batch_first: bool
+    go_backwards: bool
+    residual: bool
+    merge_mode: str | None
+    keras: bool
+    return_sequences: bool | None
+    return_state: bool | None
+
+
+def _read_only(name, why):
+    """A property fixed at construction: reading gives the value, assigning raises an
+    AttributeError that says to build a new layer."""
+
+    def refuse(self, value):
+        raise AttributeError(
+            f"{name} is fixed at construction ({why}); build a new layer instead: "
+            f"RNN(**{{**layer.get_config(), {name!r}: {value!r}}})"
+        )
+
+    # attrgetter: a C-level getter, as fast as reading the attribute itself
+    return property(operator.attrgetter("_" + name), refuse,
+                    doc=f"Fixed at construction ({why}).")
+
+
+def _output_batch_axis(batch_first, last):
+    """Where a returned output has its batch axis: Keras's last output (B, out) and batch-first
+    sequences (B, T, out) first, time-major sequences (T, B, out) second."""
+    return 0 if (last or batch_first) else 1
+
+
+def _without_axis(a, axis):
+    """The view of ``a`` at index 0 of ``axis`` (of length one): the axis dropped."""
+    return a[(slice(None),) * axis + (0,)]
 
 
 class _Reverser:
@@ -96,9 +140,10 @@ class RNN(ParameterOwner):
         When False the layer has no ``bias_ih_l{k}`` / ``bias_hh_l{k}``.
     batch_first : bool
         Input and output as (B, T, ...) instead of (T, B, ...); states stay (layers*dirs, B, H).
-    dropout : float in [0, 1)
+    dropout : float in [0, 1]
         Inverted dropout on the outputs of every layer but the last, in training mode only (as
-        PyTorch); the masks are drawn from a generator seeded by ``seed``.
+        PyTorch; 1 zeroes them all); the masks are drawn from a generator seeded by ``seed``.
+        With one layer there is nothing to drop: a UserWarning, as torch.
     bidirectional : bool
         A reverse direction per layer (parameters ``..._l{k}_reverse``); the reverse direction
         of a variable-length batch starts at each sequence's own end.
@@ -108,10 +153,10 @@ class RNN(ParameterOwner):
     residual : bool
         Skip connections: the output of every layer k > 0 is its recurrent output plus its
         input (both layers*dirs wide). Needs num_layers >= 2.
-    merge_mode : {"concat", "sum", "mul", "ave"}
+    merge_mode : {"concat", "sum", "mul", "ave", None}
         How the two directions of the last layer are combined (Keras's ``Bidirectional``);
-        between stacked layers they are always concatenated (PyTorch). Only with
-        ``bidirectional``.
+        between stacked layers they are always concatenated (PyTorch). None (Keras's): not
+        combined, the output is the list ``[forward, backward]``. Only with ``bidirectional``.
     go_backwards : bool
         Keras's: the stack reads the sequences in reverse (each within its own length) and the
         output sequence is returned in that processing order; with lengths each sequence's
@@ -127,6 +172,12 @@ class RNN(ParameterOwner):
     alpha : float in (0, 1], or a list of one per layer
         Leak rate of leaky units.
 
+    Every flag must be a bool (or ``np.bool_``): anything else is a TypeError, as torch's.
+    The options may be assigned later and are checked as here; input_size, hidden_size,
+    num_layers, bidirectional, bias, dtype and seed are fixed (assigning one is an
+    AttributeError: build a new layer). Unbatched input, as torch: x (T, input_size) with h0
+    (num_layers*dirs, H) gives outputs without the batch axis.
+
     Call ``layer(x, h0=None, lengths=None, mask=None)``; after a call in training mode,
     ``dx, dh0 = layer.backward(d_output, dh_n=None)`` adds the parameter gradients into
     ``layer.grads`` (keys as ``state_dict()``). ``lengths`` (B,) are the sequences' lengths in
@@ -137,47 +188,25 @@ class RNN(ParameterOwner):
                  batch_first=False, dropout=0.0, bidirectional=False, dtype=np.float32,
                  seed=None, *, residual=False, merge_mode="concat", go_backwards=False,
                  return_sequences=None, return_state=None, stateful=False, alpha=1.0):
-        self.input_size = _positive_int("input_size", input_size)
-        self.hidden_size = _positive_int("hidden_size", hidden_size)
-        self.num_layers = _positive_int("num_layers", num_layers)
-        self.nonlinearity = check_nonlinearity(nonlinearity)
-        if (isinstance(dropout, bool) or not isinstance(dropout, numbers.Real)
-                or not 0.0 <= float(dropout) < 1.0):
-            raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
-        self.bias = bool(bias)
-        self.batch_first = bool(batch_first)
-        self.dropout = float(dropout)
-        self.bidirectional = bool(bidirectional)
-        self.dtype = layer_dtype(dtype)
-        self.seed = seed
-        self.residual = bool(residual)
-        if self.residual and self.num_layers < 2:
-            raise ValueError(
-                "residual: skip connections join the layers k > 0 of a stack to their inputs; "
-                f"num_layers={self.num_layers} has none (use num_layers >= 2)"
-            )
-        if merge_mode not in MERGE_MODES:
-            raise ValueError(f"merge_mode: expected one of {MERGE_MODES}, got {merge_mode!r}")
-        if merge_mode != "concat" and not self.bidirectional:
-            raise ValueError(
-                f"merge_mode={merge_mode!r}: merges the two directions, needs bidirectional=True"
-            )
+        self._input_size = _positive_int("input_size", input_size)
+        self._hidden_size = _positive_int("hidden_size", hidden_size)
+        self._num_layers = _positive_int("num_layers", num_layers)
+        self._bias = check_bool("bias", bias)
+        self._bidirectional = check_bool("bidirectional", bidirectional)
+        self._dtype = layer_dtype(dtype)
+        self._seed = seed
+        self._state = None
+        # The options below go through their setters: the same checks now and on assignment.
+        self.nonlinearity = nonlinearity
+        self.batch_first = batch_first
+        self._dropout = self._checked_dropout(dropout)
+        self.residual = residual
         self.merge_mode = merge_mode
-        self.go_backwards = bool(go_backwards)
-        self.return_sequences = _optional_bool("return_sequences", return_sequences)
-        self.return_state = _optional_bool("return_state", return_state)
-        self.stateful = bool(stateful)
-        if isinstance(alpha, (list, tuple)):
-            if len(alpha) != self.num_layers:
-                raise ValueError(
-                    f"alpha: expected a float or a list of num_layers={self.num_layers} floats, "
-                    f"got a list of {len(alpha)}"
-                )
-            self.alpha = [check_alpha(a) for a in alpha]
-        else:
-            self.alpha = check_alpha(alpha)
-        self._alphas = (self.alpha if isinstance(self.alpha, list)
-                        else [self.alpha] * self.num_layers)
+        self.go_backwards = go_backwards
+        self.return_sequences = return_sequences
+        self.return_state = return_state
+        self.stateful = stateful
+        self.alpha = alpha
 
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.hidden_size)
@@ -205,8 +234,154 @@ class RNN(ParameterOwner):
         self.grads = {name: np.zeros_like(p) for name, p in self._params.items()}
         self.training = True
         self._cache = None
-        self._state = None
         self._zero_state = None
+
+    # ---- options ------------------------------------------------------------------------------
+    # What shapes the parameters (or their initialisation) is fixed; every other option may be
+    # assigned later and is checked exactly as the constructor checks it.
+
+    input_size = _read_only("input_size", "the parameters' shapes depend on it")
+    hidden_size = _read_only("hidden_size", "the parameters' shapes depend on it")
+    num_layers = _read_only("num_layers", "the parameters depend on it")
+    bidirectional = _read_only("bidirectional", "the reverse direction has its own parameters")
+    bias = _read_only("bias", "the bias parameters exist or not")
+    dtype = _read_only("dtype", "the parameters are stored in it")
+    seed = _read_only("seed", "it drew the initial parameters")
+
+    @property
+    def nonlinearity(self):
+        """``"tanh"`` or ``"relu"``."""
+        return self._nonlinearity
+
+    @nonlinearity.setter
+    def nonlinearity(self, value):
+        self._nonlinearity = check_nonlinearity(value)
+
+    @property
+    def batch_first(self):
+        """Sequences as (B, T, ...) instead of (T, B, ...)."""
+        return self._batch_first
+
+    @batch_first.setter
+    def batch_first(self, value):
+        self._batch_first = check_bool("batch_first", value)
+
+    @property
+    def dropout(self):
+        """Drop probability in [0, 1] between stacked layers, in training mode."""
+        return self._dropout
+
+    @dropout.setter
+    def dropout(self, value):
+        self._dropout = self._checked_dropout(value)
+
+    def _checked_dropout(self, value):
+        """dropout checked; with one layer, torch's warning that it has nothing to act on
+        (pointed at the user's line: the constructor and the setter call this alike)."""
+        value = check_probability("dropout", value)
+        if value > 0.0 and self.num_layers == 1:
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero "
+                f"dropout expects num_layers greater than 1, but got dropout={value} and "
+                f"num_layers={self.num_layers}", UserWarning, stacklevel=3)
+        return value
+
+    @property
+    def residual(self):
+        """Skip connections around the layers k > 0."""
+        return self._residual
+
+    @residual.setter
+    def residual(self, value):
+        value = check_bool("residual", value)
+        if value and self.num_layers < 2:
+            raise ValueError(
+                "residual: skip connections join the layers k > 0 of a stack to their inputs; "
+                f"num_layers={self.num_layers} has none (use num_layers >= 2)"
+            )
+        self._residual = value
+
+    @property
+    def merge_mode(self):
+        """How the last layer's two directions are combined: "concat", "sum", "mul", "ave",
+        or None (Keras's: the two returned separately, [forward, backward])."""
+        return self._merge_mode
+
+    @merge_mode.setter
+    def merge_mode(self, value):
+        if not isinstance(value, (str, type(None))) or value not in MERGE_MODES:
+            raise ValueError(f"merge_mode: expected one of {MERGE_MODES}, got {value!r}")
+        if value != "concat" and not self.bidirectional:
+            raise ValueError(
+                f"merge_mode={value!r}: merges the two directions, needs bidirectional=True"
+            )
+        self._merge_mode = value
+
+    @property
+    def go_backwards(self):
+        """Keras's: read the sequences in reverse, return the outputs in that order."""
+        return self._go_backwards
+
+    @go_backwards.setter
+    def go_backwards(self, value):
+        self._go_backwards = check_bool("go_backwards", value)
+
+    @property
+    def return_sequences(self):
+        """Keras's: True, False, or None (with return_state None too: PyTorch's forms)."""
+        return self._return_sequences
+
+    @return_sequences.setter
+    def return_sequences(self, value):
+        self._return_sequences = check_optional_bool("return_sequences", value)
+
+    @property
+    def return_state(self):
+        """Keras's: True, False, or None (with return_sequences None too: PyTorch's forms)."""
+        return self._return_state
+
+    @return_state.setter
+    def return_state(self, value):
+        self._return_state = check_optional_bool("return_state", value)
+
+    @property
+    def stateful(self):
+        """Carry h_n from one call to the next as its h0."""
+        return self._stateful
+
+    @stateful.setter
+    def stateful(self, value):
+        value = check_bool("stateful", value)
+        if value != getattr(self, "_stateful", value):
+            # a state carried before the change belongs to another way of running: forget it
+            self._state = None
+        self._stateful = value
+
+    @property
+    def alpha(self):
+        """Leak rate in (0, 1], or a list of one per layer."""
+        return self._alpha
+
+    @alpha.setter
+    def alpha(self, value):
+        if isinstance(value, (list, tuple)):
+            if len(value) != self.num_layers:
+                raise ValueError(
+                    f"alpha: expected a float or a list of num_layers={self.num_layers} floats, "
+                    f"got a list of {len(value)}"
+                )
+            alpha = [check_alpha(a) for a in value]
+            alphas = alpha
+        else:
+            alpha = check_alpha(value)
+            alphas = [alpha] * self.num_layers
+        self._alpha, self._alphas = alpha, alphas
+
+    def _options(self):
+        """The options as they are now, for one forward and its backward."""
+        return _Options(self.nonlinearity, list(self._alphas), self.batch_first,
+                        self.go_backwards, self.residual, self.merge_mode, self._keras(),
+                        self.return_sequences, self.return_state)
 
     @property
     def num_directions(self):
@@ -236,21 +411,23 @@ class RNN(ParameterOwner):
         return self.forward(x, h0, lengths, mask, embedding=embedding)
 
     def forward(self, x, h0=None, lengths=None, mask=None, *, embedding=None):
-        """Run the layer over a padded batch.
+        """Run the layer over a padded batch, or over one unbatched sequence.
 
         Parameters
         ----------
         x : array_like, (T, B, input_size), or (B, T, input_size) when batch_first
+            Or (T, input_size): one unbatched sequence (torch's), whatever ``batch_first``;
+            h0 is then (num_layers*dirs, H) and the outputs have no batch axis either.
         h0 : array_like, (num_layers*dirs, B, H), optional
             Zeros when omitted (or the carried state of a stateful layer).
         lengths : array_like of int, (B,), optional
             Each sequence's length in [0, T]; steps past it output zeros and h_n is the state
-            at its own last step.
+            at its own last step. Not with unbatched input (it has no padding).
         mask : array_like of bool, (B, T), optional
             Keras-style prefix mask, the same as ``lengths = mask.sum(1)``.
         embedding : Embedding, optional
-            Token input: x holds integer ids (T, B) (or (B, T)) and the call is
-            ``layer(embedding(x))`` fused into the kernels (as ``Sequential`` does for an
+            Token input: x holds integer ids (T, B) (or (B, T); (T,) unbatched) and the call
+            is ``layer(embedding(x))`` fused into the kernels (as ``Sequential`` does for an
             Embedding followed by an RNN): the first layer projects the table once and
             gathers its rows, and its backward sums the deltas per id, so neither the
             embedded sequence nor its gradient is built. Fewer FLOPs when the vocabulary is
@@ -261,8 +438,11 @@ class RNN(ParameterOwner):
         -------
         ``(y, h_n)`` (PyTorch) with y (T, B, out) (or (B, T, out)) and h_n
         (num_layers*dirs, B, H); with ``return_sequences`` / ``return_state`` set, Keras's
-        forms (see the class). In training mode the inputs and outputs are kept for one
-        backward, and the output is returned read-only.
+        forms (see the class). With ``merge_mode=None`` the output is the list
+        ``[forward, backward]`` of the two directions' outputs (Keras's Bidirectional), and
+        Keras's form with ``return_state`` is ``[forward, backward, h_n]``. In training mode
+        the inputs and outputs are kept for one backward, and the output is returned
+        read-only.
 
         Raises
         ------
@@ -270,25 +450,18 @@ class RNN(ParameterOwner):
             Non-float input, a float dtype other than the layer's, non-integer lengths.
         ValueError
             Shapes that do not fit, lengths out of range, a mask that is not a prefix mask,
-            lengths and mask both given.
+            lengths and mask both given, lengths or a mask with unbatched input.
         """
+        o = self._options()
         x_user = x
-        if embedding is None:
-            table = None
-            x = as_float_array("x", x, self.dtype)
-            layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
-            if x.ndim != 3:
-                raise ValueError(f"x: expected 3 dimensions {layout}, got shape {x.shape}")
-            if x.shape[2] != self.input_size:
-                raise ValueError(
-                    f"x: expected last dimension input_size={self.input_size} in {layout}, "
-                    f"got shape {x.shape}"
-                )
-        else:  # x: token ids, which every reordering below moves like the sequence they name
-            x, table = self._token_input(x, embedding)
-        if self.batch_first:
-            x = np.ascontiguousarray(x.swapaxes(0, 1))
+        x, table, unbatched = self._sequence_input(x, embedding, o.batch_first)
         steps, batch = x.shape[0], x.shape[1]
+        if unbatched and (lengths is not None or mask is not None):
+            raise ValueError(
+                f"{'lengths' if lengths is not None else 'mask'}: unbatched input (one "
+                "sequence, no batch axis) has no padding to describe; give x a batch axis of "
+                "one (x[:, None], or x[None] when batch_first) with lengths of shape (1,)"
+            )
         lengths = self._lengths_arg(lengths, mask, steps, batch)
         h0_user = h0
         if h0 is None and self.stateful and self._state is not None:
@@ -298,12 +471,14 @@ class RNN(ParameterOwner):
                     f"got a batch of {batch} (call reset_state() to start over)"
                 )
             h0 = h0_user = self._state  # step() hands this array out: copy it when training
+        elif unbatched and h0 is not None:
+            h0 = self._unbatched_state("h0", h0, self.num_layers * self.num_directions)
         h0 = self._state_arg("h0", h0, batch)
         reorder = _BatchOrder(lengths)
         # go_backwards reverses the caller's batch (its order); the reverse direction of a
         # bidirectional layer runs on the sorted batch (run_rev).
-        rev = _Reverser(lengths, steps, batch) if self.go_backwards else None
-        if self.go_backwards:
+        rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
+        if o.go_backwards:
             x = rev(x)
         # From here to the end of the layer loop the batch runs longest first.
         x, h0 = reorder.sort(x, 1), reorder.sort(h0, 1)
@@ -335,18 +510,17 @@ class RNN(ParameterOwner):
                 h0_d = None if h0 is None else h0[idx]
                 tokens = table is not None and layer == 0
                 y_d, h_n[idx] = functional.rnn_forward(
-                    table if tokens else xin, w_ih, w_hh, b_ih, b_hh, h0_d, self.nonlinearity,
-                    True, run_lengths, self._alphas[layer], ids=xin if tokens else None,
+                    table if tokens else xin, w_ih, w_hh, b_ih, b_hh, h0_d, o.nonlinearity,
+                    True, run_lengths, o.alphas[layer], ids=xin if tokens else None,
                 )
                 runs.append((xin, h0_d, y_d))
                 outs.append(run_rev(y_d) if d else y_d)
             out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
-            if self.residual and layer > 0:
+            if o.residual and layer > 0:
                 out = out + inp
             keep = None
             if drop and layer < self.num_layers - 1:
-                keep = (self._dropout_rng.random(out.shape) >= self.dropout).astype(self.dtype)
-                keep *= 1.0 / (1.0 - self.dropout)
+                keep = dropout_mask(self._dropout_rng, out.shape, self.dropout, self.dtype)
                 nxt = out * keep
             else:
                 nxt = out
@@ -358,34 +532,84 @@ class RNN(ParameterOwner):
         if self.stateful:
             self._state = h_n.copy()
 
-        keras = self._keras()
-        last = keras and not self.return_sequences
+        last = o.keras and not o.return_sequences
         if last:
             o_last = reorder.unsort(self._last_of(out, run_lengths), 0)
-            result = self._merge(o_last)
-            out_shape = result.shape
+            result = self._merge(o_last, o.merge_mode)
         else:
             out = reorder.unsort(out, 1)  # the caller's batch order from here on
-            result = self._merge(out)
-            if self.go_backwards and lengths is not None:
+            result = self._merge(out, o.merge_mode)
+            if o.go_backwards and lengths is not None:
                 # Keras order: the reversed valid steps, after the padded ones (zeros)
                 result = np.ascontiguousarray(rev(result)[::-1])
-            if self.batch_first:
+            if o.batch_first:
                 result = result.swapaxes(0, 1)
-            out_shape = result.shape
             o_last = None
+        out_shape = result.shape
         if training:
-            merge_src = (o_last if last else out) if self.merge_mode == "mul" else None
+            merge_src = (o_last if last else out) if o.merge_mode == "mul" else None
             tokens = None if table is None else (embedding, table)
-            self._cache = (layer_caches, lengths, reorder, merge_src, out_shape, last, steps,
-                           batch, tokens)
+            self._cache = (o, layer_caches, lengths, reorder, merge_src, out_shape, last, steps,
+                           batch, tokens, unbatched)
             result = result.view()
             result.flags.writeable = False
         else:
             self._cache = None
-        if keras:
-            return (result, h_n) if self.return_state else result
-        return result, h_n
+        if unbatched:  # views: a training output stays read-only
+            result = _without_axis(result, _output_batch_axis(o.batch_first, last))
+            h_n = h_n[:, 0]
+        return self._output_form(result, h_n, o)
+
+    def _output_form(self, result, h_n, o):
+        """What a call returns: PyTorch's ``(y, h_n)`` or Keras's forms, with the two
+        directions' outputs as ``[forward, backward]`` for merge_mode=None (Keras flattens
+        the states after them: ``[forward, backward, h_n]``)."""
+        if o.merge_mode is None:
+            H = self.hidden_size
+            result = [result[..., :H], result[..., H:]]
+        if not o.keras:
+            return result, h_n
+        if not o.return_state:
+            return result
+        return [*result, h_n] if o.merge_mode is None else (result, h_n)
+
+    def _sequence_input(self, x, embedding, batch_first):
+        """The sequence as the layer loop runs it, time-major: ``(x (T, B, D) or token ids
+        (T, B), the embedding table or None, unbatched)``. An unbatched sequence (T, D) (ids
+        (T,)) becomes a batch of one; it has no batch axis for batch_first to move."""
+        if embedding is None:
+            table = None
+            x = as_float_array("x", x, self.dtype)
+            layout = "(B, T, D)" if batch_first else "(T, B, D)"
+            if x.ndim not in (2, 3):
+                raise ValueError(f"x: expected 3 dimensions {layout}, or 2 (T, D) for one "
+                                 f"unbatched sequence, got shape {x.shape}")
+            if x.shape[-1] != self.input_size:
+                raise ValueError(
+                    f"x: expected last dimension input_size={self.input_size} in {layout}, "
+                    f"got shape {x.shape}"
+                )
+            unbatched = x.ndim == 2
+        else:  # x: token ids, which every reordering below moves like the sequence they name
+            x, table = self._token_input(x, embedding, batch_first)
+            unbatched = x.ndim == 1
+        if unbatched:
+            return x[:, None], table, True
+        if batch_first:
+            x = np.ascontiguousarray(x.swapaxes(0, 1))
+        return x, table, False
+
+    def _unbatched_state(self, name, value, rows):
+        """A state (rows, H) of one unbatched sequence as a batch of one (rows, 1, H). As
+        torch: an unbatched input takes unbatched states, a batched one batched states."""
+        arr = as_float_array(name, value, self.dtype)
+        expected = (rows, self.hidden_size)
+        if arr.shape != expected:
+            raise ValueError(
+                f"{name}: with unbatched input (no batch axis) expected shape "
+                f"(num_layers*dirs, H) = {expected}, got shape {arr.shape}"
+            )
+        return arr[:, None]
 
     def _last_of(self, out, lengths):
         """Keras's last output of each direction (B, dirs*H): the forward direction at each
@@ -405,25 +629,27 @@ class RNN(ParameterOwner):
         res = fwd if rev is None else np.concatenate([fwd, rev], axis=1)
         return np.ascontiguousarray(res, dtype=self.dtype)
 
-    def _merge(self, o):
-        if not self.bidirectional or self.merge_mode == "concat":
+    def _merge(self, o, merge_mode):
+        """The two directions of the last layer (..., 2H) merged as ``merge_mode`` says;
+        concatenated ones (and merge_mode=None's, split only when returned) pass as they are."""
+        if not self.bidirectional or merge_mode in ("concat", None):
             return o
         H = self.hidden_size
         f, r = o[..., :H], o[..., H:]
-        if self.merge_mode == "sum":
+        if merge_mode == "sum":
             return f + r
-        if self.merge_mode == "mul":
+        if merge_mode == "mul":
             return f * r
         return (f + r) * 0.5
 
-    def _unmerge(self, d, src):
+    def _unmerge(self, d, src, merge_mode):
         """Gradient of the merge: from d (..., out) to (..., dirs*H)."""
-        if not self.bidirectional or self.merge_mode == "concat":
+        if not self.bidirectional or merge_mode in ("concat", None):
             return d
         H = self.hidden_size
-        if self.merge_mode == "sum":
+        if merge_mode == "sum":
             return np.concatenate([d, d], axis=-1)
-        if self.merge_mode == "ave":
+        if merge_mode == "ave":
             half = d * 0.5
             return np.concatenate([half, half], axis=-1)
         return np.concatenate([d * src[..., H:], d * src[..., :H]], axis=-1)
@@ -435,65 +661,55 @@ class RNN(ParameterOwner):
         ----------
         d_output : array_like or None
             Gradient of the loss with respect to the output the call returned (the sequence y,
-            or Keras's last output); None for zeros.
+            or Keras's last output), shaped like it (without the batch axis for unbatched
+            input); None for zeros. With merge_mode=None: ``[d_forward, d_backward]``, the
+            gradients of the two outputs (either may be None, for zeros).
         dh_n : array_like, (num_layers*dirs, B, H), optional
-            Gradient with respect to h_n.
+            Gradient with respect to h_n ((num_layers*dirs, H) for unbatched input).
 
         Returns
         -------
-        dx, dh0 : shaped like x and (num_layers*dirs, B, H). The parameter gradients are added
-        into ``self.grads``. A failed call changes nothing and keeps the forward for a retry.
+        dx, dh0 : shaped like x and h0. The parameter gradients are added into
+        ``self.grads``. Options assigned since the forward do not apply: the gradient is the
+        forward's. A failed call changes nothing and keeps the forward for a retry.
         """
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the layer in training "
                 "mode first (each forward allows one backward)"
             )
-        (layer_caches, lengths, reorder, merge_src, out_shape, last, steps, batch,
-         tokens) = self._cache
-        name = "dy" if not self._keras() else "d_output"
-        if d_output is not None:
-            d_output = np.asarray(d_output)
-            # Batch-first sequences are converted through their time-major view: a gradient
-            # that is time-major in memory already (one computed from our own output, the
-            # usual case) then goes to the kernels without a copy.
-            swap = self.batch_first and not last and d_output.ndim == 3
-            d_output = as_float_array(name, d_output.swapaxes(0, 1) if swap else d_output,
-                                      self.dtype)
-            if swap:
-                d_output = d_output.swapaxes(0, 1)
-            if d_output.shape != out_shape:
-                raise ValueError(
-                    f"{name}: expected shape {out_shape} (like the output), got shape "
-                    f"{d_output.shape}"
-                )
+        (o, layer_caches, lengths, reorder, merge_src, out_shape, last, steps, batch,
+         tokens, unbatched) = self._cache
+        d_output = self._output_gradient(d_output, o, out_shape, last, unbatched)
+        if unbatched and dh_n is not None:
+            dh_n = self._unbatched_state("dh_n", dh_n, self.num_layers * self.num_directions)
         dh_n = self._state_arg("dh_n", dh_n, batch)
 
         H = self.hidden_size
         dirs = self.num_directions
         # go_backwards reverses the caller's batch (its order); the reverse direction of a
         # bidirectional layer runs on the sorted batch (run_rev, below).
-        rev = _Reverser(lengths, steps, batch) if self.go_backwards else None
+        rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
         # The gradient with respect to the last layer's output sequence, in processing order.
         # The layer loop runs on the batch sorted longest first, as in forward.
         run_lengths = reorder.lengths
         dh_n = reorder.sort(dh_n, 1)
         d_out = None  # gradient of the top layer's output sequence; None: zero
         if d_output is not None and last:
-            d_last = reorder.sort(self._unmerge(d_output, merge_src), 0)
+            d_last = reorder.sort(self._unmerge(d_output, merge_src, o.merge_mode), 0)
             if steps == 0:
                 pass  # every sequence is empty: its (zero) last output depends on nothing
-            elif self.residual and self.num_layers > 1:
+            elif o.residual and self.num_layers > 1:
                 d_out = self._last_gradient_sequence(d_last, run_lengths, steps, batch)
             else:
                 # Each direction's last output is its state at the sequence's end, h_n: the
                 # gradient enters there, and no (T, B, H) gradient of zeros is built.
                 dh_n = self._add_last_gradient_to_state(d_last, run_lengths, dh_n, batch)
         elif d_output is not None:
-            d = d_output.swapaxes(0, 1) if self.batch_first else d_output
-            if self.go_backwards and lengths is not None:
+            d = d_output.swapaxes(0, 1) if o.batch_first else d_output
+            if o.go_backwards and lengths is not None:
                 d = rev(d[::-1])
-            d_out = reorder.sort(self._unmerge(d, merge_src), 1)
+            d_out = reorder.sort(self._unmerge(d, merge_src, o.merge_mode), 1)
         run_rev = _Reverser(run_lengths, steps, batch) if self.bidirectional else None
         new_grads = {}
         dh0 = np.empty((self.num_layers * dirs, batch, H), dtype=self.dtype)
@@ -501,7 +717,7 @@ class RNN(ParameterOwner):
             runs, keep = layer_caches[layer]
             if keep is not None:
                 d_out = d_out * keep
-            d_in = d_out.copy() if (self.residual and layer > 0 and d_out is not None) else None
+            d_in = d_out.copy() if (o.residual and layer > 0 and d_out is not None) else None
             for d in range(dirs):
                 idx = layer * dirs + d
                 names = self._names[idx]
@@ -513,7 +729,7 @@ class RNN(ParameterOwner):
                 g = functional.rnn_backward(
                     xin if table is None else table, self._params[names[0]],
                     self._params[names[1]], y_d, dy, None if dh_n is None else dh_n[idx], h0_d,
-                    self.nonlinearity, run_lengths, self._alphas[layer],
+                    o.nonlinearity, run_lengths, o.alphas[layer],
                     ids=None if table is None else xin,
                 )
                 new_grads[names[0]] = g.dweight_ih
@@ -529,9 +745,11 @@ class RNN(ParameterOwner):
         dh0 = reorder.unsort(dh0, 1)
         if tokens is None:
             dx = reorder.unsort(d_out, 1)
-            if self.go_backwards:
+            if o.go_backwards:
                 dx = rev(dx)
-            if self.batch_first:
+            if unbatched:
+                dx = np.ascontiguousarray(dx[:, 0])
+            elif o.batch_first:
                 dx = np.ascontiguousarray(dx.swapaxes(0, 1))
         for k, g in new_grads.items():
             self.grads[k] += g
@@ -541,11 +759,70 @@ class RNN(ParameterOwner):
             tokens[0].grads["weight"] += d_out
             dx = None  # ids have no gradient
         self._cache = None
+        if unbatched:
+            dh0 = np.ascontiguousarray(dh0[:, 0])
         return dx, dh0
 
-    def _token_input(self, ids, embedding):
-        """Checked token ids (a private int64 copy) and the table they index (a copy in
-        training mode: backward's dW_ih reads the table as the forward saw it)."""
+    def _output_gradient(self, d_output, o, out_shape, last, unbatched):
+        """The gradient of what the forward returned, checked, as one array shaped like the
+        forward's batched output ``out_shape`` (directions concatenated); None stays None."""
+        name = "dy" if not o.keras else "d_output"
+        axis = _output_batch_axis(o.batch_first, last) if unbatched else None
+        shown = out_shape if axis is None else out_shape[:axis] + out_shape[axis + 1:]
+        if o.merge_mode is None:
+            d_output = self._join_directions(name, d_output, shown)
+        if d_output is None:
+            return None
+        d_output = np.asarray(d_output)
+        got = d_output.shape
+        if got != shown:
+            # dtype first: a float64 gradient for a float32 layer gets the message with the fix
+            as_float_array(name, d_output, self.dtype)
+            raise ValueError(f"{name}: expected shape {shown} (like the output), got shape {got}")
+        if axis is not None:
+            d_output = np.expand_dims(d_output, axis)
+        # Batch-first sequences are converted through their time-major view: a gradient that
+        # is time-major in memory already (one computed from our own output, the usual case)
+        # then goes to the kernels without a copy.
+        swap = o.batch_first and not last
+        d_output = as_float_array(name, d_output.swapaxes(0, 1) if swap else d_output,
+                                  self.dtype)
+        return d_output.swapaxes(0, 1) if swap else d_output
+
+    def _join_directions(self, name, d_output, shape):
+        """merge_mode=None: the gradients ``[d_forward, d_backward]`` of the two outputs as
+        one of their concatenation, ``shape`` (..., 2H); None parts are zeros, None for both
+        (or for the whole) stays None."""
+        if d_output is None:
+            return None
+        if not isinstance(d_output, (list, tuple)) or len(d_output) != 2:
+            what = (f"a {type(d_output).__name__} of {len(d_output)}"
+                    if isinstance(d_output, (list, tuple)) else type(d_output).__name__)
+            raise TypeError(
+                f"{name}: merge_mode=None returns [forward, backward]; expected the list "
+                f"[d_forward, d_backward] of their gradients, got {what}"
+            )
+        if d_output[0] is None and d_output[1] is None:
+            return None
+        part = shape[:-1] + (self.hidden_size,)
+        parts = []
+        for i, d in enumerate(d_output):
+            if d is None:
+                parts.append(np.zeros(part, dtype=self.dtype))
+                continue
+            arr = as_float_array(f"{name}[{i}]", d, self.dtype)
+            if arr.shape != part:
+                raise ValueError(
+                    f"{name}[{i}]: expected shape {part} (like the "
+                    f"{('forward', 'backward')[i]} output), got shape {arr.shape}"
+                )
+            parts.append(arr)
+        return np.concatenate(parts, axis=-1)
+
+    def _token_input(self, ids, embedding, batch_first):
+        """Checked token ids (a private int64 copy), (T, B) or (B, T), or (T,) unbatched, and
+        the table they index (a copy in training mode: backward's dW_ih reads the table as the
+        forward saw it)."""
         from .layers import Embedding
 
         if not isinstance(embedding, Embedding):
@@ -560,10 +837,10 @@ class RNN(ParameterOwner):
                 f"embedding: expected dtype {self.dtype} (the layer's), got {embedding.dtype}"
             )
         ids = embedding.check_ids(ids)
-        if ids.ndim != 2:
-            layout = "(B, T)" if self.batch_first else "(T, B)"
-            raise ValueError(f"x: expected token ids {layout} with embedding, got shape "
-                             f"{ids.shape}")
+        if ids.ndim not in (1, 2):
+            layout = "(B, T)" if batch_first else "(T, B)"
+            raise ValueError(f"x: expected token ids {layout} (or (T,) unbatched) with "
+                             f"embedding, got shape {ids.shape}")
         table = embedding.weight if not self.training else embedding.weight.copy()
         return np.array(ids, dtype=np.int64), table
 
@@ -610,8 +887,12 @@ class RNN(ParameterOwner):
         arr = as_float_array(name, value, self.dtype)
         expected = (self.num_layers * self.num_directions, batch, self.hidden_size)
         if arr.shape != expected:
+            hint = ""
+            if arr.ndim == 2:
+                hint = " (a state without a batch axis goes with unbatched input)"
             raise ValueError(
-                f"{name}: expected shape (num_layers*dirs, B, H) = {expected}, got shape {arr.shape}"
+                f"{name}: expected shape (num_layers*dirs, B, H) = {expected}, got shape "
+                f"{arr.shape}{hint}"
             )
         return arr
 
@@ -622,60 +903,80 @@ class RNN(ParameterOwner):
 
         x_t (B, input_size); h and h_next (num_layers, B, H) (zeros, or a stateful layer's
         carried state, when h is None); out_t (B, H) is the last layer's output (plus its input
-        with ``residual``). No dropout, nothing kept for backward; unidirectional layers only.
+        with ``residual``). Unbatched, as torch: x_t (input_size,) with h (num_layers, H) gives
+        out_t (H,) and h_next (num_layers, H) (a stateful layer carries it as a batch of one).
+        No dropout, nothing kept for backward; unidirectional layers only.
         A stateful layer carries h_next to its next call. The parameters are read live, with
         no per-call checks of them: only x_t and h are checked. out_t and h_next[-1] may be the
         same memory (copy before writing into either).
         """
-        if self.bidirectional:
+        if self._bidirectional:  # the private attributes: no property calls on this hot path
             raise ValueError(
                 "step: a bidirectional layer needs the whole sequence (its reverse direction "
                 "starts at the end); use a forward call"
             )
-        if h is None and self.stateful:
+        if (x_t.ndim if type(x_t) is np.ndarray else np.ndim(x_t)) == 1:
+            return self._step_unbatched(x_t, h)
+        return self._step_batched(x_t, h)
+
+    def _step_unbatched(self, x_t, h):
+        """step() of one sequence without a batch axis, run as a batch of one."""
+        x_t = as_float_array("x_t", x_t, self.dtype)[None]
+        if h is not None:
+            h = self._unbatched_state("h", h, self.num_layers)
+        out, h_next = self._step_batched(x_t, h)
+        return out[0], h_next[:, 0]
+
+    def _step_batched(self, x_t, h):
+        """step() of a batch: x_t (B, input_size), h (num_layers, B, H) or None. The streaming
+        hot path: it reads the options' private attributes (no property calls)."""
+        if h is None and self._stateful:
             h = self._state
         if h is None:
             shape = x_t.shape if type(x_t) is np.ndarray else np.shape(x_t)
             if len(shape) != 2:
-                shape = as_float_array("x_t", x_t, self.dtype).shape  # TypeError if not float
+                shape = as_float_array("x_t", x_t, self._dtype).shape  # TypeError if not float
                 raise ValueError(
-                    f"x_t: expected shape (B, input_size) = (B, {self.input_size}), "
-                    f"got shape {shape}"
+                    f"x_t: expected shape (B, input_size) = (B, {self.input_size}), or "
+                    f"(input_size,) unbatched, got shape {shape}"
                 )
             batch = shape[0]
             zeros = self._zero_state
             if zeros is None or zeros.shape[1] != batch:
                 # never handed out, so never written: reused across calls
                 zeros = self._zero_state = np.zeros(
-                    (self.num_layers, batch, self.hidden_size), dtype=self.dtype)
+                    (self._num_layers, batch, self._hidden_size), dtype=self._dtype)
             h = zeros
         else:
-            if type(h) is not np.ndarray or h.dtype is not self.dtype:
-                h = as_float_array("h", h, self.dtype)
-            if h.ndim != 3 or h.shape[0] != self.num_layers:
+            if type(h) is not np.ndarray or h.dtype is not self._dtype:
+                h = as_float_array("h", h, self._dtype)
+            if h.ndim != 3 or h.shape[0] != self._num_layers:
+                hint = ""
+                if h.ndim == 2:
+                    hint = " (a state without a batch axis goes with x_t (input_size,))"
                 raise ValueError(
                     f"h: expected shape (num_layers*dirs, B, H) = "
-                    f"({self.num_layers}, B, {self.hidden_size}), got shape {h.shape}"
+                    f"({self._num_layers}, B, {self._hidden_size}), got shape {h.shape}{hint}"
                 )
         p = self._params
         step = functional.rnn_step
-        if self.num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
+        if self._num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
             n_ih, n_hh, n_bi, n_bh = self._names[0]
             h1 = step(x_t, h[0], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
-                      p[n_bh] if n_bh else None, self.nonlinearity, self._alphas[0])
+                      p[n_bh] if n_bh else None, self._nonlinearity, self._alphas[0])
             h_next = h1[None]
-            if self.stateful:
+            if self._stateful:
                 self._state = h_next
             return h1, h_next
         states = []
         inp = x_t
         for layer, (n_ih, n_hh, n_bi, n_bh) in enumerate(self._names):
             h_l = step(inp, h[layer], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
-                       p[n_bh] if n_bh else None, self.nonlinearity, self._alphas[layer])
+                       p[n_bh] if n_bh else None, self._nonlinearity, self._alphas[layer])
             states.append(h_l)
-            inp = h_l + inp if (self.residual and layer > 0) else h_l
+            inp = h_l + inp if (self._residual and layer > 0) else h_l
         h_next = np.stack(states)
-        if self.stateful:
+        if self._stateful:
             self._state = h_next
         return inp, h_next
 
@@ -763,15 +1064,16 @@ class RNN(ParameterOwner):
         persistence.save(self, path)
 
     def __repr__(self):
-        extra = "" if self.num_layers == 1 else f", num_layers={self.num_layers}"
-        extra += "" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity!r}"
-        extra += "" if self.bias else ", bias=False"
-        extra += ", batch_first=True" if self.batch_first else ""
-        extra += f", dropout={self.dropout}" if self.dropout else ""
-        extra += ", bidirectional=True" if self.bidirectional else ""
-        extra += ", residual=True" if self.residual else ""
-        extra += f", merge_mode={self.merge_mode!r}" if self.merge_mode != "concat" else ""
-        extra += ", go_backwards=True" if self.go_backwards else ""
-        extra += ", stateful=True" if self.stateful else ""
-        extra += f", alpha={self.alpha}" if self.alpha != 1.0 else ""
-        return f"RNN({self.input_size}, {self.hidden_size}{extra}, dtype={self.dtype.name})"
+        """Sizes, every option that differs from the constructor's default, and the dtype:
+        two layers that compute differently never look the same."""
+        shown = [f"{name}={getattr(self, name)!r}" for name, default in _OPTION_DEFAULTS.items()
+                 if getattr(self, name) != default]
+        return (f"RNN({', '.join([str(self.input_size), str(self.hidden_size), *shown])}, "
+                f"dtype={self.dtype.name})")
+
+
+# The options repr compares with their defaults, read from the constructor: one source.
+_OPTION_DEFAULTS = {
+    name: param.default for name, param in inspect.signature(RNN.__init__).parameters.items()
+    if name not in ("self", "input_size", "hidden_size", "dtype", "seed")
+}
