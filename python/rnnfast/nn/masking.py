@@ -74,13 +74,14 @@ def _trailing_run(flags_bt):
 
 
 def _looks_end_padded(suspect_bt):
-    """Trailing runs of padding-like steps, one of at least two steps, and a row without any:
-    the signature of sequences of different lengths padded at the end. (A single trailing id 0
-    is too often a real token to warn about.)"""
+    """Trailing runs of padding-like steps of different lengths, one of at least two steps:
+    the signature of sequences of different lengths padded at the end, to the longest of them
+    (a row without any) or to a fixed length beyond every one (pad_sequences(maxlen=...)).
+    (A single trailing id 0 is too often a real token to warn about.)"""
     if suspect_bt.shape[1] < 3 or suspect_bt.shape[0] < 2:
         return False
     run = _trailing_run(suspect_bt)
-    return bool(run.max() >= 2 and run.min() == 0)
+    return bool(run.max() >= 2 and run.min() < run.max())
 
 
 def _reads_past_the_end(rnn):
@@ -163,7 +164,8 @@ def embedding_padding(layer, ids, valid):
 def call_rnn(rnn, x, valid, suspect, who, embedding=None, **kwargs):
     """An RNN call with the padding carried: lengths from the valid mask, unless the caller
     gave lengths or mask itself; the output's valid mask when it returns a sequence."""
-    if kwargs.get("lengths") is not None or kwargs.get("mask") is not None:
+    given = kwargs.get("lengths") is not None or kwargs.get("mask") is not None
+    if given:
         valid = None  # the caller's own lengths win; the RNN checks them
     elif valid is not None:
         expected = valid_shape(x)
@@ -179,13 +181,22 @@ def call_rnn(rnn, x, valid, suspect, who, embedding=None, **kwargs):
     sequences = rnn.return_sequences is not False
     if not sequences:
         return out, None, None
-    if valid is not None and rnn.go_backwards:
+    if valid is None and not given:
+        return out, None, suspect
+    steps = valid_shape(x)[1] if rnn.batch_first else valid_shape(x)[0]
+    lengths = kwargs.get("lengths")
+    if given:  # the output's padding is the caller's (checked by the RNN just now)
+        if lengths is None:
+            from ..data import mask_to_lengths
+
+            lengths = mask_to_lengths(kwargs["mask"])
+        lengths = np.asarray(lengths, dtype=np.int64)
+        valid = valid_from_lengths(lengths, steps, rnn.batch_first)
+    if rnn.go_backwards:
         # Keras order: each sequence's reversed steps come after its padding
-        lengths = kwargs["lengths"]
-        steps = valid_shape(x)[1] if rnn.batch_first else valid_shape(x)[0]
         bt = np.arange(steps)[None, :] >= (steps - lengths)[:, None]
         valid = bt if rnn.batch_first else bt.T
-    return out, valid, (None if valid is not None else suspect)
+    return out, valid, None
 
 
 def batch_first_of(layers, who):

@@ -12,8 +12,11 @@ backwards in reverse order, routing each gradient to the array it belongs to and
 one array fed several children. What cannot be routed is refused, never dropped silently:
 
 - a child's input made by NumPy between two children (slicing, concatenating, arithmetic): the
-  container cannot differentiate it, so ``backward`` raises, asking for a ``backward`` of the
-  subclass's own;
+  container cannot differentiate it, so ``backward`` raises (before any child's backward has
+  added to a gradient), asking for a ``backward`` of the subclass's own; the same for a nested
+  container whose forward prepares its own input with NumPy, when the gradient of that input is
+  needed (at the top, preparing the model's input is allowed: ``backward`` then returns None);
+- an in-place change of a child's output: in training, children's outputs are read-only;
 - a child called twice in one training forward: a layer keeps one forward for its backward.
 
 Padding travels as in ``Sequential`` (``nn.masking``): ``model(x, lengths=...)`` (or ``mask=``,
@@ -82,6 +85,8 @@ class _Tape:
         else:
             valid, suspect = self.padding.get(id(x), (None, None))
             out, valid, suspect = call_layer(layer, x, valid, suspect, name, **kwargs)
+        if self.training:
+            out = _read_only(out)
         inputs = [x] + ([kwargs.get("h0")] if isinstance(layer, RNN) else [])
         self.calls.append(_Call(layer, name, inputs, out))
         first = out[0] if isinstance(out, tuple) else out
@@ -92,11 +97,58 @@ class _Tape:
         self._keep.append(out)
         return out
 
+    def _produced(self):
+        return {id(a) for c in self.calls
+                for a in (c.output if isinstance(c.output, tuple) else (c.output,))}
+
+    def input_gradient_incomplete(self):
+        """Whether the model's input gradient is unknown: the first call's input was made by
+        NumPy from the model's input (allowed: a model's own input needs no gradient), or the
+        input went into a nested container whose input gradient is unknown."""
+        if not self.calls:
+            return False
+        inputs = {id(a) for a in self.inputs}
+        first = self.calls[0].inputs[0]
+        if (first is not None and np.asarray(first).dtype.kind == "f"
+                and id(first) not in self._produced() | inputs):
+            return True
+        return any(id(c.inputs[0]) in inputs and _nested_incomplete(c.layer) for c in self.calls)
+
+    def _check_routes(self, outputs, d_outs, owner):
+        """Refuse, before any child's backward has added to a gradient, an input that the
+        backward could not route: made by NumPy between two children, or the input of a
+        nested container that cannot differentiate its own input."""
+        produced = self._produced()
+        known = produced | {id(a) for a in self.inputs}
+        needed = {id(o) for o, d in zip(outputs, d_outs) if d is not None}
+        for index in reversed(range(len(self.calls))):
+            call = self.calls[index]
+            outs = call.output if isinstance(call.output, tuple) else (call.output,)
+            if not any(id(o) in needed for o in outs):
+                continue
+            needed.update(id(a) for a in call.inputs[1:] if a is not None)  # h0
+            inp = call.inputs[0]
+            if inp is None or np.asarray(inp).dtype.kind != "f":
+                continue
+            if id(inp) not in known:
+                if index == 0:
+                    continue  # the first call's input derives from the model's input only
+                raise RuntimeError(
+                    f"{owner}.backward: the input of {call.name} was made by an operation "
+                    "between layers (slicing, concatenation, arithmetic) that the container "
+                    f"cannot differentiate; write {owner}.backward(d_out) yourself, or feed "
+                    f"{call.name} a layer's output or the model's input as it is")
+            if id(inp) in produced and _nested_incomplete(call.layer):
+                raise RuntimeError(
+                    f"{owner}.backward: {call.name} cannot give the gradient of its input: its "
+                    "forward feeds its first layer an array made by NumPy from that input; "
+                    f"write its backward yourself, or feed its first layer its input as it is")
+            needed.add(id(inp))
+
     def backward(self, output, d_out, owner):
         """Run the recorded calls' backwards; the gradient of the model's first input."""
         grads = {}
-        produced = {id(a) for c in self.calls
-                    for a in (c.output if isinstance(c.output, tuple) else (c.output,))}
+        produced = self._produced()
         outputs = output if isinstance(output, tuple) else (output,)
         d_outs = d_out if isinstance(output, tuple) else (d_out,)
         for o, d in zip(outputs, d_outs):
@@ -107,6 +159,8 @@ class _Tape:
                     f"gradients between layers, so write {owner}.backward(d_out) yourself")
             if d is not None:
                 grads[id(o)] = d
+        self._check_routes(outputs, d_outs, owner)
+        incomplete = self.input_gradient_incomplete()  # before nested backwards clear theirs
         known = produced | {id(a) for a in self.inputs}
         for index in reversed(range(len(self.calls))):
             call = self.calls[index]
@@ -129,7 +183,27 @@ class _Tape:
                         f"cannot differentiate; write {owner}.backward(d_out) yourself, or feed "
                         f"{call.name} a layer's output or the model's input as it is")
                 grads[id(inp)] = g if id(inp) not in grads else grads[id(inp)] + g
-        return grads.get(id(self.inputs[0])) if self.inputs else None
+        if not self.inputs or incomplete:
+            return None
+        return grads.get(id(self.inputs[0]))
+
+
+def _nested_incomplete(layer):
+    """Whether ``layer`` is a container whose last training forward cannot give the gradient
+    of its input."""
+    last = layer.__dict__.get("_last") if isinstance(layer, Module) else None
+    return last is not None and last[0].input_gradient_incomplete()
+
+
+def _read_only(out):
+    """A child's output as ``forward`` sees it in training: read-only (a view), so an in-place
+    change between two children, which the recorded backward cannot see, fails loudly."""
+    if isinstance(out, tuple):
+        return tuple(_read_only(o) for o in out)
+    if isinstance(out, np.ndarray) and out.flags.writeable:
+        out = out.view()
+        out.flags.writeable = False
+    return out
 
 
 class Module:
@@ -365,6 +439,8 @@ class _Recorded:
         return self._tape.call(self._layer, self._name, args, kwargs)
 
     def __getattr__(self, attr):
+        if attr == "forward":  # self.rnn.forward(x) is recorded as self.rnn(x) is
+            return self.__call__
         return getattr(self._layer, attr)
 
     def __setattr__(self, attr, value):
