@@ -8,7 +8,6 @@ from .nn.masking import (
     batch_first_of,
     call_layer,
     call_rnn,
-    embedding_padding,
     input_suspect,
     input_valid_mask,
 )
@@ -86,7 +85,6 @@ class Sequential:
         while i < len(self.layers):
             layer = self.layers[i]
             if i + 1 < len(self.layers) and embedding_feeds_rnn(layer, self.layers[i + 1], x):
-                valid, suspect = embedding_padding(layer, x, valid)
                 x, valid, suspect = call_rnn(self.layers[i + 1], x, valid, suspect,
                                              f"layers[{i + 1}]", embedding=layer)
                 fused.add(i)

@@ -685,3 +685,23 @@ def test_keras_mask_zero_parity(keras, bidirectional, return_sequences, batch_fi
         assert_close(out[valid], expected[valid], dtype, "outputs at the valid steps")
     else:
         assert_close(out, expected, dtype, "last outputs")
+
+
+def test_random_ids_with_a_real_token_zero_do_not_warn():
+    """A small vocabulary whose id 0 is a real token: chance runs of 0 at the end are short."""
+    rng = np.random.default_rng(5)
+    model = Sequential([Embedding(10, 4, seed=0), RNN(4, 5, batch_first=True,
+                                                      return_sequences=False, seed=1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(200):
+            model.eval()(rng.integers(0, 10, size=(32, 20)))
+
+
+def test_the_padding_warning_points_at_the_callers_line():
+    ids = np.array([[3, 4, 5, 6, 7, 8], [3, 4, 0, 0, 0, 0]])
+    model = Sequential([Embedding(10, 4, seed=0), RNN(4, 5, batch_first=True,
+                                                      return_sequences=False, seed=1)])
+    with pytest.warns(PaddingWarning) as record:
+        model(ids)
+    assert record[0].filename == __file__

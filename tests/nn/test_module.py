@@ -689,3 +689,24 @@ def test_backward_needs_a_training_forward_and_allows_one(rng):
     model.backward(_weights_like(out, rng))
     with pytest.raises(RuntimeError, match="no training forward"):
         model.backward(_weights_like(out, rng))
+
+
+class FusedTagger(Tagger):
+    """The Tagger with its Embedding handed to the RNN (the fused token-input path)."""
+
+    def forward(self, ids):
+        return self.head(self.rnn(ids, embedding=self.embed))
+
+
+def test_an_embedding_handed_to_the_rnn_runs_fused_with_its_padding(rng):
+    ids = _padded_ids(rng)
+    fused, plain = FusedTagger(dtype=F64), Tagger(dtype=F64)
+    out_fused, out_plain = fused(ids), plain(ids)
+    np.testing.assert_array_equal(fused.output_mask, plain.output_mask)
+    valid = plain.output_mask
+    np.testing.assert_allclose(out_fused[valid], out_plain[valid], rtol=1e-12, atol=1e-12)
+    d = rng.standard_normal(out_plain.shape) * valid[..., None]
+    fused.backward(d)
+    plain.backward(d)
+    for name, g in plain.grads.items():
+        np.testing.assert_allclose(fused.grads[name], g, rtol=1e-10, atol=1e-12, err_msg=name)

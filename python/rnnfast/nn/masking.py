@@ -78,10 +78,13 @@ def _looks_end_padded(suspect_bt):
     the signature of sequences of different lengths padded at the end, to the longest of them
     (a row without any) or to a fixed length beyond every one (pad_sequences(maxlen=...)).
     (A single trailing id 0 is too often a real token to warn about.)"""
-    if suspect_bt.shape[1] < 3 or suspect_bt.shape[0] < 2:
+    steps = suspect_bt.shape[1]
+    if steps < 3 or suspect_bt.shape[0] < 2:
         return False
     run = _trailing_run(suspect_bt)
-    return bool(run.max() >= 2 and run.min() < run.max())
+    # a quarter of the sequence: chance runs of a real token 0 are rarely that long (with a
+    # vocabulary of 10, 1e-5 per row at T = 20), padding to the longest sequence usually is
+    return bool(run.max() >= max(2, -(-steps // 4)) and run.min() < run.max())
 
 
 def _reads_past_the_end(rnn):
@@ -100,6 +103,18 @@ def input_suspect(x, valid):
     return ~np.any(x != 0, axis=2)
 
 
+def _caller_level():
+    """The stacklevel of the first frame outside rnnfast: the user's line that made the call."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _warn_if_padded(rnn, suspect, who):
     if suspect is None:
         return
@@ -112,7 +127,7 @@ def _warn_if_padded(rnn, suspect, who):
             f"features, of different lengths per sequence), but no lengths reached this RNN, so "
             f"{what} reads the padding. Pass lengths= or mask= to the model (or fit), build the "
             "Embedding with mask_zero=True or padding_idx=, or give fit the ragged sequences",
-            PaddingWarning, stacklevel=4)
+            PaddingWarning, stacklevel=_caller_level())
 
 
 def _keeps_leading_axes(x, out):
@@ -165,6 +180,8 @@ def call_rnn(rnn, x, valid, suspect, who, embedding=None, **kwargs):
     """An RNN call with the padding carried: lengths from the valid mask, unless the caller
     gave lengths or mask itself; the output's valid mask when it returns a sequence."""
     given = kwargs.get("lengths") is not None or kwargs.get("mask") is not None
+    if embedding is not None and not given:  # token input: the Embedding's own padding
+        valid, suspect = embedding_padding(embedding, x, valid)
     if given:
         valid = None  # the caller's own lengths win; the RNN checks them
     elif valid is not None:

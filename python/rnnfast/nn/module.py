@@ -77,6 +77,8 @@ class _Tape:
         from ..rnn import RNN
 
         x = args[0] if args else kwargs.pop("x")
+        # a child handed to a child (rnn(ids, embedding=self.embed)): the layer itself
+        kwargs = {k: v._layer if isinstance(v, _Recorded) else v for k, v in kwargs.items()}
         if isinstance(layer, RNN):  # name the positional state, lengths and mask
             kwargs.update(zip(("h0", "lengths", "mask"), args[1:]))
             args = args[:1]
