@@ -11,6 +11,10 @@ import os
 # the environment wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
+from ._allocator import keep_freed_memory as _keep_freed_memory  # noqa: E402
+
+_keep_freed_memory()
+
 from . import (  # noqa: E402
     data,
     decoding,

@@ -41,16 +41,30 @@ class PaddingWarning(UserWarning):
     """A batch looks padded but no lengths or mask reached the RNN that would read the padding."""
 
 
+class _PrefixMask(np.ndarray):
+    """A valid mask made from lengths, which it keeps: the RNN it reaches takes them as they
+    are instead of checking the mask for a prefix again (a result of NumPy arithmetic on it is
+    a plain mask again: no attribute survives)."""
+
+    lengths = None
+    batch_first = None
+
+
 def valid_from_lengths(lengths, steps, batch_first):
     """The valid mask of a padded batch from its lengths: (B, T) if batch_first else (T, B)."""
     lengths = np.asarray(lengths)
     bt = np.arange(steps)[None, :] < lengths[:, None]
-    return bt if batch_first else bt.T
+    valid = (bt if batch_first else bt.T).view(_PrefixMask)
+    valid.lengths, valid.batch_first = lengths, batch_first
+    return valid
 
 
 def lengths_from_valid(valid, batch_first, who):
     """Lengths (B,) of a valid mask in the given layout; ValueError naming ``who`` and the fix
     when a row is not a prefix (padding that is not at the end)."""
+    if isinstance(valid, _PrefixMask) and valid.batch_first == batch_first \
+            and valid.lengths is not None:
+        return valid.lengths
     bt = valid if batch_first else valid.T
     lengths = bt.sum(axis=1, dtype=np.int64)
     prefix = np.arange(bt.shape[1])[None, :] < lengths[:, None]
