@@ -6,10 +6,12 @@ model on the same data with the same hyper-parameters in PyTorch; both end with 
 loading, training, evaluation; not the plots). This runs each pair alternately, ``--repeats``
 times, and reports the medians and the time ratio (rnnfast / PyTorch; the target is <= 0.5).
 
-    python bench/examples_vs_torch.py [--repeats 3] [--only names charlm sunspots]
+    python bench/examples_vs_torch.py [--repeats 3] [--only names charlm sunspots] [--data ROOT]
 
-Each script uses its defaults: both sides use every core (rnnfast's default threads; the twins'
-``--threads 2``). Needs ../shared/data beside the checkout, torch and tqdm.
+Each script uses its defaults but ``--data``: both sides use every core (rnnfast's default
+threads; the twins' ``--threads 2``). ``--data ROOT`` is the datasets root given to every
+script (default: ../shared/data where it is beside the checkout, else rnnfast.datasets' lookup).
+Needs torch and tqdm.
 """
 
 from __future__ import annotations
@@ -30,10 +32,14 @@ PAIRS = {
 }
 
 
-def result_line(script: str, cwd: str) -> dict:
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def result_line(script: str, cwd: str, data) -> dict:
     """The key=value pairs of the script's RESULT line (it runs with its defaults)."""
-    out = subprocess.run([sys.executable, str(ROOT / script)], cwd=cwd, capture_output=True,
-                         text=True, check=True)
+    extra = ["--data", str(data)] if data is not None else []
+    out = subprocess.run([sys.executable, str(ROOT / script), *extra], cwd=cwd,
+                         capture_output=True, text=True, check=True)
     line = next(ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("RESULT "))
     return {k: float(v) for k, v in (field.split("=") for field in line.split()[1:])}
 
@@ -42,6 +48,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="+", choices=list(PAIRS), default=list(PAIRS))
+    parser.add_argument("--data", type=Path, default=SHARED if SHARED.is_dir() else None,
+                        help="the datasets root given to every script")
     args = parser.parse_args(argv)
     print(f"{os.cpu_count()} cores; medians of {args.repeats} alternating runs of each pair")
     print(f"{'example':10s} {'metric':>15s} {'rnnfast':>9s} {'torch':>9s} "
@@ -51,8 +59,8 @@ def main(argv=None) -> None:
             ours, twin, metric = PAIRS[name]
             runs = {"rnnfast": [], "torch": []}
             for _ in range(args.repeats):
-                runs["rnnfast"].append(result_line(ours, cwd))
-                runs["torch"].append(result_line(twin, cwd))
+                runs["rnnfast"].append(result_line(ours, cwd, args.data))
+                runs["torch"].append(result_line(twin, cwd, args.data))
             med = {side: {k: statistics.median(r[k] for r in rs) for k in (metric, "time_s")}
                    for side, rs in runs.items()}
             ratio = med["rnnfast"]["time_s"] / med["torch"]["time_s"]

@@ -1,7 +1,7 @@
 """PyTorch twin of examples/charlm.py: same text, split, truncated-BPTT windows, model,
 optimiser, clipping and epochs, for comparing end-to-end training time and accuracy.
 
-    python bench/torch_charlm.py [--data FILE] [--epochs 2] [--threads 2]
+    python bench/torch_charlm.py [--data ROOT] [--epochs 2] [--threads 2]
 
 Ends with ``RESULT val_perplexity=... time_s=...`` as the rnnfast example (the time covers the
 same work: loading, training, validation and the three decoded samples).
@@ -19,7 +19,9 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from charlm import DEFAULT_DATA, load_text
+from charlm import encode_text
+
+from rnnfast import datasets
 from rnnfast.training import stream_windows
 
 
@@ -80,7 +82,7 @@ def decode(model, prompt_ids, length, mode, temperature=0.8, width=4, seed=0):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=None, help="the datasets root")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--embed", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=256)
@@ -100,7 +102,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
-    train_ids, val_ids, alphabet = load_text(args.data)
+    train_ids, val_ids, alphabet = encode_text(datasets.load("tinyshakespeare", args.data))
     model = CharLM(len(alphabet), args.embed, args.hidden)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     xs, ys = stream_windows(train_ids, args.batch_size, args.bptt)

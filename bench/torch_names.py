@@ -1,7 +1,9 @@
 """PyTorch twin of examples/names.py: same names, split, batches, one-hot encoding, model,
 optimiser and epochs, for comparing end-to-end training time and accuracy.
 
-    python bench/torch_names.py [--data DIR] [--epochs 15] [--hidden 128] [--threads 2]
+    python bench/torch_names.py [--data ROOT] [--epochs 15] [--hidden 128] [--threads 2]
+
+``--data ROOT`` as the example's: the datasets root (default: rnnfast.datasets' lookup).
 
 Each padded batch goes through ``pack_padded_sequence``, so ``h_n`` is each name's state after
 its own last letter (what rnnfast's ``lengths`` gives). Ends with
@@ -21,7 +23,20 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from names import DEFAULT_DATA, load_names, one_hot_batch
+from names import flatten
+
+from rnnfast import datasets
+
+
+def one_hot_batch(names, alphabet):
+    """(B, T, len(alphabet)) one-hot letters, zero-padded, and the lengths (B,)."""
+    lengths = np.array([len(n) for n in names])
+    x = np.zeros((len(names), lengths.max(), len(alphabet)), dtype=np.float32)
+    # one scatter for the whole batch: (name, position, letter) of every letter
+    rows = np.repeat(np.arange(len(names)), lengths)
+    positions = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    x[rows, positions, [alphabet[c] for name in names for c in name]] = 1.0
+    return x, lengths
 
 
 class NameClassifier(nn.Module):
@@ -43,7 +58,7 @@ def batch_tensors(names, alphabet):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=None, help="the datasets root")
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -56,7 +71,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
-    names, labels, languages = load_names(args.data)
+    names, labels, languages = flatten(datasets.load("names", args.data))
     alphabet = {c: i for i, c in enumerate(sorted(set("".join(names))))}
     rng = np.random.default_rng(args.seed)
     order = rng.permutation(len(names))

@@ -1,7 +1,7 @@
 """PyTorch twin of examples/sunspots.py: same data, split, scaling, windows, model, optimiser
 and epochs, for comparing end-to-end training time and accuracy.
 
-    python bench/torch_sunspots.py [--data FILE] [--epochs 60] [--threads 2]
+    python bench/torch_sunspots.py [--data ROOT] [--epochs 60] [--threads 2]
 
 Ends with ``RESULT test_rmse=... persistence_rmse=... time_s=...`` as the rnnfast example.
 """
@@ -18,7 +18,9 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from sunspots import DEFAULT_DATA, load_monthly, rmse, split_scale, windows
+from sunspots import rmse, split_scale, windows
+
+from rnnfast import datasets
 
 
 class Stacked(nn.Module):
@@ -41,7 +43,7 @@ class Stacked(nn.Module):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=None, help="the datasets root")
     parser.add_argument("--epochs", type=int, default=60)
     parser.add_argument("--window", type=int, default=24)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -54,7 +56,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
-    values, _ = load_monthly(args.data)
+    values = datasets.load("sunspots", args.data).values
     series, split, (lo, hi) = split_scale(values)
     x_train, y_train, _ = windows(series, args.window, 0, split)
     x_test, _, test_idx = windows(series, args.window, split, len(series))

@@ -5,7 +5,8 @@ Two tasks, each trained one epoch at a time by both paths on the same batches (t
 shuffled order, no bucketing), the paths alternating, medians of the epoch times and of their
 ratios:
 
-- names (many-to-one): one-hot names of ../shared/data/names (or ``--data``) ->
+- names (many-to-one): one-hot names of the names data set (``--data ROOT``: the datasets
+  root, default rnnfast.datasets' lookup) ->
   RNN(return_sequences=False) -> Dense. By hand: pad each batch, ``rnn(x, lengths=...)``,
   cross-entropy, backward, Adam. fit: ``Sequential`` on the ragged list.
 - tagging (many-to-many): token ids -> Embedding -> bidirectional RNN -> Dense per step,
@@ -13,7 +14,7 @@ ratios:
   when Sequential would fuse them), cross-entropy with lengths, backward. fit: ``Sequential`` with
   ``Embedding(mask_zero=True)`` on the ragged list.
 
-    python bench/variable_length.py [--epochs 5] [--data DIR]
+    python bench/variable_length.py [--epochs 5] [--data ROOT]
 
 Prints a table and the ISA; no assertion.
 """
@@ -28,26 +29,22 @@ from pathlib import Path
 import numpy as np
 
 import rnnfast
-from rnnfast import losses, optim, training
+from rnnfast import datasets, losses, optim, training
 from rnnfast.sequential import embedding_feeds_rnn
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "names"
 
-
-def names_data(directory):
+def names_data(root):
     xs, labels = [], []
-    files = sorted(Path(directory).glob("*.txt"))
-    text = {p: [w.strip() for w in p.read_text(encoding="utf-8").splitlines() if w.strip()]
-            for p in files}
+    text = datasets.load("names", root)
     alphabet = {c: i for i, c in enumerate(sorted({c for ws in text.values() for w in ws
                                                    for c in w}))}
-    for label, p in enumerate(files):
-        for w in text[p]:
+    for label, lang in enumerate(text):
+        for w in text[lang]:
             x = np.zeros((len(w), len(alphabet)), dtype=np.float32)
             x[np.arange(len(w)), [alphabet[c] for c in w]] = 1
             xs.append(x)
             labels.append(label)
-    return xs, np.array(labels), len(alphabet), len(files)
+    return xs, np.array(labels), len(alphabet), len(text)
 
 
 def tagging_data(rng, n=3000, vocab=2000, tags=17):
@@ -129,7 +126,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--epochs", type=int, default=5, help="timed epochs per path")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the names folder")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="the datasets root (default: rnnfast.datasets' lookup)")
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per batch")
     args = parser.parse_args(argv)
     print(f"rnnfast {rnnfast.__version__}, ISA {rnnfast._core.active_isa()}, "

@@ -1,34 +1,32 @@
-"""Character language model on ../shared/data/tinyshakespeare, trained by truncated BPTT.
+"""Character language model on the tinyshakespeare data set, trained by truncated BPTT.
 
-    python examples/charlm.py [--data FILE] [--epochs 2] [--hidden 256] [--plot charlm.png]
+    python examples/charlm.py [--data ROOT] [--out DIR] [--epochs 2] [--hidden 256]
 
-Embedding(vocab, 64) -> RNN(64, 256, stateful) -> Linear(256, vocab). The first 90% of the text
+The text comes from ``rnnfast.datasets.load("tinyshakespeare", ROOT)``:
+ROOT/tinyshakespeare/input.txt (``--data ../shared/data``), else $RNNFAST_DATA, the cache or a
+download. Embedding(vocab, 64) -> RNN(64, 256, stateful) -> Linear(256, vocab). The first 90% of the text
 is cut into 32 parallel streams read 100 characters at a time (``training.fit_stream``): the
 RNN's state is carried from one window to the next while the gradient stops at each window's
 start. Adam with gradient clipping. Prints the validation perplexity (last 10% of the text),
 samples generated from a prompt by greedy, temperature and beam-search decoding, draws the
-loss curves, and ends with a line ``RESULT val_perplexity=... time_s=...`` (time_s: loading,
+loss curves and saves the model into ``--out``, and ends with a line ``RESULT val_perplexity=... time_s=...`` (time_s: loading,
 training, validation and decoding, the work bench/torch_charlm.py times; not the plot).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import rnnfast
 from rnnfast import decoding, losses, optim, training
 
-DEFAULT_DATA = (Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare"
-                / "input.txt")
+import _cli  # the examples' shared command line, beside this file
 
 
-def load_text(path, train_fraction=0.9):
+def encode_text(text, train_fraction=0.9):
     """(train ids, validation ids, alphabet): the characters as int64 ids, split in order."""
-    text = Path(path).read_text(encoding="utf-8")
     alphabet = sorted(set(text))
     index = {c: i for i, c in enumerate(alphabet)}
     ids = np.array([index[c] for c in text], dtype=np.int64)
@@ -68,11 +66,9 @@ def prime(model, prompt_ids):
 
 
 def loss_plot(window_losses, history, windows_per_epoch, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _cli.pyplot("loss curves")
+    if plt is None:
+        return
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
     w = np.asarray(window_losses)
     k = 20
@@ -99,31 +95,39 @@ def loss_plot(window_losses, history, windows_per_epoch, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--embed", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--bptt", type=int, default=100)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--clip", type=float, default=5.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = _cli.parser(__doc__)
+    _cli.add_data(parser, "tinyshakespeare")
+    _cli.add_out(parser)
+    parser.add_argument("--epochs", type=int, default=2, help="passes over the training text")
+    parser.add_argument("--embed", type=int, default=64, help="size of the character vectors")
+    parser.add_argument("--hidden", type=int, default=256, help="hidden units of the RNN")
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="parallel streams the training text is cut into")
+    parser.add_argument("--bptt", type=int, default=100,
+                        help="characters per window: the gradient stops at each window's start")
+    parser.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate")
+    parser.add_argument("--clip", type=float, default=5.0, help="gradient norm clipped to this")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the weights and sampling")
     parser.add_argument("--threads", type=int, default=0,
                         help="rnnfast threads (0: the library's default, the cores available)")
-    parser.add_argument("--prompt", default="ROMEO:\n")
+    parser.add_argument("--prompt", default="ROMEO:\n", help="the text the samples continue")
     parser.add_argument("--length", type=int, default=200, help="characters to generate")
-    parser.add_argument("--beam-width", type=int, default=4)
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--plot", type=Path, default=Path("charlm_loss.png"))
+    parser.add_argument("--beam-width", type=int, default=4, help="beams of the beam search")
+    parser.add_argument("--temperature", type=float, default=0.8,
+                        help="temperature of the sampled text")
     args = parser.parse_args(argv)
+    out = _cli.out_dir(parser, args.out)
 
     if args.threads:
         rnnfast.set_num_threads(args.threads)
     start = time.perf_counter()
-    train_ids, val_ids, alphabet = load_text(args.data)
+    train_ids, val_ids, alphabet = encode_text(_cli.load(parser, "tinyshakespeare", args.data))
     print(f"{len(train_ids):,} training and {len(val_ids):,} validation characters, "
           f"vocabulary {len(alphabet)}")
+    index = {c: i for i, c in enumerate(alphabet)}
+    prompt_ids = [index[c] for c in args.prompt if c in index]
+    if not prompt_ids:
+        _cli.fail(parser, f"--prompt {args.prompt!r}: none of its characters is in the text")
     model = build_model(len(alphabet), args.embed, args.hidden, args.seed)
     optimizer = optim.Adam(model, lr=args.lr)
 
@@ -146,8 +150,6 @@ def main(argv=None):
               f"validation loss {vl:.4f} (perplexity {math.exp(vl):.3f})")
 
     model.eval()
-    index = {c: i for i, c in enumerate(alphabet)}
-    prompt_ids = [index[c] for c in args.prompt if c in index]
     step_fn = make_step_fn(model)
     h = prime(model, prompt_ids)
     last = prompt_ids[-1]
@@ -167,7 +169,9 @@ def main(argv=None):
     print()
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot
     loss_plot(window_losses, history, len(window_losses) // max(len(history["loss"]), 1),
-              args.plot)
+              out / "charlm_loss.png")
+    model.save(out / "charlm.npz")
+    print(f"model saved to {out / 'charlm.npz'}")
     print(f"validation perplexity {val_ppl:.3f} after {len(history['loss'])} epochs "
           f"(training {train_time:.1f} s)")
     print(f"RESULT val_perplexity={val_ppl:.4f} time_s={elapsed:.1f}")

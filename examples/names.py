@@ -1,27 +1,28 @@
-"""Surname -> language of origin: a character-level many-to-one RNN on ../shared/data/names.
+"""Surname -> language of origin: a character-level many-to-one RNN on the names data set.
 
-    python examples/names.py [--data DIR] [--epochs 15] [--hidden 128] [--plot names.png]
+    python examples/names.py [--data ROOT] [--out DIR] [--epochs 15] [--hidden 128]
 
-Characters are one-hot vectors; the names go to ``training.fit`` as a ragged list, so each
+The names come from ``rnnfast.datasets.load("names", ROOT)``: ROOT/names/*.txt, one file per
+language (``--data ../shared/data``), else $RNNFAST_DATA, the cache or a download. Characters
+are one-hot vectors; the names go to ``training.fit`` as a ragged list, so each
 batch is padded by fit and carries its names' lengths: the RNN's output is each name's state
 after its own last letter, and a Dense layer maps it to the 18 languages. 80/20 split with a fixed seed, Adam, softmax cross-entropy. Prints the test
-accuracy, draws a confusion matrix, and ends with a line ``RESULT test_accuracy=... time_s=...``
-(time_s: loading, training and testing, the work bench/torch_names.py times; not the plot).
+accuracy, draws a confusion matrix and saves the model into ``--out``, and ends with a line
+``RESULT test_accuracy=... time_s=...`` (time_s: loading, training and testing, the work
+bench/torch_names.py times; not the plot).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 
 import rnnfast
 from rnnfast import metrics, optim, training
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "names"
+import _cli  # the examples' shared command line, beside this file
 
 
 def ascii_letters(name):
@@ -30,16 +31,13 @@ def ascii_letters(name):
                    if unicodedata.category(c) != "Mn")
 
 
-def load_names(directory):
-    """(names, language index per name, language names), one file per language."""
-    names, labels, languages = [], [], []
-    for i, path in enumerate(sorted(Path(directory).glob("*.txt"))):
-        languages.append(path.stem)
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                names.append(ascii_letters(line.strip()))
-                labels.append(i)
-    return names, np.array(labels), languages
+def flatten(by_language):
+    """(names without accents, language index per name, language names) of the data set's
+    dict language -> names."""
+    languages = list(by_language)
+    names = [ascii_letters(n) for lang in languages for n in by_language[lang]]
+    labels = np.repeat(np.arange(len(languages)), [len(by_language[lang]) for lang in languages])
+    return names, labels, languages
 
 
 def one_hot(name, alphabet):
@@ -50,15 +48,9 @@ def one_hot(name, alphabet):
 
 
 def confusion_plot(truth, predicted, languages, path):
-    try:
-        import matplotlib
-    except ImportError:
-        print("matplotlib is not installed (pip install \".[examples]\"): no confusion plot")
+    plt = _cli.pyplot("confusion plot")
+    if plt is None:
         return
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     k = len(languages)
     confusion = np.zeros((k, k))
     np.add.at(confusion, (truth, predicted), 1)
@@ -77,18 +69,20 @@ def confusion_plot(truth, predicted, languages, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--plot", type=Path, default=Path("names_confusion.png"))
+    parser = _cli.parser(__doc__)
+    _cli.add_data(parser, "names")
+    _cli.add_out(parser)
+    parser.add_argument("--epochs", type=int, default=15, help="passes over the training set")
+    parser.add_argument("--hidden", type=int, default=128, help="hidden units of the RNN")
+    parser.add_argument("--batch-size", type=int, default=32, help="names per batch")
+    parser.add_argument("--lr", type=float, default=2e-3, help="Adam's learning rate")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the split, the weights and the batch order")
     args = parser.parse_args(argv)
+    out = _cli.out_dir(parser, args.out)
 
     start = time.perf_counter()
-    names, labels, languages = load_names(args.data)
+    names, labels, languages = flatten(_cli.load(parser, "names", args.data))
     alphabet = {c: i for i, c in enumerate(sorted(set("".join(names))))}
     rng = np.random.default_rng(args.seed)
     order = rng.permutation(len(names))
@@ -108,7 +102,10 @@ def main(argv=None):
     accuracy = metrics.accuracy(logits, labels[test_idx])
     print(f"test accuracy {accuracy:.4f} on {len(test_idx)} names")
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot
-    confusion_plot(labels[test_idx], logits.argmax(axis=1), languages, args.plot)
+    confusion_plot(labels[test_idx], logits.argmax(axis=1), languages,
+                   out / "names_confusion.png")
+    model.save(out / "names.npz")
+    print(f"model saved to {out / 'names.npz'}")
     print(f"RESULT test_accuracy={accuracy:.4f} time_s={elapsed:.1f}")
 
 

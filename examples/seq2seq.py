@@ -1,8 +1,8 @@
 """Digit strings -> their reversal (or sorted digits): a sequence-to-sequence Elman RNN, trained
 with full teacher forcing and with scheduled sampling, to measure exposure bias.
 
-    python examples/seq2seq.py [--task reverse] [--max-len 12] [--steps 3000] [--midpoint 0.3]
-                               [--schedule inverse_sigmoid] [--plot seq2seq.png]
+    python examples/seq2seq.py [--out DIR] [--task reverse] [--max-len 12] [--steps 3000]
+                               [--midpoint 0.3] [--schedule inverse_sigmoid]
 
 Strings of 3..12 digits are generated in code; a held-out set of strings never seen in training
 measures exact-match accuracy (every digit and the end token right). The same model is trained
@@ -22,7 +22,7 @@ mistake: the example scores the positions after each string's first greedy error
 and calls the difference of the two token error rates the exposure bias. Prints exact match
 (gold prefix, greedy, beam) and those error rates for both models, and the token error rate
 by output position from either prefix; draws exact match by length, error rate by position and
-the training curves; ends with ``RESULT exact_match_greedy=... exact_match_beam=...
+the training curves into ``--out``; ends with ``RESULT exact_match_greedy=... exact_match_beam=...
 exposure_bias_tf=... exposure_bias_ss=... time_s=...`` (the exact matches of the
 scheduled-sampling model; time_s: data, training and evaluation, not the plot).
 
@@ -50,11 +50,9 @@ compound; ``--task sort`` is solved outright (0.994-1.000, 3..8 or 3..12 digits)
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
-from pathlib import Path
 
 # These batches are small (64 x 128): one thread is fastest, and OpenBLAS's spinning threads
 # beside rnnfast's OpenMP ones made a step 5x slower on 2 cores. An explicit setting wins.
@@ -64,6 +62,8 @@ import numpy as np
 import rnnfast
 from rnnfast import optim
 from rnnfast.seq2seq import SCHEDULES, Seq2Seq, teacher_forcing_schedule
+
+import _cli  # the examples' shared command line, beside this file
 
 PAD, BOS, EOS = 10, 11, 12  # digits are tokens 0..9
 SRC_VOCAB, TGT_VOCAB = 11, 13
@@ -118,9 +118,16 @@ def schedule_constants(kind, midpoint_step):
     return {"k": midpoint_k(midpoint_step)}
 
 
-def train(args, strings, scheduled, seed):
-    from tqdm import tqdm
+def progress(steps, desc):
+    """tqdm's bar over range(steps) where tqdm is installed (the examples extra), else the range."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return range(steps)
+    return tqdm(range(steps), desc=desc, unit="batch", mininterval=2.0)
 
+
+def train(args, strings, scheduled, seed):
     model = Seq2Seq(SRC_VOCAB, TGT_VOCAB, args.embed, args.hidden, context=args.context,
                     seed=seed)
     opt = optim.Adam(model, lr=args.lr)
@@ -132,7 +139,7 @@ def train(args, strings, scheduled, seed):
     constants = schedule_constants(args.schedule, max(args.midpoint * args.steps, 1.0))
     losses, ratios = [], []
     name = "scheduled sampling" if scheduled else "teacher forcing"
-    bar = tqdm(range(args.steps), desc=name, unit="batch", mininterval=2.0)
+    bar = progress(args.steps, name)
     for i in bar:
         batch = [strings[j] for j in rng.integers(0, len(strings), args.batch_size)]
         ratio = teacher_forcing_schedule(args.schedule, i, **constants) if scheduled else 1.0
@@ -144,7 +151,7 @@ def train(args, strings, scheduled, seed):
         lr_schedule.step()
         losses.append(loss)
         ratios.append(ratio)
-        if i % 20 == 0:
+        if i % 20 == 0 and hasattr(bar, "set_postfix"):
             bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", ratio=f"{ratio:.2f}")
     return model.eval(), np.array(losses), np.array(ratios)
 
@@ -189,11 +196,9 @@ def exposure_bias(errors, valid):
 
 
 def plot(errors, valid, test_lengths, curves, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _cli.pyplot("plot")
+    if plt is None:
+        return
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(18, 4.8))
     lengths = np.unique(test_lengths)
     positions = np.arange(1, valid.shape[1] + 1)
@@ -234,28 +239,41 @@ def plot(errors, valid, test_lengths, curves, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", choices=("reverse", "sort"), default="reverse")
-    parser.add_argument("--min-len", type=int, default=3)
-    parser.add_argument("--max-len", type=int, default=12)
-    parser.add_argument("--train-size", type=int, default=20000)
-    parser.add_argument("--test-size", type=int, default=1000)
+    parser = _cli.parser(__doc__)
+    _cli.add_out(parser)
+    parser.add_argument("--task", choices=("reverse", "sort"), default="reverse",
+                        help="the target: the digits reversed, or sorted")
+    parser.add_argument("--min-len", type=int, default=3, help="shortest digit string")
+    parser.add_argument("--max-len", type=int, default=12, help="longest digit string")
+    parser.add_argument("--train-size", type=int, default=20000,
+                        help="distinct training strings")
+    parser.add_argument("--test-size", type=int, default=1000,
+                        help="distinct held-out strings, none of them in training")
     parser.add_argument("--steps", type=int, default=3000, help="updates per model")
     parser.add_argument("--schedule", choices=SCHEDULES, default="inverse_sigmoid",
                         help="how the scheduled teacher-forcing ratio falls")
     parser.add_argument("--midpoint", type=float, default=0.3,
                         help="fraction of the run where the scheduled ratio passes 0.5")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--embed", type=int, default=32)
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--context", choices=("init", "input", "both"), default="both")
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--beam-width", type=int, default=4)
-    parser.add_argument("--length-penalty", type=float, default=0.6)
+    parser.add_argument("--batch-size", type=int, default=64, help="strings per update")
+    parser.add_argument("--embed", type=int, default=32, help="size of the token vectors")
+    parser.add_argument("--hidden", type=int, default=128,
+                        help="hidden units of the encoder and the decoder")
+    parser.add_argument("--context", choices=("init", "input", "both"), default="both",
+                        help="how the decoder sees the encoding: its initial state, an input "
+                             "at every step, or both")
+    parser.add_argument("--lr", type=float, default=3e-3,
+                        help="Adam's initial learning rate (cosine-annealed to 0)")
+    parser.add_argument("--beam-width", type=int, default=4, help="beams of the beam search")
+    parser.add_argument("--length-penalty", type=float, default=0.6,
+                        help="the beam search's length penalty exponent")
     parser.add_argument("--threads", type=int, default=1, help="rnnfast threads")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--plot", type=Path, default=Path("seq2seq.png"))
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the strings, the weights and the batches")
     args = parser.parse_args(argv)
+    out = _cli.out_dir(parser, args.out)
+    if not 1 <= args.min_len <= args.max_len:
+        _cli.fail(parser, f"--min-len {args.min_len} --max-len {args.max_len}: expected "
+                          "1 <= min-len <= max-len")
     rnnfast.set_num_threads(args.threads)
 
     start = time.perf_counter()
@@ -288,8 +306,7 @@ def main(argv=None):
         print(f"{regime:>18s}: " + ", ".join(f"{t + 1}: {a:.3f}->{b:.3f}"
                                              for t, (a, b) in enumerate(zip(gold, own))))
     elapsed = time.perf_counter() - start  # as in the other examples, the plot is not timed
-    if args.plot:
-        plot(errors, valid, test_lengths, curves, args.plot)
+    plot(errors, valid, test_lengths, curves, out / "seq2seq.png")
     tf, ss = "teacher forcing", "scheduled sampling"
     print(f"RESULT exact_match_greedy={em[(ss, 'greedy')]:.4f} "
           f"exact_match_beam={em[(ss, 'beam')]:.4f} "

@@ -1,48 +1,29 @@
-"""Monthly sunspot numbers: one-month-ahead forecasts by a stacked RNN on ../shared/data/sunspots.
+"""Monthly sunspot numbers: one-month-ahead forecasts by a stacked RNN on the sunspots data set.
 
-    python examples/sunspots.py [--data FILE] [--epochs 60] [--window 24] [--plot sunspots.png]
+    python examples/sunspots.py [--data ROOT] [--out DIR] [--epochs 60] [--window 24]
 
-The series (1749-2009) is split in time: the first 80% trains, the rest tests. Values are
+The series comes from ``rnnfast.datasets.load("sunspots", ROOT)``:
+ROOT/sunspots/sunspots_monthly.dat (``--data ../shared/data``), else $RNNFAST_DATA, the cache or
+a download. The series (1749-2009) is split in time: the first 80% trains, the rest tests. Values are
 scaled to [0, 1] by the training part's minimum and maximum. Each sample is a window of 24
 months; the target is the next month. The classic stacked model RNN(1, 50, sequences) ->
 Dropout(0.2) -> RNN(50, 100, last step) -> Dropout(0.2) -> Dense(100, 1), MSE, Adam. Prints
 the model summary, the test RMSE in sunspot units against the persistence baseline (the next
-month equals the last), draws the forecast against the truth, and ends with a line
+month equals the last), draws the forecast against the truth and saves the model into
+``--out``, and ends with a line
 ``RESULT test_rmse=... persistence_rmse=... time_s=...`` (time_s: loading, training and
 testing, the work bench/torch_sunspots.py times; not the plot).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import rnnfast
 from rnnfast import optim, training
 
-DEFAULT_DATA = (Path(__file__).resolve().parents[2] / "shared" / "data" / "sunspots"
-                / "sunspots_monthly.dat")
-
-
-def load_monthly(path):
-    """(values (N,), months (N,) as fractional years): the rows ``Year v1 .. v12`` of the
-    fixed-width file in order; header, rule, blank and note lines are skipped (a last,
-    partial year keeps the months it has)."""
-    values, months = [], []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        fields = line.split()
-        if not fields or not fields[0].isdigit() or len(fields[0]) != 4 or len(fields) < 2:
-            continue
-        try:
-            row = [float(v) for v in fields[1:13]]
-        except ValueError:
-            continue
-        year = int(fields[0])
-        values.extend(row)
-        months.extend(year + (m + 0.5) / 12 for m in range(len(row)))
-    return np.array(values), np.array(months)
+import _cli  # the examples' shared command line, beside this file
 
 
 def split_scale(values, train_fraction=0.8):
@@ -77,11 +58,9 @@ def rmse(a, b):
 
 
 def forecast_plot(months, truth, forecast, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _cli.pyplot("forecast plot")
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(12, 4.5))
     ax.plot(months, truth, color="k", lw=1, label="observed")
     ax.plot(months, forecast, color="C1", lw=1, label="RNN forecast (one month ahead)")
@@ -95,22 +74,31 @@ def forecast_plot(months, truth, forecast, path, title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--epochs", type=int, default=60)
-    parser.add_argument("--window", type=int, default=24)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = _cli.parser(__doc__)
+    _cli.add_data(parser, "sunspots")
+    _cli.add_out(parser)
+    parser.add_argument("--epochs", type=int, default=60, help="passes over the training set")
+    parser.add_argument("--window", type=int, default=24,
+                        help="months of history each forecast reads")
+    parser.add_argument("--batch-size", type=int, default=32, help="windows per batch")
+    parser.add_argument("--lr", type=float, default=2e-3, help="Adam's learning rate")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the weights, the dropout and the batch order")
     parser.add_argument("--threads", type=int, default=0,
                         help="rnnfast threads (0: the library's default, the cores available)")
-    parser.add_argument("--plot", type=Path, default=Path("sunspots_forecast.png"))
     args = parser.parse_args(argv)
+    out = _cli.out_dir(parser, args.out)
 
     if args.threads:
         rnnfast.set_num_threads(args.threads)
     start = time.perf_counter()
-    values, months = load_monthly(args.data)
+    data = _cli.load(parser, "sunspots", args.data)
+    values, months = data.values, data.years
+    if args.window < 1:
+        _cli.fail(parser, f"--window: expected a positive number of months, got {args.window}")
+    if int(0.2 * len(values)) < 1 or int(0.8 * len(values)) <= args.window:
+        _cli.fail(parser, f"--window {args.window}: the series' {len(values)} months are too "
+                          "few for it (the training part must be longer than a window)")
     series, split, (lo, hi) = split_scale(values)
     x_train, y_train, _ = windows(series, args.window, 0, split)
     x_test, _, test_idx = windows(series, args.window, split, len(series))
@@ -128,8 +116,10 @@ def main(argv=None):
     print(f"test RMSE {test_rmse:.2f} sunspots, persistence {base_rmse:.2f} "
           f"({'better' if test_rmse < base_rmse else 'worse'} by {abs(base_rmse - test_rmse):.2f})")
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot
-    forecast_plot(months[test_idx], truth, pred, args.plot,
+    forecast_plot(months[test_idx], truth, pred, out / "sunspots_forecast.png",
                   f"rnnfast stacked RNN: test RMSE {test_rmse:.1f} vs persistence {base_rmse:.1f}")
+    model.save(out / "sunspots.npz")
+    print(f"model saved to {out / 'sunspots.npz'}")
     print(f"RESULT test_rmse={test_rmse:.3f} persistence_rmse={base_rmse:.3f} "
           f"time_s={elapsed:.1f}")
 

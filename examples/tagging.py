@@ -1,6 +1,6 @@
 """Part-of-speech tagging: a bidirectional word-level RNN on a Universal Dependencies treebank.
 
-    python examples/tagging.py --data UD_English-EWT [--epochs 10] [--hidden 128] [--embed 100]
+    python examples/tagging.py --data UD_English-EWT [--out DIR] [--epochs 10] [--hidden 128]
 
 ``--data`` is a UD treebank's folder (its ``*-ud-train.conllu`` and ``*-ud-test.conllu``, and
 ``*-ud-dev.conllu`` for validation when there is one) or a single CoNLL-U file, split 80/10/10
@@ -11,8 +11,8 @@ as a ragged list with its universal tags (UPOS) as per-step targets: fit pads ea
 similar lengths (``bucket=True``), ``Embedding(mask_zero=True)`` marks the padding, the RNN
 runs each sentence to its own length in both directions, and neither the loss nor the
 accuracy counts a padded step. Adam, softmax cross-entropy per word. Prints the token
-accuracy on the test split and ends with a line ``RESULT test_accuracy=... time_s=...``
-(time_s: loading, training and testing).
+accuracy on the test split, saves the model and its vocabularies into ``--out``, and ends with
+a line ``RESULT test_accuracy=... time_s=...`` (time_s: loading, training and testing).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import rnnfast
 from rnnfast import optim, training
 from rnnfast.data import Vocabulary
 from rnnfast.data.conllu import read_conllu
+
+import _cli  # the examples' shared command line, beside this file
 
 SPLITS = ("train", "dev", "test")
 SPLIT_SEED = 0  # the 80/10/10 split of a single file
@@ -59,11 +61,11 @@ def load_splits(data):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = _cli.parser(__doc__)
     parser.add_argument("--data", type=Path, required=True, default=argparse.SUPPRESS,
                         help="a UD treebank folder (*-ud-train/-dev/-test.conllu) or one CoNLL-U "
                              "file, split 80/10/10")
+    _cli.add_out(parser)
     parser.add_argument("--epochs", type=int, default=10, help="passes over the training set")
     parser.add_argument("--hidden", type=int, default=128,
                         help="hidden units of each direction of the RNN")
@@ -75,12 +77,13 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the weights and the batch order")
     args = parser.parse_args(argv)
+    out = _cli.out_dir(parser, args.out)
 
     start = time.perf_counter()
     try:
         train, dev, test = load_splits(args.data)
     except (OSError, ValueError) as exc:
-        parser.error(f"--data: {exc}")
+        _cli.fail(parser, f"--data: {exc}")
     words = Vocabulary.build([s.forms for s in train], min_count=args.min_count)  # <pad> = 0
     tags = Vocabulary.build([s.upos for s in train + dev + test], pad=None, unk=None)
     x_train, x_dev, x_test = (words.encode_batch([s.forms for s in p]) for p in (train, dev, test))
@@ -101,6 +104,11 @@ def main(argv=None):
                                  metrics=["accuracy"])["accuracy"]
     print(f"test accuracy {accuracy:.4f} on {sum(map(len, test))} words")
     elapsed = time.perf_counter() - start
+    model.save(out / "tagging.npz")
+    words.save(out / "tagging_words.json")
+    tags.save(out / "tagging_tags.json")
+    print(f"model and vocabularies saved to {out}/tagging.npz, tagging_words.json, "
+          "tagging_tags.json")
     print(f"RESULT test_accuracy={accuracy:.4f} time_s={elapsed:.1f}")
 
 

@@ -17,6 +17,7 @@ _keep_freed_memory()
 
 from . import (  # noqa: E402
     data,
+    datasets,
     decoding,
     functional,
     losses,
@@ -68,6 +69,7 @@ __all__ = [
     "functional",
     "reference",
     "data",
+    "datasets",
     "pad_sequences",
     "unpad_sequences",
     "mask_to_lengths",

@@ -2,18 +2,22 @@
 (Mackey-Glass), report its test error against the naive baseline, then check the kernels
 against the NumPy reference on a random problem and time the speed-up over it.
 
-`python -m rnnfast demo --data DIR` trains on a monthly series in the format of
-../shared/data/sunspots/sunspots_monthly.dat (rows of a year and twelve values) instead."""
+`python -m rnnfast demo --data ROOT` trains on the monthly sunspot numbers instead, from
+`rnnfast.datasets.load("sunspots", ROOT)` (ROOT/sunspots/sunspots_monthly.dat, as in the
+project's shared/data); `--series sunspots` without --data finds them through $RNNFAST_DATA,
+the cache or a download. The trained model (and, with matplotlib, a plot of the forecast) go
+into `--out`."""
 
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 
-from . import functional, reference
+from . import datasets, functional, reference
 from ._config import show_config
 
 
@@ -40,21 +44,6 @@ def mackey_glass(n=3000, tau=17, beta=0.2, gamma=0.1, power=10, substeps=10, see
     return np.array(history[lag + 1 :: substeps][:n])
 
 
-def monthly_series(directory):
-    """The values of a file of rows 'year v1 .. v12' (header and note lines skipped)."""
-    from pathlib import Path
-
-    path = next(Path(directory).glob("*.dat"), None)
-    if path is None:
-        raise FileNotFoundError(f"--data {directory}: no .dat file of monthly values there")
-    values = []
-    for line in path.read_text().splitlines():
-        fields = line.split()
-        if len(fields) == 13 and fields[0].isdigit():
-            values.extend(float(v) for v in fields[1:])
-    return np.array(values)
-
-
 def windows(series, width, horizon):
     """(N, width, 1) inputs and (N, 1) targets: the value `horizon` steps after each window."""
     n = len(series) - width - horizon + 1
@@ -62,9 +51,11 @@ def windows(series, width, horizon):
     return series[index][:, :, None], series[index[:, -1] + horizon][:, None]
 
 
-def train_forecaster(series, *, width=32, horizon=5, hidden=32, epochs=8, seed=0):
+def train_forecaster(series, *, width=32, horizon=5, hidden=32, epochs=8, seed=0, out=None):
     """Train RNN -> Dense on the first 80% of the series; returns (test RMSE, naive RMSE) in
-    the series' units. The naive forecast repeats the last value of the window."""
+    the series' units. The naive forecast repeats the last value of the window. With ``out``
+    (a folder) the model is saved there (demo_forecaster.npz), and with matplotlib a plot of
+    the test forecast (demo_forecast.png)."""
     from . import RNN, Dense, Sequential, optim, training
 
     split = int(0.8 * len(series))
@@ -83,7 +74,32 @@ def train_forecaster(series, *, width=32, horizon=5, hidden=32, epochs=8, seed=0
     naive = float(np.sqrt(np.mean((x_test[:, -1] - y_test) ** 2))) * scale
     print(f"test RMSE {rmse:.4f}, naive (last value) {naive:.4f}: "
           f"{'better' if rmse < naive else 'NOT better'} than the naive forecast")
+    if out is not None:
+        model.save(Path(out) / "demo_forecaster.npz")
+        print(f"model saved to {Path(out) / 'demo_forecaster.npz'}")
+        _forecast_plot(y_test[:, 0] * scale + mean, predicted[:, 0] * scale + mean, horizon,
+                       Path(out) / "demo_forecast.png")
     return rmse, naive
+
+
+def _forecast_plot(truth, forecast, horizon, path):
+    try:
+        import matplotlib
+    except ImportError:
+        print('matplotlib is not installed (pip install ".[examples]"): no forecast plot')
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ax.plot(truth, color="k", lw=1, label="test series")
+    ax.plot(forecast, color="C1", lw=1, label=f"RNN forecast ({horizon} steps ahead)")
+    ax.set_xlabel("test step")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"forecast plot written to {path}")
 
 
 def run(steps=100, batch=32, input_size=64, hidden_size=128, repeats=5, seed=0):
@@ -124,25 +140,64 @@ def run(steps=100, batch=32, input_size=64, hidden_size=128, repeats=5, seed=0):
     return ok
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m rnnfast", description=__doc__)
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default after its help, but for those whose help says what None means."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="python -m rnnfast", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="train a forecaster, then check and time the kernels")
-    demo.add_argument("--data", default=None,
-                      help="a folder with a monthly series (.dat, rows 'year v1..v12')")
-    demo.add_argument("--epochs", type=int, default=8)
-    demo.add_argument("--steps", type=int, default=100)
-    demo.add_argument("--batch", type=int, default=32)
-    demo.add_argument("--input-size", type=int, default=64)
-    demo.add_argument("--hidden-size", type=int, default=128)
-    demo.add_argument("--repeats", type=int, default=5)
+    demo = sub.add_parser("demo", help="train a forecaster, then check and time the kernels",
+                          description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter)
+    demo.add_argument("--data", type=Path, default=None, metavar="ROOT",
+                      help="the datasets root (a folder laid out as the project's shared/data, "
+                           "ROOT/sunspots/sunspots_monthly.dat): train on the sunspot numbers "
+                           "found there; without it the series is generated (see --series)")
+    demo.add_argument("--series", choices=("mackey-glass", "sunspots"), default=None,
+                      help="the series to forecast; by default mackey-glass, generated in code, "
+                           "or sunspots when --data is given (without --data, rnnfast.datasets "
+                           "looks in $RNNFAST_DATA, then the cache, then downloads it)")
+    demo.add_argument("--out", type=Path, default=Path("rnnfast-out"), metavar="DIR",
+                      help="folder for the trained model and the forecast plot")
+    demo.add_argument("--epochs", type=int, default=8, help="training epochs of the forecaster")
+    demo.add_argument("--steps", type=int, default=100, help="T of the kernel check")
+    demo.add_argument("--batch", type=int, default=32, help="B of the kernel check")
+    demo.add_argument("--input-size", type=int, default=64, help="D of the kernel check")
+    demo.add_argument("--hidden-size", type=int, default=128, help="H of the kernel check")
+    demo.add_argument("--repeats", type=int, default=5, help="timed repeats of the kernel check")
     sub.add_parser("config", help="print the build and run-time configuration")
+    return parser, demo
+
+
+def main(argv=None):
+    parser, demo = _parser()
     args = parser.parse_args(argv)
     if args.command == "config":
         show_config()
         return 0
-    series = mackey_glass() if args.data is None else monthly_series(args.data)
-    print("series:", "Mackey-Glass (tau=17), generated" if args.data is None else args.data)
-    rmse, naive = train_forecaster(series, epochs=args.epochs)
+
+    def fail(message):  # one line and argparse's exit status 2, no traceback
+        demo.exit(2, f"{demo.prog}: error: {message}\n")
+
+    if args.series == "mackey-glass" and args.data is not None:
+        fail("--data: the mackey-glass series is generated; --data gives the sunspots")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"--out {args.out}: {exc.strerror or exc}")
+    if (args.series or ("sunspots" if args.data is not None else "mackey-glass")) == "sunspots":
+        try:
+            series = datasets.load("sunspots", args.data).values
+        except (OSError, ValueError) as exc:
+            fail(f"--data: {exc}" if args.data is not None else str(exc))
+        print(f"series: monthly sunspot numbers, {len(series)} months")
+    else:
+        series = mackey_glass()
+        print("series: Mackey-Glass (tau=17), generated")
+    rmse, naive = train_forecaster(series, epochs=args.epochs, out=args.out)
     ok = run(args.steps, args.batch, args.input_size, args.hidden_size, args.repeats)
     return 0 if ok and rmse < naive else 1

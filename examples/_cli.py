@@ -1,0 +1,80 @@
+"""The command line every example shares: ``--data ROOT`` (the datasets root), ``--out DIR``
+(plots and saved models), every option's help with its default, a bad path as one line on
+stderr and exit status 2, and plots skipped with a message when matplotlib is missing.
+
+(The examples import it from their own folder, which Python puts first on sys.path.)
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rnnfast import datasets
+
+DEFAULT_OUT = Path("rnnfast-out")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default after its help; an option whose default is None says in its
+    help what happens then (``--data``: the datasets lookup)."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def parser(doc, **kwargs):
+    """An argument parser described by the docstring's first paragraph."""
+    return argparse.ArgumentParser(description=doc.split("\n\n")[0].strip(),
+                                   formatter_class=HelpFormatter, **kwargs)
+
+
+def add_data(p, name):
+    p.add_argument(
+        "--data", type=Path, default=None, metavar="ROOT",
+        help=f"the datasets root, a folder laid out as the project's shared/data "
+             f"(ROOT/{'names/*.txt' if name == 'names' else name + '/...'}); by default "
+             f"rnnfast.datasets looks in ${datasets.DATA_ENV}, then in the cache "
+             f"({datasets.cache_dir()}), then downloads the data set there")
+
+
+def add_out(p):
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
+                   help="folder for the plots and saved models (created when missing)")
+
+
+def fail(p, message):
+    """One line on stderr, ``prog: error: message``, and exit status 2 (argparse's)."""
+    p.exit(2, f"{p.prog}: error: {message}\n")
+
+
+def load(p, name, root):
+    """``rnnfast.datasets.load(name, root)``, or one line and exit status 2."""
+    try:
+        return datasets.load(name, root)
+    except (OSError, ValueError) as exc:
+        fail(p, f"--data: {exc}" if root is not None else str(exc))
+
+
+def out_dir(p, path):
+    """The output folder, created; one line and exit status 2 when it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(p, f"--out {path}: {exc.strerror or exc}")
+    return path
+
+
+def pyplot(what):
+    """matplotlib.pyplot on the Agg backend, or None (after saying so) without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f'matplotlib is not installed (pip install ".[examples]"): no {what}')
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -1,0 +1,52 @@
+"""examples/charlm.py runs on a small text the test writes (ROOT/tinyshakespeare/input.txt):
+truncated BPTT, three decodings, its RESULT line, and the plot and model in --out."""
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "charlm.py"
+SMALL = ["--epochs", "3", "--embed", "8", "--hidden", "32", "--batch-size", "4", "--bptt", "20",
+         "--length", "30", "--beam-width", "2", "--lr", "0.01"]
+
+
+def write_text(root, rng, lines=150):
+    """A play of two speakers whose lines are drawn from a few words: learnable quickly."""
+    words = ["to", "be", "or", "not", "that", "is", "the", "question"]
+    text = "".join(f"{'ROMEO' if k % 2 else 'JULIET'}:\n"
+                   + " ".join(rng.choice(words, size=rng.integers(3, 8))) + ".\n\n"
+                   for k in range(lines))
+    folder = root / "tinyshakespeare"
+    folder.mkdir(parents=True)
+    (folder / "input.txt").write_text(text, encoding="utf-8")
+    return root, len(set(text))
+
+
+def test_charlm_example_learns_and_reports(tmp_path):
+    root, vocab = write_text(tmp_path / "data", np.random.default_rng(0))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(out),
+                           *SMALL], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"RESULT val_perplexity=([0-9.]+) time_s=([0-9.]+)$", done.stdout)
+    assert match, done.stdout
+    assert float(match.group(1)) < vocab / 3  # the uniform guess has perplexity `vocab`
+    for decoding in ("greedy", "temperature 0.8", "beam search, width 2"):
+        assert f"---- {decoding} ----\nROMEO:\n" in done.stdout
+    assert (out / "charlm.npz").is_file()
+    assert (out / "charlm_loss.png").is_file() or "matplotlib is not installed" in done.stdout
+    assert math.isfinite(float(match.group(2)))
+
+
+def test_charlm_prompt_outside_the_text_is_one_line(tmp_path):
+    root, _ = write_text(tmp_path / "data", np.random.default_rng(0), lines=20)
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(root), "--out",
+                           str(tmp_path / "out"), "--prompt", "@#"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == ("charlm.py: error: --prompt '@#': none of its characters is in the "
+                           "text\n")
