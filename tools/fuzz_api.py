@@ -253,7 +253,8 @@ def target_forward(fb: Bytes, backward=False):
     nl2 = nl if fb.byte() < 230 else nonlin_for(fb)
     inputs = (x, w_ih, w_hh, yy, dy, dh_n, h0, lengths)
     before = snapshot(*inputs)
-    g = F.rnn_backward(x, w_ih, w_hh, yy, dy, dh_n, h0, nl2, lengths=lengths, alpha=alpha)
+    g = F.rnn_backward(x, w_ih, w_hh, yy, dy, dh_n, h0=h0, nonlinearity=nl2, lengths=lengths,
+                       alpha=alpha, step_mask=None, zero_output_for_mask=False, recurrent_mask=None)
     check_unmodified(before, inputs, "rnn_backward")
     want = [(T, B, D), (B, H), (H, D), (H, H), (H,)]
     if [tuple(a.shape) for a in g] != want:
@@ -305,8 +306,8 @@ def target_tokens(fb: Bytes):
             and np.allclose(h_n, h2, rtol=tol, atol=tol, equal_nan=True)):
         raise Finding("rnn_forward(ids=) differs from rnn_forward(table[ids])")
     dy = arr(fb, y.shape, dt) if fb.bool() else None
-    g = F.rnn_backward(table, w_ih, w_hh, y, dy, None, h0, nl, lengths=lengths, alpha=alpha,
-                       ids=ids)
+    g = F.rnn_backward(table, w_ih, w_hh, y, dy, None, h0=h0, nonlinearity=nl, lengths=lengths,
+                       alpha=alpha, step_mask=None, zero_output_for_mask=False, recurrent_mask=None, ids=ids)
     check_unmodified(before, inputs, "rnn_backward(ids=)")
     if g.dx.shape != np.shape(table):
         raise Finding(f"rnn_backward(ids=): table gradient {g.dx.shape}, table {np.shape(table)}")
