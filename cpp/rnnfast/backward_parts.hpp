@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "rnn.hpp"
 #include "types.hpp"
@@ -35,6 +36,13 @@ void add_column_sums(const T* delta, index rows, index cols, T* db, bool accumul
         for (index r = 0; r < rows; ++r)
             for (index j = j0; j < j1; ++j) db[j] += delta[r * cols + j];
     }
+}
+
+// Working memory that every use writes in full before reading it: left uninitialised, as
+// zeroing it would be one more pass over it per call.
+template <class T>
+std::unique_ptr<T[]> scratch(index n) {
+    return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
 }
 
 // The backward of the masked drivers (general step masks, recurrent dropout); rnn_backward

@@ -1,7 +1,7 @@
 // Element-wise passes of the masked drivers (general step masks, recurrent dropout), over one
-// thread's share of a (B x H) step, as in elementwise.hpp. They run after the step's GEMM on
-// the block the thread just computed, so they need no barrier of their own, and are O(B*H)
-// per step against the GEMM's O(B*H*H).
+// thread's share of a (B x H) step, as in elementwise.hpp. Each touches only what its thread
+// writes, or reads what the step's barrier has published, so they need no barrier of their
+// own, and are O(B*H) per step against the GEMM's O(B*H*H).
 #pragma once
 
 #include <cstdint>
@@ -22,107 +22,114 @@ void carry_skipped_rows(T* h, const T* h_prev, const std::uint8_t* keep_t, index
                         sizeof(T) * static_cast<size_t>(b.c1 - b.c0));
 }
 
-// out = h * mask: the state as the next step's W_hh product reads it under recurrent dropout.
+// out = h * mask: h_{t-1} as the step's W_hh product reads it under recurrent dropout.
 template <class T>
 void apply_recurrent_mask(T* out, const T* h, const T* mask, index ld, Block b) {
     for (index r = b.m0; r < b.m1; ++r)
         for (index c = b.c0; c < b.c1; ++c) out[r * ld + c] = h[r * ld + c] * mask[r * ld + c];
 }
 
-// Backward: the direct gradient of h_t, g = dy_t where y_t is the state (zero elsewhere),
-// plus dh_n (null except at the last step: h_n is the state after the last step).
-template <class T>
-void direct_state_grad(T* g, const T* dy_t, const std::uint8_t* out_t, const T* dh_n, index ld,
-                       Block b) {
-    for (index r = b.m0; r < b.m1; ++r) {
-        T* row = g + r * ld;
-        if (dy_t && out_t[r])
-            std::memcpy(row + b.c0, dy_t + r * ld + b.c0, sizeof(T) * static_cast<size_t>(b.c1 - b.c0));
-        else
-            std::memset(row + b.c0, 0, sizeof(T) * static_cast<size_t>(b.c1 - b.c0));
-        if (dh_n)
-            for (index c = b.c0; c < b.c1; ++c) row[c] += dh_n[r * ld + c];
-    }
-}
-
-// prev = h_{t-1}, each row read from the y row that holds it (source >= 0) or from h0 (a
-// negative source, or every row when source is null: the state before step 0).
-template <class T>
-void gather_states(T* prev, const T* y, const index* source, const T* h0, index batch, index ld,
-                   Block b) {
-    for (index r = b.m0; r < b.m1; ++r) {
-        const index from_step = source ? source[r] : -1;
-        const T* from = from_step >= 0 ? y + (from_step * batch + r) * ld : h0 + r * ld;
-        std::memcpy(prev + r * ld + b.c0, from + b.c0, sizeof(T) * static_cast<size_t>(b.c1 - b.c0));
-    }
-}
-
-// What one backward step of the masked driver needs, for its block.
+// What one backward step of the masked driver reads and writes, for its block.
 template <class T>
 struct MaskedGradStep {
-    T* g;                         // in: the direct gradient of h_t; out: its total gradient
-    T* delta;                     // out: the pre-activation's gradient (zero where skipped)
-    T* prev;                      // in: h_{t-1}; out: what W_hh read, h_{t-1} * mask
-    const T* h;                   // y_t, the state at kept rows
-    const std::uint8_t* keep_t;   // (B)
-    // From step t + 1 (all null at the last step): rho = delta_{t+1} W_hh, g_{t+1}, keep.
+    T* g;                          // out: the total gradient of h_t (step t-1 reads it back)
+    T* delta;                      // out: the pre-activation's gradient (zero where skipped)
+    T* prev;                       // out: what W_hh read at step t, h_{t-1} * mask (for dW_hh)
+    const T* dy;                   // (B, H) dy_t, or null
+    const std::uint8_t* out_t;     // (B): y_t is the state (else dy_t reaches nothing)
+    const T* dh_n;                 // (B, H) at the last step (h_n is h_{T-1}), else null
+    const T* y;                    // (T, B, H): a kept row's y_t is h_t
+    index t, batch;
+    const index* source_prev;      // (B): the step whose y holds h_{t-1}, -1 for h0; null: all h0
+    const T* h0;                   // (B, H)
+    const T* zeros;                // (H) zeros, read in place of an absent row
+    const std::uint8_t* keep_t;    // (B)
+    // From step t + 1 (null at the last step): rho = delta_{t+1} W_hh, g_{t+1}, its keep mask.
     const T* rho;
     const T* g_next;
     const std::uint8_t* keep_next;
-    const T* mask;                // (B, H) recurrent mask or null
+    const T* mask;                 // (B, H) recurrent mask, or null
     T alpha;
     Activation act;
 };
 
-// g_t += what step t+1 sends back to h_t: a skipped step passes g_{t+1} straight through
-// (h_{t+1} = h_t); a kept one sends mask * rho (+ (1 - alpha) g_{t+1} for leaky units). Then
-// delta_t = alpha g_t act'(a_t) at kept rows, with act' recovered from the stored states as in
-// leaky_delta (for alpha = 1: 1 - h^2, or h > 0, as the fused gradient epilogue does).
-template <class T>
-void masked_grad_step(const MaskedGradStep<T>& s, index ld, Block b) {
-    const T keep_share = T(1) - s.alpha;
-    const bool leaky = s.alpha != T(1);
+// One pass over the block: g_t = [y_t is h_t] dy_t (+ dh_n) + what step t+1 sends back to h_t
+// (a skipped step passes g_{t+1} straight through, h_{t+1} = h_t; a kept one sends
+// mask * rho (+ (1 - alpha) g_{t+1} for leaky units)); then delta_t = alpha g_t act'(a_t) at
+// kept rows, act' recovered from the stored states as in leaky_delta (for alpha = 1: 1 - h^2,
+// or h > 0, as the fused gradient epilogue does); and prev = h_{t-1} * mask. The choices are
+// per row and the options template arguments, so each inner loop is straight-line and
+// vectorises.
+template <class T, bool Leaky, bool Masked, bool Tanh>
+void masked_grad_rows(const MaskedGradStep<T>& s, index ld, Block b) {
+    const T leak = T(1) - s.alpha;
+    const index c0 = b.c0, c1 = b.c1;
     for (index r = b.m0; r < b.m1; ++r) {
-        const bool next_kept = s.keep_next && s.keep_next[r];
-        for (index c = b.c0; c < b.c1; ++c) {
-            const index i = r * ld + c;
-            if (s.g_next) {
-                if (next_kept) {
-                    T back = s.mask ? s.mask[i] * s.rho[i] : s.rho[i];
-                    if (leaky) back += keep_share * s.g_next[i];
-                    s.g[i] += back;
-                } else {
-                    s.g[i] += s.g_next[i];
-                }
-            }
-        }
-        if (s.keep_t[r]) {
-            for (index c = b.c0; c < b.c1; ++c) {
-                const index i = r * ld + c;
-                T slope;
-                if (!leaky) {
-                    slope = s.act == Activation::tanh ? T(1) - s.h[i] * s.h[i]
-                                                      : (s.h[i] > T(0) ? T(1) : T(0));
-                } else {
-                    const T kept = keep_share * s.prev[i];
-                    if (s.act == Activation::tanh) {
-                        const T a = (s.h[i] - kept) / s.alpha;
-                        slope = T(1) - a * a;
-                    } else {
-                        slope = s.h[i] != kept && s.h[i] - kept > T(0) ? T(1) : T(0);
-                    }
-                }
-                s.delta[i] = leaky ? s.alpha * s.g[i] * slope : s.g[i] * slope;
+        const index row = r * ld;
+        T* g = s.g + row;
+        T* delta = s.delta + row;
+        T* prev = s.prev + row;
+        const T* dy = s.dy && s.out_t[r] ? s.dy + row : s.zeros;
+        const T* dh_n = s.dh_n ? s.dh_n + row : s.zeros;
+        const T* m = Masked ? s.mask + row : nullptr;
+        const index source = s.source_prev ? s.source_prev[r] : -1;
+        const T* h_prev = source >= 0 ? s.y + (source * s.batch + r) * ld : s.h0 + row;
+        const T* h = s.y + (s.t * s.batch + r) * ld;
+        if (!s.g_next) {
+            for (index c = c0; c < c1; ++c) g[c] = dy[c] + dh_n[c];
+        } else if (s.keep_next[r]) {
+            const T* rho = s.rho + row;
+            const T* g_next = s.g_next + row;
+            for (index c = c0; c < c1; ++c) {
+                T back = Masked ? m[c] * rho[c] : rho[c];
+                if (Leaky) back += leak * g_next[c];
+                g[c] = dy[c] + dh_n[c] + back;
             }
         } else {
-            std::memset(s.delta + r * ld + b.c0, 0, sizeof(T) * static_cast<size_t>(b.c1 - b.c0));
+            const T* g_next = s.g_next + row;
+            for (index c = c0; c < c1; ++c) g[c] = dy[c] + dh_n[c] + g_next[c];
         }
-        if (s.mask)
-            for (index c = b.c0; c < b.c1; ++c) s.prev[r * ld + c] *= s.mask[r * ld + c];
+        if (s.keep_t[r]) {
+            for (index c = c0; c < c1; ++c) {
+                T slope;
+                if (!Leaky) {
+                    slope = Tanh ? T(1) - h[c] * h[c] : (h[c] > T(0) ? T(1) : T(0));
+                } else {
+                    const T kept = leak * h_prev[c];
+                    if (Tanh) {
+                        const T a = (h[c] - kept) / s.alpha;
+                        slope = T(1) - a * a;
+                    } else {
+                        slope = h[c] != kept && h[c] - kept > T(0) ? T(1) : T(0);
+                    }
+                }
+                delta[c] = Leaky ? s.alpha * g[c] * slope : g[c] * slope;
+            }
+        } else {
+            for (index c = c0; c < c1; ++c) delta[c] = T(0);
+        }
+        for (index c = c0; c < c1; ++c) prev[c] = Masked ? h_prev[c] * m[c] : h_prev[c];
     }
 }
 
-// dh0 from step 0's gradients (the same rule as masked_grad_step's first half).
+template <class T, bool Leaky, bool Masked>
+void masked_grad_rows_act(const MaskedGradStep<T>& s, index ld, Block b) {
+    if (s.act == Activation::tanh)
+        masked_grad_rows<T, Leaky, Masked, true>(s, ld, b);
+    else
+        masked_grad_rows<T, Leaky, Masked, false>(s, ld, b);
+}
+
+template <class T>
+void masked_grad_step(const MaskedGradStep<T>& s, index ld, Block b) {
+    const bool leaky = s.alpha != T(1), masked = s.mask != nullptr;
+    if (leaky && masked) masked_grad_rows_act<T, true, true>(s, ld, b);
+    else if (leaky) masked_grad_rows_act<T, true, false>(s, ld, b);
+    else if (masked) masked_grad_rows_act<T, false, true>(s, ld, b);
+    else masked_grad_rows_act<T, false, false>(s, ld, b);
+}
+
+// dh0 from step 0's gradients (the same rule as the first part of masked_grad_rows).
 template <class T>
 void state_grad_before(T* dh0, const T* g0, const T* rho, const std::uint8_t* keep0,
                        const T* mask, T alpha, index batch, index ld) {

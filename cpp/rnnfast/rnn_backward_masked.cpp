@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "backward_parts.hpp"
@@ -40,12 +41,14 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
                                         std::max(panels, chunk * B), Sync::fork_join);
     // B(k = j, n = i) = W_hh[j, i]: rho = delta W_hh.
     const std::vector<T> packed_hh = pack_whole(kt, MatView<T>{a.w_hh, H, 1}, H, H, threads);
-    const size_t chunk_size = static_cast<size_t>(chunk * step_size);
-    std::vector<T> state_grad(chunk_size), delta(chunk_size), prev(chunk_size);
-    std::vector<T> rho(static_cast<size_t>(step_size));
+    // Scratch that every step writes in full before anything reads it: not zeroed.
+    const index chunk_size = chunk * step_size;
+    const std::unique_ptr<T[]> delta = scratch<T>(chunk_size), prev = scratch<T>(chunk_size);
+    // g_t is read only by step t - 1: two slots, by the step's parity.
+    const std::unique_ptr<T[]> state_grad = scratch<T>(2 * step_size), rho = scratch<T>(step_size);
     // delta and g of the step after the chunk (the first step of the chunk walked before).
-    std::vector<T> later(static_cast<size_t>(step_size)), later_grad(static_cast<size_t>(step_size));
-    std::vector<T> zeros(a.h0 ? 0 : static_cast<size_t>(step_size));
+    const std::unique_ptr<T[]> later = scratch<T>(step_size), later_grad = scratch<T>(step_size);
+    const std::vector<T> zeros(static_cast<size_t>(a.h0 ? H : step_size), T(0));
     const T* h_start = a.h0 ? a.h0 : zeros.data();
     std::vector<T> token_delta(a.ids ? static_cast<size_t>(a.vocab * H) : 0);
     bool have_later = false;
@@ -62,38 +65,40 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
             back.N = H;
             back.K = H;
             back.packed_b = packed_hh.data();
-            back.C = rho.data();
+            back.C = rho.get();
             back.ldc = H;
             // Every row at every step, so a thread's block is the same throughout: what it
-            // reads of g_{t+1} and writes of rho it wrote itself (or before the barrier).
+            // reads of g_{t+1} and rho it wrote itself.
             const Share s = share_of(B, panels, kt.mr, thread_index(), team_size());
             const Block own{s.m0, s.m1, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr)};
+            MaskedGradStep<T> st;
+            st.out_t = nullptr;
+            st.y = a.y;
+            st.batch = B;
+            st.h0 = h_start;
+            st.zeros = zeros.data();
+            st.mask = a.recurrent_mask;
+            st.alpha = a.alpha;
+            st.act = a.act;
             for (index i = steps - 1; i >= 0; --i) {
                 const index t = t0 + i;
-                MaskedGradStep<T> st;
-                st.g = state_grad.data() + i * step_size;
-                st.delta = delta.data() + i * step_size;
-                st.prev = prev.data() + i * step_size;
-                st.h = a.y + t * step_size;
-                st.keep_t = masks.keep.data() + t * B;
-                st.mask = a.recurrent_mask;
-                st.alpha = a.alpha;
-                st.act = a.act;
                 const bool last = t + 1 == T_;
-                st.rho = last ? nullptr : rho.data();
+                st.t = t;
+                st.g = state_grad.get() + (i & 1) * step_size;
+                st.delta = delta.get() + i * step_size;
+                st.prev = prev.get() + i * step_size;
+                st.dy = a.dy ? a.dy + t * step_size : nullptr;
+                st.out_t = masks.out.data() + t * B;
+                st.dh_n = last ? a.dh_n : nullptr;
+                st.source_prev = t > 0 ? source.data() + (t - 1) * B : nullptr;
+                st.keep_t = masks.keep.data() + t * B;
+                st.rho = last ? nullptr : rho.get();
                 st.keep_next = last ? nullptr : masks.keep.data() + (t + 1) * B;
                 st.g_next = last ? nullptr
-                            : i + 1 < steps ? state_grad.data() + (i + 1) * step_size
-                                            : later_grad.data();
-                const T* next_delta = last ? nullptr
-                                      : i + 1 < steps ? delta.data() + (i + 1) * step_size
-                                                      : later.data();
-                direct_state_grad(st.g, a.dy ? a.dy + t * step_size : nullptr,
-                                  masks.out.data() + t * B, last ? a.dh_n : nullptr, H, own);
-                gather_states(st.prev, a.y, t > 0 ? source.data() + (t - 1) * B : nullptr,
-                              h_start, B, H, own);
-                if (next_delta) {
-                    back.A = {next_delta, H, 1};
+                            : i + 1 < steps ? state_grad.get() + ((i + 1) & 1) * step_size
+                                            : later_grad.get();
+                if (!last) {
+                    back.A = {i + 1 < steps ? delta.get() + (i + 1) * step_size : later.get(), H, 1};
                     kt.gemm_block(back, s.m0, s.m1, s.p0, s.p1);
                 }
                 masked_grad_step(st, H, own);
@@ -102,7 +107,7 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
         }
 
         const index rows = steps * B;
-        const T* dl = delta.data();
+        const T* dl = delta.get();
         const bool acc = have_later;
         if (a.ids)  // skipped steps' deltas are zero: their ids add nothing
             embedding_backward(a.ids + t0 * B, rows, dl, H, token_delta.data());
@@ -110,14 +115,14 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
             gemm(kt, H, D, rows, MatView<T>{dl, 1, H}, MatView<T>{a.x + t0 * B * D, D, 1},
                  a.dw_ih, D, acc, big_threads);
         // dW_hh (+)= sum_t delta_t^T (h_{t-1} * mask): prev holds what W_hh read.
-        gemm(kt, H, H, rows, MatView<T>{dl, 1, H}, MatView<T>{prev.data(), H, 1}, a.dw_hh, H,
+        gemm(kt, H, H, rows, MatView<T>{dl, 1, H}, MatView<T>{prev.get(), H, 1}, a.dw_hh, H,
              acc, big_threads);
         if (!a.ids)  // dX = delta W_ih for the chunk's rows.
             gemm(kt, rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1},
                  a.dx + t0 * B * D, D, false, big_threads);
         add_column_sums(dl, rows, H, a.db, acc, big_threads);
-        std::memcpy(later.data(), dl, sizeof(T) * static_cast<size_t>(step_size));
-        std::memcpy(later_grad.data(), state_grad.data(), sizeof(T) * static_cast<size_t>(step_size));
+        std::memcpy(later.get(), dl, sizeof(T) * static_cast<size_t>(step_size));
+        std::memcpy(later_grad.get(), state_grad.get(), sizeof(T) * static_cast<size_t>(step_size));
         have_later = true;
     }
 
@@ -137,12 +142,12 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
     first.M = B;
     first.N = H;
     first.K = H;
-    first.A = {later.data(), H, 1};
+    first.A = {later.get(), H, 1};
     first.packed_b = packed_hh.data();
-    first.C = rho.data();
+    first.C = rho.get();
     first.ldc = H;
     run_task(kt, first, threads);
-    state_grad_before(a.dh0, later_grad.data(), rho.data(), masks.keep.data(), a.recurrent_mask,
+    state_grad_before(a.dh0, later_grad.get(), rho.get(), masks.keep.data(), a.recurrent_mask,
                       a.alpha, B, H);
 }
 
