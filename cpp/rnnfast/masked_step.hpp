@@ -32,7 +32,7 @@ void apply_recurrent_mask(T* out, const T* h, const T* mask, index ld, Block b) 
 // What one backward step of the masked driver reads and writes, for its block.
 template <class T>
 struct MaskedGradStep {
-    T* g;                          // out: the total gradient of h_t (step t-1 reads it back)
+    T* g;                          // out: the total gradient of h_t, where step t-1 reads it
     T* delta;                      // out: the pre-activation's gradient (zero where skipped)
     T* prev;                       // out: what W_hh read at step t, h_{t-1} * mask (for dW_hh)
     const T* dy;                   // (B, H) dy_t, or null
@@ -53,62 +53,88 @@ struct MaskedGradStep {
     Activation act;
 };
 
-// One pass over the block: g_t = [y_t is h_t] dy_t (+ dh_n) + what step t+1 sends back to h_t
-// (a skipped step passes g_{t+1} straight through, h_{t+1} = h_t; a kept one sends
-// mask * rho (+ (1 - alpha) g_{t+1} for leaky units)); then delta_t = alpha g_t act'(a_t) at
-// kept rows, act' recovered from the stored states as in leaky_delta (for alpha = 1: 1 - h^2,
-// or h > 0, as the fused gradient epilogue does); and prev = h_{t-1} * mask. The choices are
-// per row and the options template arguments, so each inner loop is straight-line and
-// vectorises.
+// The backward step over the block (masked_grad_rows): g_t = [y_t is h_t] dy_t (+ dh_n) + what
+// step t+1 sends back to h_t (a skipped step passes g_{t+1} straight through, h_{t+1} = h_t; a
+// kept one sends mask * rho (+ (1 - alpha) g_{t+1} for leaky units)); then
+// delta_t = alpha g_t act'(a_t) at kept rows, act' recovered from the stored states as in
+// leaky_delta (for alpha = 1: 1 - h^2, or h > 0, as the fused gradient epilogue does); and
+// prev = h_{t-1} * mask. The choices are per row (Next: 0 no step t+1, 1 kept, 2 skipped) or
+// options (template arguments), so each inner loop is straight-line and vectorises.
+
+// The total gradient of h_t at column c.
+template <class T, bool Leaky, bool Masked, int Next>
+inline T total_grad(const T* dy, const T* dh_n, const T* m, const T* rho, const T* g_next,
+                    T leak, index c) {
+    T total = dy[c] + dh_n[c];
+    if (Next == 1) {
+        T back = Masked ? m[c] * rho[c] : rho[c];
+        if (Leaky) back += leak * g_next[c];
+        total += back;
+    } else if (Next == 2) {
+        total += g_next[c];
+    }
+    return total;
+}
+
+// act'(a_t) at column c, recovered from the stored states.
+template <class T, bool Leaky, bool Tanh>
+inline T slope_at(const T* h, const T* h_prev, T alpha, T leak, index c) {
+    if (!Leaky) return Tanh ? T(1) - h[c] * h[c] : (h[c] > T(0) ? T(1) : T(0));
+    const T kept = leak * h_prev[c];
+    if (Tanh) {
+        const T a = (h[c] - kept) / alpha;
+        return T(1) - a * a;
+    }
+    return h[c] != kept && h[c] - kept > T(0) ? T(1) : T(0);
+}
+
+// One row of the block. g_t is stored only where a step reads it back: step t-1 reads g_t
+// where step t is skipped (the pass-through) or for leaky units; a kept row of the plain unit
+// needs only its delta.
+template <class T, bool Leaky, bool Masked, bool Tanh, int Next>
+inline void masked_grad_row(const MaskedGradStep<T>& s, index row, bool kept, index c0,
+                            index c1, const T* dy, const T* dh_n, const T* h_prev, const T* h) {
+    const T leak = T(1) - s.alpha;
+    T* g = s.g + row;
+    T* delta = s.delta + row;
+    const T* m = Masked ? s.mask + row : nullptr;
+    const T* rho = Next == 1 ? s.rho + row : nullptr;
+    const T* g_next = Next != 0 ? s.g_next + row : nullptr;
+    if (!kept) {
+        for (index c = c0; c < c1; ++c)
+            g[c] = total_grad<T, Leaky, Masked, Next>(dy, dh_n, m, rho, g_next, leak, c);
+        for (index c = c0; c < c1; ++c) delta[c] = T(0);
+    } else if (Leaky) {
+        for (index c = c0; c < c1; ++c) {
+            const T total = total_grad<T, Leaky, Masked, Next>(dy, dh_n, m, rho, g_next, leak, c);
+            g[c] = total;
+            delta[c] = s.alpha * total * slope_at<T, Leaky, Tanh>(h, h_prev, s.alpha, leak, c);
+        }
+    } else {
+        for (index c = c0; c < c1; ++c)
+            delta[c] = total_grad<T, Leaky, Masked, Next>(dy, dh_n, m, rho, g_next, leak, c) *
+                       slope_at<T, Leaky, Tanh>(h, h_prev, s.alpha, leak, c);
+    }
+    T* prev = s.prev + row;
+    for (index c = c0; c < c1; ++c) prev[c] = Masked ? h_prev[c] * m[c] : h_prev[c];
+}
+
 template <class T, bool Leaky, bool Masked, bool Tanh>
 void masked_grad_rows(const MaskedGradStep<T>& s, index ld, Block b) {
-    const T leak = T(1) - s.alpha;
-    const index c0 = b.c0, c1 = b.c1;
     for (index r = b.m0; r < b.m1; ++r) {
         const index row = r * ld;
-        T* g = s.g + row;
-        T* delta = s.delta + row;
-        T* prev = s.prev + row;
         const T* dy = s.dy && s.out_t[r] ? s.dy + row : s.zeros;
         const T* dh_n = s.dh_n ? s.dh_n + row : s.zeros;
-        const T* m = Masked ? s.mask + row : nullptr;
         const index source = s.source_prev ? s.source_prev[r] : -1;
         const T* h_prev = source >= 0 ? s.y + (source * s.batch + r) * ld : s.h0 + row;
         const T* h = s.y + (s.t * s.batch + r) * ld;
-        if (!s.g_next) {
-            for (index c = c0; c < c1; ++c) g[c] = dy[c] + dh_n[c];
-        } else if (s.keep_next[r]) {
-            const T* rho = s.rho + row;
-            const T* g_next = s.g_next + row;
-            for (index c = c0; c < c1; ++c) {
-                T back = Masked ? m[c] * rho[c] : rho[c];
-                if (Leaky) back += leak * g_next[c];
-                g[c] = dy[c] + dh_n[c] + back;
-            }
-        } else {
-            const T* g_next = s.g_next + row;
-            for (index c = c0; c < c1; ++c) g[c] = dy[c] + dh_n[c] + g_next[c];
-        }
-        if (s.keep_t[r]) {
-            for (index c = c0; c < c1; ++c) {
-                T slope;
-                if (!Leaky) {
-                    slope = Tanh ? T(1) - h[c] * h[c] : (h[c] > T(0) ? T(1) : T(0));
-                } else {
-                    const T kept = leak * h_prev[c];
-                    if (Tanh) {
-                        const T a = (h[c] - kept) / s.alpha;
-                        slope = T(1) - a * a;
-                    } else {
-                        slope = h[c] != kept && h[c] - kept > T(0) ? T(1) : T(0);
-                    }
-                }
-                delta[c] = Leaky ? s.alpha * g[c] * slope : g[c] * slope;
-            }
-        } else {
-            for (index c = c0; c < c1; ++c) delta[c] = T(0);
-        }
-        for (index c = c0; c < c1; ++c) prev[c] = Masked ? h_prev[c] * m[c] : h_prev[c];
+        const bool kept = s.keep_t[r] != 0;
+        if (!s.g_next)
+            masked_grad_row<T, Leaky, Masked, Tanh, 0>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev, h);
+        else if (s.keep_next[r])
+            masked_grad_row<T, Leaky, Masked, Tanh, 1>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev, h);
+        else
+            masked_grad_row<T, Leaky, Masked, Tanh, 2>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev, h);
     }
 }
 
