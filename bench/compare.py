@@ -181,6 +181,11 @@ def grads_named(dx, dweight_ih, dweight_hh, dbias_ih, dbias_hh):
     }
 
 
+# rnn_backward's required keywords for a forward given none of these options (h0 included).
+PLAIN_BACKWARD = {"h0": None, "nonlinearity": "tanh", "lengths": None, "alpha": 1.0,
+                  "step_mask": None, "zero_output_for_mask": False, "recurrent_mask": None}
+
+
 def rnnfast_runners(p: Problem):
     args = (p.x, p.w_ih, p.w_hh, p.b_ih, p.b_hh)
 
@@ -192,7 +197,7 @@ def rnnfast_runners(p: Problem):
 
     def train():
         y, _ = functional.rnn_forward(*args)
-        return functional.rnn_backward(p.x, p.w_ih, p.w_hh, y, dy=p.dy)
+        return functional.rnn_backward(p.x, p.w_ih, p.w_hh, y, dy=p.dy, **PLAIN_BACKWARD)
 
     def train_named(g):
         return {**grads_named(g.dx, g.dweight_ih, g.dweight_hh, g.dbias, g.dbias), "dh0": g.dh0}
@@ -216,7 +221,7 @@ def reference_runners(p: Problem):
 
     def train():
         y, _ = reference.rnn_forward(*args)
-        return reference.rnn_backward(p.x, p.w_ih, p.w_hh, y, dy=p.dy)
+        return reference.rnn_backward(p.x, p.w_ih, p.w_hh, y, dy=p.dy, **PLAIN_BACKWARD)
 
     def train_named(g):
         dx, dh0, dw_ih, dw_hh, db = g

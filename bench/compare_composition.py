@@ -1,17 +1,24 @@
 """Composed layers against torch.nn.RNN: a 2-layer bidirectional stack and variable-length
 batches (torch with PackedSequence), forward inference and a training step, 1 and 2 threads.
+Then the masked kernels against rnnfast's own plain kernels of the same shape (torch has no
+general masks nor recurrent dropout): a Keras-style (T, B) step mask, recurrent dropout, both;
+their cost over the plain layer is the figure (target: at most 10%).
 
-    python bench/compare_composition.py [--repeats 7] [--threads 1,2] [--out PATH]
+    python bench/compare_composition.py [--repeats 7] [--threads 1,2] [--cases torch,masks]
+                                        [--out PATH]
 
-Every case is first checked for agreement (outputs, h_n, input and weight gradients); timings
-are medians per call, measured with compare.py's timing helpers (warm-up, one library after
-the other). Prints a table and writes JSON (default bench/results/compare_composition.json).
+Every case is first checked for agreement (outputs, h_n, input and weight gradients: against
+torch, or for the masked rows against rnnfast.reference); timings are medians per call,
+measured with compare.py's timing helpers (warm-up, one library after the other; the masked and
+plain rnnfast runners alternate their repeats). Prints a table and writes JSON (default
+bench/results/compare_composition.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -104,6 +111,107 @@ def check_agreement(name, fast, slow):
     return worst
 
 
+# ---- masked kernels against the plain ones (functional API, one layer) ------------------------
+
+MASK_CASES = {
+    # name: (step mask, zero_output_for_mask, recurrent dropout)
+    "general mask": (True, False, False),
+    "general mask, zero outputs": (True, True, False),
+    "recurrent dropout": (False, False, True),
+    "general mask + recurrent dropout": (True, False, True),
+}
+KEEP_RATE = 0.8  # of the step mask: a fifth of the steps skipped, anywhere in the sequence
+RECURRENT_DROPOUT = 0.25
+
+
+def make_mask_case(step_mask, zero_output_for_mask, dropout, seed=0):
+    """Weights, input and the forward's options of one masked case (and of its plain twin)."""
+    rng = np.random.default_rng(seed)
+    bound = 1 / np.sqrt(H)
+    arrays = {"x": rng.standard_normal((T, B, D)).astype(np.float32),
+              "weight_ih": rng.uniform(-bound, bound, (H, D)).astype(np.float32),
+              "weight_hh": rng.uniform(-bound, bound, (H, H)).astype(np.float32),
+              "bias_ih": rng.uniform(-bound, bound, H).astype(np.float32),
+              "bias_hh": rng.uniform(-bound, bound, H).astype(np.float32)}
+    plain = {"h0": None, "nonlinearity": "tanh", "lengths": None, "alpha": 1.0,
+             "step_mask": None, "zero_output_for_mask": False, "recurrent_mask": None}
+    masked = dict(plain, zero_output_for_mask=zero_output_for_mask)
+    if step_mask:
+        masked["step_mask"] = rng.random((T, B)) < KEEP_RATE
+    if dropout:
+        keep = rng.random((B, H)) >= RECURRENT_DROPOUT
+        masked["recurrent_mask"] = (keep / (1 - RECURRENT_DROPOUT)).astype(np.float32)
+    return arrays, plain, masked
+
+
+def functional_runners(arrays, opts):
+    """forward (every output) and train (forward, then backward from dy = ones) of one layer."""
+    F = rnnfast.functional
+    a = arrays
+    dy = np.ones((T, B, H), np.float32)
+
+    def forward():
+        return F.rnn_forward(a["x"], a["weight_ih"], a["weight_hh"], a["bias_ih"], a["bias_hh"],
+                             **opts)
+
+    def train():
+        y, _ = forward()
+        return y, F.rnn_backward(a["x"], a["weight_ih"], a["weight_hh"], y, dy, **opts)
+
+    return forward, train
+
+
+def check_masked_against_reference(name, arrays, opts):
+    """Outputs, h_n and every gradient of the masked kernels against the NumPy reference."""
+    ref = rnnfast.reference
+    up = {k: v.astype(np.float64) for k, v in arrays.items()}
+    ref_opts = dict(opts, recurrent_mask=None if opts["recurrent_mask"] is None
+                    else opts["recurrent_mask"].astype(np.float64))
+    _, train = functional_runners(arrays, opts)
+    y, g = train()
+    _, h_n = functional_runners(arrays, opts)[0]()
+    y_ref, h_ref = ref.rnn_forward(**up, **ref_opts)
+    g_ref = ref.rnn_backward(up["x"], up["weight_ih"], up["weight_hh"], y.astype(np.float64),
+                             np.ones((T, B, H)), **ref_opts)
+    errors = {"y": relative_error(y, y_ref), "h_n": relative_error(h_n, h_ref)}
+    errors.update({k: relative_error(a, b) for k, a, b in zip(g._fields, g, g_ref)})
+    worst = max(errors.values())
+    if not worst <= TOLERANCE:
+        raise SystemExit(f"DISAGREEMENT in {name}: {errors}")
+    return worst
+
+
+def time_alternating(fns: dict, repeats: int, min_repeat_s: float) -> dict:
+    """Median seconds per call of each function, their repeats alternating. compare.time_each
+    times one library after the other, because one library's idle threads would take cores from
+    the next; here both runners are rnnfast on one thread pool, and alternating keeps a change
+    in the machine's load (2 cores shared with others here) from landing on one side only."""
+    inner = {k: compare.warm_up(fn, compare.WARMUP_S, min_repeat_s) for k, fn in fns.items()}
+    samples = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            samples[k].append(compare.time_loop(fn, inner[k]))
+    return {k: {"median_s": statistics.median(v), "samples_s": v, "inner": inner[k]}
+            for k, v in samples.items()}
+
+
+def bench_masks(threads, args, rows):
+    for name, spec in MASK_CASES.items():
+        arrays, plain, masked = make_mask_case(*spec)
+        worst = check_masked_against_reference(name, arrays, masked)
+        fast_plain, fast_masked = functional_runners(arrays, plain), functional_runners(arrays, masked)
+        for mode, i in (("forward", 0), ("train", 1)):
+            t = time_alternating({"plain": fast_plain[i], "masked": fast_masked[i]},
+                                 args.repeats, args.min_repeat_ms / 1e3)
+            ms = {k: 1e3 * v["median_s"] for k, v in t.items()}
+            overhead = ms["masked"] / ms["plain"] - 1.0
+            rows.append({"case": name, "threads": threads, "mode": mode,
+                         "masked_ms": ms["masked"], "plain_ms": ms["plain"],
+                         "overhead": overhead, "max_relative_difference": worst})
+            print(f"{name:<42} {threads:>7} {mode:<8} {ms['masked']:>11.3f} {ms['plain']:>9.3f} "
+                  f"{100 * overhead:>+8.1f}%", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -111,11 +219,35 @@ def main(argv=None):
     parser.add_argument("--min-repeat-ms", type=float, default=20.0)
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).parent / "results" / "compare_composition.json")
+    parser.add_argument("--cases", default="torch,masks",
+                        help="which tables: torch (composition vs torch), masks (masked kernels "
+                             "vs plain), or both")
     args = parser.parse_args(argv)
     compare.reexec_without_blas_overrides()
-    rows = []
-    print(f"T={T} B={B} D={D} H={H} float32; lengths uniform in [T/4, T]; "
-          f"x = torch time / rnnfast time")
+    tables = set(args.cases.split(","))
+    rows, mask_rows = [], []
+    print(f"T={T} B={B} D={D} H={H} float32; isa {rnnfast._core.active_isa()}")
+    if "torch" in tables:
+        torch_table(args, rows)
+    if "masks" in tables:
+        print(f"\nmasked kernels vs plain, one layer (functional API); step mask keeps "
+              f"{KEEP_RATE:.0%} of steps, recurrent dropout p = {RECURRENT_DROPOUT}; "
+              f"overhead = masked / plain - 1")
+        print(f"{'case':<42} {'threads':>7} {'mode':<8} {'masked ms':>11} {'plain ms':>9} "
+              f"{'overhead':>9}")
+        for threads in (int(t) for t in args.threads.split(",")):
+            with compare.thread_count(threads):
+                bench_masks(threads, args, mask_rows)
+        met = sum(r["overhead"] <= 0.10 for r in mask_rows)
+        print(f"target overhead <= 10%: {met}/{len(mask_rows)} rows")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"shape": [T, B, D, H], "isa": rnnfast._core.active_isa(),
+                                    "rows": rows, "mask_rows": mask_rows}, indent=2))
+    print(f"wrote {args.out}")
+
+
+def torch_table(args, rows):
+    print(f"lengths uniform in [T/4, T]; x = torch time / rnnfast time")
     print(f"{'case':<42} {'threads':>7} {'mode':<8} {'rnnfast ms':>11} {'torch ms':>9} {'x':>6}")
     for threads in (int(t) for t in args.threads.split(",")):
         with compare.thread_count(threads):
@@ -135,9 +267,6 @@ def main(argv=None):
                           f"{ms['torch']:>9.3f} {ratio:>6.2f}", flush=True)
     met = sum(r["speedup"] >= 3.0 for r in rows)
     print(f"target >= 3x torch: {met}/{len(rows)} rows")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"shape": [T, B, D, H], "rows": rows}, indent=2))
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

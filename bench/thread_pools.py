@@ -44,7 +44,8 @@ def involuntary_switches() -> int:
 def rnnfast_step(problem):
     x, w_ih, w_hh = problem
     y, h_n = F.rnn_forward(x, w_ih, w_hh)
-    F.rnn_backward(x, w_ih, w_hh, y, y, None)
+    F.rnn_backward(x, w_ih, w_hh, y, y, None, h0=None, nonlinearity="tanh", lengths=None,
+                   alpha=1.0, step_mask=None, zero_output_for_mask=False, recurrent_mask=None)
 
 
 def timed(iteration, repeats: int, calls: int) -> dict:

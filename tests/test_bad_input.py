@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 import rnnfast
-from conftest import ACTIVATIONS, DTYPES, assert_close, make_problem, reference_forward
+from conftest import ACTIVATIONS, DTYPES, PLAIN, assert_close, make_problem, reference_forward
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rnnfast import functional as F
@@ -116,7 +116,7 @@ def test_backward_shape_mismatch(problem, name, shape):
     kwargs = {"y": y, "dy": np.ones_like(y), "dh_n": np.ones((B, H), np.float32), "h0": problem.h0}
     kwargs[name] = np.zeros(shape, np.float32)
     with pytest.raises(ValueError, match=name + r": .*" + re.escape(str(shape))):
-        F.rnn_backward(problem.x, problem.weight_ih, problem.weight_hh, **kwargs)
+        F.rnn_backward(problem.x, problem.weight_ih, problem.weight_hh, **kwargs, **PLAIN)
 
 
 # ---- types --------------------------------------------------------------------------------------
@@ -186,7 +186,8 @@ def test_bad_nonlinearity(problem, nonlinearity):
     y, _ = F.rnn_forward(**problem.forward_args())
     with pytest.raises(ValueError, match="nonlinearity"):
         F.rnn_backward(
-            problem.x, problem.weight_ih, problem.weight_hh, y, dy=y, nonlinearity=nonlinearity
+            problem.x, problem.weight_ih, problem.weight_hh, y, dy=y, h0=problem.h0,
+            **dict(PLAIN, nonlinearity=nonlinearity)
         )
     with pytest.raises(ValueError, match="nonlinearity"):
         rnnfast.RNN(D, H, nonlinearity=nonlinearity)
@@ -321,13 +322,13 @@ def test_layouts_give_the_same_results_functional(rng, dtype, layout):
     dy = rng.standard_normal((T, B, H)).astype(dtype)
     dh_n = rng.standard_normal((B, H)).astype(dtype)
     y, h_n = F.rnn_forward(**p.forward_args())
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy, dh_n, p.h0)
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy, dh_n, h0=p.h0, **PLAIN)
 
     f = LAYOUTS[layout]
     q = type(p)({k: f(v) for k, v in p.items()})
     y2, h_n2 = F.rnn_forward(**q.forward_args())
     assert np.array_equal(y2, y) and np.array_equal(h_n2, h_n)
-    g2 = F.rnn_backward(q.x, q.weight_ih, q.weight_hh, f(y), f(dy), f(dh_n), q.h0)
+    g2 = F.rnn_backward(q.x, q.weight_ih, q.weight_hh, f(y), f(dy), f(dh_n), h0=q.h0, **PLAIN)
     for name, a, b in zip(g._fields, g2, g):
         assert a.dtype == np.dtype(dtype) and np.array_equal(a, b), name
 
@@ -396,7 +397,7 @@ def test_any_strides_and_orders_give_the_same_results(dtype, sizes, seed, layout
     p = make_problem(np.random.default_rng(seed), T, B, D, H, dtype)
     dy = np.linspace(-1, 1, T * B * H).reshape(T, B, H).astype(dtype)
     y, h_n = F.rnn_forward(**p.forward_args())
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=h_n, h0=p.h0)
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=h_n, h0=p.h0, **PLAIN)
 
     args = {k: _view(v, layouts[k]) for k, v in p.forward_args().items()}
     y2, h_n2 = F.rnn_forward(**args)
@@ -409,6 +410,7 @@ def test_any_strides_and_orders_give_the_same_results(dtype, sizes, seed, layout
         dy=_view(dy, layouts["dy"]),
         dh_n=_view(h_n, layouts["dh_n"]),
         h0=args["h0"],
+        **PLAIN,
     )
     for name, a, b in zip(g._fields, g2, g):
         assert np.array_equal(a, b), name
@@ -446,13 +448,14 @@ def test_zero_length_sequence(rng, dtype, with_h0, isa):
     assert np.array_equal(h_last, expected_h)
 
     dh_n = rng.standard_normal((B, H)).astype(dtype)
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=np.zeros_like(y), dh_n=dh_n, h0=p.h0)
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=np.zeros_like(y), dh_n=dh_n, h0=p.h0,
+                       **PLAIN)
     assert g.dx.shape == (0, B, D)
     assert np.array_equal(g.dh0, dh_n)
     assert np.array_equal(g.dweight_ih, np.zeros((H, D), dtype))
     assert np.array_equal(g.dweight_hh, np.zeros((H, H), dtype))
     assert np.array_equal(g.dbias, np.zeros(H, dtype))
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, h0=p.h0)
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, h0=p.h0, **PLAIN)
     assert np.array_equal(g.dh0, np.zeros((B, H), dtype))
 
     layer = _layer(p)
@@ -469,7 +472,7 @@ def test_empty_batch(rng, dtype, isa):
     p = make_problem(rng, T, 0, D, H, dtype)
     y, h_n = F.rnn_forward(**p.forward_args())
     assert y.shape == (T, 0, H) and h_n.shape == (0, H)
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=y, h0=p.h0)
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=y, h0=p.h0, **PLAIN)
     assert g.dx.shape == (T, 0, D) and g.dh0.shape == (0, H)
     assert np.array_equal(g.dweight_ih, np.zeros((H, D), dtype))
     assert np.array_equal(g.dweight_hh, np.zeros((H, H), dtype))
@@ -511,7 +514,7 @@ def test_huge_inputs_saturate_tanh(rng, dtype, scale, isa):
     assert np.array_equal(np.abs(y), np.ones_like(y))
     y_ref, _ = reference_forward(p, "tanh")
     assert np.array_equal(y, y_ref.astype(dtype))
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=np.ones_like(y), h0=p.h0)
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=np.ones_like(y), h0=p.h0, **PLAIN)
     for name, a in zip(g._fields, g):
         assert not np.isnan(a).any(), name
 
@@ -531,7 +534,8 @@ def test_user_arrays_are_not_modified(rng, dtype, nonlinearity):
     y, _ = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity)
     F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity, return_sequences=False)
     y0 = y.copy()
-    F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy, dh_n, p.h0, nonlinearity)
+    F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy, dh_n, h0=p.h0,
+                   **dict(PLAIN, nonlinearity=nonlinearity))
     assert np.array_equal(y, y0)
 
     sd = p.state_dict()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rnnfast
-from conftest import ACTIVATIONS, DTYPES, assert_close, numerical_gradient
+from conftest import ACTIVATIONS, DTYPES, PLAIN, assert_close, numerical_gradient
 from rnnfast import RNN, Dropout, Embedding, Linear, Sequential, _core
 from rnnfast import functional as F
 
@@ -135,10 +135,10 @@ def test_functional_accepts_any_integer_dtype_and_unsorted_lengths(ids_dtype, rn
 
     dy = rng.standard_normal(y.shape)
     dh_n = rng.standard_normal(h_n.shape)
-    g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y_u, dy, dh_n, p["h0"], "tanh",
-                       lengths=lengths, ids=ids)
-    gu = F.rnn_backward(x, p["w_ih"], p["w_hh"], y_u, dy, dh_n, p["h0"], "tanh",
-                        lengths=lengths)
+    g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y_u, dy, dh_n, h0=p["h0"],
+                       **dict(PLAIN, lengths=lengths), ids=ids)
+    gu = F.rnn_backward(x, p["w_ih"], p["w_hh"], y_u, dy, dh_n, h0=p["h0"],
+                        **dict(PLAIN, lengths=lengths))
     assert g.dx.shape == (V, D)
     assert_close(g.dx, _scatter(p["ids"], gu.dx, V), F64, "dtable")
     for name in ("dh0", "dweight_ih", "dweight_hh", "dbias"):
@@ -510,11 +510,11 @@ def test_fused_backward_is_bitwise_the_same_at_1_2_3_threads(dtype, restore_thre
             y, h_n = F.rnn_forward(p["table"], p["w_ih"], p["w_hh"], p["b_ih"], p["b_hh"],
                                    p["h0"], lengths=lengths, ids=p["ids"])
             _core.clear_contention_backoff()
-            g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y, dy, dh_n, p["h0"],
-                               lengths=lengths, ids=p["ids"])
+            g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y, dy, dh_n, h0=p["h0"],
+                               **dict(PLAIN, lengths=lengths), ids=p["ids"])
             _core.clear_contention_backoff()
-            g_u = F.rnn_backward(x, p["w_ih"], p["w_hh"], y, dy, dh_n, p["h0"],
-                                 lengths=lengths)
+            g_u = F.rnn_backward(x, p["w_ih"], p["w_hh"], y, dy, dh_n, h0=p["h0"],
+                                 **dict(PLAIN, lengths=lengths))
         results[n] = {"y": y, "h_n": h_n, "dtable": g.dx, "dweight_ih": g.dweight_ih,
                       "dh0": g.dh0, "dweight_hh": g.dweight_hh, "dbias": g.dbias,
                       "unfused dweight_ih": g_u.dweight_ih}
@@ -640,9 +640,9 @@ def test_functional_rejects_bad_ids(rng):
         F.rnn_forward(table, p["w_ih"], p["w_hh"], h0=p["h0"][:2], lengths=[1, 4, 2], ids=ids)
     y, _ = F.rnn_forward(table, *args, ids=ids)
     with pytest.raises(ValueError, match="ids"):
-        F.rnn_backward(table, p["w_ih"], p["w_hh"], y, y, ids=ids + 5)
+        F.rnn_backward(table, p["w_ih"], p["w_hh"], y, y, h0=p["h0"], **PLAIN, ids=ids + 5)
     with pytest.raises(TypeError, match="ids"):
-        F.rnn_backward(table, p["w_ih"], p["w_hh"], y, y, ids=ids * 1.0)
+        F.rnn_backward(table, p["w_ih"], p["w_hh"], y, y, h0=p["h0"], **PLAIN, ids=ids * 1.0)
 
 
 def test_layer_rejects_bad_embedding_and_ids(rng):
@@ -750,8 +750,8 @@ def test_empty_core_and_functional(dtype, T, B, rng):
     np.testing.assert_array_equal(dh0, dh_n)
 
     lengths = np.zeros(B, dtype=np.int64)
-    g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y, dy, dh_n, p["h0"],
-                       lengths=lengths, ids=p["ids"].astype(np.int32))
+    g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y, dy, dh_n, h0=p["h0"],
+                       **dict(PLAIN, lengths=lengths), ids=p["ids"].astype(np.int32))
     assert g.dx.shape == (V, D) and np.all(g.dx == 0)
     np.testing.assert_array_equal(g.dh0, dh_n)
 
@@ -792,6 +792,7 @@ def test_zero_hidden_units(dtype, tokens, rng):
     lengths = np.array([3, 1])
     y, h_n = F.rnn_forward(x, w_ih, w_hh, lengths=lengths, ids=ids)
     assert y.shape == (T, B, 0) and h_n.shape == (B, 0)
-    g = F.rnn_backward(x, w_ih, w_hh, y, y, h_n, lengths=lengths, ids=ids)
+    g = F.rnn_backward(x, w_ih, w_hh, y, y, h_n, h0=None, **dict(PLAIN, lengths=lengths),
+                       ids=ids)
     assert g.dx.shape == x.shape and np.all(g.dx == 0)
     assert g.dweight_ih.shape == (0, D) and g.dh0.shape == (B, 0)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import rnnfast
 from conftest import (
+    PLAIN,
     ACTIVATIONS,
     DTYPES,
     ISAS,
@@ -30,7 +31,8 @@ def _run(p, nonlinearity, dy, dh_n):
     """Forward and backward through the functional API: (y, h_n, *grads)."""
     y, h_n = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity)
     g = F.rnn_backward(
-        p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=dh_n, h0=p.h0, nonlinearity=nonlinearity
+        p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=dh_n, h0=p.h0,
+        **dict(PLAIN, nonlinearity=nonlinearity)
     )
     return (y, h_n) + tuple(g)
 

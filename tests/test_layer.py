@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import rnnfast
 from conftest import (
+    PLAIN,
     ACTIVATIONS,
     DTYPES,
     assert_close,
@@ -186,7 +187,8 @@ def test_no_gradient_gives_zeros(rng):
     assert not dx.any() and not dh0.any()
     for k, g in layer.grads.items():
         assert not g.any(), k
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, F.rnn_forward(**p.forward_args())[0])
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, F.rnn_forward(**p.forward_args())[0],
+                       h0=p.h0, **PLAIN)
     for name, a in zip(g._fields, g):
         assert not a.any(), name
 

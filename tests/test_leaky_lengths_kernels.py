@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ACTIVATIONS, DTYPES, assert_close, make_problem
+from conftest import ACTIVATIONS, DTYPES, PLAIN, assert_close, make_problem
 from rnnfast import functional as F
 from rnnfast import reference as R
 
@@ -49,11 +49,11 @@ def test_forward_and_gradients_match_reference(dtype, nonlinearity, alpha, with_
 
     dy = rng.standard_normal(y.shape).astype(dtype)
     dh_n = rng.standard_normal(h_n.shape).astype(dtype)
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy, dh_n, p.h0, nonlinearity,
-                       lengths=lengths, alpha=alpha)
+    options = dict(PLAIN, nonlinearity=nonlinearity, lengths=lengths, alpha=alpha)
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy, dh_n, h0=p.h0, **options)
     rd = _reference_dtype(dtype, nonlinearity, alpha)
     up = [a.astype(rd) for a in (p.x, p.weight_ih, p.weight_hh, y, dy, dh_n, p.h0)]
-    ref = R.rnn_backward(*up, nonlinearity, lengths=lengths, alpha=alpha)
+    ref = R.rnn_backward(*up[:-1], h0=up[-1], **options)
     for name, got, want in zip(g._fields, g, ref):
         assert_close(got, want.astype(np.float64), dtype, name)
 
@@ -89,8 +89,8 @@ def test_leaky_gradients_by_finite_differences(nonlinearity, with_lengths, rng):
 
     y, _ = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity, lengths=lengths,
                          alpha=alpha)
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, R_y, R_h, p.h0, nonlinearity,
-                       lengths=lengths, alpha=alpha)
+    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, R_y, R_h, h0=p.h0,
+                       **dict(PLAIN, nonlinearity=nonlinearity, lengths=lengths, alpha=alpha))
     analytic = {"x": g.dx, "h0": g.dh0, "weight_ih": g.dweight_ih, "weight_hh": g.dweight_hh,
                 "bias_ih": g.dbias, "bias_hh": g.dbias}
     eps = 1e-6

@@ -48,7 +48,7 @@ def growth(fn, calls=CALLS, warmup=500):
     return rss() - before
 
 
-def _functional_call(dtype, lengths, alpha, return_sequences):
+def _functional_call(dtype, lengths, alpha, return_sequences, masks=False):
     rng = np.random.default_rng(0)
     T, B, D, H = 5, 3, 4, 8
     x = rng.standard_normal((T, B, D)).astype(dtype)
@@ -60,29 +60,36 @@ def _functional_call(dtype, lengths, alpha, return_sequences):
     dy = rng.standard_normal((T, B, H)).astype(dtype)
     dh_n = rng.standard_normal((B, H)).astype(dtype)
     lens = None if lengths is None else np.asarray(lengths)
+    # the masked drivers (general step mask, recurrent dropout) allocate tables of their own
+    options = {"nonlinearity": "tanh", "lengths": lens, "alpha": alpha,
+               "step_mask": rng.random((T, B)) < 0.6 if masks else None,
+               "zero_output_for_mask": False,
+               "recurrent_mask": (rng.random((B, H)) < 0.7).astype(dtype) if masks else None}
 
     def call():
-        y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, lengths=lens, alpha=alpha,
-                               return_sequences=return_sequences)
+        y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, return_sequences=return_sequences,
+                               **options)
         if y is None:
-            y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, lengths=lens, alpha=alpha)
-        F.rnn_backward(x, w_ih, w_hh, y, dy, dh_n, h0, lengths=lens, alpha=alpha)
+            y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, **options)
+        F.rnn_backward(x, w_ih, w_hh, y, dy, dh_n, h0=h0, **options)
         F.rnn_step(x[0], h_n, w_ih, w_hh, b_ih, b_hh, alpha=alpha)
 
     return call
 
 
 @pytest.mark.parametrize(
-    "dtype, lengths, alpha, return_sequences",
+    "dtype, lengths, alpha, return_sequences, masks",
     [
-        (np.float32, None, 1.0, True),
+        (np.float32, None, 1.0, True, False),
         # unsorted lengths (the reordering path), leaky units, last-state-only forward
-        (np.float64, [2, 5, 0], 0.5, False),
+        (np.float64, [2, 5, 0], 0.5, False, False),
+        (np.float32, [2, 5, 0], 1.0, True, True),
     ],
-    ids=["float32-plain", "float64-lengths-leaky-last"],
+    ids=["float32-plain", "float64-lengths-leaky-last", "float32-masks"],
 )
-def test_functional_forward_backward_does_not_grow(dtype, lengths, alpha, return_sequences):
-    grew = growth(_functional_call(dtype, lengths, alpha, return_sequences))
+def test_functional_forward_backward_does_not_grow(dtype, lengths, alpha, return_sequences,
+                                                   masks):
+    grew = growth(_functional_call(dtype, lengths, alpha, return_sequences, masks))
     assert grew < LIMIT, f"RSS grew by {grew / 1024:.0f} KiB over {CALLS} calls"
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import rnnfast
 from conftest import (
+    PLAIN,
     ACTIVATIONS,
     DTYPES,
     assert_close,
@@ -65,7 +66,8 @@ def _check_functional(p, nonlinearity, dtype, dy, dh_n):
     assert np.array_equal(h_n, y[-1])
 
     g = F.rnn_backward(
-        p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=dh_n, h0=p.h0, nonlinearity=nonlinearity
+        p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=dh_n, h0=p.h0,
+        **dict(PLAIN, nonlinearity=nonlinearity)
     )
     ref = reference_backward(p, y, dy, dh_n, nonlinearity)
     for name, got, want in zip(g._fields, g, ref):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_close
+from conftest import PLAIN, assert_close
 from rnnfast import functional as F
 from rnnfast import reference
 
@@ -83,11 +83,14 @@ def test_forward_and_backward_equal_the_reference(prob):
     dy = rng.standard_normal(y.shape).astype(dtype)
     dh_n = rng.standard_normal(h_n.shape).astype(dtype)
     g = F.rnn_backward(args["x"], args["weight_ih"], args["weight_hh"], _layout(y, "strided"),
-                       dy, dh_n, args["h0"], nonlinearity, lengths, alpha)
+                       dy, dh_n, h0=args["h0"],
+                       **dict(PLAIN, nonlinearity=nonlinearity, lengths=lengths, alpha=alpha))
     up = lambda a: None if a is None else np.asarray(a, np.float64)
     # the reference differentiates at the kernel's own y (relu's mask then agrees exactly)
     r = reference.rnn_backward(q["x"], q["weight_ih"], q["weight_hh"], up(y), up(dy), up(dh_n),
-                               q["h0"], nonlinearity, lengths, alpha)
+                               h0=q["h0"],
+                               **dict(PLAIN, nonlinearity=nonlinearity, lengths=lengths,
+                                      alpha=alpha))
     for name, got, want in zip(g._fields, g, r):
         assert_close(got, want, dtype, name)
     for k, v in args.items():  # inputs unchanged
@@ -148,7 +151,7 @@ def test_garbage_only_raises_type_or_value_errors(x, w_ih, w_hh, b, h0, lengths,
 @given(x=ANY_ARRAY, w=ANY_ARRAY)
 def test_garbage_arrays_to_step_and_backward(x, w):
     for call in (lambda: F.rnn_step(x, w, w, w),
-                 lambda: F.rnn_backward(x, w, w, x, x, w),
+                 lambda: F.rnn_backward(x, w, w, x, x, w, h0=w, **PLAIN),
                  lambda: F.rnn_forward(x, w, w)):
         with np.errstate(all="ignore"):
             try:

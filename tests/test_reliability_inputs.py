@@ -157,10 +157,13 @@ add("forward-weights-absurd", F.rnn_forward, (),
 # ---- functional.rnn_backward ---------------------------------------------------------------------
 
 BWD = {"x": X, "weight_ih": W_IH, "weight_hh": W_HH, "y": Y, "dy": DY, "dh_n": DH_N, "h0": H0}
+# the backward's required keywords besides h0 (the forward's options; none of them arrays)
+BWD_OPTIONS = {"nonlinearity": "tanh", "lengths": None, "alpha": 1.0, "step_mask": None,
+               "zero_output_for_mask": False, "recurrent_mask": None}
 
 
 def bwd(**over):
-    return {**BWD, **over}
+    return {**BWD, **BWD_OPTIONS, **over}
 
 
 for name in BWD:  # noqa: PLC0206
@@ -233,7 +236,7 @@ for layout, how in LAYOUTS.items():
             check=_equal_to(F.rnn_forward, FWD))
     for name in BWD:  # noqa: PLC0206
         add(f"backward-{name}-{layout}-valid", F.rnn_backward, (),
-            bwd(**{name: how(BWD[name])}), check=_equal_to(F.rnn_backward, BWD))
+            bwd(**{name: how(BWD[name])}), check=_equal_to(F.rnn_backward, bwd()))
     for name in STEP:  # noqa: PLC0206
         add(f"step-{name}-{layout}-valid", F.rnn_step, (), stp(**{name: how(STEP[name])}),
             check=_equal_to(F.rnn_step, STEP))

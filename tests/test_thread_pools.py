@@ -29,7 +29,10 @@ def _big_problem(seed=0, T=60, B=64, D=64, H=256):
 
 def _forward_backward(x, w_ih, w_hh):
     y, h_n = F.rnn_forward(x, w_ih, w_hh)
-    return (y, h_n) + tuple(F.rnn_backward(x, w_ih, w_hh, y, y, None))
+    return (y, h_n) + tuple(F.rnn_backward(x, w_ih, w_hh, y, y, None, h0=None,
+                                           nonlinearity="tanh", lengths=None, alpha=1.0,
+                                           step_mask=None, zero_output_for_mask=False,
+                                           recurrent_mask=None))
 
 
 def _rnnfast_info():

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import rnnfast
-from conftest import ISAS, assert_close, run_threads
+from conftest import ISAS, PLAIN, assert_close, run_threads
 from rnnfast import _core, reference
 from rnnfast import functional as F
 
@@ -41,7 +41,8 @@ def test_functional_from_many_threads_equals_serial(dtype):
         for _ in range(3):
             nl = "relu" if i % 4 == 3 else "tanh"
             y, h_n = F.rnn_forward(xs[i], w_ih, w_hh, b, b, None, nl, lengths=lengths[i])
-            g = F.rnn_backward(xs[i], w_ih, w_hh, y, y, h_n, None, nl, lengths[i])
+            g = F.rnn_backward(xs[i], w_ih, w_hh, y, y, h_n, h0=None,
+                               **dict(PLAIN, nonlinearity=nl, lengths=lengths[i]))
             out.append((y, h_n) + tuple(g))
         return out
 
@@ -160,12 +161,13 @@ def test_nan_and_inf_propagate_like_the_reference(isa, dtype, nonlinearity, spec
         assert_close(got[fin], want[fin], dtype, what)
     # the gradient: non-finite exactly where the reference's is, finite parts equal
     dy = np.ones_like(y)
-    g = F.rnn_backward(p["x"], p["weight_ih"], p["weight_hh"], y, dy, None, p["h0"],
-                       nonlinearity)
+    g = F.rnn_backward(p["x"], p["weight_ih"], p["weight_hh"], y, dy, None, h0=p["h0"],
+                       **dict(PLAIN, nonlinearity=nonlinearity))
     with np.errstate(all="ignore"):
         up = lambda a: a.astype(np.float64)
         r = reference.rnn_backward(up(p["x"]), up(p["weight_ih"]), up(p["weight_hh"]), up(y),
-                                   up(dy), None, up(p["h0"]), nonlinearity)
+                                   up(dy), None, h0=up(p["h0"]),
+                                   **dict(PLAIN, nonlinearity=nonlinearity))
     for name, got, want in zip(g._fields, g, r):
         assert np.array_equal(np.isfinite(got), np.isfinite(want)), f"{name}: non-finite differ"
 
@@ -181,7 +183,7 @@ def test_huge_inputs_saturate_tanh_without_nan(isa, dtype, scale):
     y, _h_n = F.rnn_forward(x, w_ih, w_hh, h0=rng.uniform(-1, 1, (B, H)).astype(dtype))
     assert not np.isnan(y).any()
     assert np.array_equal(y, np.full_like(y, np.sign(scale)))
-    g = F.rnn_backward(x, w_ih, w_hh, y, np.ones_like(y))
+    g = F.rnn_backward(x, w_ih, w_hh, y, np.ones_like(y), h0=None, **PLAIN)
     for name, a in zip(g._fields, g):
         assert not np.isnan(a).any(), name
 

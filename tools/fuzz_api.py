@@ -2,8 +2,8 @@
 """Coverage-guided fuzzing of rnnfast's Python API with atheris (libFuzzer for Python).
 
 The fuzz bytes are decoded into small shapes, dtypes, memory layouts (Fortran order, negative
-and non-unit strides, read-only, byte-swapped), flags, lengths, alpha and values (including
-NaN, +-Inf, huge, subnormal and -0.0), and fed to:
+and non-unit strides, read-only, byte-swapped), flags, lengths, step and recurrent masks, alpha
+and values (including NaN, +-Inf, huge, subnormal and -0.0), and fed to:
 
   0 functional.rnn_forward      3 RNN layer: options, forward, backward, step
   1 functional.rnn_backward     4 losses.cross_entropy / losses.mse_loss
@@ -197,6 +197,29 @@ def lengths_for(fb: Bytes, T, B):
     return np.array([fb.int_in(0, T) for _ in range(B)], np.int64)
 
 
+def step_mask_for(fb: Bytes, T, B):
+    """A (T, B) keep mask, mostly absent; sometimes non-0/1, float, transposed or strided."""
+    r = fb.int_in(0, 11)
+    if r < 6:
+        return None
+    keep = np.array([fb.bool() for _ in range(T * B)], dtype=bool).reshape(T, B)
+    if r == 6:
+        return keep.astype(np.int64) * fb.pick([1, 2, -1])
+    if r == 7:
+        return keep.astype(np.float32)
+    if r == 8:
+        return keep.T
+    return layout(fb, keep)
+
+
+def masks_for(fb: Bytes, T, B, H, dt, moderate):
+    """The masked kernels' options: step mask, zero_output_for_mask (sometimes not a bool),
+    recurrent dropout mask."""
+    return {"step_mask": step_mask_for(fb, T, B),
+            "zero_output_for_mask": fb.pick([False, True, False, True, 1, None]),
+            "recurrent_mask": arr(fb, (B, H), dt, moderate) if fb.int_in(0, 3) == 0 else None}
+
+
 def alpha_for(fb: Bytes):
     r = fb.int_in(0, 9)
     if r < 5:
@@ -226,18 +249,19 @@ def target_forward(fb: Bytes, backward=False):
     h0 = arr(fb, (B, H), dt, moderate) if fb.bool() else None
     nl, seqs = nonlin_for(fb), fb.bool()
     lengths, alpha = lengths_for(fb, T, B), alpha_for(fb)
-    inputs = (x, w_ih, w_hh, b_ih, b_hh, h0, lengths)
+    masks = masks_for(fb, T, B, H, dt, moderate)
+    inputs = (x, w_ih, w_hh, b_ih, b_hh, h0, lengths, masks["step_mask"], masks["recurrent_mask"])
     before = snapshot(*inputs)
     y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, nl, return_sequences=seqs,
-                           lengths=lengths, alpha=alpha)
+                           lengths=lengths, alpha=alpha, **masks)
     check_unmodified(before, inputs, "rnn_forward")
     if h_n.shape != (B, H) or (seqs and y.shape != (T, B, H)) or (not seqs and y is not None):
         raise Finding(f"rnn_forward: shapes y {None if y is None else y.shape}, h_n {h_n.shape}"
                       f" for T,B,D,H={T, B, D, H}")
     if moderate and all(isinstance(a, np.ndarray) and np.isfinite(a).all()
-                        for a in (x, w_ih, w_hh) if a is not None):
+                        for a in (x, w_ih, w_hh, masks["recurrent_mask"]) if a is not None):
         ry, rh = reference.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, nl, lengths=lengths,
-                                       alpha=alpha)
+                                       alpha=alpha, **masks)
         tol = 2e-3 if dt == np.float32 else 1e-9
         if not np.allclose(h_n, rh, rtol=tol, atol=tol, equal_nan=True) or (
                 seqs and not np.allclose(y, ry, rtol=tol, atol=tol, equal_nan=True)):
@@ -246,14 +270,16 @@ def target_forward(fb: Bytes, backward=False):
     if not backward:
         return
     yy = y if y is not None else F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, nl,
-                                               lengths=lengths, alpha=alpha)[0]
+                                               lengths=lengths, alpha=alpha, **masks)[0]
     yy = layout(fb, yy) if fb.byte() < 200 else arr(fb, (T, B, H), dt)
     dy = arr(fb, (T, B, H), dt) if fb.bool() else None
     dh_n = arr(fb, (B, H), dt) if fb.bool() else None
     nl2 = nl if fb.byte() < 230 else nonlin_for(fb)
-    inputs = (x, w_ih, w_hh, yy, dy, dh_n, h0, lengths)
+    inputs = (x, w_ih, w_hh, yy, dy, dh_n, h0, lengths, masks["step_mask"],
+              masks["recurrent_mask"])
     before = snapshot(*inputs)
-    g = F.rnn_backward(x, w_ih, w_hh, yy, dy, dh_n, h0, nl2, lengths=lengths, alpha=alpha)
+    g = F.rnn_backward(x, w_ih, w_hh, yy, dy, dh_n, h0=h0, nonlinearity=nl2, lengths=lengths,
+                       alpha=alpha, **masks)
     check_unmodified(before, inputs, "rnn_backward")
     want = [(T, B, D), (B, H), (H, D), (H, H), (H,)]
     if [tuple(a.shape) for a in g] != want:
@@ -305,8 +331,8 @@ def target_tokens(fb: Bytes):
             and np.allclose(h_n, h2, rtol=tol, atol=tol, equal_nan=True)):
         raise Finding("rnn_forward(ids=) differs from rnn_forward(table[ids])")
     dy = arr(fb, y.shape, dt) if fb.bool() else None
-    g = F.rnn_backward(table, w_ih, w_hh, y, dy, None, h0, nl, lengths=lengths, alpha=alpha,
-                       ids=ids)
+    g = F.rnn_backward(table, w_ih, w_hh, y, dy, None, h0=h0, nonlinearity=nl, lengths=lengths,
+                       alpha=alpha, step_mask=None, zero_output_for_mask=False, recurrent_mask=None, ids=ids)
     check_unmodified(before, inputs, "rnn_backward(ids=)")
     if g.dx.shape != np.shape(table):
         raise Finding(f"rnn_backward(ids=): table gradient {g.dx.shape}, table {np.shape(table)}")

@@ -31,6 +31,8 @@ DEFAULT_SUBSET=(
   tests/test_composition.py
   tests/test_losses.py
   tests/test_embedding_fusion.py
+  tests/test_general_masks.py
+  tests/test_functional_backward_args.py
 )
 
 if [[ ! -x "$SAN_VENV/bin/python" ]]; then

@@ -44,6 +44,23 @@ const index* sorted_lengths(const py::object& obj, index steps, index batch) {
     return reinterpret_cast<const index*>(l);
 }
 
+// The options of the masked drivers (see rnnfast/rnn.hpp), checked against the batch.
+struct MaskOptions {
+    py::object step_mask = py::none();       // (T, B) uint8, nonzero where a step is kept
+    bool zero_output_for_mask = false;
+    py::object recurrent_mask = py::none();  // (B, H) of the layer's dtype
+};
+
+template <class Args, class T>
+void set_masks(Args& a, const MaskOptions& m, index steps, index batch, index hidden) {
+    if (!m.step_mask.is_none())
+        a.keep = checked<std::uint8_t>(m.step_mask, "step_mask", {steps, batch}, "(T, B)").data();
+    a.zero_output_for_mask = m.zero_output_for_mask;
+    if (!m.recurrent_mask.is_none())
+        a.recurrent_mask =
+            checked<T>(m.recurrent_mask, "recurrent_mask", {batch, hidden}, "(B, H)").data();
+}
+
 // The sequence input: x (T, B, D), or with token ids (T, B) int64, x is an embedding table
 // (vocab, D) whose rows the ids pick (each id checked: it selects the row the kernel reads).
 template <class T>
@@ -92,7 +109,7 @@ template <class T>
 py::tuple forward_impl(const py::array& x, const py::object& ids, const py::object& h0,
                        const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
                        const py::object& b_hh, const py::object& lengths, Activation act,
-                       double alpha, bool return_sequences) {
+                       double alpha, bool return_sequences, const MaskOptions& masks) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
     const SequenceInput<T> in = sequence_input<T>(x, ids, D);
@@ -111,6 +128,7 @@ py::tuple forward_impl(const py::array& x, const py::object& ids, const py::obje
     a.b_hh = optional_data<T>(b_hh, "bias_hh", {H}, "(H,)");
     a.h0 = optional_data<T>(h0, "h0", {B, H}, "(B, H)");
     a.lengths = sorted_lengths(lengths, steps, B);
+    set_masks<ForwardArgs<T>, T>(a, masks, steps, B, H);
     a.act = act;
     a.alpha = static_cast<T>(alpha);
     checked_product({steps, B, H}, "y");
@@ -136,7 +154,7 @@ template <class T>
 py::tuple backward_impl(const py::array& x, const py::object& ids, const py::object& h0,
                         const py::array& w_ih, const py::array& w_hh, const py::array& y,
                         const py::object& dy, const py::object& dh_n, const py::object& lengths,
-                        Activation act, double alpha) {
+                        Activation act, double alpha, const MaskOptions& masks) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
     const SequenceInput<T> in = sequence_input<T>(x, ids, D);
@@ -156,6 +174,7 @@ py::tuple backward_impl(const py::array& x, const py::object& ids, const py::obj
     a.dy = optional_data<T>(dy, "dy", {steps, B, H}, "(T, B, H)");
     a.dh_n = optional_data<T>(dh_n, "dh_n", {B, H}, "(B, H)");
     a.lengths = sorted_lengths(lengths, steps, B);
+    set_masks<BackwardArgs<T>, T>(a, masks, steps, B, H);
     a.act = act;
     a.alpha = static_cast<T>(alpha);
     py::array_t<T> dx = in.ids ? py::array_t<T>({in.vocab, D}) : py::array_t<T>({steps, B, D});
@@ -216,34 +235,44 @@ void register_rnn(py::module_& m) {
         [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
            const py::object& b_ih, const py::object& b_hh, const py::object& lengths,
            const std::string& nonlinearity, double alpha, bool return_sequences,
-           const py::object& ids) {
+           const py::object& ids, const py::object& step_mask, bool zero_output_for_mask,
+           const py::object& recurrent_mask) {
             const Activation act = parse_activation(nonlinearity);
             check_alpha(alpha);
+            const MaskOptions masks{step_mask, zero_output_for_mask, recurrent_mask};
             return by_dtype(
                 w_ih,
-                [&] { return forward_impl<float>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences); },
-                [&] { return forward_impl<double>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences); });
+                [&] { return forward_impl<float>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences, masks); },
+                [&] { return forward_impl<double>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences, masks); });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("bias_ih"),
         py::arg("bias_hh"), py::arg("lengths"), py::arg("nonlinearity"), py::arg("alpha"),
-        py::arg("return_sequences"), py::arg("ids") = py::none(),
+        py::arg("return_sequences"), py::arg("ids") = py::none(), py::kw_only(),
+        py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
+        py::arg("recurrent_mask") = py::none(),
         "Single-layer forward over a sequence: (y or None, h_n). Arrays must be C-contiguous. "
-        "With ids (T, B) int64, x is an embedding table (vocab, D) whose rows they pick.");
+        "With ids (T, B) int64, x is an embedding table (vocab, D) whose rows they pick. "
+        "step_mask (T, B) uint8 skips steps (Keras's masks), recurrent_mask (B, H) multiplies "
+        "h_{t-1} before W_hh (recurrent dropout).");
     m.def(
         "rnn_backward",
         [](const py::array& x, const py::object& h0, const py::array& w_ih, const py::array& w_hh,
            const py::array& y, const py::object& dy, const py::object& dh_n,
            const py::object& lengths, const std::string& nonlinearity, double alpha,
-           const py::object& ids) {
+           const py::object& ids, const py::object& step_mask, bool zero_output_for_mask,
+           const py::object& recurrent_mask) {
             const Activation act = parse_activation(nonlinearity);
             check_alpha(alpha);
+            const MaskOptions masks{step_mask, zero_output_for_mask, recurrent_mask};
             return by_dtype(
-                w_ih, [&] { return backward_impl<float>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha); },
-                [&] { return backward_impl<double>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha); });
+                w_ih, [&] { return backward_impl<float>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha, masks); },
+                [&] { return backward_impl<double>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha, masks); });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
         py::arg("dy"), py::arg("dh_n"), py::arg("lengths"), py::arg("nonlinearity"),
-        py::arg("alpha"), py::arg("ids") = py::none(),
+        py::arg("alpha"), py::arg("ids") = py::none(), py::kw_only(),
+        py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
+        py::arg("recurrent_mask") = py::none(),
         "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias); with ids, dx is the "
         "embedding table's gradient (vocab, D).");
     m.def(

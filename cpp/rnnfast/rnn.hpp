@@ -30,6 +30,9 @@ struct ForwardArgs {
     const T* b_ih = nullptr;    // (H) or null
     const T* b_hh = nullptr;    // (H) or null
     const index* lengths = nullptr;  // (B) non-increasing, each in [0, T], or null (all T)
+    const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: the general step mask (below)
+    bool zero_output_for_mask = false;   // a step the mask skips outputs zeros, not y_{t-1}
+    const T* recurrent_mask = nullptr;   // (B, H) or null: W_hh reads h_{t-1} * mask (below)
     Activation act = Activation::tanh;
     T alpha = T(1);             // leak rate: h_t = (1 - alpha) h_{t-1} + alpha act(...)
     T* y = nullptr;             // (T, B, H) every h_t; null keeps only h_T in O(B*H) memory
@@ -46,6 +49,9 @@ struct BackwardArgs {
     const T* w_ih = nullptr;    // (H, D)
     const T* w_hh = nullptr;    // (H, H)
     const index* lengths = nullptr;  // as given to the forward
+    const std::uint8_t* keep = nullptr;  // as given to the forward
+    bool zero_output_for_mask = false;   // as given to the forward
+    const T* recurrent_mask = nullptr;   // as given to the forward
     Activation act = Activation::tanh;
     T alpha = T(1);             // leak rate, as given to the forward
     const T* y = nullptr;       // (T, B, H), the forward's outputs
@@ -57,6 +63,14 @@ struct BackwardArgs {
     T* dw_hh = nullptr;         // (H, H)
     T* db = nullptr;            // (H): the gradient of b_ih and of b_hh alike
 };
+
+// General masks (Keras's): where keep[t * B + b] is 0, step t of sequence b is skipped: its
+// state carries through (h_t = h_{t-1}) and its output is its previous output (zeros before
+// its first kept step, as Keras's initial output), or zeros with zero_output_for_mask. Lengths
+// combine with it: steps past a sequence's length are skipped too and always output zeros.
+// Recurrent dropout (Keras's recurrent_dropout, variational): the pre-activation reads
+// W_hh (h_{t-1} * recurrent_mask), one (B, H) mask for every step. Either one runs the masked
+// drivers: every row at every step, with a per-row select in the step's epilogue.
 
 // One time step, for streaming: h_next = (1 - alpha) h + alpha act(W_ih x_t + W_hh h + bias).
 // Nothing is packed or allocated: the weights are read as stored, on one thread.

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backward_parts.hpp"
 #include "dispatch.hpp"
 #include "embedding.hpp"
 #include "elementwise.hpp"
@@ -11,37 +12,6 @@
 #include "step_barrier.hpp"
 
 namespace rnnfast {
-namespace {
-
-// Rows (steps x batch) of deltas kept at once: enough for the weight-gradient GEMMs to run at
-// full speed, small enough that the working memory does not grow with T.
-constexpr index kChunkRows = 1024;
-
-template <class T>
-void copy_or_zero(T* dst, const T* src, index n) {
-    if (n <= 0) return;
-    if (src)
-        std::memcpy(dst, src, sizeof(T) * static_cast<size_t>(n));
-    else
-        std::memset(dst, 0, sizeof(T) * static_cast<size_t>(n));
-}
-
-// db[j] (+)= sum over rows of delta[r, j]; columns split between threads, rows summed in
-// order, so the result does not depend on the thread count.
-template <class T>
-void add_column_sums(const T* delta, index rows, index cols, T* db, bool accumulate,
-                     int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (index j0 = 0; j0 < cols; j0 += 64) {
-        const index j1 = std::min(cols, j0 + 64);
-        if (!accumulate)
-            for (index j = j0; j < j1; ++j) db[j] = T(0);
-        for (index r = 0; r < rows; ++r)
-            for (index j = j0; j < j1; ++j) db[j] += delta[r * cols + j];
-    }
-}
-
-}  // namespace
 
 // delta_t = (dy_t + delta_{t+1} W_hh) * act'(h_t), found by a backward loop whose only
 // sequential work is that product; the weight and input gradients are GEMMs over many rows.
@@ -65,6 +35,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
         copy_or_zero<T>(a.db, nullptr, H);
         return;
     }
+    if (a.keep || a.recurrent_mask) return rnn_backward_masked(a);
 
     const index chunk = std::min(T_, std::max<index>(1, kChunkRows / B));
     const int big_threads = threads_for(2.0 * double(chunk * B) * double(H) * double(std::max(D, H)),

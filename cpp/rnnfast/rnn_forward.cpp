@@ -5,7 +5,9 @@
 #include "dispatch.hpp"
 #include "elementwise.hpp"
 #include "gemm.hpp"
+#include "masked_step.hpp"
 #include "rnn.hpp"
+#include "step_masks.hpp"
 #include "threads.hpp"
 #include "step_barrier.hpp"
 
@@ -61,7 +63,12 @@ void rnn_forward(const ForwardArgs<T>& a) {
     // overwrite their rows when they end.
     if (step_size > 0) std::memcpy(a.h_n, h_prev0, sizeof(T) * static_cast<size_t>(step_size));
     if (T_ == 0 || B == 0 || H == 0) return;  // nothing to compute (and no null memcpys)
-    const std::vector<index> active = active_rows(a.lengths, T_, B);
+    // Masked (general mask or recurrent dropout): every row runs every step, lengths folded
+    // into the step masks; a skipped row is selected back to its state in the epilogue.
+    const bool masked = a.keep != nullptr || a.recurrent_mask != nullptr;
+    StepMasks masks;
+    if (masked) masks = step_masks(a.keep, a.lengths, a.zero_output_for_mask, T_, B);
+    const std::vector<index> active = active_rows(masked ? nullptr : a.lengths, T_, B);
     const KernelTable<T>& kt = kernels<T>();
     const index panels = panel_count(H, kt.nr);
     const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
@@ -82,6 +89,12 @@ void rnn_forward(const ForwardArgs<T>& a) {
         h_prev0 = carry.data();
     }
     T* buffer = keep_all ? a.y : workspace.data();
+    // Recurrent dropout: W_hh reads h_{t-1} * mask. Each thread forms the rows its GEMM reads
+    // (all columns) in a buffer of its own just before its GEMM: that repeats the products when
+    // threads split the columns, but the GEMM then reads h_{t-1} as the plain unit does. A
+    // shared buffer written by each thread for its block right after computing h_{t-1} cost
+    // ~10% at 2 threads: the other thread's GEMM read those lines straight after the burst.
+    std::vector<T> dropped(a.recurrent_mask ? static_cast<size_t>(threads * step_size) : 0);
 
     // Input projection of `rows` rows of inputs: one GEMM, biases added in its epilogue.
     auto project = [&](const T* inputs, index rows, T* out) {
@@ -129,12 +142,19 @@ void rnn_forward(const ForwardArgs<T>& a) {
                 const Block own{s.m0, s.m1, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr)};
                 const T* h_prev = i == 0 ? h_prev0 : buffer + (i - 1) * step_size;
                 T* h = buffer + i * step_size;
-                step.A = {h_prev, H, 1};
+                if (a.recurrent_mask) {
+                    T* mine = dropped.data() + thread_index() * step_size;
+                    apply_recurrent_mask(mine, h_prev, a.recurrent_mask, H, Block{s.m0, s.m1, 0, H});
+                    step.A = {mine, H, 1};
+                } else {
+                    step.A = {h_prev, H, 1};
+                }
                 step.C = h;
                 if (a.ids) gather_block(projected_table.data(), a.ids + t * B, H, own, h);
                 kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
                 if (a.alpha != T(1))  // leaky unit: the same share, so no extra barrier
                     leaky_mix(h, h_prev, H, own, a.alpha);
+                if (masked) carry_skipped_rows(h, h_prev, masks.keep.data() + t * B, H, own);
                 // Sequences whose last step this is keep their state as h_n.
                 const Block ending{std::max(own.m0, active[static_cast<size_t>(t + 1)]), own.m1,
                                    own.c0, own.c1};
@@ -150,6 +170,12 @@ void rnn_forward(const ForwardArgs<T>& a) {
                 std::memset(a.y + t * step_size + rows * H, 0,
                             sizeof(T) * static_cast<size_t>((B - rows) * H));
             }
+            // Masked: y held every state for the recurrence; now the outputs that are not the
+            // state become zeros (every step has run: keep_all is one chunk of all T steps).
+            if (masked)
+                for (index i = 0; i < T_ * B; ++i)
+                    if (!masks.out[static_cast<size_t>(i)])
+                        std::memset(a.y + i * H, 0, sizeof(T) * static_cast<size_t>(H));
         } else {
             std::memcpy(carry.data(), buffer + (steps - 1) * step_size,
                         sizeof(T) * static_cast<size_t>(step_size));

@@ -16,6 +16,10 @@ def rnn_forward(
     alpha: float,
     return_sequences: bool,
     ids: npt.NDArray[np.int64] | None = None,
+    *,
+    step_mask: npt.NDArray[np.uint8] | None = None,
+    zero_output_for_mask: bool = False,
+    recurrent_mask: npt.NDArray[np.floating] | None = None,
 ) -> tuple[npt.NDArray[np.floating] | None, npt.NDArray[np.floating]]: ...
 def rnn_backward(
     x: npt.NDArray[np.floating],
@@ -29,6 +33,10 @@ def rnn_backward(
     nonlinearity: str,
     alpha: float,
     ids: npt.NDArray[np.int64] | None = None,
+    *,
+    step_mask: npt.NDArray[np.uint8] | None = None,
+    zero_output_for_mask: bool = False,
+    recurrent_mask: npt.NDArray[np.floating] | None = None,
 ) -> tuple[npt.NDArray[np.floating], ...]: ...
 def rnn_step(
     x_t: npt.NDArray[np.floating],

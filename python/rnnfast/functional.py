@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _core
+from ._mask_args import check_flag, check_step_mask
 from ._validation import (
     as_float_array,
     check_alpha,
@@ -35,7 +36,7 @@ class RNNGrads(NamedTuple):
 
 def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
                 nonlinearity="tanh", return_sequences=True, lengths=None, alpha=1.0, *,
-                ids=None):
+                ids=None, step_mask=None, zero_output_for_mask=False, recurrent_mask=None):
     """Run ``h_t = (1 - alpha) h_{t-1} + alpha act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``
     over a whole sequence (``alpha = 1``: the plain Elman unit).
 
@@ -59,6 +60,24 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
         and step t of sequence b reads its row ``ids[t, b]``, the same as ``x = table[ids]``.
         The table is projected once and each step gathers its rows: fewer FLOPs when
         V < T * B.
+    step_mask : array_like of bool (or 0/1 integers), shape (T, B), optional
+        Keras's mask, time-major as ``x``: where ``step_mask[t, b]`` is False, step t of
+        sequence b is skipped. Its state carries through (``h_t = h_{t-1}``) and its output
+        ``y[t, b]`` is its previous output (zeros before its first kept step, Keras's initial
+        output), or zeros with ``zero_output_for_mask``. h_n is the state after the last step.
+        With ``lengths`` as well, a step is kept only when both keep it, and steps past a
+        sequence's length still output zeros (whatever ``zero_output_for_mask`` says).
+    zero_output_for_mask : bool
+        What a step skipped by ``step_mask`` outputs: False (Keras's default) the previous
+        output, True zeros. Ignored without ``step_mask``.
+    recurrent_mask : array_like, shape (B, H), optional
+        Recurrent dropout (Keras's ``recurrent_dropout``, variational): the recurrent product
+        reads ``W_hh (h_{t-1} * recurrent_mask)`` at every step, one mask per sequence. Pass the
+        scaled keep mask, 0 or 1 / (1 - p) (any values are applied as given). The state itself
+        and the outputs are not masked.
+
+    Both masks run inside the kernels (a per-row select in each step's epilogue, no loop over
+    time in Python); with either, every sequence runs every step.
 
     Returns
     -------
@@ -68,48 +87,70 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
     Raises
     ------
     TypeError
-        Non-float input, a float dtype other than ``weight_ih``'s, non-integer lengths.
+        Non-float input, a float dtype other than ``weight_ih``'s, non-integer lengths, a
+        step_mask that is neither bool nor integer, a non-bool zero_output_for_mask.
     ValueError
         Shapes that do not fit together (the message names the argument and both shapes),
-        lengths out of range, alpha outside (0, 1].
+        lengths out of range, alpha outside (0, 1], step_mask values other than 0 and 1.
     """
     h0, w_ih, w_hh, b_ih, b_hh = _forward_args(weight_ih, weight_hh, bias_ih, bias_hh, h0,
                                                nonlinearity)
     x, ids, steps, batch = _sequence(x, w_ih.dtype, ids)
     lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
+    step_mask, zero_output_for_mask, recurrent_mask = _masks(
+        step_mask, zero_output_for_mask, recurrent_mask, steps, batch, w_ih.dtype)
     order, lengths = _longest_first(lengths)
     if order is not None:
         _check_batch("h0", h0, 0, batch, "(B, H)")
+        _check_batch("recurrent_mask", recurrent_mask, 0, batch, "(B, H)")
         x, ids = _sort_sequence(x, ids, order)
-        h0 = _take(h0, order, 0)
+        h0, recurrent_mask = _take(h0, order, 0), _take(recurrent_mask, order, 0)
+        step_mask = _take(step_mask, order, 1)
     y, h_n = _core.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, nonlinearity, alpha,
-                               bool(return_sequences), ids)
+                               bool(return_sequences), ids, step_mask=step_mask,
+                               zero_output_for_mask=zero_output_for_mask,
+                               recurrent_mask=recurrent_mask)
     if order is not None:
         inverse = np.argsort(order)
         y, h_n = _take(y, inverse, 1), _take(h_n, inverse, 0)
     return y, h_n
 
 
-def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlinearity="tanh",
-                 lengths=None, alpha=1.0, *, ids=None):
+def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, *, h0, nonlinearity, lengths,
+                 alpha, step_mask, zero_output_for_mask, recurrent_mask, ids=None):
     """Backpropagation through time from the outputs ``y`` of :func:`rnn_forward`.
+
+    Every forward argument that changes the gradient is a keyword without a default: the
+    backward cannot know what the forward was given, so the caller says it, ``h0=None`` and
+    ``step_mask=None`` included. Omitting one raises TypeError (a missing h0 used to give a
+    wrong dW_hh silently). Passing the same keywords to both calls keeps them in step::
+
+        fw = dict(h0=h0, nonlinearity="tanh", lengths=None, alpha=1.0, step_mask=None,
+                  zero_output_for_mask=False, recurrent_mask=None)
+        y, h_n = rnn_forward(x, w_ih, w_hh, b_ih, b_hh, **fw)
+        grads = rnn_backward(x, w_ih, w_hh, y, dy, dh_n, **fw)
 
     Parameters
     ----------
-    x, weight_ih, weight_hh, h0, nonlinearity, lengths, alpha, ids : as given to
-        :func:`rnn_forward`
+    x, weight_ih, weight_hh, ids : as given to :func:`rnn_forward`
     y : array_like, shape (T, B, H), the forward's outputs (the activation's derivative is
-        recovered from them; no pre-activations are needed).
+        recovered from them, and under a step mask the states too; no pre-activations are
+        needed).
     dy : array_like, shape (T, B, H), optional: gradient of the loss with respect to y
-        (ignored at padded steps).
+        (ignored at padded steps; at a step that repeats the previous output it flows to that
+        output's step).
     dh_n : array_like, shape (B, H), optional: gradient with respect to h_n.
+    h0, nonlinearity, lengths, alpha, step_mask, zero_output_for_mask, recurrent_mask :
+        keyword-only and required: exactly as given to :func:`rnn_forward` (None, "tanh",
+        None, 1.0, None, False, None for a plain forward).
 
     Returns
     -------
     RNNGrads
         ``(dx (T, B, D), dh0 (B, H), dweight_ih (H, D), dweight_hh (H, H), dbias (H,))``;
-        with ``ids``, ``dx`` is the embedding table's gradient (V, D).
+        with ``ids``, ``dx`` is the embedding table's gradient (V, D). Skipped steps have zero
+        ``dx``.
     """
     check_nonlinearity(nonlinearity)
     w_ih = as_float_array("weight_ih", weight_ih)
@@ -117,6 +158,8 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
     x, ids, steps, batch = _sequence(x, dt, ids)
     lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
+    step_mask, zero_output_for_mask, recurrent_mask = _masks(
+        step_mask, zero_output_for_mask, recurrent_mask, steps, batch, dt)
     h0 = optional_float_array("h0", h0, dt)
     y = as_float_array("y", y, dt)
     dy = optional_float_array("dy", dy, dt)
@@ -127,18 +170,28 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, h0=None, nonlin
         _check_batch("dy", dy, 1, batch, "(T, B, H)")
         _check_batch("h0", h0, 0, batch, "(B, H)")
         _check_batch("dh_n", dh_n, 0, batch, "(B, H)")
+        _check_batch("recurrent_mask", recurrent_mask, 0, batch, "(B, H)")
         x, ids = _sort_sequence(x, ids, order)
-        y, dy = (_take(a, order, 1) for a in (y, dy))
-        h0, dh_n = (_take(a, order, 0) for a in (h0, dh_n))
+        y, dy, step_mask = (_take(a, order, 1) for a in (y, dy, step_mask))
+        h0, dh_n, recurrent_mask = (_take(a, order, 0) for a in (h0, dh_n, recurrent_mask))
     grads = RNNGrads(*_core.rnn_backward(
         x, h0, w_ih, as_float_array("weight_hh", weight_hh, dt), y, dy, dh_n, lengths,
-        nonlinearity, alpha, ids,
+        nonlinearity, alpha, ids, step_mask=step_mask,
+        zero_output_for_mask=zero_output_for_mask, recurrent_mask=recurrent_mask,
     ))
     if order is not None:
         inverse = np.argsort(order)
         dx = grads.dx if ids is not None else _take(grads.dx, inverse, 1)
         grads = grads._replace(dx=dx, dh0=_take(grads.dh0, inverse, 0))
     return grads
+
+
+def _masks(step_mask, zero_output_for_mask, recurrent_mask, steps, batch, dtype):
+    """The masked kernels' arguments after the dtype and value rules (the kernel checks the
+    recurrent mask's shape)."""
+    return (check_step_mask(step_mask, steps, batch),
+            check_flag("zero_output_for_mask", zero_output_for_mask),
+            optional_float_array("recurrent_mask", recurrent_mask, dtype))
 
 
 def _forward_args(weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity):

@@ -728,9 +728,10 @@ class RNN(ParameterOwner):
                 table = tokens[1] if tokens is not None and layer == 0 else None
                 g = functional.rnn_backward(
                     xin if table is None else table, self._params[names[0]],
-                    self._params[names[1]], y_d, dy, None if dh_n is None else dh_n[idx], h0_d,
-                    o.nonlinearity, run_lengths, o.alphas[layer],
-                    ids=None if table is None else xin,
+                    self._params[names[1]], y_d, dy, None if dh_n is None else dh_n[idx],
+                    h0=h0_d, nonlinearity=o.nonlinearity, lengths=run_lengths,
+                    alpha=o.alphas[layer], step_mask=None, zero_output_for_mask=False,
+                    recurrent_mask=None, ids=None if table is None else xin,
                 )
                 new_grads[names[0]] = g.dweight_ih
                 new_grads[names[1]] = g.dweight_hh
