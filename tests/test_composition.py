@@ -540,10 +540,11 @@ def test_bad_lengths(rng, lengths, error):
 def test_bad_mask(rng):
     layer = rnnfast.RNN(D, H, dtype=F64)
     x = rng.standard_normal((T, B, D))
-    mask = np.ones((B, T), bool)
-    mask[1, 2] = False  # [1, 1, 0, 1, 1]: not a prefix
-    with pytest.raises(ValueError, match="mask"):
-        layer(x, mask=mask)
+    # (a mask that is not a prefix, [1, 1, 0, 1, 1], is Keras's general mask: tests/nn/test_rnn_masks.py)
+    with pytest.raises(ValueError, match="mask: expected boolean or 0/1"):
+        layer(x, mask=np.full((B, T), 2))
+    with pytest.raises(TypeError, match="mask: expected a boolean"):
+        layer(x, mask=np.ones((B, T), np.float32))
     with pytest.raises(ValueError, match="mask"):
         layer(x, mask=np.ones((T, B), bool) if T != B else np.ones((B, T + 1), bool))
     with pytest.raises(ValueError, match="lengths, mask"):

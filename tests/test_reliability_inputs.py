@@ -328,7 +328,6 @@ for cfg in RNN_CONFIGS:  # noqa: PLC0206
         ("lengths-negative", {"lengths": [-1, 1]}, ValueError, "lengths"),
         ("lengths-shape", {"lengths": [1]}, ValueError, "lengths"),
         ("mask-shape", {"mask": np.ones((T, B), bool)}, ValueError, "mask"),
-        ("mask-not-prefix", {"mask": np.array([[1, 0, 1], [1, 1, 1]], bool)}, ValueError, "mask"),
         ("mask-float", {"mask": np.full((B, T), 0.5)}, (TypeError, ValueError), "mask"),
         ("mask-str", {"mask": [["a"] * T] * B}, (TypeError, ValueError), "mask"),
         ("mask-and-lengths", {"mask": np.ones((B, T), bool), "lengths": [3, 3]}, ValueError,

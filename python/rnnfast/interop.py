@@ -356,7 +356,7 @@ def load_keras(layer, keras_layer_or_weights):
         not, a different merge mode). ``layer`` is unchanged when anything is raised.
     """
     dirs = _num_directions(layer)
-    state = {}
+    state, options = {}, {}  # options: only Keras layers carry them, not bare weights
     if isinstance(keras_layer_or_weights, (list, tuple)) and keras_layer_or_weights and all(
         not hasattr(w, "get_weights") for w in keras_layer_or_weights
     ):
@@ -416,5 +416,33 @@ def load_keras(layer, keras_layer_or_weights):
                         f"layer's go_backwards={go_backwards}"
                     )
                 state.update(_simple_rnn_entries(layer, kl, k, False))
+        options = _keras_options(keras_layers)
     layer.load_state_dict(state)
+    for name, value in options.items():  # after the weights: nothing changes on an error
+        setattr(layer, name, value)
     return layer
+
+
+def _keras_options(keras_layers):
+    """The options of Keras's SimpleRNN layers that change what rnnfast computes: ``dropout``
+    (rnnfast's ``input_dropout``), ``recurrent_dropout`` and ``zero_output_for_mask`` (a
+    Bidirectional's from its forward layer, where Keras sets it). One value for the stack:
+    ValueError when its layers' dropouts differ. zero_output_for_mask is the last layer's:
+    inside a stack a masked step's output is never read (the next layer skips that step)."""
+    keys = {"dropout": "input_dropout", "recurrent_dropout": "recurrent_dropout",
+            "zero_output_for_mask": "zero_output_for_mask"}
+    found = {}
+    for k, kl in enumerate(keras_layers):
+        cell_owner = kl.forward_layer if _keras_kind(kl) == "bidirectional" else kl
+        for keras_name, ours in keys.items():
+            value = getattr(cell_owner, keras_name, None)
+            if value is None:
+                continue
+            if ours == "zero_output_for_mask" and k < len(keras_layers) - 1:
+                continue
+            value = bool(value) if ours == "zero_output_for_mask" else float(value)
+            if found.setdefault(ours, value) != value:
+                raise ValueError(
+                    f"keras layers: {keras_name} differs between the stacked layers "
+                    f"({found[ours]} and {value}); rnnfast has one {ours} for its stack")
+    return found

@@ -25,7 +25,9 @@ from ._validation import (
     dropout_mask,
     layer_dtype,
 )
-from .data import mask_to_lengths, reversal_index
+from .nn.stack import BatchOrder as _BatchOrder
+from .nn.stack import Reverser as _Reverser
+from .nn.stack import Run, stack_backward, stack_forward
 
 __all__ = ["RNN"]
 
@@ -54,6 +56,7 @@ class _Options(NamedTuple):
     keras: bool
     return_sequences: bool | None
     return_state: bool | None
+    zero_output_for_mask: bool | None
 
 
 def _read_only(name, why):
@@ -80,47 +83,6 @@ def _output_batch_axis(batch_first, last):
 def _without_axis(a, axis):
     """The view of ``a`` at index 0 of ``axis`` (of length one): the axis dropped."""
     return a[(slice(None),) * axis + (0,)]
-
-
-class _Reverser:
-    """Reverses each sequence of a time-major batch within its own length (padding stays at
-    the end): a NumPy gather, no loop over time. The same gather un-reverses."""
-
-    def __init__(self, lengths, steps, batch):
-        if lengths is None:
-            self.index = None
-        else:
-            self.index = (reversal_index(lengths, steps), np.arange(batch)[None, :])
-
-    def __call__(self, a):
-        if self.index is None:
-            return np.ascontiguousarray(a[::-1])
-        return a[self.index]
-
-
-class _BatchOrder:
-    """The batch sorted by length, longest first, once for all layers and directions: the
-    kernels want that order (each step is then one GEMM over the running sequences), and
-    sorting here rather than in every functional call saves a gather of x, y and dy per layer
-    and direction, each way. Identity when there are no lengths or they are sorted already."""
-
-    def __init__(self, lengths):
-        self.order = self.inverse = None
-        self.lengths = lengths
-        if lengths is not None and np.any(lengths[:-1] < lengths[1:]):
-            self.order = np.argsort(-lengths, kind="stable")
-            self.inverse = np.argsort(self.order)
-            self.lengths = np.ascontiguousarray(lengths[self.order])
-
-    def sort(self, a, axis):
-        if self.order is None or a is None:
-            return a
-        return np.take(a, self.order, axis=axis)
-
-    def unsort(self, a, axis):
-        if self.order is None or a is None:
-            return a
-        return np.take(a, self.inverse, axis=axis)
 
 
 class RNN(ParameterOwner):
@@ -187,7 +149,8 @@ class RNN(ParameterOwner):
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
                  batch_first=False, dropout=0.0, bidirectional=False, dtype=np.float32,
                  seed=None, *, residual=False, merge_mode="concat", go_backwards=False,
-                 return_sequences=None, return_state=None, stateful=False, alpha=1.0):
+                 return_sequences=None, return_state=None, stateful=False, alpha=1.0,
+                 input_dropout=0.0, recurrent_dropout=0.0, zero_output_for_mask=None):
         self._input_size = _positive_int("input_size", input_size)
         self._hidden_size = _positive_int("hidden_size", hidden_size)
         self._num_layers = _positive_int("num_layers", num_layers)
@@ -207,6 +170,9 @@ class RNN(ParameterOwner):
         self.return_state = return_state
         self.stateful = stateful
         self.alpha = alpha
+        self.input_dropout = input_dropout
+        self.recurrent_dropout = recurrent_dropout
+        self.zero_output_for_mask = zero_output_for_mask
 
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.hidden_size)
@@ -377,11 +343,50 @@ class RNN(ParameterOwner):
             alphas = [alpha] * self.num_layers
         self._alpha, self._alphas = alpha, alphas
 
+    @property
+    def input_dropout(self):
+        """Keras's ``dropout``: the probability of dropping each input unit, one mask per
+        sequence shared by every step (variational), each layer of the stack its own; in
+        training mode only."""
+        return self._input_dropout
+
+    @input_dropout.setter
+    def input_dropout(self, value):
+        self._input_dropout = check_probability("input_dropout", value)
+
+    @property
+    def recurrent_dropout(self):
+        """Keras's ``recurrent_dropout``: drops units of h_{t-1} in the recurrent product
+        ``W_hh (h_{t-1} * m)``, one mask per sequence shared by every step, inside the
+        kernels; in training mode only."""
+        return self._recurrent_dropout
+
+    @recurrent_dropout.setter
+    def recurrent_dropout(self, value):
+        self._recurrent_dropout = check_probability("recurrent_dropout", value)
+
+    @property
+    def zero_output_for_mask(self):
+        """Keras's: the output of a step a ``mask`` skips is zeros (True) or the previous
+        output (False). None: Keras's choice, False but for a bidirectional layer returning
+        sequences (Keras's Bidirectional sets it)."""
+        return self._zero_output_for_mask
+
+    @zero_output_for_mask.setter
+    def zero_output_for_mask(self, value):
+        self._zero_output_for_mask = check_optional_bool("zero_output_for_mask", value)
+
+    def _zero_output(self, o):
+        if o.zero_output_for_mask is not None:
+            return o.zero_output_for_mask
+        sequences = not o.keras or bool(o.return_sequences)
+        return self.bidirectional and sequences
+
     def _options(self):
         """The options as they are now, for one forward and its backward."""
         return _Options(self.nonlinearity, list(self._alphas), self.batch_first,
                         self.go_backwards, self.residual, self.merge_mode, self._keras(),
-                        self.return_sequences, self.return_state)
+                        self.return_sequences, self.return_state, self.zero_output_for_mask)
 
     @property
     def num_directions(self):
@@ -462,7 +467,7 @@ class RNN(ParameterOwner):
                 "sequence, no batch axis) has no padding to describe; give x a batch axis of "
                 "one (x[:, None], or x[None] when batch_first) with lengths of shape (1,)"
             )
-        lengths = self._lengths_arg(lengths, mask, steps, batch)
+        lengths, step_mask = self._mask_arg(lengths, mask, steps, batch, o)
         h0_user = h0
         if h0 is None and self.stateful and self._state is not None:
             if self._state.shape[1] != batch:
@@ -474,17 +479,22 @@ class RNN(ParameterOwner):
         elif unbatched and h0 is not None:
             h0 = self._unbatched_state("h0", h0, self.num_layers * self.num_directions)
         h0 = self._state_arg("h0", h0, batch)
+        training = self.training
+        if table is not None and training and self.input_dropout > 0.0:
+            raise ValueError(
+                "embedding: input_dropout drops units of the embedded sequence, which token "
+                "input never builds; call layer(embedding(ids)) instead (Sequential does so "
+                "for such a layer)")
         reorder = _BatchOrder(lengths)
         # go_backwards reverses the caller's batch (its order); the reverse direction of a
-        # bidirectional layer runs on the sorted batch (run_rev).
+        # bidirectional layer runs on the sorted batch (in the stack runner).
         rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
         if o.go_backwards:
-            x = rev(x)
-        # From here to the end of the layer loop the batch runs longest first.
+            x, step_mask = rev(x), rev(step_mask)
+        # From here to the end of the stack the batch runs longest first.
         x, h0 = reorder.sort(x, 1), reorder.sort(h0, 1)
+        step_mask = reorder.sort(step_mask, 1)
         run_lengths = reorder.lengths
-        run_rev = _Reverser(run_lengths, steps, batch) if self.bidirectional else None
-        training = self.training
         if training:
             # backward reads the inputs: keep copies of the caller's arrays, so a later
             # in-place change cannot silently alter the gradients.
@@ -492,41 +502,9 @@ class RNN(ParameterOwner):
                 x = x.copy()
             if h0 is not None and h0_user is not None and np.may_share_memory(h0, h0_user):
                 h0 = h0.copy()
-        drop = training and self.dropout > 0.0 and self.num_layers > 1
-
-        H = self.hidden_size
-        dirs = self.num_directions
-        h_n = np.empty((self.num_layers * dirs, batch, H), dtype=self.dtype)
-        layer_caches = []
-        inp = x
-        for layer in range(self.num_layers):
-            runs = []
-            outs = []
-            for d in range(dirs):
-                idx = layer * dirs + d
-                w_ih, w_hh, b_ih, b_hh = (None if n is None else self._params[n]
-                                          for n in self._names[idx])
-                xin = run_rev(inp) if d else inp
-                h0_d = None if h0 is None else h0[idx]
-                tokens = table is not None and layer == 0
-                y_d, h_n[idx] = functional.rnn_forward(
-                    table if tokens else xin, w_ih, w_hh, b_ih, b_hh, h0_d, o.nonlinearity,
-                    True, run_lengths, o.alphas[layer], ids=xin if tokens else None,
-                )
-                runs.append((xin, h0_d, y_d))
-                outs.append(run_rev(y_d) if d else y_d)
-            out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
-            if o.residual and layer > 0:
-                out = out + inp
-            keep = None
-            if drop and layer < self.num_layers - 1:
-                keep = dropout_mask(self._dropout_rng, out.shape, self.dropout, self.dtype)
-                nxt = out * keep
-            else:
-                nxt = out
-            layer_caches.append((runs, keep))
-            inp = nxt
-        out = inp  # (T, B, dirs*H), processing order, the batch sorted
+        run = Run(o.nonlinearity, o.alphas, o.residual, run_lengths, step_mask,
+                  self._zero_output(o), table, training)
+        out, h_n, stack_cache = stack_forward(self, x, h0, run)
         h_n = reorder.unsort(h_n, 1)
 
         if self.stateful:
@@ -549,8 +527,8 @@ class RNN(ParameterOwner):
         if training:
             merge_src = (o_last if last else out) if o.merge_mode == "mul" else None
             tokens = None if table is None else (embedding, table)
-            self._cache = (o, layer_caches, lengths, reorder, merge_src, out_shape, last, steps,
-                           batch, tokens, unbatched)
+            self._cache = (o, run, stack_cache, lengths, reorder, merge_src, out_shape, last,
+                           steps, batch, tokens, unbatched)
             result = result.view()
             result.flags.writeable = False
         else:
@@ -678,28 +656,27 @@ class RNN(ParameterOwner):
                 "backward: no training forward to differentiate; call the layer in training "
                 "mode first (each forward allows one backward)"
             )
-        (o, layer_caches, lengths, reorder, merge_src, out_shape, last, steps, batch,
+        (o, run, stack_cache, lengths, reorder, merge_src, out_shape, last, steps, batch,
          tokens, unbatched) = self._cache
         d_output = self._output_gradient(d_output, o, out_shape, last, unbatched)
         if unbatched and dh_n is not None:
             dh_n = self._unbatched_state("dh_n", dh_n, self.num_layers * self.num_directions)
         dh_n = self._state_arg("dh_n", dh_n, batch)
 
-        H = self.hidden_size
-        dirs = self.num_directions
-        # go_backwards reverses the caller's batch (its order); the reverse direction of a
-        # bidirectional layer runs on the sorted batch (run_rev, below).
+        # go_backwards reverses the caller's batch (its order), as in forward.
         rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
         # The gradient with respect to the last layer's output sequence, in processing order.
-        # The layer loop runs on the batch sorted longest first, as in forward.
-        run_lengths = reorder.lengths
+        # The stack runs on the batch sorted longest first, as in forward.
+        run_lengths = run.lengths
         dh_n = reorder.sort(dh_n, 1)
         d_out = None  # gradient of the top layer's output sequence; None: zero
         if d_output is not None and last:
             d_last = reorder.sort(self._unmerge(d_output, merge_src, o.merge_mode), 0)
             if steps == 0:
                 pass  # every sequence is empty: its (zero) last output depends on nothing
-            elif o.residual and self.num_layers > 1:
+            elif (o.residual and self.num_layers > 1) or run.step_mask is not None:
+                # the last output is the output sequence's last step (with a mask it can
+                # differ from h_n: zeros for a sequence without a kept step)
                 d_out = self._last_gradient_sequence(d_last, run_lengths, steps, batch)
             else:
                 # Each direction's last output is its state at the sequence's end, h_n: the
@@ -710,39 +687,7 @@ class RNN(ParameterOwner):
             if o.go_backwards and lengths is not None:
                 d = rev(d[::-1])
             d_out = reorder.sort(self._unmerge(d, merge_src, o.merge_mode), 1)
-        run_rev = _Reverser(run_lengths, steps, batch) if self.bidirectional else None
-        new_grads = {}
-        dh0 = np.empty((self.num_layers * dirs, batch, H), dtype=self.dtype)
-        for layer in reversed(range(self.num_layers)):
-            runs, keep = layer_caches[layer]
-            if keep is not None:
-                d_out = d_out * keep
-            d_in = d_out.copy() if (o.residual and layer > 0 and d_out is not None) else None
-            for d in range(dirs):
-                idx = layer * dirs + d
-                names = self._names[idx]
-                xin, h0_d, y_d = runs[d]
-                dy = None if d_out is None else d_out[..., d * H:(d + 1) * H]
-                if dy is not None:
-                    dy = run_rev(dy) if d else np.ascontiguousarray(dy)
-                table = tokens[1] if tokens is not None and layer == 0 else None
-                g = functional.rnn_backward(
-                    xin if table is None else table, self._params[names[0]],
-                    self._params[names[1]], y_d, dy, None if dh_n is None else dh_n[idx],
-                    h0=h0_d, nonlinearity=o.nonlinearity, lengths=run_lengths,
-                    alpha=o.alphas[layer], step_mask=None, zero_output_for_mask=False,
-                    recurrent_mask=None, ids=None if table is None else xin,
-                )
-                new_grads[names[0]] = g.dweight_ih
-                new_grads[names[1]] = g.dweight_hh
-                if self.bias:
-                    new_grads[names[2]] = g.dbias
-                    new_grads[names[3]] = g.dbias
-                dh0[idx] = g.dh0
-                # with token input, dx is the table's gradient: no time or batch order in it
-                dx = run_rev(g.dx) if d and table is None else g.dx
-                d_in = dx if d_in is None else d_in + dx
-            d_out = d_in
+        d_out, dh0, new_grads = stack_backward(self, stack_cache, run, d_out, dh_n)
         dh0 = reorder.unsort(dh0, 1)
         if tokens is None:
             dx = reorder.unsort(d_out, 1)
@@ -869,17 +814,29 @@ class RNN(ParameterOwner):
         total[(self.num_layers - 1) * dirs:] += extra
         return total
 
-    def _lengths_arg(self, lengths, mask, steps, batch):
-        if mask is not None:
-            if lengths is not None:
-                raise ValueError("lengths, mask: give one of them, not both")
-            m = np.asarray(mask)
-            if m.shape != (batch, steps):
-                raise ValueError(
-                    f"mask: expected shape (B, T) = {(batch, steps)}, got shape {m.shape}"
-                )
-            lengths = mask_to_lengths(m)
-        return check_lengths(lengths, steps, batch)
+    def _mask_arg(self, lengths, mask, steps, batch, o):
+        """``(lengths, step_mask)`` of a call: the lengths checked, or Keras's (B, T) mask as a
+        time-major step mask (T, B). A prefix mask whose skipped steps output zeros is the same
+        as its lengths, and runs as them: the kernels then leave finished rows out."""
+        if mask is None:
+            return check_lengths(lengths, steps, batch), None
+        if lengths is not None:
+            raise ValueError("lengths, mask: give one of them, not both")
+        m = np.asarray(mask)
+        if m.dtype.kind not in "biu":
+            raise TypeError(f"mask: expected a boolean (B, T) array, got dtype {m.dtype}")
+        if m.shape != (batch, steps):
+            raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)}, got shape "
+                             f"{m.shape}")
+        if m.dtype.kind != "b":
+            if m.size and (m.min() < 0 or m.max() > 1):
+                raise ValueError("mask: expected boolean or 0/1 values")
+            m = m.astype(bool)
+        counts = m.sum(axis=1, dtype=np.int64)
+        prefix = np.arange(steps)[None, :] < counts[:, None]
+        if self._zero_output(o) and np.array_equal(m, prefix):
+            return counts, None
+        return None, np.ascontiguousarray(m.T)
 
     def _state_arg(self, name, value, batch):
         """A (num_layers*dirs, B, H) state argument, checked."""
@@ -1031,6 +988,9 @@ class RNN(ParameterOwner):
             "return_state": self.return_state,
             "stateful": self.stateful,
             "alpha": list(self.alpha) if isinstance(self.alpha, list) else self.alpha,
+            "input_dropout": self.input_dropout,
+            "recurrent_dropout": self.recurrent_dropout,
+            "zero_output_for_mask": self.zero_output_for_mask,
         }
 
     # ---- description --------------------------------------------------------------------------

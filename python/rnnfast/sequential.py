@@ -29,7 +29,9 @@ def embedding_feeds_rnn(layer, following, ids):
     ids = np.asarray(ids)
     return (ids.ndim == 2 and ids.dtype.kind in "iu" and layer.num_embeddings < ids.size
             and layer.embedding_dim == following.input_size and layer.dtype == following.dtype
-            and layer.training == following.training)
+            and layer.training == following.training
+            # input dropout acts on the embedded sequence, which token input never builds
+            and not (following.training and following.input_dropout > 0.0))
 
 
 class Sequential:

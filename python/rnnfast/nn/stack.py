@@ -1,0 +1,200 @@
+"""The stack runner of the RNN layer: layers x directions over the whole sequence, in the
+order the kernels want it (time-major, the batch sorted longest first, each reverse direction
+reversed within its lengths), with what sits between the layers (residual connections,
+dropout) and inside them (input and recurrent dropout masks, Keras's step masks), forward and
+backward. The layer (``nn.rnn`` / ``rnnfast.RNN``) owns the API forms around it: PyTorch's and
+Keras's returns, merge modes, batch_first, go_backwards, stateful layers and ``step``.
+
+Everything here is in processing order: ``x`` (T, B, D) time-major, the batch sorted as
+``run.lengths`` says, already reversed when the layer reads backwards.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import functional
+from .._validation import dropout_mask
+from ..data import reversal_index
+
+__all__ = ["BatchOrder", "Reverser", "Run", "StackCache", "stack_backward", "stack_forward"]
+
+
+class Reverser:
+    """Reverses each sequence of a time-major batch within its own length (padding stays at
+    the end), or the whole batch without lengths: a NumPy gather, no loop over time. The same
+    gather un-reverses."""
+
+    def __init__(self, lengths, steps, batch):
+        if lengths is None:
+            self.index = None
+        else:
+            self.index = (reversal_index(lengths, steps), np.arange(batch)[None, :])
+
+    def __call__(self, a):
+        if a is None:
+            return None
+        if self.index is None:
+            return np.ascontiguousarray(a[::-1])
+        return a[self.index]
+
+
+class BatchOrder:
+    """The batch sorted by length, longest first, once for all layers and directions: the
+    kernels want that order (each step is then one GEMM over the running sequences), and
+    sorting here rather than in every functional call saves a gather of x, y and dy per layer
+    and direction, each way. Identity when there are no lengths or they are sorted already."""
+
+    def __init__(self, lengths):
+        self.order = self.inverse = None
+        self.lengths = lengths
+        if lengths is not None and np.any(lengths[:-1] < lengths[1:]):
+            self.order = np.argsort(-lengths, kind="stable")
+            self.inverse = np.argsort(self.order)
+            self.lengths = np.ascontiguousarray(lengths[self.order])
+
+    def sort(self, a, axis):
+        if self.order is None or a is None:
+            return a
+        return np.take(a, self.order, axis=axis)
+
+    def unsort(self, a, axis):
+        if self.order is None or a is None:
+            return a
+        return np.take(a, self.inverse, axis=axis)
+
+
+class Run(NamedTuple):
+    """How one forward runs the stack (and so how its backward must).
+
+    lengths: (B,) sorted, or None. step_mask: (T, B) bool in processing order, or None.
+    zero_output: Keras's zero_output_for_mask for the masked steps. table: the embedding
+    table of token input (layer 0 reads ids), or None. training: masks are drawn and caches
+    kept."""
+
+    nonlinearity: str
+    alphas: list
+    residual: bool
+    lengths: object
+    step_mask: object
+    zero_output: bool
+    table: object
+    training: bool
+
+
+class StackCache(NamedTuple):
+    """What one training forward keeps for its backward: per layer the directions' (input,
+    h0, output, input-dropout mask, recurrent mask) and the between-layer dropout mask."""
+
+    layers: list
+
+
+def _directions(layer):
+    return 2 if layer.bidirectional else 1
+
+
+def _weights(layer, idx):
+    return tuple(None if n is None else layer._params[n] for n in layer._names[idx])
+
+
+def _draw_masks(layer, run, batch, width):
+    """The variational masks of one (layer, direction), one per sequence shared by every step
+    (Gal and Ghahramani): on its input (B, width) and on h_{t-1} (B, H); None outside
+    training or at probability 0 (and on the input of token ids, width None: the layer
+    refuses input dropout with fused token input)."""
+    if not run.training:
+        return None, None
+    rng, dtype = layer._dropout_rng, layer.dtype
+    m_in = (dropout_mask(rng, (batch, width), layer.input_dropout, dtype)
+            if layer.input_dropout > 0.0 and width is not None else None)
+    m_rec = (dropout_mask(rng, (batch, layer.hidden_size), layer.recurrent_dropout, dtype)
+             if layer.recurrent_dropout > 0.0 else None)
+    return m_in, m_rec
+
+
+def stack_forward(layer, x, h0, run):
+    """The stack over ``x`` (T, B, D) (token ids (T, B) when ``run.table`` is set) from ``h0``
+    (layers*dirs, B, H) or None: ``(out (T, B, dirs*H), h_n, cache)``, cache None outside
+    training."""
+    steps, batch = x.shape[0], x.shape[1]
+    H, dirs = layer.hidden_size, _directions(layer)
+    rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
+    drop = run.training and layer.dropout > 0.0 and layer.num_layers > 1
+    h_n = np.empty((layer.num_layers * dirs, batch, H), dtype=layer.dtype)
+    caches = []
+    inp = x
+    for k in range(layer.num_layers):
+        runs, outs = [], []
+        for d in range(dirs):
+            idx = k * dirs + d
+            w_ih, w_hh, b_ih, b_hh = _weights(layer, idx)
+            xin = rev(inp) if d else inp
+            mask = rev(run.step_mask) if d else run.step_mask
+            tokens = run.table is not None and k == 0
+            m_in, m_rec = _draw_masks(layer, run, batch, None if tokens else xin.shape[2])
+            fed = xin if m_in is None else xin * m_in[None]
+            h0_d = None if h0 is None else h0[idx]
+            y_d, h_n[idx] = functional.rnn_forward(
+                run.table if tokens else fed, w_ih, w_hh, b_ih, b_hh, h0_d, run.nonlinearity,
+                True, run.lengths, run.alphas[k], ids=xin if tokens else None,
+                step_mask=mask, zero_output_for_mask=run.zero_output, recurrent_mask=m_rec)
+            runs.append((fed, h0_d, y_d, m_in, m_rec))
+            outs.append(rev(y_d) if d else y_d)
+        out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
+        if run.residual and k > 0:
+            out = out + inp
+        keep = None
+        if drop and k < layer.num_layers - 1:
+            keep = dropout_mask(layer._dropout_rng, out.shape, layer.dropout, layer.dtype)
+            out = out * keep
+        caches.append((runs, keep))
+        inp = out
+    return inp, h_n, (StackCache(caches) if run.training else None)
+
+
+def stack_backward(layer, cache, run, d_out, dh_n):
+    """Gradients of one training forward's stack: ``(dx, dh0, grads)`` from the gradient of
+    its output sequence ``d_out`` (T, B, dirs*H) (None: zero) and of h_n (None: zero). dx is
+    the embedding table's gradient (V, D) with token input. ``grads`` maps parameter names to
+    this call's gradients (the caller adds them, so a failed call adds nothing)."""
+    H, dirs = layer.hidden_size, _directions(layer)
+    steps, batch = (cache.layers[0][0][0][2].shape[:2])
+    rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
+    grads = {}
+    dh0 = np.empty((layer.num_layers * dirs, batch, H), dtype=layer.dtype)
+    for k in reversed(range(layer.num_layers)):
+        runs, keep = cache.layers[k]
+        if keep is not None and d_out is not None:
+            d_out = d_out * keep
+        d_in = d_out.copy() if (run.residual and k > 0 and d_out is not None) else None
+        for d in range(dirs):
+            idx = k * dirs + d
+            names = layer._names[idx]
+            fed, h0_d, y_d, m_in, m_rec = runs[d]
+            dy = None if d_out is None else d_out[..., d * H:(d + 1) * H]
+            if dy is not None:
+                dy = rev(dy) if d else np.ascontiguousarray(dy)
+            tokens = run.table is not None and k == 0
+            g = functional.rnn_backward(
+                run.table if tokens else fed, layer._params[names[0]], layer._params[names[1]],
+                y_d, dy, None if dh_n is None else dh_n[idx], h0=h0_d,
+                nonlinearity=run.nonlinearity, lengths=run.lengths, alpha=run.alphas[k],
+                step_mask=rev(run.step_mask) if d else run.step_mask,
+                zero_output_for_mask=run.zero_output, recurrent_mask=m_rec,
+                ids=fed if tokens else None)
+            grads[names[0]] = g.dweight_ih
+            grads[names[1]] = g.dweight_hh
+            if layer.bias:
+                grads[names[2]] = g.dbias
+                grads[names[3]] = g.dbias
+            dh0[idx] = g.dh0
+            dx = g.dx
+            if m_in is not None:
+                dx = dx * m_in[None]
+            # with token input, dx is the table's gradient: no time or batch order in it
+            dx = rev(dx) if d and not tokens else dx
+            d_in = dx if d_in is None else d_in + dx
+        d_out = d_in
+    return d_out, dh0, grads
