@@ -15,6 +15,8 @@ import zlib
 # turns starving each other (the reference ran ~50x slower here). The oracle needs no threads.
 # Set before NumPy is first imported; an explicit setting in the environment wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# Keras, the second oracle, runs on the torch backend (read when keras is first imported).
+os.environ.setdefault("KERAS_BACKEND", "torch")
 
 import numpy as np
 import pytest
@@ -102,6 +104,19 @@ def import_torch():
 
         return torch
     return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="session")
+def keras(torch):
+    """Keras 3 on the torch backend (the second oracle of Keras's semantics), or a skip when
+    it is missing; a failure instead when RNNFAST_REQUIRE_TORCH=1 (CI)."""
+    if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":
+        import keras
+    else:
+        keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "torch":
+        pytest.fail(f"keras runs on the {keras.backend.backend()} backend; set KERAS_BACKEND=torch")
+    return keras
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,6 @@ wherever they have the behaviour."""
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 
 import numpy as np
@@ -15,8 +13,6 @@ import rnnfast
 from conftest import DTYPES, assert_close
 from rnnfast import Dropout, Embedding, Linear, interop
 
-if "keras" not in sys.modules:
-    os.environ["KERAS_BACKEND"] = "torch"
 
 T, B, D, H = 5, 3, 4, 6
 F32, F64 = np.float32, np.float64
@@ -639,15 +635,6 @@ def test_merge_mode_none_backward_errors(rng):
         rnnfast.RNN(D, H, merge_mode=None)
 
 
-@pytest.fixture(scope="module")
-def keras(torch):
-    if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":
-        import keras
-    else:
-        keras = pytest.importorskip("keras")
-    if keras.backend.backend() != "torch":
-        pytest.fail(f"keras runs on the {keras.backend.backend()} backend; set KERAS_BACKEND=torch")
-    return keras
 
 
 @pytest.mark.parametrize("return_sequences", [True, False], ids=["seq", "last"])

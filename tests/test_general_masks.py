@@ -24,8 +24,6 @@ from rnnfast import _core
 from rnnfast import functional as F
 from rnnfast import reference as R
 
-if "keras" not in sys.modules:
-    os.environ["KERAS_BACKEND"] = "torch"
 
 F64 = np.float64
 # T = 300, B = 4: the backward walks time in chunks of 256 steps, so chunk boundaries are crossed.
@@ -383,15 +381,6 @@ def assert_keras_close(actual, desired, what):
     np.testing.assert_allclose(actual, desired, rtol=2e-5, atol=2e-6 * scale, err_msg=what)
 
 
-@pytest.fixture(scope="module")
-def keras(torch):
-    if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":
-        import keras
-    else:
-        keras = pytest.importorskip("keras")
-    if keras.backend.backend() != "torch":
-        pytest.fail(f"keras runs on the {keras.backend.backend()} backend; set KERAS_BACKEND=torch")
-    return keras
 
 
 def keras_rnn(keras, rng, activation, use_bias=True, **kw):

@@ -15,8 +15,6 @@ Keras's semantics that matter here:
 
 from __future__ import annotations
 
-import os
-import sys
 
 import numpy as np
 import pytest
@@ -24,8 +22,6 @@ import rnnfast
 from conftest import ACTIVATIONS, assert_close
 from rnnfast import interop, persistence
 
-if "keras" not in sys.modules:
-    os.environ["KERAS_BACKEND"] = "torch"
 
 T, B, D, H = 7, 4, 5, 6
 LENGTHS = np.array([7, 3, 1, 0])  # full, partial, one step, empty
@@ -35,17 +31,6 @@ MERGE_MODES = ["concat", "sum", "mul", "ave"]
 # float32-accurate there, so Keras is an oracle in float32 only.
 
 
-@pytest.fixture(scope="module")
-def keras(torch):
-    """keras on the torch backend, or a skip when it is missing; a failure instead when
-    RNNFAST_REQUIRE_TORCH=1 (CI)."""
-    if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":
-        import keras
-    else:
-        keras = pytest.importorskip("keras")
-    if keras.backend.backend() != "torch":
-        pytest.fail(f"keras runs on the {keras.backend.backend()} backend; set KERAS_BACKEND=torch")
-    return keras
 
 
 def _np(out):

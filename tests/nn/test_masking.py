@@ -8,8 +8,6 @@ PaddingWarning; PyTorch's pack_padded_sequence pipeline and Keras's mask_zero ar
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 
 import numpy as np
@@ -18,8 +16,6 @@ from conftest import DTYPES, assert_close, numerical_gradient, tol
 from rnnfast import RNN, Dense, Embedding, Module, Sequential, interop
 from rnnfast.nn import PaddingWarning
 
-if "keras" not in sys.modules:
-    os.environ["KERAS_BACKEND"] = "torch"
 
 F64 = np.float64
 E, H, K = 4, 5, 3
@@ -374,43 +370,50 @@ def test_lengths_and_mask_are_checked(rng):
     with pytest.raises(ValueError, match="not both"):
         model(x, lengths=LENGTHS, mask=_valid_bt(LENGTHS, T))
     with pytest.raises(ValueError, match="mask"):
-        model(x, mask=_valid_bt(LENGTHS, T).T)  # (T, B): Keras's mask is (B, T)
+        model(x, mask=np.ones((len(LENGTHS), T + 1), bool))  # Keras's mask is (B, T)
     with pytest.raises(ValueError, match="lengths"):
         model(x, lengths=LENGTHS[:-1])
     with pytest.raises(ValueError, match="lengths"):
         model(x, lengths=LENGTHS + 1)  # past T
 
 
-# ---- padding that is not at the end -------------------------------------------------------------
+# ---- padding that is not at the end: Keras's general masks --------------------------------------
 
 
 @pytest.mark.parametrize("container", ["sequential", "module"])
 @pytest.mark.parametrize("batch_first", [True, False], ids=["bf", "tm"])
-def test_padding_inside_a_sequence_is_refused_naming_the_fix(container, batch_first, rng):
+def test_padding_inside_a_sequence_is_keras_masking(container, batch_first, rng):
+    """Ids 0 anywhere with mask_zero are Keras's mask: those steps are skipped (the state
+    carries through), the same as the RNN given that (B, T) mask by hand; they stay out of the
+    output's valid mask, so out of losses and metrics."""
     ids = _padded_ids(rng, LENGTHS, V_UNFUSED)
     ids[3, 0] = 0  # sequence 3 (length 1) starts with padding
     ids[0, 2] = 0  # and sequence 0 has padding before real steps
     if container == "sequential":
         model = _tagger(V_UNFUSED, F64, batch_first=batch_first, bidirectional=False,
                         return_sequences=True)
+        embed, rnn, head = model.layers
     else:
         model = _LengthsTagger(V_UNFUSED, batch_first)
         model.embed = Embedding(V_UNFUSED, E, dtype=F64, seed=1, mask_zero=True)
-    before = {k: v.copy() for k, v in model.state_dict().items()}
-    with pytest.raises(ValueError, match=r"padding='post'") as info:
-        model(_layout(ids, batch_first))
-    assert "sequence 0" in str(info.value) and "end" in str(info.value)
-    for k, v in model.state_dict().items():
-        np.testing.assert_array_equal(v, before[k])
+        embed, rnn, head = model.embed, model.rnn, model.head
+    x = _layout(ids, batch_first)
+    out = model.eval()(x)
+    keras_mask = ids != 0
+    np.testing.assert_array_equal(model.output_mask, _layout(keras_mask, batch_first))
+    by_hand = head(rnn(embed(x), mask=keras_mask))
+    np.testing.assert_allclose(out, by_hand, rtol=1e-13, atol=1e-13)
 
 
-def test_mask_that_is_not_a_prefix_is_refused(rng):
+def test_mask_that_is_not_a_prefix_is_keras_masking(rng):
     model = _float_model(F64, batch_first=True, bidirectional=False, return_sequences=True)
     x = _garbage_padded_floats(rng, LENGTHS, E, F64)
     mask = _valid_bt(LENGTHS, T)
     mask[0, 1] = False
-    with pytest.raises(ValueError, match="mask"):
-        model(x, mask=mask)
+    out = model.eval()(x, mask=mask)
+    np.testing.assert_array_equal(model.output_mask, mask)
+    rnn, head = model.layers
+    np.testing.assert_allclose(out, head(rnn(x, mask=mask)), rtol=1e-13, atol=1e-13)
 
 
 # ---- the silent trap: padding read by a last output or a reverse direction ----------------------
@@ -631,17 +634,6 @@ def test_pack_padded_sequence_parity_through_sequential(torch, bidirectional, pa
 # ---- Keras: mask_zero ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def keras(torch):
-    """keras on the torch backend, or a skip when it is missing; a failure instead when
-    RNNFAST_REQUIRE_TORCH=1 (CI)."""
-    if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":
-        import keras
-    else:
-        keras = pytest.importorskip("keras")
-    if keras.backend.backend() != "torch":
-        pytest.fail(f"keras runs on the {keras.backend.backend()} backend; set KERAS_BACKEND=torch")
-    return keras
 
 
 @pytest.mark.parametrize("batch_first", [True, False], ids=["bf", "tm"])

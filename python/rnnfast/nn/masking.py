@@ -32,7 +32,7 @@ __all__ = [
     "embedding_padding",
     "input_suspect",
     "input_valid_mask",
-    "lengths_from_valid",
+    "prefix_lengths",
     "valid_from_lengths",
 ]
 
@@ -57,25 +57,6 @@ def valid_from_lengths(lengths, steps, batch_first):
     valid = (bt if batch_first else bt.T).view(_PrefixMask)
     valid.lengths, valid.batch_first = lengths, batch_first
     return valid
-
-
-def lengths_from_valid(valid, batch_first, who):
-    """Lengths (B,) of a valid mask in the given layout; ValueError naming ``who`` and the fix
-    when a row is not a prefix (padding that is not at the end)."""
-    if isinstance(valid, _PrefixMask) and valid.batch_first == batch_first \
-            and valid.lengths is not None:
-        return valid.lengths
-    bt = valid if batch_first else valid.T
-    lengths = bt.sum(axis=1, dtype=np.int64)
-    prefix = np.arange(bt.shape[1])[None, :] < lengths[:, None]
-    if not np.array_equal(bt, prefix):
-        row = int(np.nonzero((bt != prefix).any(axis=1))[0][0])
-        raise ValueError(
-            f"{who}: expected padding at the end of each sequence, but sequence {row} has padded "
-            f"steps before real ones ({bt[row].astype(int).tolist()}); pad at the end "
-            "(pad_sequences(..., padding='post')) so the RNN can run each sequence to its length"
-        )
-    return lengths
 
 
 def _trailing_run(flags_bt):
@@ -190,44 +171,64 @@ def embedding_padding(layer, ids, valid):
     return valid, None
 
 
+def prefix_lengths(valid, batch_first):
+    """The lengths of a valid mask whose rows are prefixes (padding at the end), else None."""
+    if isinstance(valid, _PrefixMask) and valid.batch_first == batch_first \
+            and valid.lengths is not None:
+        return valid.lengths
+    bt = valid if batch_first else valid.T
+    lengths = bt.sum(axis=1, dtype=np.int64)
+    prefix = np.arange(bt.shape[1])[None, :] < lengths[:, None]
+    return lengths if np.array_equal(bt, prefix) else None
+
+
 def call_rnn(rnn, x, valid, suspect, who, embedding=None, **kwargs):
-    """An RNN call with the padding carried: lengths from the valid mask, unless the caller
-    gave lengths or mask itself; the output's valid mask when it returns a sequence."""
+    """An RNN call with the padding carried: lengths from a valid mask padded at the end, or
+    Keras's general mask from any other (a masked step keeps the previous state), unless the
+    caller gave lengths or mask itself; the output's valid mask when it returns a sequence."""
     given = kwargs.get("lengths") is not None or kwargs.get("mask") is not None
     if embedding is not None and not given:  # token input: the Embedding's own padding
         valid, suspect = embedding_padding(embedding, x, valid)
     if given:
-        valid = None  # the caller's own lengths win; the RNN checks them
+        valid = None  # the caller's own lengths or mask win; the RNN checks them
     elif valid is not None:
         expected = valid_shape(x)
         if valid.shape != expected:
             raise ValueError(f"{who}: expected a valid mask of shape {expected} (x's leading "
                              f"axes), got shape {valid.shape}")
-        kwargs["lengths"] = lengths_from_valid(valid, rnn.batch_first, who)
+        lengths = prefix_lengths(valid, rnn.batch_first)
+        if lengths is not None:
+            kwargs["lengths"] = lengths
+        else:
+            kwargs["mask"] = valid if rnn.batch_first else valid.T
     elif _reads_past_the_end(rnn):
         _warn_if_padded(rnn, suspect, who)
     if embedding is not None:
         kwargs["embedding"] = embedding
     out = rnn(x, **kwargs)
-    sequences = rnn.return_sequences is not False
-    if not sequences:
+    if rnn.return_sequences is False:
         return out, None, None
     if valid is None and not given:
         return out, None, suspect
-    steps = valid_shape(x)[1] if rnn.batch_first else valid_shape(x)[0]
-    lengths = kwargs.get("lengths")
-    if given:  # the output's padding is the caller's (checked by the RNN just now)
-        if lengths is None:
-            from ..data import mask_to_lengths
+    return out, _output_valid(rnn, x, kwargs), None
 
-            lengths = mask_to_lengths(kwargs["mask"])
+
+def _output_valid(rnn, x, kwargs):
+    """The valid mask of an RNN's output sequence, from the lengths or mask it ran with."""
+    steps = valid_shape(x)[1] if rnn.batch_first else valid_shape(x)[0]
+    lengths, mask = kwargs.get("lengths"), kwargs.get("mask")
+    if lengths is None:
+        bt = np.asarray(mask).astype(bool)
+        lengths = prefix_lengths(bt, True)
+    if lengths is not None:
         lengths = np.asarray(lengths, dtype=np.int64)
-        valid = valid_from_lengths(lengths, steps, rnn.batch_first)
-    if rnn.go_backwards:
+        if not rnn.go_backwards:
+            return valid_from_lengths(lengths, steps, rnn.batch_first)
         # Keras order: each sequence's reversed steps come after its padding
         bt = np.arange(steps)[None, :] >= (steps - lengths)[:, None]
-        valid = bt if rnn.batch_first else bt.T
-    return out, valid, None
+    elif rnn.go_backwards:
+        bt = bt[:, ::-1]  # the output is in processing order, as the mask it ran with
+    return bt if rnn.batch_first else bt.T
 
 
 def batch_first_of(layers, who):
@@ -259,7 +260,6 @@ def input_valid_mask(model, x, lengths, mask):
     """The valid mask of a model's input from the caller's ``lengths`` (B,) or Keras-style
     ``mask`` (B, T), in the layout of the model's RNNs; None when neither is given."""
     from .._validation import check_lengths
-    from ..data import mask_to_lengths
 
     if lengths is None and mask is None:
         return None
@@ -277,6 +277,9 @@ def input_valid_mask(model, x, lengths, mask):
             raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)} (the model is "
                              f"{'batch-first' if batch_first else 'time-major'}), got shape "
                              f"{m.shape}")
-        lengths = mask_to_lengths(m)
+        if m.dtype.kind not in "biu" or (m.size and (m.min() < 0 or m.max() > 1)):
+            raise TypeError(f"mask: expected a boolean (B, T) array, got dtype {m.dtype}")
+        m = m.astype(bool)  # Keras's mask: any steps may be masked, not only the end
+        return m if batch_first else m.T
     lengths = check_lengths(lengths, steps, batch)
     return valid_from_lengths(lengths, steps, batch_first)
