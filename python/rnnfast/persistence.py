@@ -121,10 +121,11 @@ def save(layer, path):
 
 def _layer_classes():
     from .layers import Dropout, Embedding, Linear
+    from .nn.jordan import JordanRNN
     from .rnn import RNN
     from .sequential import Sequential
 
-    return {c.__name__: c for c in (RNN, Linear, Embedding, Dropout, Sequential)}
+    return {c.__name__: c for c in (RNN, Linear, Embedding, Dropout, Sequential, JordanRNN)}
 
 
 def build_layer(config):
@@ -319,7 +320,12 @@ def summary_text(layer):
         else:
             shape = f"(B, T, {width})" if batch_first else f"(T, B, {width})"
         kind = "Bidirectional RNN" if dirs == 2 else "RNN"
-        rows.append((f"rnn_l{k} ({kind}, {layer.nonlinearity})", shape, f"{count:,}"))
+        # Keras's dropout / recurrent_dropout (rnnfast's input_ / recurrent_dropout) shown
+        # where set: they change what training computes, not the parameters
+        drops = "".join(f", {keras_name} {getattr(layer, ours)}" for keras_name, ours in
+                        (("dropout", "input_dropout"), ("recurrent_dropout", "recurrent_dropout"))
+                        if getattr(layer, ours, 0.0))
+        rows.append((f"rnn_l{k} ({kind}, {layer.nonlinearity}{drops})", shape, f"{count:,}"))
     other_total = sum(p.size for p in others.values())
     if others:
         rows.append(("other parameters", "", f"{other_total:,}"))

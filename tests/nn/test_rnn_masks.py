@@ -229,3 +229,8 @@ def test_load_keras_maps_the_dropouts(keras, rng):
     interop.load_keras(layer, kl)
     assert (layer.input_dropout, layer.recurrent_dropout) == (pytest.approx(0.2),
                                                               pytest.approx(0.3))
+
+
+def test_summary_names_the_dropouts_as_keras(capsys):
+    rnnfast.RNN(D, H, input_dropout=0.1, recurrent_dropout=0.2).summary()
+    assert "dropout 0.1, recurrent_dropout 0.2" in capsys.readouterr().out
