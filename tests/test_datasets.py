@@ -281,6 +281,11 @@ def test_offline_message_names_the_canonical_address(env, monkeypatch):
         datasets.load("tinyshakespeare", download=False)
 
 
+def test_download_must_be_a_bool(env):
+    with pytest.raises(TypeError, match="download should be of type bool, got int 0"):
+        datasets.load("names", download=0)
+
+
 def test_unknown_name(env):
     with pytest.raises(ValueError, match=r"name: expected one of 'names', 'tinyshakespeare', "
                                          r"'sunspots', got 'mnist'"):

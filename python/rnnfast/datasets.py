@@ -42,6 +42,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._validation import check_bool
+
 __all__ = [
     "load",
     "locate",
@@ -239,6 +241,7 @@ def locate(name, root=None, *, download=True):
         A downloaded file differs from the one expected; nothing of it was cached.
     """
     _source(name)
+    download = check_bool("download", download)
     if root is not None:
         found = _in_root(root, name, f"root {root}")
         if found is not None:
