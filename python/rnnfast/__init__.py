@@ -19,6 +19,7 @@ from . import (  # noqa: E402
     data,
     datasets,
     decoding,
+    diagnostics,
     functional,
     losses,
     metrics,
@@ -39,6 +40,7 @@ from .data import (  # noqa: E402
 )
 from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
 from .nn import Module  # noqa: E402
+from .nn.jordan import JordanRNN  # noqa: E402
 from .persistence import load, save  # noqa: E402
 from .rnn import RNN  # noqa: E402
 from .seq2seq import Seq2Seq  # noqa: E402
@@ -50,6 +52,8 @@ _register_with_threadpoolctl()
 
 __all__ = [
     "RNN",
+    "JordanRNN",
+    "diagnostics",
     "Linear",
     "Dense",
     "Embedding",

@@ -1,0 +1,304 @@
+"""Gradient-flow diagnostics of Elman RNN layers: why gradients vanish or explode over time.
+
+For the recurrence ``h_t = (1 - alpha) h_{t-1} + alpha act(z_t)``,
+``z_t = W_ih x_t + b_ih + W_hh h_{t-1} + b_hh``, the Jacobian of one step is
+
+    A_t = dh_t / dh_{t-1} = (1 - alpha) I + alpha diag(act'(z_t)) W_hh
+
+and ``dh_t / dh_0 = A_t ... A_1`` (the lecture notes write its transpose, a product of
+``W^T diag(act'(.))``; the two have the same spectral and Frobenius norms). In the linear regime
+(act' ~ 1, alpha = 1) its norm grows or decays like ``rho(W_hh)^t``: a spectral radius above 1
+explodes gradients, below 1 makes them vanish. Leaky units (alpha < 1) move the eigenvalues
+towards 1 and lengthen the reach.
+
+- :func:`spectral_radius`, :func:`singular_values`, :func:`for_layer`: of each ``W_hh``;
+  :func:`scale_to_spectral_radius`, :func:`set_spectral_radius` to set it.
+- :func:`jacobian_norms`: ``||dh_t / dh_0||`` over t, by forward-mode products along the
+  layer's own trajectory.
+- :func:`hidden_gradients`, :func:`gradient_norms`: ``dL/dh_t`` per step for one backward.
+
+Everything is computed in float64 in NumPy, from the layer's parameters and a forward of its own
+kernels; these are analysis tools, not part of training. The issue's "free unless asked for" hook
+(the kernels handing out the dh_t they compute during their own backward) is out of scope here:
+:func:`hidden_gradients` recomputes them with the same recurrence in Python (and its ``dh0``
+agrees with the layer's backward to rounding). Full-length sequences only (no ``lengths``);
+unidirectional layers; dilation (when the RNN gets it) is not handled yet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import functional
+
+__all__ = [
+    "for_layer",
+    "gradient_norms",
+    "hidden_gradients",
+    "jacobian_norms",
+    "scale_to_spectral_radius",
+    "set_spectral_radius",
+    "singular_values",
+    "spectral_radius",
+]
+
+_NORMS = ("spectral", "fro")
+
+
+def _square(name, w):
+    arr = np.asarray(w)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(f"{name}: expected a real matrix, got dtype {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"{name}: expected a square matrix (H, H), got shape {arr.shape}")
+    return arr.astype(np.float64)
+
+
+def spectral_radius(w_hh):
+    """The largest modulus of an eigenvalue of ``w_hh`` (H, H), a float."""
+    w = _square("w_hh", w_hh)
+    return float(np.max(np.abs(np.linalg.eigvals(w)))) if w.size else 0.0
+
+
+def singular_values(w_hh):
+    """The singular values of ``w_hh`` (H, H), largest first (float64 (H,)); the first is its
+    spectral norm, an upper bound of the spectral radius."""
+    return np.linalg.svd(_square("w_hh", w_hh), compute_uv=False)
+
+
+def _recurrent_weights(rnn):
+    names = [n for n, _ in rnn.named_parameters() if n.startswith("weight_hh")]
+    if not names:
+        raise TypeError(f"rnn: expected an RNN layer (parameters weight_hh_l*), got "
+                        f"{type(rnn).__name__}")
+    params = dict(rnn.named_parameters())
+    return [(n, params[n]) for n in names]
+
+
+def for_layer(rnn):
+    """``{name: (spectral radius, singular values)}`` for every ``weight_hh_*`` of ``rnn``
+    (every layer and direction, PyTorch's names)."""
+    return {name: (spectral_radius(w), singular_values(w)) for name, w in _recurrent_weights(rnn)}
+
+
+def scale_to_spectral_radius(w_hh, radius):
+    """``w_hh`` scaled to spectral radius ``radius`` (a new array of its dtype)."""
+    w = np.asarray(w_hh)
+    if not np.isfinite(radius) or radius < 0:
+        raise ValueError(f"radius: expected a finite number >= 0, got {radius}")
+    current = spectral_radius(w)
+    if current == 0.0:
+        raise ValueError("w_hh: its spectral radius is 0 (nilpotent); it cannot be scaled to "
+                         f"{radius}")
+    return (w * (radius / current)).astype(w.dtype)
+
+
+def set_spectral_radius(rnn, radius):
+    """Scale every ``weight_hh_*`` of ``rnn`` in place to spectral radius ``radius``; returns
+    ``rnn``."""
+    for _, w in _recurrent_weights(rnn):
+        w[...] = scale_to_spectral_radius(w, radius)
+    return rnn
+
+
+# ---- trajectories -------------------------------------------------------------------------------
+
+
+class _LayerRun:
+    """One layer of the stack along a forward: its input, h0, outputs and parameters."""
+
+    __slots__ = ("alpha", "b", "h0", "inp", "names", "w_hh", "w_ih", "y")
+
+
+def _check_rnn(rnn):
+    if getattr(rnn, "bidirectional", False):
+        raise ValueError("rnn: a bidirectional layer has two recurrences; the diagnostics "
+                         "handle unidirectional layers (build one per direction)")
+    if getattr(rnn, "go_backwards", False):
+        raise ValueError("rnn: go_backwards is not handled; reverse x yourself instead")
+    dilation = getattr(rnn, "dilation", 1)
+    if dilation not in (1, None) and not (isinstance(dilation, list)
+                                          and all(d == 1 for d in dilation)):
+        raise NotImplementedError("rnn: dilated layers are not handled by the diagnostics yet")
+    if not hasattr(rnn, "num_layers") or not hasattr(rnn, "hidden_size"):
+        raise TypeError(f"rnn: expected an rnnfast.RNN, got {type(rnn).__name__}")
+
+
+def _time_major(rnn, name, a, width):
+    arr = np.asarray(a)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"{name}: expected a float array, got dtype {arr.dtype}")
+    layout = "(B, T, F)" if rnn.batch_first else "(T, B, F)"
+    if arr.ndim != 3 or arr.shape[2] != width:
+        raise ValueError(f"{name}: expected 3 dimensions {layout} with F = {width}, got shape "
+                         f"{arr.shape}")
+    if rnn.batch_first:
+        arr = arr.swapaxes(0, 1)
+    return np.ascontiguousarray(arr, dtype=rnn.dtype)
+
+
+def _layer_index(rnn, layer):
+    n = rnn.num_layers
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not -n <= layer < n:
+        raise ValueError(f"layer: expected an int in [-{n}, {n}) (num_layers = {n}), got {layer!r}")
+    return int(layer) % n
+
+
+def _trajectory(rnn, x, h0):
+    """Run the stack layer by layer with rnnfast's kernels (no dropout): a _LayerRun each."""
+    _check_rnn(rnn)
+    xs = _time_major(rnn, "x", x, rnn.input_size)
+    batch = xs.shape[1]
+    H = rnn.hidden_size
+    if h0 is not None:
+        h0 = np.asarray(h0)
+        if h0.shape != (rnn.num_layers, batch, H):
+            raise ValueError(f"h0: expected shape (num_layers, B, H) = "
+                             f"{(rnn.num_layers, batch, H)}, got shape {h0.shape}")
+        h0 = np.ascontiguousarray(h0, dtype=rnn.dtype)
+    params = dict(rnn.named_parameters())
+    alpha = rnn.alpha
+    alphas = list(alpha) if isinstance(alpha, (list, tuple)) else [alpha] * rnn.num_layers
+    runs, inp = [], xs
+    for k in range(rnn.num_layers):
+        run = _LayerRun()
+        run.names = (f"weight_ih_l{k}", f"weight_hh_l{k}")
+        run.w_ih, run.w_hh = params[run.names[0]], params[run.names[1]]
+        b = [params[n] for n in (f"bias_ih_l{k}", f"bias_hh_l{k}") if n in params]
+        run.b = sum(b) if b else None
+        run.alpha = float(alphas[k])
+        run.inp = inp
+        run.h0 = np.zeros((batch, H), rnn.dtype) if h0 is None else h0[k]
+        run.y, _ = functional.rnn_forward(
+            inp, run.w_ih, run.w_hh, params.get(f"bias_ih_l{k}"), params.get(f"bias_hh_l{k}"),
+            run.h0, rnn.nonlinearity, True, None, run.alpha)
+        out = run.y
+        if getattr(rnn, "residual", False) and k > 0:
+            out = out + inp
+        runs.append(run)
+        inp = out
+    return runs
+
+
+def _act_derivative(run, nonlinearity):
+    """act'(z_t) (T, B, H) in float64, z recomputed from the stored outputs."""
+    y = run.y.astype(np.float64)
+    prev = np.concatenate([run.h0.astype(np.float64)[None], y[:-1]], axis=0)
+    z = run.inp.astype(np.float64) @ run.w_ih.T.astype(np.float64) \
+        + prev @ run.w_hh.T.astype(np.float64)
+    if run.b is not None:
+        z = z + run.b.astype(np.float64)
+    if nonlinearity == "tanh":
+        return 1.0 - np.tanh(z) ** 2
+    return (z > 0).astype(np.float64)
+
+
+def jacobian_norms(rnn, x, h0=None, *, layer=-1, norm="spectral", item=None):
+    """``||dh_t / dh_0||`` for t = 1..T along the trajectory of ``x``: an array (T,).
+
+    ``h_0`` is the layer's initial state (``h0``, zeros when omitted) and ``h_t`` its output at
+    step t (1-based: entry 0 is the Jacobian of the first step, ``A_1``). The Jacobians are
+    accumulated by forward-mode products ``J_t = A_t J_{t-1}``, ``J_0 = I``, with act' taken at
+    the pre-activations recomputed from the stored outputs (exact, in float64), the layer's
+    input held fixed.
+
+    Parameters
+    ----------
+    rnn : rnnfast.RNN, unidirectional
+    x : (T, B, D) (or (B, T, D) batch_first), the layer's dtype
+    h0 : (num_layers, B, H), optional
+    layer : int
+        Which layer of a stack (default the last); its input is the output of the one below.
+    norm : {"spectral", "fro"}
+        The spectral norm (largest singular value) or the Frobenius norm of each J_t.
+    item : int, optional
+        One batch item's norms; by default the norms are averaged over the batch.
+
+    Costs B * T * H^3 flops (H x H products per step and item).
+    """
+    if norm not in _NORMS:
+        raise ValueError(f"norm: expected one of {_NORMS}, got {norm!r}")
+    runs = _trajectory(rnn, x, h0)
+    run = runs[_layer_index(rnn, layer)]
+    steps, batch = run.y.shape[0], run.y.shape[1]
+    if item is not None and (isinstance(item, bool) or not isinstance(item, (int, np.integer))
+                             or not 0 <= item < batch):
+        raise ValueError(f"item: expected an int in [0, {batch}) (the batch), got {item!r}")
+    d = _act_derivative(run, rnn.nonlinearity)
+    if item is not None:
+        d = d[:, item:item + 1]
+    H = rnn.hidden_size
+    w = run.w_hh.astype(np.float64)
+    a = run.alpha
+    J = np.broadcast_to(np.eye(H), (d.shape[1], H, H)).copy()
+    out = np.empty(steps)
+    for t in range(steps):
+        # A_t J = (1 - a) J + a diag(d_t) W J
+        wj = w @ J
+        J = (1.0 - a) * J + a * d[t][:, :, None] * wj
+        if norm == "spectral":
+            n = np.linalg.norm(J, ord=2, axis=(1, 2))
+        else:
+            n = np.sqrt(np.sum(J * J, axis=(1, 2)))
+        out[t] = float(np.mean(n))
+    return out
+
+
+def hidden_gradients(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None):
+    """``(g, dh0)``: ``g[t] = dL/dh_t`` (T, B, H) in float64, the total gradient reaching the
+    hidden state of ``layer`` at step t (its direct term plus what flows back from later steps),
+    and ``dh0 = dL/dh_0`` (B, H), for ``L = sum(d_output * output) + sum(dh_n * h_n)``.
+
+    ``d_output`` is the gradient of the layer stack's output sequence ((T, B, H) or (B, T, H)
+    batch_first, as its forward returns it in PyTorch's form). The recurrence, from the stored
+    outputs:
+
+        g[T] = dy[T] + dh_n
+        g[t-1] = dy[t-1] + (1 - alpha) g[t] + alpha (g[t] * act'(z_t)) W_hh
+
+    For a lower layer of a stack, its output's gradient comes from the layers above (their
+    backward through rnnfast's kernels). ``dh0`` matches ``rnn.backward(...)[1][layer]``.
+    """
+    runs = _trajectory(rnn, x, h0)
+    k = _layer_index(rnn, layer)
+    top = runs[-1]
+    steps, batch, H = top.y.shape
+    d = _time_major(rnn, "d_output", d_output, H).astype(np.float64)
+    dhn = None
+    if dh_n is not None:
+        dhn = np.asarray(dh_n, dtype=np.float64)
+        if dhn.shape != (rnn.num_layers, batch, H):
+            raise ValueError(f"dh_n: expected shape (num_layers, B, H) = "
+                             f"{(rnn.num_layers, batch, H)}, got shape {dhn.shape}")
+    residual = getattr(rnn, "residual", False)
+    for j in range(rnn.num_layers - 1, k, -1):  # down to the layer asked for
+        run = runs[j]
+        g = functional.rnn_backward(
+            run.inp, run.w_ih, run.w_hh, run.y, d.astype(rnn.dtype),
+            None if dhn is None else dhn[j].astype(rnn.dtype), h0=run.h0,
+            nonlinearity=rnn.nonlinearity, lengths=None, alpha=run.alpha, step_mask=None,
+            zero_output_for_mask=False, recurrent_mask=None)
+        d_in = g.dx.astype(np.float64)
+        d = d_in + d if residual and j > 0 else d_in
+    run = runs[k]
+    deriv = _act_derivative(run, rnn.nonlinearity)
+    w = run.w_hh.astype(np.float64)
+    a = run.alpha
+    g = np.empty((steps, batch, H))
+    carry = np.zeros((batch, H)) if dhn is None else dhn[k].copy()
+    for t in range(steps - 1, -1, -1):
+        g_t = d[t] + carry
+        g[t] = g_t
+        carry = (1.0 - a) * g_t + a * (g_t * deriv[t]) @ w
+    return g, carry
+
+
+def gradient_norms(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None, per_item=False):
+    """The per-step norms ``||dL/dh_t||`` of :func:`hidden_gradients`: (T,) Euclidean norms over
+    the whole batch (the Frobenius norm of each (B, H) slice), or (T, B) one per sequence with
+    ``per_item=True``. To see how far a gradient reaches, give ``d_output`` zeros but at the
+    last step: then ``gradient_norms[t] = ||(dh_T / dh_t)^T d_T||``."""
+    g, _ = hidden_gradients(rnn, x, d_output, h0, layer=layer, dh_n=dh_n)
+    if per_item:
+        return np.sqrt(np.sum(g * g, axis=2))
+    return np.sqrt(np.sum(g * g, axis=(1, 2)))

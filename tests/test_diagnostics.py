@@ -1,0 +1,270 @@
+"""rnnfast.diagnostics: spectral radius and singular values against numpy.linalg; the Jacobian
+norms ||dh_t/dh_0|| against Jacobians by finite differences in float64; the per-step dL/dh_t
+against finite differences and the layer's own backward (dh0); the notes' claim that a spectral
+radius below 1 makes the gradient vanish and above 1 explode (and leaky units slow the decay)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import rnnfast
+from conftest import ACTIVATIONS
+from rnnfast import RNN, diagnostics, functional
+
+F64 = np.float64
+
+
+def _orthogonal(rng, n):
+    q, r = np.linalg.qr(rng.standard_normal((n, n)))
+    return q * np.sign(np.diag(r))
+
+
+def _layer_params(rnn, k):
+    p = dict(rnn.named_parameters())
+    return (p[f"weight_ih_l{k}"], p[f"weight_hh_l{k}"], p.get(f"bias_ih_l{k}"),
+            p.get(f"bias_hh_l{k}"))
+
+
+def _alphas(rnn):
+    a = rnn.alpha
+    return list(a) if isinstance(a, list) else [a] * rnn.num_layers
+
+
+def _layer_inputs(rnn, x, h0):
+    """Each layer's input, time-major (the stack run layer by layer, as the oracle)."""
+    inputs, inp = [], x
+    for k in range(rnn.num_layers):
+        inputs.append(inp)
+        y, _ = functional.rnn_forward(inp, *_layer_params(rnn, k), h0[k], rnn.nonlinearity,
+                                      alpha=_alphas(rnn)[k])
+        inp = y + inp if (rnn.residual and k > 0) else y
+    return inputs
+
+
+def _run_layer(rnn, k, inp, h0_k):
+    y, _ = functional.rnn_forward(inp, *_layer_params(rnn, k), h0_k, rnn.nonlinearity,
+                                  alpha=_alphas(rnn)[k])
+    return y
+
+
+# ---- radius and singular values ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 3, 17, 33])
+def test_radius_and_singular_values_match_numpy(rng, n):
+    w = rng.standard_normal((n, n))
+    assert diagnostics.spectral_radius(w) == pytest.approx(np.max(np.abs(np.linalg.eigvals(w))),
+                                                           rel=1e-12)
+    np.testing.assert_allclose(diagnostics.singular_values(w), np.linalg.svd(w, compute_uv=False),
+                               rtol=1e-12)
+    assert diagnostics.singular_values(w)[0] >= diagnostics.spectral_radius(w) - 1e-12
+    scaled = diagnostics.scale_to_spectral_radius(w.astype(np.float32), 0.9)
+    assert scaled.dtype == np.float32
+    assert diagnostics.spectral_radius(scaled) == pytest.approx(0.9, rel=1e-5)
+
+
+def test_for_layer_covers_every_recurrent_weight():
+    rnn = RNN(3, 5, num_layers=2, bidirectional=True, seed=0)
+    info = diagnostics.for_layer(rnn)
+    assert sorted(info) == sorted(["weight_hh_l0", "weight_hh_l0_reverse", "weight_hh_l1",
+                                   "weight_hh_l1_reverse"])
+    params = dict(rnn.named_parameters())
+    for name, (radius, sv) in info.items():
+        w = params[name].astype(F64)
+        assert radius == pytest.approx(np.max(np.abs(np.linalg.eigvals(w))), rel=1e-12)
+        np.testing.assert_allclose(sv, np.linalg.svd(w, compute_uv=False), rtol=1e-12)
+    diagnostics.set_spectral_radius(rnn, 1.1)
+    for radius, _ in diagnostics.for_layer(rnn).values():
+        assert radius == pytest.approx(1.1, rel=1e-5)
+
+
+# ---- Jacobians -------------------------------------------------------------------------------------
+
+
+def _numerical_jacobians(rnn, k, inp, h0_k, eps=1e-6):
+    """J[t, b] = dh_t/dh_0 (H, H) of layer k for batch item b, by central differences."""
+    T, B = inp.shape[:2]
+    H = rnn.hidden_size
+    J = np.zeros((T, B, H, H))
+    for j in range(H):
+        plus, minus = h0_k.copy(), h0_k.copy()
+        plus[:, j] += eps
+        minus[:, j] -= eps
+        J[..., j] = (_run_layer(rnn, k, inp, plus) - _run_layer(rnn, k, inp, minus)) / (2 * eps)
+    return J
+
+
+@pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+@pytest.mark.parametrize("num_layers,layer", [(1, 0), (2, 0), (2, 1)])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_jacobian_norms_match_finite_differences(rng, nonlinearity, alpha, num_layers, layer,
+                                                 batch_first):
+    T, B, D, H = 7, 3, 2, 5
+    rnn = RNN(D, H, num_layers=num_layers, nonlinearity=nonlinearity, dtype=F64, seed=1,
+              alpha=alpha, batch_first=batch_first)
+    x = rng.standard_normal((T, B, D))
+    h0 = rng.standard_normal((num_layers, B, H)) * 0.5
+    inp = _layer_inputs(rnn, x, h0)[layer]
+    J = _numerical_jacobians(rnn, layer, inp, h0[layer])
+    spectral = np.linalg.norm(J, ord=2, axis=(2, 3))  # (T, B)
+    fro = np.sqrt((J ** 2).sum(axis=(2, 3)))
+    xin = x.swapaxes(0, 1) if batch_first else x
+    got = diagnostics.jacobian_norms(rnn, xin, h0, layer=layer)
+    np.testing.assert_allclose(got, spectral.mean(axis=1), rtol=1e-6, atol=1e-9)
+    got = diagnostics.jacobian_norms(rnn, xin, h0, layer=layer, norm="fro", item=2)
+    np.testing.assert_allclose(got, fro[:, 2], rtol=1e-6, atol=1e-9)
+    got = diagnostics.jacobian_norms(rnn, xin, h0, layer=layer - num_layers, item=0)
+    np.testing.assert_allclose(got, spectral[:, 0], rtol=1e-6, atol=1e-9)
+
+
+def test_jacobian_norms_float32_layer(rng):
+    rnn = RNN(2, 4, seed=3)
+    x = rng.standard_normal((6, 2, 2)).astype(np.float32)
+    twin = RNN(2, 4, seed=3, dtype=F64)
+    np.testing.assert_allclose(diagnostics.jacobian_norms(rnn, x),
+                               diagnostics.jacobian_norms(twin, x.astype(F64)), rtol=1e-5)
+
+
+# ---- dL/dh_t ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
+@pytest.mark.parametrize("alpha", [1.0, 0.6])
+def test_hidden_gradients_match_finite_differences(rng, nonlinearity, alpha):
+    """g[t] = dL/dh_t for L = sum(d * y): perturb h_t, run the rest of the sequence from it."""
+    T, B, D, H = 5, 2, 3, 4
+    rnn = RNN(D, H, nonlinearity=nonlinearity, dtype=F64, seed=2, alpha=alpha)
+    x = rng.standard_normal((T, B, D))
+    h0 = rng.standard_normal((1, B, H)) * 0.5
+    d = rng.standard_normal((T, B, H))
+    dh_n = rng.standard_normal((1, B, H))
+    y = _run_layer(rnn, 0, x, h0[0])
+
+    def loss_from(t, h_t):
+        """L as a function of h_t (steps after t recomputed from it; steps up to t fixed)."""
+        total = float(np.sum(d[:t] * y[:t])) + float(np.sum(d[t] * h_t))
+        if t + 1 < T:
+            rest = _run_layer(rnn, 0, x[t + 1:], h_t)
+            return total + float(np.sum(d[t + 1:] * rest)) + float(np.sum(dh_n[0] * rest[-1]))
+        return total + float(np.sum(dh_n[0] * h_t))
+
+    g, dh0 = diagnostics.hidden_gradients(rnn, x, d, h0, dh_n=dh_n)
+    eps = 1e-6
+    for t in range(T):
+        num = np.zeros((B, H))
+        for idx in np.ndindex(B, H):
+            plus, minus = y[t].copy(), y[t].copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            num[idx] = (loss_from(t, plus) - loss_from(t, minus)) / (2 * eps)
+        np.testing.assert_allclose(g[t], num, rtol=1e-6, atol=1e-8, err_msg=f"t={t}")
+    # dh0: the layer's own backward
+    rnn(x, h0)
+    _, dh0_layer = rnn.backward(d, dh_n)
+    np.testing.assert_allclose(dh0, dh0_layer[0], rtol=1e-10, atol=1e-12)
+    norms = diagnostics.gradient_norms(rnn, x, d, h0, dh_n=dh_n)
+    np.testing.assert_allclose(norms, np.sqrt((g ** 2).sum(axis=(1, 2))), rtol=1e-12)
+    per = diagnostics.gradient_norms(rnn, x, d, h0, dh_n=dh_n, per_item=True)
+    assert per.shape == (T, B)
+    np.testing.assert_allclose(per, np.sqrt((g ** 2).sum(axis=2)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_hidden_gradients_of_a_stack_agree_with_its_backward(rng, residual, batch_first):
+    T, B, D, H, L = 6, 3, 2, 4, 3
+    rnn = RNN(D, H, num_layers=L, dtype=F64, seed=5, residual=residual, alpha=[1.0, 0.5, 0.8],
+              batch_first=batch_first)
+    x = rng.standard_normal((B, T, D) if batch_first else (T, B, D))
+    d = rng.standard_normal((B, T, H) if batch_first else (T, B, H))
+    rnn(x)
+    _, dh0 = rnn.backward(d)
+    for k in range(L):
+        _, got = diagnostics.hidden_gradients(rnn, x, d, layer=k)
+        np.testing.assert_allclose(got, dh0[k], rtol=1e-9, atol=1e-11, err_msg=f"layer {k}")
+
+
+# ---- the notes' claim ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def linear_regime(rng):
+    """An RNN with W_hh = rho Q (Q orthogonal: every singular value rho), no bias, fed tiny
+    inputs, so tanh' ~ 1 along the whole trajectory."""
+    H, T, B = 32, 100, 4
+    q = _orthogonal(rng, H)
+    x = rng.standard_normal((T, B, H)) * 1e-9
+
+    def build(rho, alpha=1.0):
+        rnn = RNN(H, H, bias=False, dtype=F64, seed=0, alpha=alpha)
+        rnn.load_state_dict({"weight_ih_l0": np.eye(H), "weight_hh_l0": rho * q})
+        return rnn
+
+    return build, x
+
+
+@pytest.mark.parametrize("rho", [0.9, 1.0, 1.1])
+def test_radius_decides_vanishing_or_exploding(linear_regime, rho):
+    build, x = linear_regime
+    rnn = build(rho)
+    assert diagnostics.spectral_radius(rnn.state_dict()["weight_hh_l0"]) == pytest.approx(rho)
+    T = x.shape[0]
+    norms = diagnostics.jacobian_norms(rnn, x)
+    np.testing.assert_allclose(norms, rho ** np.arange(1, T + 1), rtol=1e-3)
+    d = np.zeros((T,) + x.shape[1:])
+    d[-1] = 1.0
+    g = diagnostics.gradient_norms(rnn, x, d)  # ||dL/dh_t||, L at the last step only
+    ratio = g[0] / g[-1]
+    np.testing.assert_allclose(ratio, rho ** (T - 1), rtol=1e-3)
+    if rho < 1:
+        assert ratio < 1e-4  # vanished
+    elif rho > 1:
+        assert ratio > 1e3  # exploded
+    else:
+        assert 0.99 < ratio < 1.01  # persists
+
+
+def test_leaky_units_lengthen_the_reach(linear_regime):
+    build, x = linear_regime
+    T = x.shape[0]
+    d = np.zeros((T,) + x.shape[1:])
+    d[-1] = 1.0
+    reach = {}
+    for alpha in (1.0, 0.5, 0.25):
+        g = diagnostics.gradient_norms(build(0.9, alpha), x, d)
+        reach[alpha] = g[0] / g[-1]
+    assert reach[1.0] < reach[0.5] < reach[0.25]
+    assert reach[0.25] > 100 * reach[1.0]
+
+
+# ---- bad input ------------------------------------------------------------------------------------
+
+
+def test_bad_input(rng):
+    rnn = RNN(2, 3, dtype=F64)
+    x = rng.standard_normal((4, 2, 2))
+    with pytest.raises(ValueError, match="square"):
+        diagnostics.spectral_radius(np.zeros((2, 3)))
+    with pytest.raises(TypeError, match="real matrix"):
+        diagnostics.singular_values(np.array([["a"]]))
+    with pytest.raises(ValueError, match="norm"):
+        diagnostics.jacobian_norms(rnn, x, norm="nuclear")
+    with pytest.raises(ValueError, match="layer"):
+        diagnostics.jacobian_norms(rnn, x, layer=1)
+    with pytest.raises(ValueError, match="item"):
+        diagnostics.jacobian_norms(rnn, x, item=2)
+    with pytest.raises(ValueError, match="x: expected 3 dimensions"):
+        diagnostics.jacobian_norms(rnn, x[..., :1])
+    with pytest.raises(ValueError, match="h0"):
+        diagnostics.jacobian_norms(rnn, x, np.zeros((1, 3, 3)))
+    with pytest.raises(ValueError, match="d_output"):
+        diagnostics.gradient_norms(rnn, x, np.zeros((4, 2, 2)))
+    with pytest.raises(ValueError, match="bidirectional"):
+        diagnostics.jacobian_norms(RNN(2, 3, bidirectional=True, dtype=F64), x)
+    with pytest.raises(TypeError, match="RNN"):
+        diagnostics.for_layer(rnnfast.Linear(2, 3))
+    with pytest.raises(ValueError, match="radius"):
+        diagnostics.scale_to_spectral_radius(np.eye(2), -1.0)
+    with pytest.raises(ValueError, match="nilpotent"):
+        diagnostics.scale_to_spectral_radius(np.array([[0.0, 1.0], [0.0, 0.0]]), 1.0)
