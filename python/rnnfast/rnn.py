@@ -468,17 +468,7 @@ class RNN(ParameterOwner):
                 "one (x[:, None], or x[None] when batch_first) with lengths of shape (1,)"
             )
         lengths, step_mask = self._mask_arg(lengths, mask, steps, batch, o)
-        h0_user = h0
-        if h0 is None and self.stateful and self._state is not None:
-            if self._state.shape[1] != batch:
-                raise ValueError(
-                    f"x: a stateful layer carries a state for a batch of {self._state.shape[1]}, "
-                    f"got a batch of {batch} (call reset_state() to start over)"
-                )
-            h0 = h0_user = self._state  # step() hands this array out: copy it when training
-        elif unbatched and h0 is not None:
-            h0 = self._unbatched_state("h0", h0, self.num_layers * self.num_directions)
-        h0 = self._state_arg("h0", h0, batch)
+        h0, h0_user = self._initial_state(h0, batch, unbatched)
         training = self.training
         if table is not None and training and self.input_dropout > 0.0:
             raise ValueError(
@@ -511,18 +501,7 @@ class RNN(ParameterOwner):
             self._state = h_n.copy()
 
         last = o.keras and not o.return_sequences
-        if last:
-            o_last = reorder.unsort(self._last_of(out, run_lengths), 0)
-            result = self._merge(o_last, o.merge_mode)
-        else:
-            out = reorder.unsort(out, 1)  # the caller's batch order from here on
-            result = self._merge(out, o.merge_mode)
-            if o.go_backwards and lengths is not None:
-                # Keras order: the reversed valid steps, after the padded ones (zeros)
-                result = np.ascontiguousarray(rev(result)[::-1])
-            if o.batch_first:
-                result = result.swapaxes(0, 1)
-            o_last = None
+        result, out, o_last = self._returned_output(out, last, reorder, rev, lengths, o)
         out_shape = result.shape
         if training:
             merge_src = (o_last if last else out) if o.merge_mode == "mul" else None
@@ -537,6 +516,38 @@ class RNN(ParameterOwner):
             result = _without_axis(result, _output_batch_axis(o.batch_first, last))
             h_n = h_n[:, 0]
         return self._output_form(result, h_n, o)
+
+    def _initial_state(self, h0, batch, unbatched):
+        """``(h0, the caller's array)``: the given state checked (an unbatched one as a batch of
+        one), or a stateful layer's carried state, or None for zeros."""
+        h0_user = h0
+        if h0 is None and self.stateful and self._state is not None:
+            if self._state.shape[1] != batch:
+                raise ValueError(
+                    f"x: a stateful layer carries a state for a batch of {self._state.shape[1]}, "
+                    f"got a batch of {batch} (call reset_state() to start over)"
+                )
+            h0 = h0_user = self._state  # step() hands this array out: copy it when training
+        elif unbatched and h0 is not None:
+            h0 = self._unbatched_state("h0", h0, self.num_layers * self.num_directions)
+        return self._state_arg("h0", h0, batch), h0_user
+
+    def _returned_output(self, out, last, reorder, rev, lengths, o):
+        """``(result, out, o_last)`` from the stack's output sequence (processing order, the
+        batch sorted): Keras's last output or the whole sequence, merged, in the caller's batch
+        order and layout; ``out`` unsorted (the sequence) and ``o_last`` (the last output) are
+        what the merge's gradient reads."""
+        if last:
+            o_last = reorder.unsort(self._last_of(out, reorder.lengths), 0)
+            return self._merge(o_last, o.merge_mode), out, o_last
+        out = reorder.unsort(out, 1)  # the caller's batch order from here on
+        result = self._merge(out, o.merge_mode)
+        if o.go_backwards and lengths is not None:
+            # Keras order: the reversed valid steps, after the padded ones (zeros)
+            result = np.ascontiguousarray(rev(result)[::-1])
+        if o.batch_first:
+            result = result.swapaxes(0, 1)
+        return result, out, None
 
     def _output_form(self, result, h_n, o):
         """What a call returns: PyTorch's ``(y, h_n)`` or Keras's forms, with the two
@@ -665,28 +676,8 @@ class RNN(ParameterOwner):
 
         # go_backwards reverses the caller's batch (its order), as in forward.
         rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
-        # The gradient with respect to the last layer's output sequence, in processing order.
-        # The stack runs on the batch sorted longest first, as in forward.
-        run_lengths = run.lengths
-        dh_n = reorder.sort(dh_n, 1)
-        d_out = None  # gradient of the top layer's output sequence; None: zero
-        if d_output is not None and last:
-            d_last = reorder.sort(self._unmerge(d_output, merge_src, o.merge_mode), 0)
-            if steps == 0:
-                pass  # every sequence is empty: its (zero) last output depends on nothing
-            elif (o.residual and self.num_layers > 1) or run.step_mask is not None:
-                # the last output is the output sequence's last step (with a mask it can
-                # differ from h_n: zeros for a sequence without a kept step)
-                d_out = self._last_gradient_sequence(d_last, run_lengths, steps, batch)
-            else:
-                # Each direction's last output is its state at the sequence's end, h_n: the
-                # gradient enters there, and no (T, B, H) gradient of zeros is built.
-                dh_n = self._add_last_gradient_to_state(d_last, run_lengths, dh_n, batch)
-        elif d_output is not None:
-            d = d_output.swapaxes(0, 1) if o.batch_first else d_output
-            if o.go_backwards and lengths is not None:
-                d = rev(d[::-1])
-            d_out = reorder.sort(self._unmerge(d, merge_src, o.merge_mode), 1)
+        d_out, dh_n = self._top_gradient(d_output, reorder.sort(dh_n, 1), last, run, reorder,
+                                         rev, lengths, merge_src, o, steps, batch)
         d_out, dh0, new_grads = stack_backward(self, stack_cache, run, d_out, dh_n)
         dh0 = reorder.unsort(dh0, 1)
         if tokens is None:
@@ -708,6 +699,29 @@ class RNN(ParameterOwner):
         if unbatched:
             dh0 = np.ascontiguousarray(dh0[:, 0])
         return dx, dh0
+
+    def _top_gradient(self, d_output, dh_n, last, run, reorder, rev, lengths, merge_src, o,
+                      steps, batch):
+        """``(d_out, dh_n)`` for the stack: the gradient of the returned output as one of the
+        top layer's output sequence, in processing order with the batch sorted (None: zero),
+        or, for a last output that is each direction's h_n, added into dh_n instead."""
+        if d_output is None:
+            return None, dh_n
+        if not last:
+            d = d_output.swapaxes(0, 1) if o.batch_first else d_output
+            if o.go_backwards and lengths is not None:
+                d = rev(d[::-1])
+            return reorder.sort(self._unmerge(d, merge_src, o.merge_mode), 1), dh_n
+        d_last = reorder.sort(self._unmerge(d_output, merge_src, o.merge_mode), 0)
+        if steps == 0:
+            return None, dh_n  # every sequence is empty: its (zero) last output depends on nothing
+        if (o.residual and self.num_layers > 1) or run.step_mask is not None:
+            # the last output is the output sequence's last step (with a mask it can differ
+            # from h_n: zeros for a sequence without a kept step)
+            return self._last_gradient_sequence(d_last, run.lengths, steps, batch), dh_n
+        # Each direction's last output is its state at the sequence's end, h_n: the gradient
+        # enters there, and no (T, B, H) gradient of zeros is built.
+        return None, self._add_last_gradient_to_state(d_last, run.lengths, dh_n, batch)
 
     def _output_gradient(self, d_output, o, out_shape, last, unbatched):
         """The gradient of what the forward returned, checked, as one array shaped like the
