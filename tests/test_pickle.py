@@ -46,7 +46,8 @@ def _same_parameters(a, b):
 @round_trip
 def test_rnn(trip):
     layer = RNN(4, 6, num_layers=2, bidirectional=True, dropout=0.3, dtype=np.float64, seed=0,
-                nonlinearity="relu", merge_mode="sum", batch_first=True, return_sequences=True)
+                nonlinearity="relu", merge_mode="sum", batch_first=True, return_sequences=True,
+                input_dropout=0.2, recurrent_dropout=0.2)
     x = _x((3, 5, 4), np.float64)
     y = layer(x)  # training mode: the cache of this call travels too
     other = trip(layer)
@@ -58,6 +59,7 @@ def test_rnn(trip):
     for k in layer.grads:
         np.testing.assert_array_equal(layer.grads[k], other.grads[k], err_msg=k)
     # the dropout generator was copied in its state: the next training call draws the same masks
+    # (between the layers, on the inputs and on h_{t-1})
     np.testing.assert_array_equal(layer(x), other(x))
     layer.eval(), other.eval()
     np.testing.assert_array_equal(layer(x), other(x))
