@@ -246,6 +246,7 @@ def test_bad_download_is_a_checksum_error_and_caches_nothing(env, small, server,
                                             r"[0-9a-f]{64}; nothing was cached"):
         datasets.load(name)
     assert cache_files(env) == []  # no file, no staging folder
+    assert not (env / "xdg" / "rnnfast").exists()  # nor the cache folder the download made
     server.mode = "good"
     check_small(name, datasets.load(name))
 

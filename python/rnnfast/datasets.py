@@ -325,6 +325,7 @@ def _download(name, root):
     it was."""
     source = SOURCES[name]
     cache = cache_dir()
+    created = not cache.exists()
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=cache, prefix=f".{name}.", suffix=".part"))
     try:
@@ -334,8 +335,12 @@ def _download(name, root):
         folder.mkdir(exist_ok=True)
         for f in source.files:
             os.replace(staging / f.name, folder / f.name)
-    finally:
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        if created and not any(cache.iterdir()):
+            cache.rmdir()  # a failed first download leaves no empty cache folder either
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
     address = os.environ.get(URL_ENV) or source.page
     print(f"rnnfast.datasets: downloaded {name!r} ({len(source.files)} file(s), "
           f"{sum(f.size for f in source.files):,} bytes, sha256 checked) from {address} into "
