@@ -21,8 +21,9 @@ Everything is computed in float64 in NumPy, from the layer's parameters and a fo
 kernels; these are analysis tools, not part of training. The issue's "free unless asked for" hook
 (the kernels handing out the dh_t they compute during their own backward) is out of scope here:
 :func:`hidden_gradients` recomputes them with the same recurrence in Python (and its ``dh0``
-agrees with the layer's backward to rounding). Full-length sequences only (no ``lengths``);
-unidirectional layers; dilation (when the RNN gets it) is not handled yet.
+agrees with the layer's backward to rounding). Full-length sequences only (no ``lengths`` or
+masks); unidirectional layers; no dropout of any kind (the eval-mode trajectory); dilation (when
+the RNN gets it) is not handled yet.
 """
 
 from __future__ import annotations

@@ -560,3 +560,16 @@ def test_decoder_step_equals_teacher_forced_forward(rng):
     ref = sq.step(onehot, onehot)
     np.testing.assert_allclose(lp, ref - np.log(np.exp(ref).sum(-1, keepdims=True)),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("feedback", ["output", "onehot"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_empty_sequences(feedback, batch_first):
+    layer = JordanRNN(3, 4, 2, dtype=F64, feedback=feedback, batch_first=batch_first)
+    x = np.zeros((2, 0, 3) if batch_first else (0, 2, 3))
+    for args in ((x,), (x, layer.previous_targets(np.zeros(x.shape[:2] + (2,))))):
+        out = layer(*args)
+        assert out.shape == x.shape[:2] + (2,)
+        dx, d2 = layer.backward(None)
+        assert dx.shape == x.shape
+        assert d2.shape == ((2, 2) if len(args) == 1 else out.shape)

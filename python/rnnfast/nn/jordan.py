@@ -638,6 +638,8 @@ class JordanRNN(ParameterOwner):
         if run.explicit:
             return dx, dfed
         # free-running with one-hot feedback: only y0 (step 0's fed value) has a gradient
+        if dfed.shape[1 if self._batch_first else 0] == 0:
+            return dx, np.zeros((dfed.shape[0 if self._batch_first else 1], O), self._dtype)
         return dx, np.ascontiguousarray(dfed[:, 0] if self._batch_first else dfed[0])
 
     def _backward_free(self, run, dy):
