@@ -30,7 +30,7 @@ import numpy as np
 
 import rnnfast
 from rnnfast import datasets, losses, optim, training
-from rnnfast.sequential import embedding_feeds_rnn
+from rnnfast.nn.sequential import embedding_feeds_rnn
 
 
 def names_data(root):

@@ -30,7 +30,7 @@ import numpy as np
 import rnnfast
 from rnnfast import losses, metrics, optim, training
 from rnnfast.data import Vocabulary, pad_sequences, read_conllu
-from rnnfast.sequential import embedding_feeds_rnn
+from rnnfast.nn.sequential import embedding_feeds_rnn
 
 
 def split(n, seed=0):

@@ -61,7 +61,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 import rnnfast
 from rnnfast import optim
-from rnnfast.seq2seq import SCHEDULES, Seq2Seq, teacher_forcing_schedule
+from rnnfast.nn.seq2seq import SCHEDULES, Seq2Seq, teacher_forcing_schedule
 
 import _cli  # the examples' shared command line, beside this file
 

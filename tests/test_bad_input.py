@@ -57,7 +57,7 @@ def test_x_wrong_ndim(problem, shape):
     with pytest.raises(ValueError, match=r"x: .*" + re.escape(str(shape))):
         F.rnn_forward(**args)
     if len(shape) == 2:
-        return  # the layer takes (T, D) as one unbatched sequence, as torch (test_conformance)
+        return  # the layer takes (T, D) as one unbatched sequence, as torch (nn/test_rnn_conformance.py)
     with pytest.raises(ValueError, match=r"x: .*" + re.escape(str(shape))):
         _layer(problem)(x)
 

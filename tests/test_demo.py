@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from rnnfast import demo
-from test_example_sunspots import write_monthly
+from small_data import write_monthly
 
 
 def test_mackey_glass_is_reproducible_bounded_and_not_periodic():

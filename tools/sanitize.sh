@@ -5,7 +5,7 @@
 #
 #   tools/sanitize.sh                      # representative fast subset (a few minutes)
 #   tools/sanitize.sh tests                # the whole suite
-#   tools/sanitize.sh tests/test_step.py -k relu   # anything pytest accepts
+#   tools/sanitize.sh tests/nn/test_rnn_step.py -k relu   # anything pytest accepts
 #
 # Environment:
 #   SAN_VENV    venv to build into      (default: /tmp/rnnfast-asan-venv)
@@ -27,11 +27,11 @@ DEFAULT_SUBSET=(
   tests/test_parity_reference.py
   tests/test_bad_input.py
   tests/test_leaky_lengths_kernels.py
-  tests/test_step.py
-  tests/test_composition.py
+  tests/nn/test_rnn_step.py
+  tests/nn/test_rnn_composition.py
   tests/test_losses.py
-  tests/test_embedding_fusion.py
-  tests/test_general_masks.py
+  tests/nn/test_embedding_fusion.py
+  tests/test_functional_masks.py
   tests/test_functional_backward_args.py
 )
 

@@ -21,12 +21,12 @@ from . import (  # noqa: E402
     decoding,
     diagnostics,
     functional,
+    io,
     losses,
     metrics,
     nn,
     optim,
     reference,
-    seq2seq,
     training,
 )
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
@@ -38,13 +38,20 @@ from .data import (  # noqa: E402
     reverse_sequences,
     unpad_sequences,
 )
-from .layers import Dense, Dropout, Embedding, Linear  # noqa: E402
-from .nn import Module  # noqa: E402
-from .nn.jordan import JordanRNN  # noqa: E402
-from .persistence import load, save  # noqa: E402
-from .rnn import RNN  # noqa: E402
-from .seq2seq import Seq2Seq  # noqa: E402
-from .sequential import Sequential  # noqa: E402
+from .io import interop, persistence  # noqa: E402  (rnnfast.interop, rnnfast.persistence)
+from .io.persistence import load, save  # noqa: E402
+from .nn import (  # noqa: E402
+    RNN,
+    Dense,
+    Dropout,
+    Embedding,
+    JordanRNN,
+    Linear,
+    Module,
+    Seq2Seq,
+    Sequential,
+    seq2seq,
+)
 
 __version__ = "0.1.0"
 
@@ -61,6 +68,9 @@ __all__ = [
     "Sequential",
     "Module",
     "nn",
+    "io",
+    "interop",
+    "persistence",
     "Seq2Seq",
     "seq2seq",
     "decoding",

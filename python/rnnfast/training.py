@@ -473,7 +473,7 @@ class ModelCheckpoint:
         self.best = math.inf
 
     def on_epoch_end(self, epoch, logs, model):
-        from .persistence import save
+        from .io.persistence import save
 
         value = self.sign * logs.get(self.monitor, math.nan)
         if not self.save_best_only or value < self.best:

@@ -1,8 +1,30 @@
-"""Layers and containers (the package layout's ``rnnfast.nn``): the general container
-``Module`` and how padding travels through models (``masking``). The layers themselves move here
-with the architecture issue; until then they live in ``rnnfast.rnn`` and ``rnnfast.layers``."""
+"""Layers and containers: the RNN layer (``rnn``: its API forms; ``stack``: its stack runner over
+layers x directions x batch order x reversal), Linear/Dense, Embedding, Dropout, Sequential and
+the general container Module, Seq2Seq, JordanRNN, and how padding travels through models
+(``masking``). ``nn`` does not import ``rnnfast.io`` at load time: saving and loading reach it
+lazily."""
 
+from . import seq2seq
+from .dropout import Dropout
+from .embedding import Embedding
+from .jordan import JordanRNN
+from .linear import Dense, Linear
 from .masking import PaddingWarning
 from .module import Module
+from .rnn import RNN
+from .seq2seq import Seq2Seq
+from .sequential import Sequential
 
-__all__ = ["Module", "PaddingWarning"]
+__all__ = [
+    "RNN",
+    "Dense",
+    "Dropout",
+    "Embedding",
+    "JordanRNN",
+    "Linear",
+    "Module",
+    "PaddingWarning",
+    "Seq2Seq",
+    "Sequential",
+    "seq2seq",
+]

@@ -831,7 +831,7 @@ class JordanRNN(ParameterOwner):
 
     def save(self, path):
         """Write configuration and parameters to a .npz file; ``rnnfast.load`` reads it."""
-        from ..persistence import save
+        from ..io.persistence import save
 
         save(self, path)
 

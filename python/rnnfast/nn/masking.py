@@ -138,8 +138,8 @@ def valid_shape(x):
 def call_layer(layer, x, valid, suspect, who, **kwargs):
     """``layer(x, **kwargs)`` with the padding carried through: ``(out, valid, suspect)`` of the
     output. ``who`` names the layer in messages ("layers[1]", "self.rnn")."""
-    from ..layers import Embedding
-    from ..rnn import RNN
+    from .embedding import Embedding
+    from .rnn import RNN
 
     if hasattr(layer, "call_with_padding"):  # a container: it carries the padding itself
         return layer.call_with_padding(x, valid, suspect, **kwargs)
@@ -234,7 +234,7 @@ def _output_valid(rnn, x, kwargs):
 def batch_first_of(layers, who):
     """The ``batch_first`` the RNNs among ``layers`` (and inside nested containers) agree on,
     or None when there is no RNN; ValueError when they disagree."""
-    from ..rnn import RNN
+    from .rnn import RNN
 
     seen = {}
 

@@ -74,7 +74,7 @@ class _Tape:
                 f"{name}: called twice in one training forward; a layer keeps one forward for "
                 "its backward, so give each use a layer of its own (or share the weights "
                 "with a backward written by hand)")
-        from ..rnn import RNN
+        from .rnn import RNN
 
         x = args[0] if args else kwargs.pop("x")
         # a child handed to a child (rnn(ids, embedding=self.embed)): the layer itself
@@ -417,7 +417,7 @@ class Module:
     def save(self, path):
         """Write the model to ``path`` (.npz, no pickle); ``rnnfast.load(path, cls=MyModel)``
         rebuilds it."""
-        from ..persistence import save
+        from ..io.persistence import save
 
         save(self, path)
 

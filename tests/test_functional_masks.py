@@ -369,7 +369,7 @@ def test_rnnfast_isa_forces_the_masked_kernels_isa(forced, tmp_path, rng):
 
 # ---- Keras --------------------------------------------------------------------------------------
 # Keras 3's torch backend computes a float64 SimpleRNN's matmuls in float32 (see
-# test_keras_parity.py): Keras is an oracle in float32 only.
+# nn/test_rnn_keras_parity.py): Keras is an oracle in float32 only.
 
 KT, KB, KD, KH = 7, 5, 4, 6
 

@@ -120,10 +120,12 @@ def save(layer, path):
 
 
 def _layer_classes():
-    from .layers import Dropout, Embedding, Linear
-    from .nn.jordan import JordanRNN
-    from .rnn import RNN
-    from .sequential import Sequential
+    from ..nn.dropout import Dropout
+    from ..nn.embedding import Embedding
+    from ..nn.jordan import JordanRNN
+    from ..nn.linear import Linear
+    from ..nn.rnn import RNN
+    from ..nn.sequential import Sequential
 
     return {c.__name__: c for c in (RNN, Linear, Embedding, Dropout, Sequential, JordanRNN)}
 

@@ -7,31 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
+from small_data import write_monthly
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sunspots.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sunspots.py"
 SMALL = ["--epochs", "4", "--window", "12", "--batch-size", "16", "--lr", "0.01"]
-
-
-def write_monthly(root, years=30, seed=0):
-    """A noisy 11-year cycle, 1749 on, with the header, rules and note lines of the real file
-    and a last, partial year."""
-    rng = np.random.default_rng(seed)
-    months = np.arange(12 * years + 6)
-    values = np.abs(80 * np.sin(np.pi * months / 132) + rng.normal(0, 8, len(months)))
-    lines = ["                MONTHLY MEAN SUNSPOT NUMBERS", "=" * 60,
-             "Year    Jan   Feb   Mar   Apr   May   Jun   Jul   Aug   Sep   Oct   Nov   Dec",
-             "-" * 60]
-    for y in range(years + 1):
-        row = values[12 * y: 12 * y + 12]
-        lines.append(f"{1749 + y}  " + "".join(f"{v:6.1f}" for v in row))
-        if y % 5 == 4:
-            lines.append("")
-    lines += ["-" * 60, "Note:  Data are preliminary after Dec 08.", ""]
-    folder = root / "sunspots"
-    folder.mkdir(parents=True)
-    (folder / "sunspots_monthly.dat").write_text("\n".join(lines), encoding="utf-8")
-    return root, len(months)
 
 
 def test_sunspots_example_runs_and_reports(tmp_path):

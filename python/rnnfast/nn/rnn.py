@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import functional, interop, persistence
-from ._parameters import ParameterOwner
-from ._validation import (
+from .. import functional
+from .._parameters import ParameterOwner
+from .._validation import (
     as_float_array,
     check_alpha,
     check_bool,
@@ -22,12 +22,11 @@ from ._validation import (
     check_nonlinearity,
     check_optional_bool,
     check_probability,
-    dropout_mask,
     layer_dtype,
 )
-from .nn.stack import BatchOrder as _BatchOrder
-from .nn.stack import Reverser as _Reverser
-from .nn.stack import Run, stack_backward, stack_forward
+from .stack import BatchOrder as _BatchOrder
+from .stack import Reverser as _Reverser
+from .stack import Run, stack_backward, stack_forward
 
 __all__ = ["RNN"]
 
@@ -783,7 +782,7 @@ class RNN(ParameterOwner):
         """Checked token ids (a private int64 copy), (T, B) or (B, T), or (T,) unbatched, and
         the table they index (a copy in training mode: backward's dW_ih reads the table as the
         forward saw it)."""
-        from .layers import Embedding
+        from .embedding import Embedding
 
         if not isinstance(embedding, Embedding):
             raise TypeError(f"embedding: expected an Embedding, got {type(embedding).__name__}")
@@ -1011,6 +1010,8 @@ class RNN(ParameterOwner):
 
     def keras_param_count(self):
         """Parameters in Keras's layout (one bias vector per direction), as its summary counts."""
+        from ..io import persistence  # nn does not import io at load time
+
         return persistence.keras_param_count(self)
 
     def num_parameters(self):
@@ -1019,6 +1020,8 @@ class RNN(ParameterOwner):
     def summary(self):
         """Print (and return) a Keras-style table: one row per layer, output shapes and parameter
         counts in Keras's layout (one bias), plus the PyTorch-layout total (two biases)."""
+        from ..io import persistence
+
         text = persistence.summary_text(self)
         print(text)
         return text
@@ -1028,14 +1031,20 @@ class RNN(ParameterOwner):
     @classmethod
     def from_torch(cls, module):
         """A layer with the configuration and weights of a ``torch.nn.RNN``."""
+        from ..io import interop
+
         return interop.from_torch(module, cls=cls)
 
     def to_torch(self):
         """A ``torch.nn.RNN`` with this layer's configuration and weights (torch imported here)."""
+        from ..io import interop
+
         return interop.to_torch(self)
 
     def save(self, path):
         """Write configuration and parameters to a .npz file (no pickle); ``rnnfast.load`` reads it."""
+        from ..io import persistence
+
         persistence.save(self, path)
 
     def __repr__(self):

@@ -227,10 +227,15 @@ def test_padded_with_lengths_or_mask_equals_ragged(task, batch_first, rng):
 
 # ---- corpus figures ---------------------------------------------------------------------------
 
+CORPUS_SEED = 2
+
 
 @pytest.mark.parametrize("bucket", [False, True], ids=["in-order", "bucketed"])
 @pytest.mark.parametrize("dtype", [np.float32, F64])
-def test_evaluate_accuracy_and_loss_are_corpus_figures(dtype, bucket, rng):
+def test_evaluate_accuracy_and_loss_are_corpus_figures(dtype, bucket):
+    # fixed data on which a mean of batch fractions is far from the corpus figure (checked
+    # below), whatever the test's id
+    rng = np.random.default_rng(CORPUS_SEED)
     lengths = _lengths(rng)
     seqs = _sequences(rng, lengths)
     tags = _tags(rng, seqs)

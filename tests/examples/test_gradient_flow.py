@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gradient_flow.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gradient_flow.py"
 
 
 def _run(tmp_path, *args):

@@ -236,7 +236,7 @@ def test_repr():
 
 
 def test_stacked_and_bidirectional_are_implemented():
-    # Covered in depth by tests/test_composition*.py; here only that they construct.
+    # Covered in depth by tests/nn/test_rnn_composition*.py; here only that they construct.
     assert rnnfast.RNN(D, H, num_layers=2).num_layers == 2
     assert rnnfast.RNN(D, H, bidirectional=True).bidirectional
 

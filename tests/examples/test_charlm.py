@@ -8,22 +8,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from small_data import write_text
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "charlm.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "charlm.py"
 SMALL = ["--epochs", "3", "--embed", "8", "--hidden", "32", "--batch-size", "4", "--bptt", "20",
          "--length", "30", "--beam-width", "2", "--lr", "0.01"]
-
-
-def write_text(root, rng, lines=150):
-    """A play of two speakers whose lines are drawn from a few words: learnable quickly."""
-    words = ["to", "be", "or", "not", "that", "is", "the", "question"]
-    text = "".join(f"{'ROMEO' if k % 2 else 'JULIET'}:\n"
-                   + " ".join(rng.choice(words, size=rng.integers(3, 8))) + ".\n\n"
-                   for k in range(lines))
-    folder = root / "tinyshakespeare"
-    folder.mkdir(parents=True)
-    (folder / "input.txt").write_text(text, encoding="utf-8")
-    return root, len(set(text))
 
 
 def test_charlm_example_learns_and_reports(tmp_path):

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "seq2seq.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seq2seq.py"
 SMALL = ["--steps", "40", "--train-size", "300", "--test-size", "40", "--min-len", "2",
          "--max-len", "4", "--embed", "8", "--hidden", "16", "--batch-size", "16"]
 

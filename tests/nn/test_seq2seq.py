@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 from rnnfast import decoding, losses, optim
-from rnnfast.seq2seq import Seq2Seq, teacher_forcing_schedule
+from rnnfast.nn.seq2seq import Seq2Seq, teacher_forcing_schedule
 
 CONTEXTS = ["init", "input", "both"]
 SRC_V, TGT_V, EMB, HID = 7, 6, 3, 4

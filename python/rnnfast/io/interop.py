@@ -79,7 +79,7 @@ def from_torch(module, cls=None):
     import torch
 
     if cls is None:
-        from .rnn import RNN as cls
+        from ..nn.rnn import RNN as cls
     if not isinstance(module, torch.nn.RNN):
         raise TypeError(
             f"module: expected a torch.nn.RNN (the Elman recurrence), got {type(module).__name__}"

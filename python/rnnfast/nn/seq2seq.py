@@ -23,9 +23,10 @@ import numbers
 
 import numpy as np
 
-from . import decoding
-from .layers import Embedding, Linear
-from .losses import cross_entropy, log_softmax
+from .. import decoding
+from ..losses import cross_entropy, log_softmax
+from .embedding import Embedding
+from .linear import Linear
 from .rnn import RNN
 from .sequential import embedding_feeds_rnn
 

@@ -7,19 +7,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from small_data import write_names
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "names.py"
-
-
-def write_names(root, rng, per_language=150):
-    # two "languages" a model can tell apart: names of the letters a-e vs v-z, 3-9 letters long
-    folder = root / "names"
-    folder.mkdir(parents=True)
-    for language, letters in (("Alpha", "abcde"), ("Omega", "vwxyz")):
-        names = ["".join(rng.choice(list(letters), size=rng.integers(3, 10))).title()
-                 for _ in range(per_language)]
-        (folder / f"{language}.txt").write_text("\n".join(names) + "\n", encoding="utf-8")
-    return root
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "names.py"
 
 
 def test_names_example_learns_and_reports(tmp_path):

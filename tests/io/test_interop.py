@@ -1,5 +1,5 @@
 """rnnfast.interop: torch.nn.RNN in and out, Keras SimpleRNN weight conversion (NumPy only here;
-tests/test_keras_parity.py runs Keras itself)."""
+tests/nn/test_rnn_keras_parity.py runs Keras itself)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nn.masking import (
+from .masking import (
     batch_first_of,
     call_layer,
     call_rnn,
@@ -21,7 +21,7 @@ def embedding_feeds_rnn(layer, following, ids):
     Fusing trades the (T*B)-row projection for a vocabulary-row one, so it needs fewer table
     rows than tokens; the two layers must agree on mode, dtype and width. Anything else
     (including bad ids) takes the unfused path and its errors."""
-    from .layers import Embedding
+    from .embedding import Embedding
     from .rnn import RNN
 
     if not (isinstance(layer, Embedding) and isinstance(following, RNN)):
@@ -176,13 +176,13 @@ class Sequential:
     # ---- description and persistence ----------------------------------------------------------
 
     def get_config(self):
-        from .persistence import layer_config
+        from ..io.persistence import layer_config
 
         return {"layers": [layer_config(layer) for layer in self.layers]}
 
     @classmethod
     def from_config(cls, config):
-        from .persistence import build_layer
+        from ..io.persistence import build_layer
 
         return cls([build_layer(c) for c in config["layers"]])
 
@@ -193,7 +193,7 @@ class Sequential:
         """Print (and return) a Keras-style table: each layer, its output shape (from
         ``input_shape`` without the batch, e.g. ``(24, 1)`` for (T, D) sequences, when given)
         and its parameter count in Keras's layout (RNNs: one bias vector), then the totals."""
-        from .persistence import output_shape
+        from ..io.persistence import output_shape
 
         rows = [("Layer (type)", "Output Shape", "Param #")]
         shape = None if input_shape is None else (None, *input_shape)
@@ -219,7 +219,7 @@ class Sequential:
         return text
 
     def save(self, path):
-        from .persistence import save
+        from ..io.persistence import save
 
         save(self, path)
 

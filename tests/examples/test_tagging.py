@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tagging.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tagging.py"
 RESULT = re.compile(r"^RESULT test_accuracy=(\d\.\d{4}) time_s=(\d+\.\d)$")
 
 # Each word has one tag, except "saw", tagged by the word after it ("saw" before a determiner

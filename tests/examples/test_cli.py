@@ -14,11 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_example_charlm import write_text
-from test_example_names import write_names
-from test_example_sunspots import write_monthly
+from small_data import write_monthly, write_names, write_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 DEMO = [sys.executable, "-m", "rnnfast", "demo"]
 SCRIPTS = {name: [sys.executable, str(EXAMPLES / f"{name}.py")]

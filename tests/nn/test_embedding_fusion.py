@@ -467,7 +467,7 @@ def test_sequential_fusion_state_follows_each_forward(rng):
 def test_seq2seq_encoder_fuses_and_matches_the_unfused_encoder(context, rng, monkeypatch):
     """Seq2Seq's encoder (Embedding -> RNN) fuses when the source has more tokens than its
     vocabulary; loss and every gradient equal the unfused encoder's to rounding."""
-    import rnnfast.seq2seq as seq2seq
+    import rnnfast.nn.seq2seq as seq2seq
 
     src = rng.integers(0, 5, size=(4, 6))  # 24 tokens, vocabulary 5
     src_lengths = np.array([6, 2, 0, 5])

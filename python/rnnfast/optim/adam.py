@@ -1,0 +1,84 @@
+"""Adam and AdamW (torch.optim's rules), the update in rnnfast's fused C++ kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core
+from ._checks import _at_least, _betas
+from .optimizer import Optimizer
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """Adam, as ``torch.optim.Adam`` (``weight_decay`` is an L2 penalty added to the gradient).
+
+    With ``g`` the gradient (plus ``weight_decay * p``) and ``t`` the step count:
+    ``m = beta1 m + (1 - beta1) g``, ``v = beta2 v + (1 - beta2) g^2``,
+    ``p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)``.
+
+    Parameters
+    ----------
+    params : module, list of modules, or list of (param, grad) array pairs
+    lr : float >= 0
+    betas : (float, float), each in [0, 1)
+    eps : float >= 0
+    weight_decay : float >= 0
+
+    Raises
+    ------
+    ValueError, TypeError
+        As SGD.
+    """
+
+    _HYPER = ("lr", "betas", "eps", "weight_decay")
+    _BUFFERS = ("exp_avg", "exp_avg_sq")
+    _DECOUPLED = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+    def _check_hyper(self, hyper):
+        return {
+            "lr": _at_least("lr", hyper["lr"], 0.0),
+            "betas": _betas(hyper["betas"]),
+            "eps": _at_least("eps", hyper["eps"], 0.0),
+            "weight_decay": _at_least("weight_decay", hyper["weight_decay"], 0.0),
+        }
+
+    def _update(self, i, p, g):
+        h = self._hyper
+        lr, (beta1, beta2) = h["lr"], h["betas"]
+        t = self._step
+        # One fused pass in C++ (m, v and p updated element by element, each operation rounded
+        # as torch.optim.Adam orders them); it works on flat contiguous arrays, so a strided
+        # parameter is updated through a contiguous copy.
+        flat = p.reshape(-1) if p.flags.c_contiguous else np.ascontiguousarray(p).reshape(-1)
+        _core.adam_update(flat, np.ascontiguousarray(g).reshape(-1),
+                          self._buffers["exp_avg"][i].reshape(-1),
+                          self._buffers["exp_avg_sq"][i].reshape(-1), lr, beta1, beta2,
+                          h["eps"], h["weight_decay"], self._DECOUPLED,
+                          lr / (1.0 - beta1**t), (1.0 - beta2**t) ** 0.5)
+        if not np.shares_memory(flat, p):
+            p[...] = flat.reshape(p.shape)
+
+
+class AdamW(Adam):
+    """AdamW, as ``torch.optim.AdamW``: Adam with decoupled weight decay, applied to the
+    parameter before the update as ``p *= 1 - lr * weight_decay``, never to the gradient.
+
+    Parameters
+    ----------
+    params, lr, betas, eps
+        As Adam.
+    weight_decay : float >= 0, default 1e-2
+    """
+
+    _DECOUPLED = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+# ---- clipping -----------------------------------------------------------------------------------
