@@ -573,3 +573,20 @@ def test_empty_sequences(feedback, batch_first):
         dx, d2 = layer.backward(None)
         assert dx.shape == x.shape
         assert d2.shape == ((2, 2) if len(args) == 1 else out.shape)
+
+
+def test_sequential_hands_a_jordan_rnn_its_lengths():
+    """In a model the padding reaches a JordanRNN as lengths: its padded steps output zeros,
+    the valid ones equal each sequence run alone."""
+    rng = np.random.default_rng(0)
+    D, H, O = 3, 4, 2
+    layer = rnnfast.JordanRNN(D, H, O, batch_first=True, teacher_forced=True,
+                              dtype=np.float64, seed=0)
+    model = rnnfast.Sequential([layer])
+    x = rng.standard_normal((3, 5, D + O))
+    lengths = np.array([5, 2, 3])
+    out = model.eval()(x, lengths=lengths)
+    for b, n in enumerate(lengths):
+        alone = layer(x[b:b + 1, :n])
+        np.testing.assert_allclose(out[b, :n], alone[0], rtol=1e-12, atol=1e-12)
+        assert not out[b, n:].any()

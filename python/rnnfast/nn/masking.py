@@ -139,6 +139,7 @@ def call_layer(layer, x, valid, suspect, who, **kwargs):
     """``layer(x, **kwargs)`` with the padding carried through: ``(out, valid, suspect)`` of the
     output. ``who`` names the layer in messages ("layers[1]", "self.rnn")."""
     from .embedding import Embedding
+    from .jordan import JordanRNN
     from .rnn import RNN
 
     if hasattr(layer, "call_with_padding"):  # a container: it carries the padding itself
@@ -147,6 +148,13 @@ def call_layer(layer, x, valid, suspect, who, **kwargs):
         return _call_embedding(layer, x, valid, suspect)
     if isinstance(layer, RNN):
         return call_rnn(layer, x, valid, suspect, who, **kwargs)
+    if isinstance(layer, JordanRNN) and valid is not None and "lengths" not in kwargs:
+        # its lengths (padding at the end): padded steps output zeros, as the RNN's
+        lengths = prefix_lengths(valid, layer.batch_first)
+        if lengths is None:
+            raise ValueError(f"{who}: JordanRNN takes lengths, padding at the end of each "
+                             "sequence; this batch has masked steps inside sequences")
+        kwargs["lengths"] = lengths
     out = layer(x, **kwargs)
     if _keeps_leading_axes(x, out):
         return out, valid, suspect
