@@ -9,25 +9,26 @@ their cost over the plain layer is the figure (target: at most 10%).
 
 Every case is first checked for agreement (outputs, h_n, input and weight gradients: against
 torch, or for the masked rows against rnnfast.reference); timings are medians per call,
-measured with compare.py's timing helpers (warm-up, one library after the other; the masked and
-plain rnnfast runners alternate their repeats). Prints a table and writes JSON (default
-bench/results/compare_composition.json).
+measured with the bench scripts' timing helpers in harness.py (warm-up, one library after the
+other; the masked and plain rnnfast runners alternate their repeats). Prints a table and writes
+JSON (default bench/results/compare_composition.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
+import torch
+
+import rnnfast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import compare  # noqa: E402  (shared timing, thread and re-exec helpers)
-
-rnnfast, torch = compare.rnnfast, compare.torch
+import harness
+from harness import relative_error
 
 T, B, D, H = 50, 32, 256, 256
 CASES = {
@@ -92,11 +93,6 @@ def torch_runners(module, x, lengths):
     return forward, train
 
 
-def relative_error(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
-
-
 def check_agreement(name, fast, slow):
     """Outputs, h_n, dx and every weight gradient of rnnfast and torch agree, or abort."""
     (y, h_n), (yt, h_nt) = fast[0](), slow[0]()
@@ -128,13 +124,14 @@ def make_mask_case(step_mask, zero_output_for_mask, dropout, seed=0):
     """Weights, input and the forward's options of one masked case (and of its plain twin)."""
     rng = np.random.default_rng(seed)
     bound = 1 / np.sqrt(H)
-    arrays = {"x": rng.standard_normal((T, B, D)).astype(np.float32),
-              "weight_ih": rng.uniform(-bound, bound, (H, D)).astype(np.float32),
-              "weight_hh": rng.uniform(-bound, bound, (H, H)).astype(np.float32),
-              "bias_ih": rng.uniform(-bound, bound, H).astype(np.float32),
-              "bias_hh": rng.uniform(-bound, bound, H).astype(np.float32)}
-    plain = {"h0": None, "nonlinearity": "tanh", "lengths": None, "alpha": 1.0,
-             "step_mask": None, "zero_output_for_mask": False, "recurrent_mask": None}
+    arrays = {
+        "x": rng.standard_normal((T, B, D)).astype(np.float32),
+        "weight_ih": rng.uniform(-bound, bound, (H, D)).astype(np.float32),
+        "weight_hh": rng.uniform(-bound, bound, (H, H)).astype(np.float32),
+        "bias_ih": rng.uniform(-bound, bound, H).astype(np.float32),
+        "bias_hh": rng.uniform(-bound, bound, H).astype(np.float32),
+    }
+    plain = dict(harness.PLAIN_BACKWARD)
     masked = dict(plain, zero_output_for_mask=zero_output_for_mask)
     if step_mask:
         masked["step_mask"] = rng.random((T, B)) < KEEP_RATE
@@ -151,8 +148,9 @@ def functional_runners(arrays, opts):
     dy = np.ones((T, B, H), np.float32)
 
     def forward():
-        return F.rnn_forward(a["x"], a["weight_ih"], a["weight_hh"], a["bias_ih"], a["bias_hh"],
-                             **opts)
+        return F.rnn_forward(
+            a["x"], a["weight_ih"], a["weight_hh"], a["bias_ih"], a["bias_hh"], **opts
+        )
 
     def train():
         y, _ = forward()
@@ -165,14 +163,24 @@ def check_masked_against_reference(name, arrays, opts):
     """Outputs, h_n and every gradient of the masked kernels against the NumPy reference."""
     ref = rnnfast.reference
     up = {k: v.astype(np.float64) for k, v in arrays.items()}
-    ref_opts = dict(opts, recurrent_mask=None if opts["recurrent_mask"] is None
-                    else opts["recurrent_mask"].astype(np.float64))
+    ref_opts = dict(
+        opts,
+        recurrent_mask=None
+        if opts["recurrent_mask"] is None
+        else opts["recurrent_mask"].astype(np.float64),
+    )
     _, train = functional_runners(arrays, opts)
     y, g = train()
     _, h_n = functional_runners(arrays, opts)[0]()
     y_ref, h_ref = ref.rnn_forward(**up, **ref_opts)
-    g_ref = ref.rnn_backward(up["x"], up["weight_ih"], up["weight_hh"], y.astype(np.float64),
-                             np.ones((T, B, H)), **ref_opts)
+    g_ref = ref.rnn_backward(
+        up["x"],
+        up["weight_ih"],
+        up["weight_hh"],
+        y.astype(np.float64),
+        np.ones((T, B, H)),
+        **ref_opts,
+    )
     errors = {"y": relative_error(y, y_ref), "h_n": relative_error(h_n, h_ref)}
     errors.update({k: relative_error(a, b) for k, a, b in zip(g._fields, g, g_ref)})
     worst = max(errors.values())
@@ -181,92 +189,109 @@ def check_masked_against_reference(name, arrays, opts):
     return worst
 
 
-def time_alternating(fns: dict, repeats: int, min_repeat_s: float) -> dict:
-    """Median seconds per call of each function, their repeats alternating. compare.time_each
-    times one library after the other, because one library's idle threads would take cores from
-    the next; here both runners are rnnfast on one thread pool, and alternating keeps a change
-    in the machine's load (2 cores shared with others here) from landing on one side only."""
-    inner = {k: compare.warm_up(fn, compare.WARMUP_S, min_repeat_s) for k, fn in fns.items()}
-    samples = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            samples[k].append(compare.time_loop(fn, inner[k]))
-    return {k: {"median_s": statistics.median(v), "samples_s": v, "inner": inner[k]}
-            for k, v in samples.items()}
+def timed_ms(timer, fns: dict, args) -> dict:
+    """Median milliseconds per call of each function, timed by harness.time_each or
+    harness.time_alternating."""
+    t = timer(fns, args.repeats, args.min_repeat_ms / 1e3)
+    return {k: 1e3 * v["median_s"] for k, v in t.items()}
 
 
-def bench_masks(threads, args, rows):
-    for name, spec in MASK_CASES.items():
-        arrays, plain, masked = make_mask_case(*spec)
-        worst = check_masked_against_reference(name, arrays, masked)
-        fast_plain, fast_masked = functional_runners(arrays, plain), functional_runners(arrays, masked)
-        for mode, i in (("forward", 0), ("train", 1)):
-            t = time_alternating({"plain": fast_plain[i], "masked": fast_masked[i]},
-                                 args.repeats, args.min_repeat_ms / 1e3)
-            ms = {k: 1e3 * v["median_s"] for k, v in t.items()}
-            overhead = ms["masked"] / ms["plain"] - 1.0
-            rows.append({"case": name, "threads": threads, "mode": mode,
-                         "masked_ms": ms["masked"], "plain_ms": ms["plain"],
-                         "overhead": overhead, "max_relative_difference": worst})
-            print(f"{name:<42} {threads:>7} {mode:<8} {ms['masked']:>11.3f} {ms['plain']:>9.3f} "
-                  f"{100 * overhead:>+8.1f}%", flush=True)
+def add_row(rows, name, threads, mode, ms: dict, figure: tuple, worst: float) -> None:
+    """One JSON row, and its table line: the two times in ms's order, then the figure."""
+    key, value, text = figure
+    rows.append(
+        {
+            "case": name,
+            "threads": threads,
+            "mode": mode,
+            **{f"{lib}_ms": t for lib, t in ms.items()},
+            key: value,
+            "max_relative_difference": worst,
+        }
+    )
+    first, second = ms.values()
+    print(f"{name:<42} {threads:>7} {mode:<8} {first:>11.3f} {second:>9.3f} {text}", flush=True)
 
 
-def main(argv=None):
+def torch_table(args, rows):
+    print("lengths uniform in [T/4, T]; x = torch time / rnnfast time")
+    print(f"{'case':<42} {'threads':>7} {'mode':<8} {'rnnfast ms':>11} {'torch ms':>9} {'x':>6}")
+    for threads in args.threads:
+        with harness.thread_count(threads):
+            for name, spec in CASES.items():
+                layer, module, x, lengths = make_case(*spec)
+                fast, slow = rnnfast_runners(layer, x, lengths), torch_runners(module, x, lengths)
+                worst = check_agreement(name, fast, slow)
+                for mode, i in (("forward", 0), ("train", 1)):
+                    fns = {"rnnfast": fast[i], "torch": slow[i]}
+                    ms = timed_ms(harness.time_each, fns, args)
+                    ratio = ms["torch"] / ms["rnnfast"]
+                    add_row(
+                        rows, name, threads, mode, ms, ("speedup", ratio, f"{ratio:>6.2f}"), worst
+                    )
+    met = sum(r["speedup"] >= 3.0 for r in rows)
+    print(f"target >= 3x torch: {met}/{len(rows)} rows")
+
+
+def masks_table(args, rows):
+    print(
+        f"\nmasked kernels vs plain, one layer (functional API); step mask keeps "
+        f"{KEEP_RATE:.0%} of steps, recurrent dropout p = {RECURRENT_DROPOUT}; "
+        f"overhead = masked / plain - 1"
+    )
+    print(
+        f"{'case':<42} {'threads':>7} {'mode':<8} {'masked ms':>11} {'plain ms':>9} {'overhead':>9}"
+    )
+    for threads in args.threads:
+        with harness.thread_count(threads):
+            for name, spec in MASK_CASES.items():
+                arrays, plain, masked = make_mask_case(*spec)
+                worst = check_masked_against_reference(name, arrays, masked)
+                fast_plain = functional_runners(arrays, plain)
+                fast_masked = functional_runners(arrays, masked)
+                for mode, i in (("forward", 0), ("train", 1)):
+                    fns = {"plain": fast_plain[i], "masked": fast_masked[i]}
+                    t = timed_ms(harness.time_alternating, fns, args)
+                    ms = {"masked": t["masked"], "plain": t["plain"]}
+                    overhead = ms["masked"] / ms["plain"] - 1.0
+                    figure = ("overhead", overhead, f"{100 * overhead:>+8.1f}%")
+                    add_row(rows, name, threads, mode, ms, figure, worst)
+    met = sum(r["overhead"] <= 0.10 for r in rows)
+    print(f"target overhead <= 10%: {met}/{len(rows)} rows")
+
+
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--min-repeat-ms", type=float, default=20.0)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "compare_composition.json")
-    parser.add_argument("--cases", default="torch,masks",
-                        help="which tables: torch (composition vs torch), masks (masked kernels "
-                             "vs plain), or both")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "compare_composition.json"
+    )
+    parser.add_argument(
+        "--cases",
+        default="torch,masks",
+        help="which tables: torch (composition vs torch), masks (masked kernels vs plain), or both",
+    )
     args = parser.parse_args(argv)
-    compare.reexec_without_blas_overrides()
+    args.threads = [int(t) for t in args.threads.split(",")]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    harness.reexec_without_blas_overrides()
     tables = set(args.cases.split(","))
     rows, mask_rows = [], []
     print(f"T={T} B={B} D={D} H={H} float32; isa {rnnfast._core.active_isa()}")
     if "torch" in tables:
         torch_table(args, rows)
     if "masks" in tables:
-        print(f"\nmasked kernels vs plain, one layer (functional API); step mask keeps "
-              f"{KEEP_RATE:.0%} of steps, recurrent dropout p = {RECURRENT_DROPOUT}; "
-              f"overhead = masked / plain - 1")
-        print(f"{'case':<42} {'threads':>7} {'mode':<8} {'masked ms':>11} {'plain ms':>9} "
-              f"{'overhead':>9}")
-        for threads in (int(t) for t in args.threads.split(",")):
-            with compare.thread_count(threads):
-                bench_masks(threads, args, mask_rows)
-        met = sum(r["overhead"] <= 0.10 for r in mask_rows)
-        print(f"target overhead <= 10%: {met}/{len(mask_rows)} rows")
+        masks_table(args, mask_rows)
+    doc = {"shape": [T, B, D, H], "isa": rnnfast._core.active_isa()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"shape": [T, B, D, H], "isa": rnnfast._core.active_isa(),
-                                    "rows": rows, "mask_rows": mask_rows}, indent=2))
+    args.out.write_text(json.dumps({**doc, "rows": rows, "mask_rows": mask_rows}, indent=2))
     print(f"wrote {args.out}")
-
-
-def torch_table(args, rows):
-    print(f"lengths uniform in [T/4, T]; x = torch time / rnnfast time")
-    print(f"{'case':<42} {'threads':>7} {'mode':<8} {'rnnfast ms':>11} {'torch ms':>9} {'x':>6}")
-    for threads in (int(t) for t in args.threads.split(",")):
-        with compare.thread_count(threads):
-            for name, spec in CASES.items():
-                layer, module, x, lengths = make_case(*spec)
-                fast, slow = rnnfast_runners(layer, x, lengths), torch_runners(module, x, lengths)
-                worst = check_agreement(name, fast, slow)
-                for mode, i in (("forward", 0), ("train", 1)):
-                    t = compare.time_each({"rnnfast": fast[i], "torch": slow[i]}, args.repeats,
-                                          args.min_repeat_ms / 1e3)
-                    ms = {lib: 1e3 * v["median_s"] for lib, v in t.items()}
-                    ratio = ms["torch"] / ms["rnnfast"]
-                    rows.append({"case": name, "threads": threads, "mode": mode,
-                                 "rnnfast_ms": ms["rnnfast"], "torch_ms": ms["torch"],
-                                 "speedup": ratio, "max_relative_difference": worst})
-                    print(f"{name:<42} {threads:>7} {mode:<8} {ms['rnnfast']:>11.3f} "
-                          f"{ms['torch']:>9.3f} {ratio:>6.2f}", flush=True)
-    met = sum(r["speedup"] >= 3.0 for r in rows)
-    print(f"target >= 3x torch: {met}/{len(rows)} rows")
 
 
 if __name__ == "__main__":

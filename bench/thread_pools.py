@@ -25,12 +25,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import compare  # noqa: E402  (re-exec, BLAS info and machine-load helpers)
-import numpy as np  # noqa: E402
-import rnnfast  # noqa: E402
-import threadpoolctl  # noqa: E402
-import torch  # noqa: E402
-from rnnfast import functional as F  # noqa: E402
+import numpy as np
+import threadpoolctl
+import torch
+from harness import (
+    BUSY_CPUS,
+    PLAIN_BACKWARD,
+    blas_info,
+    cpu_clock,
+    others_cpus,
+    reexec_without_blas_overrides,
+)
+
+import rnnfast
+from rnnfast import functional as F
 
 SHAPE = (100, 32, 64, 256)  # T, B, D, H of the rnnfast training step
 MATMUL = 384  # the square NumPy / PyTorch product run between steps (a dense layer's worth)
@@ -41,11 +49,21 @@ def involuntary_switches() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
 
 
+def make_problem():
+    """x, W_ih and W_hh of the rnnfast training step, in float32."""
+    T, B, D, H = SHAPE
+    rng = np.random.default_rng(1)
+    return (
+        rng.standard_normal((T, B, D)).astype(np.float32),
+        (rng.uniform(-1, 1, (H, D)) / 16).astype(np.float32),
+        (rng.uniform(-1, 1, (H, H)) / 16).astype(np.float32),
+    )
+
+
 def rnnfast_step(problem):
     x, w_ih, w_hh = problem
-    y, h_n = F.rnn_forward(x, w_ih, w_hh)
-    F.rnn_backward(x, w_ih, w_hh, y, y, None, h0=None, nonlinearity="tanh", lengths=None,
-                   alpha=1.0, step_mask=None, zero_output_for_mask=False, recurrent_mask=None)
+    y, _ = F.rnn_forward(x, w_ih, w_hh)
+    F.rnn_backward(x, w_ih, w_hh, y, y, None, **PLAIN_BACKWARD)
 
 
 def timed(iteration, repeats: int, calls: int) -> dict:
@@ -95,7 +113,7 @@ def scenarios(problem):
         for w in workers:
             w.join()
 
-    blas1 = lambda: threadpoolctl.threadpool_limits(1, user_api="blas")  # noqa: E731
+    blas1 = lambda: threadpoolctl.threadpool_limits(1, user_api="blas")
     none = contextlib.nullcontext
     return [
         ("rnnfast alone", alone, none),
@@ -108,32 +126,56 @@ def scenarios(problem):
     ]
 
 
+def print_extra_time(results: dict) -> None:
+    """Each mix's time beyond the sum of its parts run alone, and the 4 callers' per-step time."""
+    alone = results["rnnfast alone"]["median_s"]
+    np_only = results["numpy matmul alone"]["median_s"]
+    torch_only = results["torch matmul alone"]["median_s"]
+    print("\nextra time beyond the sum of the parts run alone (oversubscription shows here):")
+    for name, parts in (
+        ("numpy matmul + rnnfast", np_only),
+        ("numpy matmul + rnnfast, BLAS limited to 1", np_only),
+        ("torch matmul + rnnfast", torch_only),
+    ):
+        extra = results[name]["median_s"] - (alone + parts)
+        print(f"  {name:44s} {extra * 1e3:+8.2f} ms ({extra / (alone + parts):+.0%})")
+    ratio = results["4 Python threads x rnnfast (per step)"]["median_s"] / alone
+    print(f"  4 Python threads, per step vs one caller: {ratio:.2f}x the time")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15, help="timed repeats per scenario")
     parser.add_argument("--calls", type=int, default=10, help="iterations per repeat")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="threads for each pool: rnnfast, OpenBLAS, PyTorch (default: cores)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count(),
+        help="threads for each pool: rnnfast, OpenBLAS, PyTorch (default: cores)",
+    )
     args = parser.parse_args(argv)
-    compare.reexec_without_blas_overrides()
+    reexec_without_blas_overrides()
 
     rnnfast.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
     threadpoolctl.threadpool_limits(args.threads, user_api="blas")
     T, B, D, H = SHAPE
-    rng = np.random.default_rng(1)
-    problem = (rng.standard_normal((T, B, D)).astype(np.float32),
-               (rng.uniform(-1, 1, (H, D)) / 16).astype(np.float32),
-               (rng.uniform(-1, 1, (H, H)) / 16).astype(np.float32))
-
-    print(f"{os.cpu_count()} cores; every pool set to {args.threads} threads; "
-          f"rnnfast step = forward + backward T={T} B={B} D={D} H={H} float32; "
-          f"matmul {MATMUL}^3 float32")
-    print("pools:", ", ".join(f"{i['internal_api']} {i['num_threads']} ({Path(i['filepath']).name})"
-                              for i in threadpoolctl.threadpool_info()))
-    print("NumPy BLAS:", compare.blas_info())
+    problem = make_problem()
+    print(
+        f"{os.cpu_count()} cores; every pool set to {args.threads} threads; "
+        f"rnnfast step = forward + backward T={T} B={B} D={D} H={H} float32; "
+        f"matmul {MATMUL}^3 float32"
+    )
+    print(
+        "pools:",
+        ", ".join(
+            f"{i['internal_api']} {i['num_threads']} ({Path(i['filepath']).name})"
+            for i in threadpoolctl.threadpool_info()
+        ),
+    )
+    print("NumPy BLAS:", blas_info())
     print(f"{'scenario':44s} {'ms/iter':>9s} {'inv. switches/iter':>19s}")
-    load = compare.cpu_clock()
+    load = cpu_clock()
     results = {}
     for name, iteration, limit in scenarios(problem):
         with limit():
@@ -142,19 +184,9 @@ def main(argv=None) -> None:
             r["median_s"] /= 4
         results[name] = r
         print(f"{name:44s} {r['median_s'] * 1e3:9.2f} {r['switches']:19.1f}")
-    alone = results["rnnfast alone"]["median_s"]
-    np_only = results["numpy matmul alone"]["median_s"]
-    torch_only = results["torch matmul alone"]["median_s"]
-    print("\nextra time beyond the sum of the parts run alone (oversubscription shows here):")
-    for name, parts in (("numpy matmul + rnnfast", np_only),
-                        ("numpy matmul + rnnfast, BLAS limited to 1", np_only),
-                        ("torch matmul + rnnfast", torch_only)):
-        extra = results[name]["median_s"] - (alone + parts)
-        print(f"  {name:44s} {extra * 1e3:+8.2f} ms ({extra / (alone + parts):+.0%})")
-    ratio = results["4 Python threads x rnnfast (per step)"]["median_s"] / alone
-    print(f"  4 Python threads, per step vs one caller: {ratio:.2f}x the time")
-    others = compare.others_cpus(load)
-    if others >= compare.BUSY_CPUS:
+    print_extra_time(results)
+    others = others_cpus(load)
+    if others >= BUSY_CPUS:
         print(f"note: other processes kept {others:.1f} CPUs busy on average; rerun when idle")
 
 

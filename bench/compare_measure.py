@@ -1,0 +1,136 @@
+"""compare.py's measurement: every library checked against the others, then timed, one shape and
+thread count at a time; one result row per mode."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from compare_peers import PEERS, all_runners
+from compare_roofline import roofline_seconds
+from compare_shapes import MODES, Problem, make_problem, mode_flops
+from harness import BUSY_CPUS, cpu_clock, log, others_cpus, relative_error, thread_count, time_each
+
+import rnnfast
+
+TOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-9}  # max|a-b| / max|b|
+
+
+def check_agreement(p: Problem, mode: str, named_by_lib: dict) -> dict:
+    """Compare every pair of libraries on the outputs they share; abort the run on a mismatch.
+
+    Returns the largest relative error per output name."""
+    tol = TOL[p.dtype]
+    worst, failures = {}, []
+    libs = list(named_by_lib)
+    for i, a in enumerate(libs):
+        for b in libs[i + 1 :]:
+            for name in named_by_lib[a].keys() & named_by_lib[b].keys():
+                err = relative_error(named_by_lib[a][name], named_by_lib[b][name])
+                worst[name] = max(worst.get(name, 0.0), err)
+                if not err <= tol:
+                    failures.append(f"{a} vs {b}: {name} relative error {err:.3g} > {tol:g}")
+    if failures:
+        raise SystemExit(
+            "\n".join(
+                [f"DISAGREEMENT: {p.dtype.name} {p.label} mode {mode}; nothing timed:", *failures]
+            )
+        )
+    return worst
+
+
+def largest_difference(agreement: list) -> float:
+    """The largest relative difference between any two libraries over the whole run."""
+    return max(
+        (e for a in agreement for m in a["max_relative_error"].values() for e in m.values()),
+        default=0.0,
+    )
+
+
+def bench_all(work: list, args, roofs: dict, notes: list) -> tuple[list, list]:
+    """Every (dtype, shape) of the work list at every thread count; returns (rows, agreement)."""
+    rows, agreement = [], []
+    for dtype, shape in work:
+        p = make_problem(shape, dtype)
+        for n in args.threads:
+            log(f"{p.dtype.name} {p.label} threads={n} ...")
+            shape_rows, agree = bench_shape(p, n, roofs[(p.dtype.name, n)], args, notes)
+            rows += shape_rows
+            agreement.append(
+                {"dtype": p.dtype.name, "threads": n, "shape": p.label, "max_relative_error": agree}
+            )
+    return rows, agreement
+
+
+def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tuple[list, dict]:
+    """Check and time every mode of one problem at one thread count; returns (rows, agreement)."""
+    rows, agreement = [], {}
+    since = cpu_clock()
+    with thread_count(threads):
+        runners = all_runners(p, threads, notes)
+        for mode in MODES:
+            libs = {lib: r[mode] for lib, r in runners.items() if mode in r}
+            named = {lib: to_named(run()) for lib, (run, to_named) in libs.items()}  # warm-up
+            agreement[mode] = check_agreement(p, mode, named)
+            del named
+            rnnfast._core.clear_contention_backoff()
+            timings = time_each(
+                {lib: run for lib, (run, _) in libs.items()}, args.repeats, args.min_repeat_s
+            )
+            rows.append(make_row(p, threads, mode, timings, roof))
+            if threads > 1 and rnnfast._core.contention_backoff_seconds() > 0:
+                # rnnfast fell back to one thread for a while: the cores were taken by others
+                notes.append(
+                    f"{p.label} {mode} at {threads} threads: rnnfast's contention "
+                    "back-off started (busy machine); its timing is partly 1-thread"
+                )
+        del runners
+    others = others_cpus(since)
+    if others >= BUSY_CPUS:
+        log(f"  other processes used {others:.1f} CPUs meanwhile")
+    for row in rows:
+        row["others_cpus"] = others
+    return rows, agreement
+
+
+def make_row(p: Problem, threads: int, mode: str, timings: dict, roof: dict) -> dict:
+    """One result row: each library's times, GFLOP/s and roofline fraction, the speed-ups."""
+    flops = mode_flops(p, mode)
+    roof_s = roofline_seconds(p, mode, roof)
+    libs = {
+        lib: {
+            "median_ms": t["median_s"] * 1e3,
+            "gflops": flops / t["median_s"] / 1e9,
+            "roofline_fraction": roof_s / t["median_s"],
+            "samples_ms": [s * 1e3 for s in t["samples_s"]],
+            "calls_per_repeat": t["inner"],
+        }
+        for lib, t in timings.items()
+    }
+    base = timings["rnnfast"]["median_s"]
+    ratios = {peer: timings[peer]["median_s"] / base for peer in PEERS if peer in timings}
+    return {
+        "dtype": p.dtype.name,
+        "threads": threads,
+        "shape": dict(zip("TBDH", p.shape)),
+        "label": p.label,
+        "mode": mode,
+        "flops": flops,
+        "roofline_ms": roof_s * 1e3,
+        "libs": libs,
+        "speedup": ratios,
+    }
+
+
+def load_note(rows: list, roofline_others: float) -> str | None:
+    """One note on the rows timed while other processes were using the CPUs, if any were."""
+    blocks = {(r["dtype"], r["threads"], r["label"]): r["others_cpus"] for r in rows}
+    busy = [v for v in blocks.values() if v >= BUSY_CPUS]
+    if not busy and roofline_others < BUSY_CPUS:
+        return None
+    return (
+        f"other processes kept CPUs busy (column 'busy', up to {max(busy, default=0):.1f} "
+        f"of {os.cpu_count()}) during {len(busy)} of {len(blocks)} shape/thread blocks and "
+        f"{roofline_others:.1f} during the roofline measurement: those timings, above all "
+        "the multi-threaded ones, are disturbed; rerun on an idle machine"
+    )

@@ -1,0 +1,212 @@
+"""compare.py's report: the printed tables and targets, the JSON document and the chart."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from compare_measure import TOL
+from compare_peers import PEERS
+from compare_shapes import MODES
+from harness import REEXEC_MARKER
+
+import rnnfast
+
+# ----------------------------------------------------------------------------- printed
+
+
+def print_header(args) -> None:
+    """The versions, the ISA, the CPUs and the repeats; a re-execution; too many threads."""
+    print(
+        f"rnnfast {rnnfast.__version__} (isa {rnnfast._core.active_isa()}), torch "
+        f"{torch.__version__}, onnxruntime {ort.__version__}, numpy {np.__version__}; "
+        f"{os.cpu_count()} logical CPUs; repeats={args.repeats}"
+    )
+    if os.environ.get(REEXEC_MARKER):
+        print(f"re-executed without {os.environ[REEXEC_MARKER]}")
+    if max(args.threads) > (os.cpu_count() or 1):
+        print(f"warning: more threads than the {os.cpu_count()} logical CPUs")
+
+
+def print_roofline(roof: dict) -> None:
+    blas = (
+        "; ".join(
+            f"{b['internal_api']} {b['version']} {b['architecture']} num_threads={b['num_threads']}"
+            for b in roof["blas"]
+        )
+        or "none found"
+    )
+    print(
+        f"roofline {roof['dtype']} threads={roof['threads']}: "
+        f"matmul {roof['matmul_n']}^3 {roof['matmul_gflops']:.1f} GFLOP/s, "
+        f"matvec {roof['matvec_shape'][0]}x{roof['matvec_shape'][1]} "
+        f"{roof['matvec_bytes_per_s'] / 1e9:.1f} GB/s; BLAS: {blas}"
+    )
+
+
+def fmt(value, spec, missing="-"):
+    return missing if value is None else format(value, spec)
+
+
+def print_table(rows: list) -> None:
+    head = (
+        f"{'shape TxBxDxH':<18}{'mode':<9}{'rnnfast ms':>11}{'GFLOP/s':>9}{'roof%':>7}"
+        + "".join(f"{p + ' ms':>11}{'x':>7}" for p in PEERS)
+        + f"{'busy':>6}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        me = r["libs"]["rnnfast"]
+        peers = "".join(
+            f"{fmt(r['libs'].get(p, {}).get('median_ms'), '.3f'):>11}"
+            f"{fmt(r['speedup'].get(p), '.2f'):>7}"
+            for p in PEERS
+        )
+        print(
+            f"{r['label']:<18}{r['mode']:<9}{me['median_ms']:>11.3f}{me['gflops']:>9.2f}"
+            f"{100 * me['roofline_fraction']:>6.0f}%" + peers + f"{r['others_cpus']:>6.1f}"
+        )
+
+
+def print_report(rows: list, roofs: dict, targets: list, notes: list) -> None:
+    """One table per (dtype, threads) under its roofline, then the targets and the notes."""
+    for (dtype, threads), roof in roofs.items():
+        group = [r for r in rows if r["dtype"] == dtype and r["threads"] == threads]
+        if not group:
+            continue
+        print()
+        print_roofline(roof)
+        print(
+            "times: median ms per call; x = peer time / rnnfast time; roof% = roofline time / "
+            "rnnfast time; numpy = rnnfast.reference; busy = CPUs other processes used"
+        )
+        print_table(group)
+    print()
+    print_targets(targets)
+    for note in notes:
+        print(f"note: {note}")
+
+
+def print_targets(targets: list) -> None:
+    """One line per target and thread count: how many rows meet it, the worst row, the misses."""
+    print("targets (float32; figure vs goal; reported, not asserted)")
+    groups = {}
+    for t in targets:
+        groups.setdefault((t["target"], t["threads"]), []).append(t)
+    for (name, threads), checks in groups.items():
+        met = sum(c["met"] for c in checks)
+        lower_is_better = checks[0]["unit"] == "us"
+        worst = (max if lower_is_better else min)(checks, key=lambda c: c["figure"])
+        status = "MET" if met == len(checks) else "NOT MET"
+        line = (
+            f"  [{status:>7}] {name} (threads={threads}): {met}/{len(checks)} rows; "
+            f"worst {worst['figure']:.2f}{worst['unit']} at {worst['shape']} {worst['mode']}"
+        )
+        misses = [
+            f"{c['shape']} {c['mode']} {c['figure']:.2f}{c['unit']}"
+            + (f" ({c['detail']})" if c["detail"] else "")
+            for c in checks
+            if not c["met"]
+        ]
+        print(line)
+        if misses and len(misses) < len(checks):
+            print(f"            misses: {'; '.join(misses)}")
+
+
+# ----------------------------------------------------------------------------- written
+
+
+def machine_info() -> dict:
+    cpu = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "rnnfast": rnnfast.__version__,
+        "rnnfast_isa": rnnfast._core.active_isa(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "onnxruntime": ort.__version__,
+        "onnx": onnx.__version__,
+        "blas_overrides_removed": os.environ.get(REEXEC_MARKER),
+    }
+
+
+def write_json(path: Path, args, rows, roofs, agreement, targets, notes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "args": {k: v for k, v in vars(args).items() if k not in ("out", "plot")},
+        "tolerance": {k.name: v for k, v in TOL.items()},
+        "roofline": list(roofs.values()),
+        "results": rows,
+        "agreement": agreement,
+        "targets": targets,
+        "notes": notes,
+    }
+    path.write_text(json.dumps(doc, indent=1, default=float))
+
+
+def plot_speedups(path: Path, rows: list) -> None:
+    """One panel per (dtype, threads) and mode: bars of peer_time / rnnfast_time per shape."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted({(r["dtype"], r["threads"]) for r in rows})
+    fig, axes = plt.subplots(
+        len(groups), len(MODES), squeeze=False, figsize=(5 * len(MODES), 3.2 * len(groups))
+    )
+    for gi, (dtype, threads) in enumerate(groups):
+        for mi, mode in enumerate(MODES):
+            sel = [
+                r for r in rows if (r["dtype"], r["threads"], r["mode"]) == (dtype, threads, mode)
+            ]
+            speedup_panel(axes[gi][mi], sel, f"{mode}, {dtype}, {threads} thread(s)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def speedup_panel(ax, sel: list, title: str) -> None:
+    """Bars of each peer's speed-up per row of sel, on a log scale with 1x marked."""
+    from matplotlib import ticker
+
+    width = 0.8 / len(PEERS)
+    for pi, peer in enumerate(PEERS):
+        xs = [i + (pi - (len(PEERS) - 1) / 2) * width for i in range(len(sel))]
+        ys = [r["speedup"].get(peer, np.nan) for r in sel]
+        ax.bar(xs, ys, width, label=peer)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_xticks(range(len(sel)), [r["label"] for r in sel], rotation=30, ha="right", fontsize=7)
+    ax.set_title(title, fontsize=9)
+    ax.set_ylabel("speed-up of rnnfast (x)", fontsize=8)
+
+
+def print_done(agreement_worst: float, out: Path, plot: Path) -> None:
+    print(
+        f"all libraries agreed (largest relative difference {agreement_worst:.2g}); "
+        f"wrote {out} and {plot}"
+    )

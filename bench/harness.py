@@ -1,0 +1,183 @@
+"""What the bench scripts share: a clean BLAS environment, one thread count in every library,
+timing, the machine's load, agreement errors and logging.
+
+Used by compare.py (and its modules), compare_composition.py and thread_pools.py, which import it
+from this folder (a script's own folder is first on sys.path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import threadpoolctl
+import torch
+
+import rnnfast
+
+# ----------------------------------------------------------------------------- environment
+
+BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+REEXEC_MARKER = "_RNNFAST_BENCH_UNSET"
+
+
+def reexec_without_blas_overrides() -> None:
+    """Restart this script with the OpenBLAS overrides removed from the environment, if any is set.
+
+    OpenBLAS reads them once, when it loads, so this process cannot undo them; its replacement
+    starts clean.
+    """
+    found = [name for name in BLAS_OVERRIDES if name in os.environ]
+    if not found:
+        return
+    settings = ", ".join(f"{name}={os.environ[name]}" for name in found)
+    print(
+        f"{Path(sys.argv[0]).name}: {settings} set; re-executing with "
+        f"{' and '.join(BLAS_OVERRIDES)} unset so that NumPy's BLAS picks its own kernels",
+        flush=True,
+    )
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_OVERRIDES}
+    env[REEXEC_MARKER] = settings
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def blas_info() -> list:
+    """NumPy's BLAS libraries as threadpoolctl sees them (name, version, CPU kernels, threads)."""
+    keys = ("internal_api", "architecture", "version", "num_threads", "threading_layer", "prefix")
+    return [
+        {k: info.get(k) for k in keys}
+        for info in threadpoolctl.threadpool_info()
+        if info["user_api"] == "blas"
+    ]
+
+
+@contextlib.contextmanager
+def thread_count(n: int):
+    """n threads in every library: rnnfast, torch, NumPy's BLAS (ORT gets n per session)."""
+    previous_torch = torch.get_num_threads()
+    with threadpoolctl.threadpool_limits(limits=n), rnnfast.threads(n):
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous_torch)
+
+
+# rnn_backward's required keywords for a forward given none of these options (h0 included).
+PLAIN_BACKWARD = {
+    "h0": None,
+    "nonlinearity": "tanh",
+    "lengths": None,
+    "alpha": 1.0,
+    "step_mask": None,
+    "zero_output_for_mask": False,
+    "recurrent_mask": None,
+}
+
+# ----------------------------------------------------------------------------- timing
+
+WARMUP_S = 0.25  # each library runs itself this long before it is timed (see time_each)
+
+
+def time_loop(fn, inner: int) -> float:
+    """Seconds per call of fn, over inner back-to-back calls."""
+    start = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - start) / inner
+
+
+def warm_up(fn, warmup_s: float, min_repeat_s: float) -> int:
+    """Call fn for at least warmup_s (at least once); return the calls per repeat that make one
+    repeat last at least min_repeat_s."""
+    calls, start = 0, time.perf_counter()
+    while calls == 0 or time.perf_counter() - start < warmup_s:
+        fn()
+        calls += 1
+    per_call = (time.perf_counter() - start) / calls
+    return int(min(max(1, math.ceil(min_repeat_s / max(per_call, 1e-9))), 100_000))
+
+
+def timing(samples: list, inner: int) -> dict:
+    """One function's timing as the bench scripts report it."""
+    return {"median_s": statistics.median(samples), "samples_s": samples, "inner": inner}
+
+
+def time_each(fns: dict, repeats: int, min_repeat_s: float) -> dict:
+    """Median seconds per call of each function, timed one library after the other.
+
+    Each library first warms up by running itself for WARMUP_S: that also outlasts the previous
+    library's worker threads, which spin for a while after a call (OpenBLAS's for ~0.1 s) and
+    would take a core from the next library. Interleaving the libraries' repeats let them do
+    that; sleeping between them instead lets the idle CPUs of a virtual machine go cold."""
+    out = {}
+    for lib, fn in fns.items():
+        inner = warm_up(fn, WARMUP_S, min_repeat_s)
+        gc.collect()
+        out[lib] = timing([time_loop(fn, inner) for _ in range(repeats)], inner)
+    return out
+
+
+def time_alternating(fns: dict, repeats: int, min_repeat_s: float) -> dict:
+    """Median seconds per call of each function, their repeats alternating.
+
+    time_each times one library after the other, because one library's idle threads would take
+    cores from the next; where every function is rnnfast on one thread pool, alternating keeps a
+    change in the machine's load from landing on one side only."""
+    inner = {k: warm_up(fn, WARMUP_S, min_repeat_s) for k, fn in fns.items()}
+    samples = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            samples[k].append(time_loop(fn, inner[k]))
+    return {k: timing(v, inner[k]) for k, v in samples.items()}
+
+
+# ----------------------------------------------------------------------------- machine load
+
+BUSY_CPUS = 0.2  # others' average CPU use above which a block of timings is flagged
+
+
+def cpu_clock() -> tuple:
+    """(wall seconds, CPU seconds busy on the whole machine, CPU seconds used by this process)."""
+    t = psutil.cpu_times()
+    busy = (
+        t.user
+        + t.nice
+        + t.system
+        + getattr(t, "irq", 0)
+        + getattr(t, "softirq", 0)
+        + getattr(t, "steal", 0)
+    )
+    mine = psutil.Process().cpu_times()
+    return time.monotonic(), busy, mine.user + mine.system
+
+
+def others_cpus(since: tuple) -> float:
+    """CPUs that other processes (and the hypervisor's steal) kept busy, on average, since then."""
+    now = cpu_clock()
+    wall = max(now[0] - since[0], 1e-9)
+    return max(0.0, ((now[1] - since[1]) - (now[2] - since[2])) / wall)
+
+
+# ----------------------------------------------------------------------------- agreement, logging
+
+
+def relative_error(a, b) -> float:
+    """max|a - b| / max|b| in float64; infinite where the shapes differ."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return math.inf
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+
+
+def log(msg: str) -> None:
+    """Progress to stderr, so that stdout holds only the report."""
+    print(msg, file=sys.stderr, flush=True)
