@@ -27,22 +27,32 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def parser(doc, **kwargs):
     """An argument parser described by the docstring's first paragraph."""
-    return argparse.ArgumentParser(description=doc.split("\n\n")[0].strip(),
-                                   formatter_class=HelpFormatter, **kwargs)
+    return argparse.ArgumentParser(
+        description=doc.split("\n\n")[0].strip(), formatter_class=HelpFormatter, **kwargs
+    )
 
 
 def add_data(p, name):
     p.add_argument(
-        "--data", type=Path, default=None, metavar="ROOT",
+        "--data",
+        type=Path,
+        default=None,
+        metavar="ROOT",
         help=f"the datasets root, a folder laid out as the project's shared/data "
-             f"(ROOT/{'names/*.txt' if name == 'names' else name + '/...'}); by default "
-             f"rnnfast.datasets looks in ${datasets.DATA_ENV}, then in the cache "
-             f"({datasets.cache_dir()}), then downloads the data set there")
+        f"(ROOT/{'names/*.txt' if name == 'names' else name + '/...'}); by default "
+        f"rnnfast.datasets looks in ${datasets.DATA_ENV}, then in the cache "
+        f"({datasets.cache_dir()}), then downloads the data set there",
+    )
 
 
 def add_out(p):
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
-                   help="folder for the plots and saved models (created when missing)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help="folder for the plots and saved models (created when missing)",
+    )
 
 
 def fail(p, message):

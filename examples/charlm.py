@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 import time
 
+import _cli  # the examples' shared command line, beside this file
 import numpy as np
+
 import rnnfast
 from rnnfast import decoding, losses, optim, training
-
-import _cli  # the examples' shared command line, beside this file
 
 
 def encode_text(text, train_fraction=0.9):
@@ -35,12 +35,15 @@ def encode_text(text, train_fraction=0.9):
 
 
 def build_model(vocab, embed, hidden, seed):
-    return rnnfast.Sequential([
-        rnnfast.Embedding(vocab, embed, seed=seed),
-        rnnfast.RNN(embed, hidden, batch_first=True, return_sequences=True, stateful=True,
-                    seed=seed + 1),
-        rnnfast.Linear(hidden, vocab, seed=seed + 2),
-    ])
+    return rnnfast.Sequential(
+        [
+            rnnfast.Embedding(vocab, embed, seed=seed),
+            rnnfast.RNN(
+                embed, hidden, batch_first=True, return_sequences=True, stateful=True, seed=seed + 1
+            ),
+            rnnfast.Linear(hidden, vocab, seed=seed + 2),
+        ]
+    )
 
 
 def make_step_fn(model):
@@ -74,8 +77,11 @@ def loss_plot(window_losses, history, windows_per_epoch, path):
     k = 20
     smooth = np.convolve(w, np.ones(k) / k, mode="valid") if len(w) >= k else w
     ax.plot(np.arange(len(w)) + 1, w, color="0.8", lw=0.7, label="train (per window)")
-    ax.plot(np.arange(len(smooth)) + (len(w) - len(smooth)) + 1, smooth,
-            label=f"train ({k}-window mean)")
+    ax.plot(
+        np.arange(len(smooth)) + (len(w) - len(smooth)) + 1,
+        smooth,
+        label=f"train ({k}-window mean)",
+    )
     ends = windows_per_epoch * (np.arange(len(history["val_loss"])) + 1)
     ax.plot(ends, history["val_loss"], "o-", label="validation (end of epoch)")
     ax.set_xlabel("window (32 x 100 characters)")
@@ -101,20 +107,30 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=2, help="passes over the training text")
     parser.add_argument("--embed", type=int, default=64, help="size of the character vectors")
     parser.add_argument("--hidden", type=int, default=256, help="hidden units of the RNN")
-    parser.add_argument("--batch-size", type=int, default=32,
-                        help="parallel streams the training text is cut into")
-    parser.add_argument("--bptt", type=int, default=100,
-                        help="characters per window: the gradient stops at each window's start")
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="parallel streams the training text is cut into"
+    )
+    parser.add_argument(
+        "--bptt",
+        type=int,
+        default=100,
+        help="characters per window: the gradient stops at each window's start",
+    )
     parser.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate")
     parser.add_argument("--clip", type=float, default=5.0, help="gradient norm clipped to this")
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and sampling")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="rnnfast threads (0: the library's default, the cores available)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="rnnfast threads (0: the library's default, the cores available)",
+    )
     parser.add_argument("--prompt", default="ROMEO:\n", help="the text the samples continue")
     parser.add_argument("--length", type=int, default=200, help="characters to generate")
     parser.add_argument("--beam-width", type=int, default=4, help="beams of the beam search")
-    parser.add_argument("--temperature", type=float, default=0.8,
-                        help="temperature of the sampled text")
+    parser.add_argument(
+        "--temperature", type=float, default=0.8, help="temperature of the sampled text"
+    )
     args = parser.parse_args(argv)
     out = _cli.out_dir(parser, args.out)
 
@@ -122,8 +138,10 @@ def main(argv=None):
         rnnfast.set_num_threads(args.threads)
     start = time.perf_counter()
     train_ids, val_ids, alphabet = encode_text(_cli.load(parser, "tinyshakespeare", args.data))
-    print(f"{len(train_ids):,} training and {len(val_ids):,} validation characters, "
-          f"vocabulary {len(alphabet)}")
+    print(
+        f"{len(train_ids):,} training and {len(val_ids):,} validation characters, "
+        f"vocabulary {len(alphabet)}"
+    )
     index = {c: i for i, c in enumerate(alphabet)}
     prompt_ids = [index[c] for c in args.prompt if c in index]
     if not prompt_ids:
@@ -139,15 +157,24 @@ def main(argv=None):
             window_losses.append(value)
         return value, grad
 
-    history = training.fit_stream(model, train_ids, loss=recorded_loss, optimizer=optimizer,
-                                  batch_size=args.batch_size, bptt=args.bptt,
-                                  epochs=args.epochs, clip_norm=args.clip,
-                                  validation_tokens=val_ids)
+    history = training.fit_stream(
+        model,
+        train_ids,
+        loss=recorded_loss,
+        optimizer=optimizer,
+        batch_size=args.batch_size,
+        bptt=args.bptt,
+        epochs=args.epochs,
+        clip_norm=args.clip,
+        validation_tokens=val_ids,
+    )
     train_time = time.perf_counter() - start
     val_ppl = math.exp(history["val_loss"][-1])
     for epoch, (lo, vl) in enumerate(zip(history["loss"], history["val_loss"])):
-        print(f"epoch {epoch + 1}: train loss {lo:.4f} (perplexity {math.exp(lo):.3f}), "
-              f"validation loss {vl:.4f} (perplexity {math.exp(vl):.3f})")
+        print(
+            f"epoch {epoch + 1}: train loss {lo:.4f} (perplexity {math.exp(lo):.3f}), "
+            f"validation loss {vl:.4f} (perplexity {math.exp(vl):.3f})"
+        )
 
     model.eval()
     step_fn = make_step_fn(model)
@@ -160,20 +187,28 @@ def main(argv=None):
     samples = {
         "greedy": decoding.greedy_decode(step_fn, h, last, args.length)[0][0],
         f"temperature {args.temperature}": decoding.sample_decode(
-            step_fn, h, last, args.length, temperature=args.temperature, rng=args.seed)[0][0],
+            step_fn, h, last, args.length, temperature=args.temperature, rng=args.seed
+        )[0][0],
         f"beam search, width {args.beam_width}": decoding.beam_search(
-            step_fn, h, last, args.length, beam_width=args.beam_width)[0][0],
+            step_fn, h, last, args.length, beam_width=args.beam_width
+        )[0][0],
     }
     for name, ids in samples.items():
         print(f"\n---- {name} ----\n{args.prompt}{text_of(ids)}")
     print()
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot
-    loss_plot(window_losses, history, len(window_losses) // max(len(history["loss"]), 1),
-              out / "charlm_loss.png")
+    loss_plot(
+        window_losses,
+        history,
+        len(window_losses) // max(len(history["loss"]), 1),
+        out / "charlm_loss.png",
+    )
     model.save(out / "charlm.npz")
     print(f"model saved to {out / 'charlm.npz'}")
-    print(f"validation perplexity {val_ppl:.3f} after {len(history['loss'])} epochs "
-          f"(training {train_time:.1f} s)")
+    print(
+        f"validation perplexity {val_ppl:.3f} after {len(history['loss'])} epochs "
+        f"(training {train_time:.1f} s)"
+    )
     print(f"RESULT val_perplexity={val_ppl:.4f} time_s={elapsed:.1f}")
 
 

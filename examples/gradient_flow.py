@@ -26,6 +26,7 @@ import time
 
 import _cli  # the examples' shared command line, beside this file
 import numpy as np
+
 import rnnfast
 from rnnfast import diagnostics
 
@@ -40,8 +41,15 @@ def recurrent_matrix(rng, hidden, radius, kind):
 
 
 def build(hidden, radius, alpha, w_base, seed, nonlinearity):
-    rnn = rnnfast.RNN(hidden, hidden, nonlinearity=nonlinearity, bias=False, dtype=np.float64,
-                      seed=seed, alpha=alpha)
+    rnn = rnnfast.RNN(
+        hidden,
+        hidden,
+        nonlinearity=nonlinearity,
+        bias=False,
+        dtype=np.float64,
+        seed=seed,
+        alpha=alpha,
+    )
     w = diagnostics.scale_to_spectral_radius(w_base, radius)
     rnn.load_state_dict({"weight_ih_l0": np.eye(hidden), "weight_hh_l0": w})
     return rnn
@@ -72,8 +80,13 @@ def plot(curves, path, steps, threshold):
     fig, ax = plt.subplots(figsize=(8, 5))
     k = np.arange(steps)
     for label, rel in curves.items():
-        ax.semilogy(k, rel[::-1], label=label, lw=1.8,
-                    ls="--" if "alpha" in label and "alpha=1" not in label else "-")
+        ax.semilogy(
+            k,
+            rel[::-1],
+            label=label,
+            lw=1.8,
+            ls="--" if "alpha" in label and "alpha=1" not in label else "-",
+        )
     ax.axhline(threshold, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("steps back from the loss (k = T - 1 - t)")
     ax.set_ylabel("||dL/dh_t|| / ||dL/dh_{T-1}||")
@@ -90,19 +103,41 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=100, help="sequence length T")
     parser.add_argument("--hidden", type=int, default=64, help="hidden units H")
     parser.add_argument("--batch", type=int, default=8, help="sequences averaged over")
-    parser.add_argument("--radii", type=float, nargs="+", default=[0.9, 1.0, 1.1],
-                        help="spectral radii of W_hh, one plain model each")
-    parser.add_argument("--alphas", type=float, nargs="+", default=[0.5, 0.25],
-                        help="leak rates of the leaky models (at the smallest radius)")
-    parser.add_argument("--matrix", choices=["orthogonal", "gaussian"], default="orthogonal",
-                        help="W_hh = rho Q with Q orthogonal, or a Gaussian matrix scaled to "
-                             "radius rho")
-    parser.add_argument("--input-scale", type=float, default=1e-6,
-                        help="standard deviation of the random inputs (small: linear regime)")
-    parser.add_argument("--nonlinearity", choices=["tanh", "relu"], default="tanh",
-                        help="the units' activation")
-    parser.add_argument("--threshold", type=float, default=1e-2,
-                        help="relative gradient norm that counts as still reaching")
+    parser.add_argument(
+        "--radii",
+        type=float,
+        nargs="+",
+        default=[0.9, 1.0, 1.1],
+        help="spectral radii of W_hh, one plain model each",
+    )
+    parser.add_argument(
+        "--alphas",
+        type=float,
+        nargs="+",
+        default=[0.5, 0.25],
+        help="leak rates of the leaky models (at the smallest radius)",
+    )
+    parser.add_argument(
+        "--matrix",
+        choices=["orthogonal", "gaussian"],
+        default="orthogonal",
+        help="W_hh = rho Q with Q orthogonal, or a Gaussian matrix scaled to radius rho",
+    )
+    parser.add_argument(
+        "--input-scale",
+        type=float,
+        default=1e-6,
+        help="standard deviation of the random inputs (small: linear regime)",
+    )
+    parser.add_argument(
+        "--nonlinearity", choices=["tanh", "relu"], default="tanh", help="the units' activation"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=1e-2,
+        help="relative gradient norm that counts as still reaching",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the matrices and inputs")
     args = parser.parse_args(argv)
     for name in ("steps", "hidden", "batch"):
@@ -129,29 +164,36 @@ def main(argv=None):
         rel, jac = flow(rnn, x, np.random.default_rng(args.seed + 1))
         label = f"rho={rho:g}, alpha={alpha:g}"
         curves[label] = rel
-        rows.append((label, radius, [rel[-1 - k] for k in marks], reach(rel, args.threshold),
-                     jac))
+        rows.append((label, radius, [rel[-1 - k] for k in marks], reach(rel, args.threshold), jac))
         if alpha == 1.0:
             result.append(f"ratio_rho{rho:g}={rel[0]:.3g}")
     for (rho, alpha), row in zip(configs, rows):
         if rho == min(args.radii):
             result.append(f"reach_alpha{alpha:g}={row[3]}")
 
-    print(f"||dL/dh_t|| relative to the last step, k steps back (T = {args.steps}, "
-          f"H = {args.hidden}, {args.matrix} W_hh, inputs x {args.input_scale:g}, "
-          f"{args.nonlinearity}); ISA {rnnfast._core.active_isa()}")
+    print(
+        f"||dL/dh_t|| relative to the last step, k steps back (T = {args.steps}, "
+        f"H = {args.hidden}, {args.matrix} W_hh, inputs x {args.input_scale:g}, "
+        f"{args.nonlinearity}); ISA {rnnfast._core.active_isa()}"
+    )
     head = f"{'model':<22}{'radius':>8}" + "".join(f"{'k=' + str(k):>11}" for k in marks)
     head += f"{'reach':>8}{'||dh_T/dh_0||':>15}"
     print(head)
     print("-" * len(head))
     for label, radius, vals, r, jac in rows:
-        print(f"{label:<22}{radius:>8.3f}" + "".join(f"{v:>11.3g}" for v in vals)
-              + f"{r:>8d}{jac:>15.3g}")
+        print(
+            f"{label:<22}{radius:>8.3f}"
+            + "".join(f"{v:>11.3g}" for v in vals)
+            + f"{r:>8d}{jac:>15.3g}"
+        )
 
     csv = out / "gradient_flow.csv"
     with open(csv, "w", encoding="utf-8") as f:
         f.write("k," + ",".join(f'"{label}"' for label in curves) + "\n")
-        f.writelines(f"{k}," + ",".join(f"{rel[-1 - k]:.6g}" for rel in curves.values()) + "\n" for k in range(args.steps))
+        f.writelines(
+            f"{k}," + ",".join(f"{rel[-1 - k]:.6g}" for rel in curves.values()) + "\n"
+            for k in range(args.steps)
+        )
     print(f"curves written to {csv}")
     elapsed = time.perf_counter() - start
     plot(curves, out / "gradient_flow.png", args.steps, args.threshold)

@@ -17,18 +17,16 @@ from __future__ import annotations
 import time
 import unicodedata
 
+import _cli  # the examples' shared command line, beside this file
 import numpy as np
 
 import rnnfast
 from rnnfast import metrics, optim, training
 
-import _cli  # the examples' shared command line, beside this file
-
 
 def ascii_letters(name):
     """The name without accents (Ślusàrski -> Slusarski), as the classic tutorial does."""
-    return "".join(c for c in unicodedata.normalize("NFD", name)
-                   if unicodedata.category(c) != "Mn")
+    return "".join(c for c in unicodedata.normalize("NFD", name) if unicodedata.category(c) != "Mn")
 
 
 def flatten(by_language):
@@ -76,8 +74,9 @@ def main(argv=None):
     parser.add_argument("--hidden", type=int, default=128, help="hidden units of the RNN")
     parser.add_argument("--batch-size", type=int, default=32, help="names per batch")
     parser.add_argument("--lr", type=float, default=2e-3, help="Adam's learning rate")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the split, the weights and the batch order")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the split, the weights and the batch order"
+    )
     args = parser.parse_args(argv)
     out = _cli.out_dir(parser, args.out)
 
@@ -89,21 +88,30 @@ def main(argv=None):
     split = int(0.8 * len(names))
     train_idx, test_idx = order[:split], order[split:]
     letters = [one_hot(name, alphabet) for name in names]  # ragged: fit pads each batch
-    model = rnnfast.Sequential([
-        rnnfast.RNN(len(alphabet), args.hidden, batch_first=True, return_sequences=False,
-                    seed=args.seed),
-        rnnfast.Dense(args.hidden, len(languages), seed=args.seed + 1),
-    ])
-    training.fit(model, [letters[i] for i in train_idx], labels[train_idx],
-                 loss="cross_entropy", optimizer=optim.Adam(model, lr=args.lr),
-                 epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
+    model = rnnfast.Sequential(
+        [
+            rnnfast.RNN(
+                len(alphabet), args.hidden, batch_first=True, return_sequences=False, seed=args.seed
+            ),
+            rnnfast.Dense(args.hidden, len(languages), seed=args.seed + 1),
+        ]
+    )
+    training.fit(
+        model,
+        [letters[i] for i in train_idx],
+        labels[train_idx],
+        loss="cross_entropy",
+        optimizer=optim.Adam(model, lr=args.lr),
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        seed=args.seed,
+    )
     test_letters = [letters[i] for i in test_idx]
     logits = training.predict(model, test_letters, batch_size=512)
     accuracy = metrics.accuracy(logits, labels[test_idx])
     print(f"test accuracy {accuracy:.4f} on {len(test_idx)} names")
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot
-    confusion_plot(labels[test_idx], logits.argmax(axis=1), languages,
-                   out / "names_confusion.png")
+    confusion_plot(labels[test_idx], logits.argmax(axis=1), languages, out / "names_confusion.png")
     model.save(out / "names.npz")
     print(f"model saved to {out / 'names.npz'}")
     print(f"RESULT test_accuracy={accuracy:.4f} time_s={elapsed:.1f}")

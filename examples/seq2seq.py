@@ -58,12 +58,12 @@ import time
 # beside rnnfast's OpenMP ones made a step 5x slower on 2 cores. An explicit setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import _cli  # the examples' shared command line, beside this file
 import numpy as np
+
 import rnnfast
 from rnnfast import optim
 from rnnfast.nn.seq2seq import SCHEDULES, Seq2Seq, teacher_forcing_schedule
-
-import _cli  # the examples' shared command line, beside this file
 
 PAD, BOS, EOS = 10, 11, 12  # digits are tokens 0..9
 SRC_VOCAB, TGT_VOCAB = 11, 13
@@ -128,8 +128,7 @@ def progress(steps, desc):
 
 
 def train(args, strings, scheduled, seed):
-    model = Seq2Seq(SRC_VOCAB, TGT_VOCAB, args.embed, args.hidden, context=args.context,
-                    seed=seed)
+    model = Seq2Seq(SRC_VOCAB, TGT_VOCAB, args.embed, args.hidden, context=args.context, seed=seed)
     opt = optim.Adam(model, lr=args.lr)
     # annealed to 0 so that a run ends at a settled model: at a constant rate the loss still
     # swung by 2x over the last updates, and exact match with it (sort, seed 2: 0.88 for
@@ -144,8 +143,9 @@ def train(args, strings, scheduled, seed):
         batch = [strings[j] for j in rng.integers(0, len(strings), args.batch_size)]
         ratio = teacher_forcing_schedule(args.schedule, i, **constants) if scheduled else 1.0
         model.zero_grad()
-        loss = model.train_batch(*encode_batch(batch, args.task), teacher_forcing_ratio=ratio,
-                                 rng=rng)
+        loss = model.train_batch(
+            *encode_batch(batch, args.task), teacher_forcing_ratio=ratio, rng=rng
+        )
         optim.clip_grad_norm(model, 5.0)
         opt.step()
         lr_schedule.step()
@@ -170,9 +170,16 @@ def evaluate(model, strings, task, args):
     preds = {"gold prefix": model.forward(src, sl, tgt_in, tl).argmax(axis=2)}
     for method in ("greedy", "beam"):
         # two spare steps so that beam search can weigh hypotheses that miss the EOS
-        tokens, _ = model.generate(src, sl, steps + 2, method, bos=BOS, eos=EOS,
-                                   beam_width=args.beam_width,
-                                   length_penalty=args.length_penalty)
+        tokens, _ = model.generate(
+            src,
+            sl,
+            steps + 2,
+            method,
+            bos=BOS,
+            eos=EOS,
+            beam_width=args.beam_width,
+            length_penalty=args.length_penalty,
+        )
         preds[method] = tokens[:, :steps]
     valid = np.arange(steps) < tl[:, None]
     return {name: (pred != tgt_out) & valid for name, pred in preds.items()}, valid
@@ -205,12 +212,26 @@ def plot(errors, valid, test_lengths, curves, path):
     for color, (regime, errs) in zip(("C0", "C1"), errors.items()):
         for method, style in (("greedy", "-"), ("beam", "--")):
             hits = ~errs[method].any(axis=1)
-            ax1.plot(lengths, [hits[test_lengths == n].mean() for n in lengths], marker="o",
-                     color=color, linestyle=style, label=f"{regime}, {method}")
-        for method, style, label in (("gold prefix", ":", "gold prefix"),
-                                     ("greedy", "-", "own greedy prefix")):
-            ax2.plot(positions, errs[method].sum(axis=0) / valid.sum(axis=0), marker="o",
-                     color=color, linestyle=style, label=f"{regime}, {label}")
+            ax1.plot(
+                lengths,
+                [hits[test_lengths == n].mean() for n in lengths],
+                marker="o",
+                color=color,
+                linestyle=style,
+                label=f"{regime}, {method}",
+            )
+        for method, style, label in (
+            ("gold prefix", ":", "gold prefix"),
+            ("greedy", "-", "own greedy prefix"),
+        ):
+            ax2.plot(
+                positions,
+                errs[method].sum(axis=0) / valid.sum(axis=0),
+                marker="o",
+                color=color,
+                linestyle=style,
+                label=f"{regime}, {label}",
+            )
     ax1.set_xlabel("string length")
     ax1.set_ylabel("exact match (held out)")
     ax1.set_ylim(top=1.01)
@@ -221,15 +242,16 @@ def plot(errors, valid, test_lengths, curves, path):
     ax2.set_title("errors compound along the model's own prefix")
     ax2.legend(fontsize=8)
     window = 25
-    for label, (losses, ratios) in curves.items():
+    for label, (losses, _ratios) in curves.items():
         smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
         ax3.plot(np.arange(len(smooth)) + window - 1, smooth, label=f"{label} loss")
     ax3.set_yscale("log")
     ax3.set_xlabel("update")
     ax3.set_ylabel("training cross-entropy (tokens fed as trained)")
     twin = ax3.twinx()
-    twin.plot(curves["scheduled sampling"][1], color="gray", linestyle=":",
-              label="teacher-forcing ratio")
+    twin.plot(
+        curves["scheduled sampling"][1], color="gray", linestyle=":", label="teacher-forcing ratio"
+    )
     twin.set_ylabel("teacher-forcing ratio (scheduled)")
     twin.set_ylim(0, 1.05)
     ax3.legend(loc="upper right")
@@ -241,46 +263,75 @@ def plot(errors, valid, test_lengths, curves, path):
 def main(argv=None):
     parser = _cli.parser(__doc__)
     _cli.add_out(parser)
-    parser.add_argument("--task", choices=("reverse", "sort"), default="reverse",
-                        help="the target: the digits reversed, or sorted")
+    parser.add_argument(
+        "--task",
+        choices=("reverse", "sort"),
+        default="reverse",
+        help="the target: the digits reversed, or sorted",
+    )
     parser.add_argument("--min-len", type=int, default=3, help="shortest digit string")
     parser.add_argument("--max-len", type=int, default=12, help="longest digit string")
-    parser.add_argument("--train-size", type=int, default=20000,
-                        help="distinct training strings")
-    parser.add_argument("--test-size", type=int, default=1000,
-                        help="distinct held-out strings, none of them in training")
+    parser.add_argument("--train-size", type=int, default=20000, help="distinct training strings")
+    parser.add_argument(
+        "--test-size",
+        type=int,
+        default=1000,
+        help="distinct held-out strings, none of them in training",
+    )
     parser.add_argument("--steps", type=int, default=3000, help="updates per model")
-    parser.add_argument("--schedule", choices=SCHEDULES, default="inverse_sigmoid",
-                        help="how the scheduled teacher-forcing ratio falls")
-    parser.add_argument("--midpoint", type=float, default=0.3,
-                        help="fraction of the run where the scheduled ratio passes 0.5")
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default="inverse_sigmoid",
+        help="how the scheduled teacher-forcing ratio falls",
+    )
+    parser.add_argument(
+        "--midpoint",
+        type=float,
+        default=0.3,
+        help="fraction of the run where the scheduled ratio passes 0.5",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="strings per update")
     parser.add_argument("--embed", type=int, default=32, help="size of the token vectors")
-    parser.add_argument("--hidden", type=int, default=128,
-                        help="hidden units of the encoder and the decoder")
-    parser.add_argument("--context", choices=("init", "input", "both"), default="both",
-                        help="how the decoder sees the encoding: its initial state, an input "
-                             "at every step, or both")
-    parser.add_argument("--lr", type=float, default=3e-3,
-                        help="Adam's initial learning rate (cosine-annealed to 0)")
+    parser.add_argument(
+        "--hidden", type=int, default=128, help="hidden units of the encoder and the decoder"
+    )
+    parser.add_argument(
+        "--context",
+        choices=("init", "input", "both"),
+        default="both",
+        help="how the decoder sees the encoding: its initial state, an input "
+        "at every step, or both",
+    )
+    parser.add_argument(
+        "--lr", type=float, default=3e-3, help="Adam's initial learning rate (cosine-annealed to 0)"
+    )
     parser.add_argument("--beam-width", type=int, default=4, help="beams of the beam search")
-    parser.add_argument("--length-penalty", type=float, default=0.6,
-                        help="the beam search's length penalty exponent")
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        default=0.6,
+        help="the beam search's length penalty exponent",
+    )
     parser.add_argument("--threads", type=int, default=1, help="rnnfast threads")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the strings, the weights and the batches")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the strings, the weights and the batches"
+    )
     args = parser.parse_args(argv)
     out = _cli.out_dir(parser, args.out)
     if not 1 <= args.min_len <= args.max_len:
-        _cli.fail(parser, f"--min-len {args.min_len} --max-len {args.max_len}: expected "
-                          "1 <= min-len <= max-len")
+        _cli.fail(
+            parser,
+            f"--min-len {args.min_len} --max-len {args.max_len}: expected 1 <= min-len <= max-len",
+        )
     rnnfast.set_num_threads(args.threads)
 
     start = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     test = make_strings(rng, args.test_size, args.min_len, args.max_len)
-    train_strings = make_strings(rng, args.train_size, args.min_len, args.max_len,
-                                 exclude=frozenset(test))
+    train_strings = make_strings(
+        rng, args.train_size, args.min_len, args.max_len, exclude=frozenset(test)
+    )
     test_lengths = np.array([len(s) for s in test])
 
     errors, curves = {}, {}
@@ -288,31 +339,44 @@ def main(argv=None):
         model, losses, ratios = train(args, train_strings, scheduled, args.seed + 1)
         curves[label] = (losses, ratios)
         errors[label], valid = evaluate(model, test, args.task, args)
-    em = {(regime, method): 1.0 - wrong.any(axis=1).mean()
-          for regime, errs in errors.items() for method, wrong in errs.items()}
+    em = {
+        (regime, method): 1.0 - wrong.any(axis=1).mean()
+        for regime, errs in errors.items()
+        for method, wrong in errs.items()
+    }
     bias = {regime: exposure_bias(errs, valid) for regime, errs in errors.items()}
 
-    print(f"\n{len(test)} held-out strings     exact match      token error rate after the "
-          f"first greedy error")
-    print(f"{'trained with':>18s}  gold prefix  greedy   beam   gold prefix  own prefix  "
-          f"exposure bias")
+    print(
+        f"\n{len(test)} held-out strings     exact match      token error rate after the "
+        f"first greedy error"
+    )
+    print(
+        f"{'trained with':>18s}  gold prefix  greedy   beam   gold prefix  own prefix  "
+        f"exposure bias"
+    )
     for regime, (gold, own) in bias.items():
-        print(f"{regime:>18s}  {em[(regime, 'gold prefix')]:11.3f}  {em[(regime, 'greedy')]:6.3f}"
-              f"  {em[(regime, 'beam')]:5.3f}   {gold:11.3f}  {own:10.3f}  {own - gold:13.3f}")
+        print(
+            f"{regime:>18s}  {em[(regime, 'gold prefix')]:11.3f}  {em[(regime, 'greedy')]:6.3f}"
+            f"  {em[(regime, 'beam')]:5.3f}   {gold:11.3f}  {own:10.3f}  {own - gold:13.3f}"
+        )
     print("(exact match with the gold prefix equals greedy's: both err first at the same token)")
     print("token error rate by output position, gold prefix -> own greedy prefix:")
     for regime, errs in errors.items():
         gold, own = (errs[m].sum(axis=0) / valid.sum(axis=0) for m in ("gold prefix", "greedy"))
-        print(f"{regime:>18s}: " + ", ".join(f"{t + 1}: {a:.3f}->{b:.3f}"
-                                             for t, (a, b) in enumerate(zip(gold, own))))
+        print(
+            f"{regime:>18s}: "
+            + ", ".join(f"{t + 1}: {a:.3f}->{b:.3f}" for t, (a, b) in enumerate(zip(gold, own)))
+        )
     elapsed = time.perf_counter() - start  # as in the other examples, the plot is not timed
     plot(errors, valid, test_lengths, curves, out / "seq2seq.png")
     tf, ss = "teacher forcing", "scheduled sampling"
-    print(f"RESULT exact_match_greedy={em[(ss, 'greedy')]:.4f} "
-          f"exact_match_beam={em[(ss, 'beam')]:.4f} "
-          f"exposure_bias_tf={bias[tf][1] - bias[tf][0]:.4f} "
-          f"exposure_bias_ss={bias[ss][1] - bias[ss][0]:.4f} "
-          f"time_s={elapsed:.1f}")
+    print(
+        f"RESULT exact_match_greedy={em[(ss, 'greedy')]:.4f} "
+        f"exact_match_beam={em[(ss, 'beam')]:.4f} "
+        f"exposure_bias_tf={bias[tf][1] - bias[tf][0]:.4f} "
+        f"exposure_bias_ss={bias[ss][1] - bias[ss][0]:.4f} "
+        f"time_s={elapsed:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import time
 
+import _cli  # the examples' shared command line, beside this file
 import numpy as np
+
 import rnnfast
 from rnnfast import optim, training
-
-import _cli  # the examples' shared command line, beside this file
 
 
 def split_scale(values, train_fraction=0.8):
@@ -39,18 +39,20 @@ def windows(series, window, first_target, last_target):
     split: only the targets define the split)."""
     first_target = max(first_target, window)
     idx = np.arange(first_target, last_target)
-    x = np.stack([series[i - window:i] for i in idx])[..., None]
+    x = np.stack([series[i - window : i] for i in idx])[..., None]
     return x.astype(np.float32), series[idx, None].astype(np.float32), idx
 
 
 def build_model(window, seed):
-    return rnnfast.Sequential([
-        rnnfast.RNN(1, 50, batch_first=True, return_sequences=True, seed=seed),
-        rnnfast.Dropout(0.2, seed=seed + 1),
-        rnnfast.RNN(50, 100, batch_first=True, return_sequences=False, seed=seed + 2),
-        rnnfast.Dropout(0.2, seed=seed + 3),
-        rnnfast.Dense(100, 1, seed=seed + 4),
-    ])
+    return rnnfast.Sequential(
+        [
+            rnnfast.RNN(1, 50, batch_first=True, return_sequences=True, seed=seed),
+            rnnfast.Dropout(0.2, seed=seed + 1),
+            rnnfast.RNN(50, 100, batch_first=True, return_sequences=False, seed=seed + 2),
+            rnnfast.Dropout(0.2, seed=seed + 3),
+            rnnfast.Dense(100, 1, seed=seed + 4),
+        ]
+    )
 
 
 def rmse(a, b):
@@ -78,14 +80,20 @@ def main(argv=None):
     _cli.add_data(parser, "sunspots")
     _cli.add_out(parser)
     parser.add_argument("--epochs", type=int, default=60, help="passes over the training set")
-    parser.add_argument("--window", type=int, default=24,
-                        help="months of history each forecast reads")
+    parser.add_argument(
+        "--window", type=int, default=24, help="months of history each forecast reads"
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="windows per batch")
     parser.add_argument("--lr", type=float, default=2e-3, help="Adam's learning rate")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the weights, the dropout and the batch order")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="rnnfast threads (0: the library's default, the cores available)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the weights, the dropout and the batch order"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="rnnfast threads (0: the library's default, the cores available)",
+    )
     args = parser.parse_args(argv)
     out = _cli.out_dir(parser, args.out)
 
@@ -97,31 +105,51 @@ def main(argv=None):
     if args.window < 1:
         _cli.fail(parser, f"--window: expected a positive number of months, got {args.window}")
     if int(0.2 * len(values)) < 1 or int(0.8 * len(values)) <= args.window:
-        _cli.fail(parser, f"--window {args.window}: the series' {len(values)} months are too "
-                          "few for it (the training part must be longer than a window)")
+        _cli.fail(
+            parser,
+            f"--window {args.window}: the series' {len(values)} months are too "
+            "few for it (the training part must be longer than a window)",
+        )
     series, split, (lo, hi) = split_scale(values)
     x_train, y_train, _ = windows(series, args.window, 0, split)
     x_test, _, test_idx = windows(series, args.window, split, len(series))
-    print(f"{len(values)} months ({months[0]:.0f}-{months[-1]:.0f}): {len(x_train)} training "
-          f"and {len(x_test)} test windows of {args.window} months")
+    print(
+        f"{len(values)} months ({months[0]:.0f}-{months[-1]:.0f}): {len(x_train)} training "
+        f"and {len(x_test)} test windows of {args.window} months"
+    )
     model = build_model(args.window, args.seed)
     model.summary((args.window, 1))
     optimizer = optim.Adam(model, lr=args.lr)
-    training.fit(model, x_train, y_train, loss="mse", optimizer=optimizer, epochs=args.epochs,
-                 batch_size=args.batch_size, shuffle=True, seed=args.seed)
+    training.fit(
+        model,
+        x_train,
+        y_train,
+        loss="mse",
+        optimizer=optimizer,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        shuffle=True,
+        seed=args.seed,
+    )
     pred = training.predict(model, x_test)[:, 0] * (hi - lo) + lo
     truth = values[test_idx]
     persistence = values[test_idx - 1]
     test_rmse, base_rmse = rmse(pred, truth), rmse(persistence, truth)
-    print(f"test RMSE {test_rmse:.2f} sunspots, persistence {base_rmse:.2f} "
-          f"({'better' if test_rmse < base_rmse else 'worse'} by {abs(base_rmse - test_rmse):.2f})")
+    print(
+        f"test RMSE {test_rmse:.2f} sunspots, persistence {base_rmse:.2f} "
+        f"({'better' if test_rmse < base_rmse else 'worse'} by {abs(base_rmse - test_rmse):.2f})"
+    )
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot
-    forecast_plot(months[test_idx], truth, pred, out / "sunspots_forecast.png",
-                  f"rnnfast stacked RNN: test RMSE {test_rmse:.1f} vs persistence {base_rmse:.1f}")
+    forecast_plot(
+        months[test_idx],
+        truth,
+        pred,
+        out / "sunspots_forecast.png",
+        f"rnnfast stacked RNN: test RMSE {test_rmse:.1f} vs persistence {base_rmse:.1f}",
+    )
     model.save(out / "sunspots.npz")
     print(f"model saved to {out / 'sunspots.npz'}")
-    print(f"RESULT test_rmse={test_rmse:.3f} persistence_rmse={base_rmse:.3f} "
-          f"time_s={elapsed:.1f}")
+    print(f"RESULT test_rmse={test_rmse:.3f} persistence_rmse={base_rmse:.3f} time_s={elapsed:.1f}")
 
 
 if __name__ == "__main__":

@@ -21,14 +21,13 @@ import argparse
 import time
 from pathlib import Path
 
+import _cli  # the examples' shared command line, beside this file
 import numpy as np
 
 import rnnfast
 from rnnfast import optim, training
 from rnnfast.data import Vocabulary
 from rnnfast.data.conllu import read_conllu
-
-import _cli  # the examples' shared command line, beside this file
 
 SPLITS = ("train", "dev", "test")
 SPLIT_SEED = 0  # the 80/10/10 split of a single file
@@ -44,38 +43,51 @@ def load_splits(data):
             if len(paths) > 1 or (not paths and split != "dev"):  # a treebank may have no dev
                 raise ValueError(
                     f"expected one *-ud-{split}.conllu in the folder {data}, found "
-                    f"{len(paths)} ({', '.join(p.name for p in paths) or 'none'})")
+                    f"{len(paths)} ({', '.join(p.name for p in paths) or 'none'})"
+                )
         return tuple(read_conllu(found[s][0]) if found[s] else [] for s in SPLITS)
     if not data.is_file():
-        raise ValueError(f"{data} does not exist; expected a CoNLL-U file or a folder "
-                         "holding *-ud-train.conllu, *-ud-dev.conllu and *-ud-test.conllu (a "
-                         "Universal Dependencies treebank)")
+        raise ValueError(
+            f"{data} does not exist; expected a CoNLL-U file or a folder "
+            "holding *-ud-train.conllu, *-ud-dev.conllu and *-ud-test.conllu (a "
+            "Universal Dependencies treebank)"
+        )
     sentences = read_conllu(data)
     order = np.random.default_rng(SPLIT_SEED).permutation(len(sentences))
     cuts = np.split(order, [int(0.8 * len(sentences)), int(0.9 * len(sentences))])
     train, dev, test = ([sentences[i] for i in part] for part in cuts)
     if not train or not test:
-        raise ValueError(f"{data} holds {len(sentences)} sentence(s), too few to split "
-                         "80/10/10 into train, dev and test (at least 2 are needed)")
+        raise ValueError(
+            f"{data} holds {len(sentences)} sentence(s), too few to split "
+            "80/10/10 into train, dev and test (at least 2 are needed)"
+        )
     return train, dev, test
 
 
 def main(argv=None):
     parser = _cli.parser(__doc__)
-    parser.add_argument("--data", type=Path, required=True, default=argparse.SUPPRESS,
-                        help="a UD treebank folder (*-ud-train/-dev/-test.conllu) or one CoNLL-U "
-                             "file, split 80/10/10")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        default=argparse.SUPPRESS,
+        help="a UD treebank folder (*-ud-train/-dev/-test.conllu) or one CoNLL-U "
+        "file, split 80/10/10",
+    )
     _cli.add_out(parser)
     parser.add_argument("--epochs", type=int, default=10, help="passes over the training set")
-    parser.add_argument("--hidden", type=int, default=128,
-                        help="hidden units of each direction of the RNN")
+    parser.add_argument(
+        "--hidden", type=int, default=128, help="hidden units of each direction of the RNN"
+    )
     parser.add_argument("--embed", type=int, default=100, help="size of the word vectors")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
     parser.add_argument("--lr", type=float, default=2e-3, help="Adam's learning rate")
-    parser.add_argument("--min-count", type=int, default=2,
-                        help="training words seen fewer times become <unk>")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the weights and the batch order")
+    parser.add_argument(
+        "--min-count", type=int, default=2, help="training words seen fewer times become <unk>"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the weights and the batch order"
+    )
     args = parser.parse_args(argv)
     out = _cli.out_dir(parser, args.out)
 
@@ -88,27 +100,48 @@ def main(argv=None):
     tags = Vocabulary.build([s.upos for s in train + dev + test], pad=None, unk=None)
     x_train, x_dev, x_test = (words.encode_batch([s.forms for s in p]) for p in (train, dev, test))
     y_train, y_dev, y_test = (tags.encode_batch([s.upos for s in p]) for p in (train, dev, test))
-    print(f"{len(train)} / {len(dev)} / {len(test)} sentences (train / dev / test), "
-          f"{len(words)} words, {len(tags)} tags")
-    model = rnnfast.Sequential([
-        rnnfast.Embedding(len(words), args.embed, mask_zero=True, seed=args.seed),
-        rnnfast.RNN(args.embed, args.hidden, bidirectional=True, batch_first=True,
-                    return_sequences=True, seed=args.seed + 1),
-        rnnfast.Dense(2 * args.hidden, len(tags), seed=args.seed + 2),
-    ])
-    training.fit(model, x_train, y_train, loss="cross_entropy",
-                 optimizer=optim.Adam(model, lr=args.lr), metrics=["accuracy"],
-                 epochs=args.epochs, batch_size=args.batch_size, bucket=True, seed=args.seed,
-                 validation_data=(x_dev, y_dev) if dev else None)
-    accuracy = training.evaluate(model, x_test, y_test, loss="cross_entropy",
-                                 metrics=["accuracy"])["accuracy"]
+    print(
+        f"{len(train)} / {len(dev)} / {len(test)} sentences (train / dev / test), "
+        f"{len(words)} words, {len(tags)} tags"
+    )
+    model = rnnfast.Sequential(
+        [
+            rnnfast.Embedding(len(words), args.embed, mask_zero=True, seed=args.seed),
+            rnnfast.RNN(
+                args.embed,
+                args.hidden,
+                bidirectional=True,
+                batch_first=True,
+                return_sequences=True,
+                seed=args.seed + 1,
+            ),
+            rnnfast.Dense(2 * args.hidden, len(tags), seed=args.seed + 2),
+        ]
+    )
+    training.fit(
+        model,
+        x_train,
+        y_train,
+        loss="cross_entropy",
+        optimizer=optim.Adam(model, lr=args.lr),
+        metrics=["accuracy"],
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        bucket=True,
+        seed=args.seed,
+        validation_data=(x_dev, y_dev) if dev else None,
+    )
+    accuracy = training.evaluate(model, x_test, y_test, loss="cross_entropy", metrics=["accuracy"])[
+        "accuracy"
+    ]
     print(f"test accuracy {accuracy:.4f} on {sum(map(len, test))} words")
     elapsed = time.perf_counter() - start
     model.save(out / "tagging.npz")
     words.save(out / "tagging_words.json")
     tags.save(out / "tagging_tags.json")
-    print(f"model and vocabularies saved to {out}/tagging.npz, tagging_words.json, "
-          "tagging_tags.json")
+    print(
+        f"model and vocabularies saved to {out}/tagging.npz, tagging_words.json, tagging_tags.json"
+    )
     print(f"RESULT test_accuracy={accuracy:.4f} time_s={elapsed:.1f}")
 
 

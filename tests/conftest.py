@@ -20,6 +20,7 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 
 import numpy as np
 import pytest
+
 import rnnfast
 from rnnfast import _core, reference
 
@@ -245,8 +246,14 @@ def reference_forward(p, nonlinearity):
 # rnn_backward's required keywords (besides h0) for a forward given no options: every forward
 # argument that changes the gradient must be passed to the backward. Override with
 # dict(PLAIN, lengths=...); pass h0 explicitly at each call.
-PLAIN = {"nonlinearity": "tanh", "lengths": None, "alpha": 1.0, "step_mask": None,
-         "zero_output_for_mask": False, "recurrent_mask": None}
+PLAIN = {
+    "nonlinearity": "tanh",
+    "lengths": None,
+    "alpha": 1.0,
+    "step_mask": None,
+    "zero_output_for_mask": False,
+    "recurrent_mask": None,
+}
 
 
 def reference_backward(p, y, dy, dh_n, nonlinearity):
@@ -255,6 +262,12 @@ def reference_backward(p, y, dy, dh_n, nonlinearity):
     q = p.astype(np.float64)
     up = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
     return reference.rnn_backward(
-        q.x, q.weight_ih, q.weight_hh, up(y), up(dy), up(dh_n), h0=q.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity)
+        q.x,
+        q.weight_ih,
+        q.weight_hh,
+        up(y),
+        up(dy),
+        up(dh_n),
+        h0=q.h0,
+        **dict(PLAIN, nonlinearity=nonlinearity),
     )

@@ -13,11 +13,15 @@ PROBE = "import rnnfast._allocator as a; print(a.keep_freed_memory())"
 def _run(env_extra):
     import os
 
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MALLOC_TRIM_THRESHOLD_", "RNNFAST_MALLOC_TRIM")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MALLOC_TRIM_THRESHOLD_", "RNNFAST_MALLOC_TRIM")
+    }
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                          env=env, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True
+    ).stdout.strip()
 
 
 def test_the_threshold_is_set_on_glibc():
@@ -28,7 +32,8 @@ def test_the_threshold_is_set_on_glibc():
     assert _run({}) == "True"
 
 
-@pytest.mark.parametrize("env", [{"RNNFAST_MALLOC_TRIM": "0"},
-                                 {"MALLOC_TRIM_THRESHOLD_": "131072"}])
+@pytest.mark.parametrize(
+    "env", [{"RNNFAST_MALLOC_TRIM": "0"}, {"MALLOC_TRIM_THRESHOLD_": "131072"}]
+)
 def test_the_environment_can_leave_malloc_alone(env):
     assert _run(env) == "False"

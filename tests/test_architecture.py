@@ -22,7 +22,7 @@ def _load_time_imports(path):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -54,7 +54,7 @@ def test_no_import_cycle_among_submodules():
         state[node] = "active"
         for dep in sorted(graph[node]):
             if state.get(dep) == "active":
-                cycle = stack[stack.index(dep):] + [dep] if dep in stack else [node, dep]
+                cycle = stack[stack.index(dep) :] + [dep] if dep in stack else [node, dep]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if dep not in state:
                 visit(dep, stack + [dep])
@@ -67,6 +67,9 @@ def test_no_import_cycle_among_submodules():
 
 def test_nn_does_not_import_io_at_load_time():
     graph = _graph()
-    offenders = {name: sorted(d for d in deps if d.startswith("rnnfast.io"))
-                 for name, deps in graph.items() if name.startswith("rnnfast.nn")}
+    offenders = {
+        name: sorted(d for d in deps if d.startswith("rnnfast.io"))
+        for name, deps in graph.items()
+        if name.startswith("rnnfast.nn")
+    }
     assert not {k: v for k, v in offenders.items() if v}, offenders

@@ -10,10 +10,11 @@ import textwrap
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, DTYPES, PLAIN, assert_close, make_problem, reference_forward
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import rnnfast
 from rnnfast import functional as F
 
 T, B, D, H = 5, 3, 4, 7
@@ -186,8 +187,13 @@ def test_bad_nonlinearity(problem, nonlinearity):
     y, _ = F.rnn_forward(**problem.forward_args())
     with pytest.raises(ValueError, match="nonlinearity"):
         F.rnn_backward(
-            problem.x, problem.weight_ih, problem.weight_hh, y, dy=y, h0=problem.h0,
-            **dict(PLAIN, nonlinearity=nonlinearity)
+            problem.x,
+            problem.weight_ih,
+            problem.weight_hh,
+            y,
+            dy=y,
+            h0=problem.h0,
+            **dict(PLAIN, nonlinearity=nonlinearity),
         )
     with pytest.raises(ValueError, match="nonlinearity"):
         rnnfast.RNN(D, H, nonlinearity=nonlinearity)
@@ -448,8 +454,9 @@ def test_zero_length_sequence(rng, dtype, with_h0, isa):
     assert np.array_equal(h_last, expected_h)
 
     dh_n = rng.standard_normal((B, H)).astype(dtype)
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy=np.zeros_like(y), dh_n=dh_n, h0=p.h0,
-                       **PLAIN)
+    g = F.rnn_backward(
+        p.x, p.weight_ih, p.weight_hh, y, dy=np.zeros_like(y), dh_n=dh_n, h0=p.h0, **PLAIN
+    )
     assert g.dx.shape == (0, B, D)
     assert np.array_equal(g.dh0, dh_n)
     assert np.array_equal(g.dweight_ih, np.zeros((H, D), dtype))
@@ -534,8 +541,16 @@ def test_user_arrays_are_not_modified(rng, dtype, nonlinearity):
     y, _ = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity)
     F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity, return_sequences=False)
     y0 = y.copy()
-    F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, dy, dh_n, h0=p.h0,
-                   **dict(PLAIN, nonlinearity=nonlinearity))
+    F.rnn_backward(
+        p.x,
+        p.weight_ih,
+        p.weight_hh,
+        y,
+        dy,
+        dh_n,
+        h0=p.h0,
+        **dict(PLAIN, nonlinearity=nonlinearity),
+    )
     assert np.array_equal(y, y0)
 
     sd = p.state_dict()

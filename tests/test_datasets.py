@@ -12,12 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from rnnfast import datasets
 from rnnfast.datasets import ChecksumError, DatasetNotFoundError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is not beside "
-                                  "the checkout")
+needs_shared = pytest.mark.skipif(
+    not SHARED.is_dir(), reason="../shared/data is not beside the checkout"
+)
 
 MONTHLY = """\
                           MONTHLY MEAN SUNSPOT NUMBERS
@@ -34,17 +36,26 @@ No observations were available during February 1824.  The value shown was
 Note:  Data are preliminary after Dec 08.
 """
 SMALL = {  # a small data set of each kind: file name -> bytes
-    "names": {"Alpha.txt": "Abel\nAda\n\n".encode(), "Omega.txt": "Zoë\n Zed \n".encode(),
-              "LICENSE": b"MIT\n"},
+    "names": {
+        "Alpha.txt": b"Abel\nAda\n\n",
+        "Omega.txt": "Zoë\n Zed \n".encode(),
+        "LICENSE": b"MIT\n",
+    },
     "tinyshakespeare": {"input.txt": b"First Citizen:\nBefore we proceed any further.\n"},
     "sunspots": {"sunspots_monthly.dat": MONTHLY.encode()},
 }
 
 
 def small_source(name):
-    files = tuple(datasets._File(fname, f"https://example.invalid/{name}/{fname}",
-                                 hashlib.sha256(data).hexdigest(), len(data))
-                  for fname, data in SMALL[name].items())
+    files = tuple(
+        datasets._File(
+            fname,
+            f"https://example.invalid/{name}/{fname}",
+            hashlib.sha256(data).hexdigest(),
+            len(data),
+        )
+        for fname, data in SMALL[name].items()
+    )
     return datasets.Source(f"https://example.invalid/{name}", files, "test data")
 
 
@@ -90,8 +101,7 @@ class Server:
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     def close(self):
@@ -151,7 +161,8 @@ def check_small(name, data):
         assert data.values.dtype == np.float64 and data.values.shape == (27,)
         assert data.values[0] == 58.0 and data.values[12] == 73.3 and data.values[-1] == 45.3
         assert data.dates[0] == np.datetime64("1749-01") and data.dates[-1] == np.datetime64(
-            "1751-03")
+            "1751-03"
+        )
         np.testing.assert_allclose(data.years[[0, 12]], [1749 + 0.5 / 12, 1750 + 0.5 / 12])
     else:
         assert data == EXPECTED[name]
@@ -179,9 +190,12 @@ def test_a_root_that_is_not_a_folder_is_an_error(env, small, kind):
     root = env / "root"
     if kind == "file":
         root.write_text("x")
-    with pytest.raises(DatasetNotFoundError, match=rf"root .*root "
-                       rf"{'is not a folder' if kind == 'file' else 'does not exist'}: "
-                       r"expected a folder laid out as ROOT/names/\*\.txt"):
+    with pytest.raises(
+        DatasetNotFoundError,
+        match=rf"root .*root "
+        rf"{'is not a folder' if kind == 'file' else 'does not exist'}: "
+        r"expected a folder laid out as ROOT/names/\*\.txt",
+    ):
         datasets.load("names", root)
 
 
@@ -235,15 +249,18 @@ def test_a_damaged_cache_file_is_fetched_again(env, small, server):
     assert len(server.requests) == 2 * len(SMALL["names"])
 
 
-@pytest.mark.parametrize("mode, what", [("corrupt", "corrupt"), ("short", "truncated"),
-                                        ("cut", "truncated")])
+@pytest.mark.parametrize(
+    "mode, what", [("corrupt", "corrupt"), ("short", "truncated"), ("cut", "truncated")]
+)
 @pytest.mark.parametrize("name", ["names", "tinyshakespeare"])
-def test_bad_download_is_a_checksum_error_and_caches_nothing(env, small, server, name, mode,
-                                                             what):
+def test_bad_download_is_a_checksum_error_and_caches_nothing(env, small, server, name, mode, what):
     server.mode = mode
-    with pytest.raises(ChecksumError, match=rf"the download of {server.url}/{name}/\S+ is "
-                                            rf"{what}: .* expected \d+ bytes with sha256 "
-                                            r"[0-9a-f]{64}; nothing was cached"):
+    with pytest.raises(
+        ChecksumError,
+        match=rf"the download of {server.url}/{name}/\S+ is "
+        rf"{what}: .* expected \d+ bytes with sha256 "
+        r"[0-9a-f]{64}; nothing was cached",
+    ):
         datasets.load(name)
     assert cache_files(env) == []  # no file, no staging folder
     assert not (env / "xdg" / "rnnfast").exists()  # nor the cache folder the download made
@@ -265,9 +282,10 @@ def test_offline(env, small, name):
         datasets.load(name, env)
     message = str(info.value)
     assert isinstance(info.value, FileNotFoundError)
-    assert (f"data set {name!r} not found (looked in root {env}, RNNFAST_DATA (not set), "
-            f"the cache {env / 'xdg' / 'rnnfast'}) and its download failed: {url}/{name}/"
-            in message) and "refused" in message
+    assert (
+        f"data set {name!r} not found (looked in root {env}, RNNFAST_DATA (not set), "
+        f"the cache {env / 'xdg' / 'rnnfast'}) and its download failed: {url}/{name}/" in message
+    ) and "refused" in message
     assert f"Get it from {url} into ROOT/{name}" in message
     assert message.endswith("pass ROOT as root (--data in the examples) or set RNNFAST_DATA=ROOT")
     assert "\n" not in message
@@ -276,9 +294,12 @@ def test_offline(env, small, name):
 
 def test_offline_message_names_the_canonical_address(env, monkeypatch):
     monkeypatch.delenv(datasets.URL_ENV)
-    with pytest.raises(DatasetNotFoundError, match=r"and downloading was not allowed\. Get it from "
-                       r"https://github\.com/karpathy/char-rnn/.*tinyshakespeare into "
-                       r"ROOT/tinyshakespeare/input\.txt .*RNNFAST_DATA"):
+    with pytest.raises(
+        DatasetNotFoundError,
+        match=r"and downloading was not allowed\. Get it from "
+        r"https://github\.com/karpathy/char-rnn/.*tinyshakespeare into "
+        r"ROOT/tinyshakespeare/input\.txt .*RNNFAST_DATA",
+    ):
         datasets.load("tinyshakespeare", download=False)
 
 
@@ -288,8 +309,11 @@ def test_download_must_be_a_bool(env):
 
 
 def test_unknown_name(env):
-    with pytest.raises(ValueError, match=r"name: expected one of 'names', 'tinyshakespeare', "
-                                         r"'sunspots', got 'mnist'"):
+    with pytest.raises(
+        ValueError,
+        match=r"name: expected one of 'names', 'tinyshakespeare', "
+        r"'sunspots', got 'mnist'",
+    ):
         datasets.load("mnist")
 
 
@@ -324,14 +348,18 @@ def test_real_data_sets_parse():
     spots = datasets.load("sunspots", SHARED)
     assert spots.values.shape == spots.dates.shape == (3126,)
     assert spots.dates[0] == np.datetime64("1749-01") and spots.dates[-1] == np.datetime64(
-        "2009-06")
+        "2009-06"
+    )
     assert np.all(spots.values >= 0) and spots.values.max() > 200
 
 
 @needs_shared
 def test_real_download_from_a_mirror_of_the_shared_folder(env, monkeypatch):
-    files = {f"/{name}/{f.name}": (SHARED / name / f.name).read_bytes()
-             for name in datasets.NAMES for f in datasets.SOURCES[name].files}
+    files = {
+        f"/{name}/{f.name}": (SHARED / name / f.name).read_bytes()
+        for name in datasets.NAMES
+        for f in datasets.SOURCES[name].files
+    }
     srv = Server(files)
     try:
         monkeypatch.setenv(datasets.URL_ENV, srv.url)

@@ -11,6 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+
 from rnnfast.decoding import (
     beam_search,
     default_reorder,

@@ -4,8 +4,9 @@ beat the naive forecast; the kernel check it ends with; the sunspots of a datase
 from __future__ import annotations
 
 import numpy as np
-from rnnfast import demo
 from small_data import write_monthly
+
+from rnnfast import demo
 
 
 def test_mackey_glass_is_reproducible_bounded_and_not_periodic():
@@ -32,9 +33,27 @@ def test_a_short_training_run_beats_the_naive_forecast(tmp_path):
 
 def test_data_root_trains_on_its_sunspots(tmp_path, capsys):
     root, months = write_monthly(tmp_path / "data", years=12)
-    status = demo.main(["demo", "--data", str(root), "--out", str(tmp_path / "out"),
-                        "--epochs", "1", "--steps", "3", "--batch", "2", "--input-size", "3",
-                        "--hidden-size", "4", "--repeats", "1"])
+    status = demo.main(
+        [
+            "demo",
+            "--data",
+            str(root),
+            "--out",
+            str(tmp_path / "out"),
+            "--epochs",
+            "1",
+            "--steps",
+            "3",
+            "--batch",
+            "2",
+            "--input-size",
+            "3",
+            "--hidden-size",
+            "4",
+            "--repeats",
+            "1",
+        ]
+    )
     assert status in (0, 1)  # 1: one epoch did not beat the naive forecast
     out = capsys.readouterr().out
     assert f"series: monthly sunspot numbers, {months} months" in out

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS
+
+import rnnfast
 from rnnfast import RNN, diagnostics, functional
 
 F64 = np.float64
@@ -21,8 +22,12 @@ def _orthogonal(rng, n):
 
 def _layer_params(rnn, k):
     p = dict(rnn.named_parameters())
-    return (p[f"weight_ih_l{k}"], p[f"weight_hh_l{k}"], p.get(f"bias_ih_l{k}"),
-            p.get(f"bias_hh_l{k}"))
+    return (
+        p[f"weight_ih_l{k}"],
+        p[f"weight_hh_l{k}"],
+        p.get(f"bias_ih_l{k}"),
+        p.get(f"bias_hh_l{k}"),
+    )
 
 
 def _alphas(rnn):
@@ -35,15 +40,17 @@ def _layer_inputs(rnn, x, h0):
     inputs, inp = [], x
     for k in range(rnn.num_layers):
         inputs.append(inp)
-        y, _ = functional.rnn_forward(inp, *_layer_params(rnn, k), h0[k], rnn.nonlinearity,
-                                      alpha=_alphas(rnn)[k])
+        y, _ = functional.rnn_forward(
+            inp, *_layer_params(rnn, k), h0[k], rnn.nonlinearity, alpha=_alphas(rnn)[k]
+        )
         inp = y + inp if (rnn.residual and k > 0) else y
     return inputs
 
 
 def _run_layer(rnn, k, inp, h0_k):
-    y, _ = functional.rnn_forward(inp, *_layer_params(rnn, k), h0_k, rnn.nonlinearity,
-                                  alpha=_alphas(rnn)[k])
+    y, _ = functional.rnn_forward(
+        inp, *_layer_params(rnn, k), h0_k, rnn.nonlinearity, alpha=_alphas(rnn)[k]
+    )
     return y
 
 
@@ -53,10 +60,12 @@ def _run_layer(rnn, k, inp, h0_k):
 @pytest.mark.parametrize("n", [1, 3, 17, 33])
 def test_radius_and_singular_values_match_numpy(rng, n):
     w = rng.standard_normal((n, n))
-    assert diagnostics.spectral_radius(w) == pytest.approx(np.max(np.abs(np.linalg.eigvals(w))),
-                                                           rel=1e-12)
-    np.testing.assert_allclose(diagnostics.singular_values(w), np.linalg.svd(w, compute_uv=False),
-                               rtol=1e-12)
+    assert diagnostics.spectral_radius(w) == pytest.approx(
+        np.max(np.abs(np.linalg.eigvals(w))), rel=1e-12
+    )
+    np.testing.assert_allclose(
+        diagnostics.singular_values(w), np.linalg.svd(w, compute_uv=False), rtol=1e-12
+    )
     assert diagnostics.singular_values(w)[0] >= diagnostics.spectral_radius(w) - 1e-12
     scaled = diagnostics.scale_to_spectral_radius(w.astype(np.float32), 0.9)
     assert scaled.dtype == np.float32
@@ -66,8 +75,9 @@ def test_radius_and_singular_values_match_numpy(rng, n):
 def test_for_layer_covers_every_recurrent_weight():
     rnn = RNN(3, 5, num_layers=2, bidirectional=True, seed=0)
     info = diagnostics.for_layer(rnn)
-    assert sorted(info) == sorted(["weight_hh_l0", "weight_hh_l0_reverse", "weight_hh_l1",
-                                   "weight_hh_l1_reverse"])
+    assert sorted(info) == sorted(
+        ["weight_hh_l0", "weight_hh_l0_reverse", "weight_hh_l1", "weight_hh_l1_reverse"]
+    )
     params = dict(rnn.named_parameters())
     for name, (radius, sv) in info.items():
         w = params[name].astype(F64)
@@ -98,17 +108,26 @@ def _numerical_jacobians(rnn, k, inp, h0_k, eps=1e-6):
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
 @pytest.mark.parametrize("num_layers,layer", [(1, 0), (2, 0), (2, 1)])
 @pytest.mark.parametrize("batch_first", [False, True])
-def test_jacobian_norms_match_finite_differences(rng, nonlinearity, alpha, num_layers, layer,
-                                                 batch_first):
+def test_jacobian_norms_match_finite_differences(
+    rng, nonlinearity, alpha, num_layers, layer, batch_first
+):
     T, B, D, H = 7, 3, 2, 5
-    rnn = RNN(D, H, num_layers=num_layers, nonlinearity=nonlinearity, dtype=F64, seed=1,
-              alpha=alpha, batch_first=batch_first)
+    rnn = RNN(
+        D,
+        H,
+        num_layers=num_layers,
+        nonlinearity=nonlinearity,
+        dtype=F64,
+        seed=1,
+        alpha=alpha,
+        batch_first=batch_first,
+    )
     x = rng.standard_normal((T, B, D))
     h0 = rng.standard_normal((num_layers, B, H)) * 0.5
     inp = _layer_inputs(rnn, x, h0)[layer]
     J = _numerical_jacobians(rnn, layer, inp, h0[layer])
     spectral = np.linalg.norm(J, ord=2, axis=(2, 3))  # (T, B)
-    fro = np.sqrt((J ** 2).sum(axis=(2, 3)))
+    fro = np.sqrt((J**2).sum(axis=(2, 3)))
     xin = x.swapaxes(0, 1) if batch_first else x
     got = diagnostics.jacobian_norms(rnn, xin, h0, layer=layer)
     np.testing.assert_allclose(got, spectral.mean(axis=1), rtol=1e-6, atol=1e-9)
@@ -122,8 +141,11 @@ def test_jacobian_norms_float32_layer(rng):
     rnn = RNN(2, 4, seed=3)
     x = rng.standard_normal((6, 2, 2)).astype(np.float32)
     twin = RNN(2, 4, seed=3, dtype=F64)
-    np.testing.assert_allclose(diagnostics.jacobian_norms(rnn, x),
-                               diagnostics.jacobian_norms(twin, x.astype(F64)), rtol=1e-5)
+    np.testing.assert_allclose(
+        diagnostics.jacobian_norms(rnn, x),
+        diagnostics.jacobian_norms(twin, x.astype(F64)),
+        rtol=1e-5,
+    )
 
 
 # ---- dL/dh_t ---------------------------------------------------------------------------------------
@@ -145,8 +167,8 @@ def test_hidden_gradients_match_finite_differences(rng, nonlinearity, alpha):
         """L as a function of h_t (steps after t recomputed from it; steps up to t fixed)."""
         total = float(np.sum(d[:t] * y[:t])) + float(np.sum(d[t] * h_t))
         if t + 1 < T:
-            rest = _run_layer(rnn, 0, x[t + 1:], h_t)
-            return total + float(np.sum(d[t + 1:] * rest)) + float(np.sum(dh_n[0] * rest[-1]))
+            rest = _run_layer(rnn, 0, x[t + 1 :], h_t)
+            return total + float(np.sum(d[t + 1 :] * rest)) + float(np.sum(dh_n[0] * rest[-1]))
         return total + float(np.sum(dh_n[0] * h_t))
 
     g, dh0 = diagnostics.hidden_gradients(rnn, x, d, h0, dh_n=dh_n)
@@ -164,18 +186,26 @@ def test_hidden_gradients_match_finite_differences(rng, nonlinearity, alpha):
     _, dh0_layer = rnn.backward(d, dh_n)
     np.testing.assert_allclose(dh0, dh0_layer[0], rtol=1e-10, atol=1e-12)
     norms = diagnostics.gradient_norms(rnn, x, d, h0, dh_n=dh_n)
-    np.testing.assert_allclose(norms, np.sqrt((g ** 2).sum(axis=(1, 2))), rtol=1e-12)
+    np.testing.assert_allclose(norms, np.sqrt((g**2).sum(axis=(1, 2))), rtol=1e-12)
     per = diagnostics.gradient_norms(rnn, x, d, h0, dh_n=dh_n, per_item=True)
     assert per.shape == (T, B)
-    np.testing.assert_allclose(per, np.sqrt((g ** 2).sum(axis=2)), rtol=1e-12)
+    np.testing.assert_allclose(per, np.sqrt((g**2).sum(axis=2)), rtol=1e-12)
 
 
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_hidden_gradients_of_a_stack_agree_with_its_backward(rng, residual, batch_first):
     T, B, D, H, L = 6, 3, 2, 4, 3
-    rnn = RNN(D, H, num_layers=L, dtype=F64, seed=5, residual=residual, alpha=[1.0, 0.5, 0.8],
-              batch_first=batch_first)
+    rnn = RNN(
+        D,
+        H,
+        num_layers=L,
+        dtype=F64,
+        seed=5,
+        residual=residual,
+        alpha=[1.0, 0.5, 0.8],
+        batch_first=batch_first,
+    )
     x = rng.standard_normal((B, T, D) if batch_first else (T, B, D))
     d = rng.standard_normal((B, T, H) if batch_first else (T, B, H))
     rnn(x)

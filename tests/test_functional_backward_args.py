@@ -11,17 +11,32 @@ import inspect
 import numpy as np
 import pytest
 from conftest import DTYPES, assert_close, make_problem, numerical_gradient
+
 from rnnfast import functional as F
 from rnnfast import reference as R
 
 T, B, D, H = 5, 3, 2, 4
-REQUIRED = ("h0", "nonlinearity", "lengths", "alpha", "step_mask", "zero_output_for_mask",
-            "recurrent_mask")
+REQUIRED = (
+    "h0",
+    "nonlinearity",
+    "lengths",
+    "alpha",
+    "step_mask",
+    "zero_output_for_mask",
+    "recurrent_mask",
+)
 
 
 def _options(**over):
-    return {"nonlinearity": "tanh", "lengths": None, "alpha": 1.0, "step_mask": None,
-            "zero_output_for_mask": False, "recurrent_mask": None, **over}
+    return {
+        "nonlinearity": "tanh",
+        "lengths": None,
+        "alpha": 1.0,
+        "step_mask": None,
+        "zero_output_for_mask": False,
+        "recurrent_mask": None,
+        **over,
+    }
 
 
 @pytest.fixture
@@ -73,12 +88,14 @@ def test_explicit_h0_gives_the_true_gradient_and_h0_none_means_zeros(problem, rn
         return lambda: float(np.sum(F.rnn_forward(**{**p.forward_args(), "h0": h0})[0] * R_y))
 
     g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, R_y, h0=p.h0, **_options())
-    np.testing.assert_allclose(g.dweight_hh, numerical_gradient(loss(p.h0), p.weight_hh),
-                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        g.dweight_hh, numerical_gradient(loss(p.h0), p.weight_hh), rtol=1e-6, atol=1e-8
+    )
     y_zero, _ = F.rnn_forward(**{**p.forward_args(), "h0": None})
     g_zero = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y_zero, R_y, h0=None, **_options())
-    np.testing.assert_allclose(g_zero.dweight_hh, numerical_gradient(loss(None), p.weight_hh),
-                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        g_zero.dweight_hh, numerical_gradient(loss(None), p.weight_hh), rtol=1e-6, atol=1e-8
+    )
     assert np.max(np.abs(g.dweight_hh - g_zero.dweight_hh)) > 1e-2 * np.max(np.abs(g.dweight_hh))
 
 
@@ -88,19 +105,30 @@ def test_explicit_h0_gives_the_true_gradient_and_h0_none_means_zeros(problem, rn
 def _both(p, y, **over):
     """The forward and the backward with the options overridden (forward first)."""
     yield lambda: F.rnn_forward(**p.forward_args(), **_options(**over))
-    yield lambda: F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, y, h0=p.h0,
-                                 **_options(**over))
+    yield lambda: F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, y, h0=p.h0, **_options(**over))
 
 
-@pytest.mark.parametrize("bad, exc, message", [
-    (np.ones((T, B), np.float64), TypeError, r"step_mask: expected a bool .* got dtype float64"),
-    (np.ones((T, B), object), TypeError, r"step_mask: expected a bool"),
-    (np.ones((B, T), bool), ValueError, rf"step_mask: expected shape \(T, B\) = \({T}, {B}\), "
-                                        rf"got shape \({B}, {T}\)"),
-    (np.ones((T, B, 1), bool), ValueError, r"step_mask: expected shape"),
-    (np.full((T, B), 2), ValueError, r"step_mask: expected values 0 or 1 .* got 2"),
-    (np.full((T, B), -1), ValueError, r"step_mask: expected values 0 or 1"),
-], ids=["float", "object", "transposed", "3d", "value-2", "value-minus-1"])
+@pytest.mark.parametrize(
+    "bad, exc, message",
+    [
+        (
+            np.ones((T, B), np.float64),
+            TypeError,
+            r"step_mask: expected a bool .* got dtype float64",
+        ),
+        (np.ones((T, B), object), TypeError, r"step_mask: expected a bool"),
+        (
+            np.ones((B, T), bool),
+            ValueError,
+            rf"step_mask: expected shape \(T, B\) = \({T}, {B}\), "
+            rf"got shape \({B}, {T}\)",
+        ),
+        (np.ones((T, B, 1), bool), ValueError, r"step_mask: expected shape"),
+        (np.full((T, B), 2), ValueError, r"step_mask: expected values 0 or 1 .* got 2"),
+        (np.full((T, B), -1), ValueError, r"step_mask: expected values 0 or 1"),
+    ],
+    ids=["float", "object", "transposed", "3d", "value-2", "value-minus-1"],
+)
 def test_bad_step_mask(problem, bad, exc, message):
     p, y, _ = problem
     for call in _both(p, y, step_mask=bad):
@@ -116,14 +144,22 @@ def test_zero_output_for_mask_must_be_a_bool(problem, bad):
             call()
 
 
-@pytest.mark.parametrize("bad, exc, message", [
-    (np.ones((B, H + 1)), ValueError, rf"recurrent_mask: expected shape \(B, H\) = \({B}, {H}\), "
-                                      rf"got shape \({B}, {H + 1}\)"),
-    (np.ones((H, B)), ValueError, r"recurrent_mask: expected shape \(B, H\)"),
-    (np.ones(H), ValueError, r"recurrent_mask: expected shape \(B, H\)"),
-    (np.ones((B, H), np.float32), TypeError, r"recurrent_mask: dtype float32 differs"),
-    (np.ones((B, H), np.int64), TypeError, r"recurrent_mask: expected a float32 or float64"),
-], ids=["wide", "transposed", "1d", "float32-vs-float64", "int"])
+@pytest.mark.parametrize(
+    "bad, exc, message",
+    [
+        (
+            np.ones((B, H + 1)),
+            ValueError,
+            rf"recurrent_mask: expected shape \(B, H\) = \({B}, {H}\), "
+            rf"got shape \({B}, {H + 1}\)",
+        ),
+        (np.ones((H, B)), ValueError, r"recurrent_mask: expected shape \(B, H\)"),
+        (np.ones(H), ValueError, r"recurrent_mask: expected shape \(B, H\)"),
+        (np.ones((B, H), np.float32), TypeError, r"recurrent_mask: dtype float32 differs"),
+        (np.ones((B, H), np.int64), TypeError, r"recurrent_mask: expected a float32 or float64"),
+    ],
+    ids=["wide", "transposed", "1d", "float32-vs-float64", "int"],
+)
 def test_bad_recurrent_mask(problem, bad, exc, message):
     p, y, _ = problem
     for call in _both(p, y, recurrent_mask=bad):
@@ -171,6 +207,12 @@ def test_mask_layouts_and_integer_masks_give_the_same_results(dtype, rng):
             assert np.array_equal(a, b), (name, list(variant))
         for k, v in variant.items():
             assert np.array_equal(v, before[k]), f"{k} was modified"
-    assert_close(h_n, R.rnn_forward(**p.astype(np.float64).forward_args(),
-                                    **{**opts, "recurrent_mask": drop.astype(np.float64)})[1],
-                 dtype, "h_n")
+    assert_close(
+        h_n,
+        R.rnn_forward(
+            **p.astype(np.float64).forward_args(),
+            **{**opts, "recurrent_mask": drop.astype(np.float64)},
+        )[1],
+        dtype,
+        "h_n",
+    )

@@ -18,21 +18,28 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, DTYPES, ISAS, assert_close, make_problem, numerical_gradient
+
+import rnnfast
 from rnnfast import _core
 from rnnfast import functional as F
 from rnnfast import reference as R
-
 
 F64 = np.float64
 # T = 300, B = 4: the backward walks time in chunks of 256 steps, so chunk boundaries are crossed.
 SHAPES = [(1, 1, 2, 1), (1, 4, 3, 3), (6, 1, 3, 17), (9, 5, 4, 33), (300, 4, 5, 20)]
 SHAPE_IDS = [f"T{T}-B{B}-D{D}-H{H}" for T, B, D, H in SHAPES]
 # (what is given, zero_output_for_mask): the flag matters only with a step mask
-CASES = [("mask", False), ("mask", True), ("mask+lengths", False), ("mask+lengths", True),
-         ("recurrent", False), ("recurrent+lengths", False), ("mask+recurrent", False),
-         ("mask+recurrent", True)]
+CASES = [
+    ("mask", False),
+    ("mask", True),
+    ("mask+lengths", False),
+    ("mask+lengths", True),
+    ("recurrent", False),
+    ("recurrent+lengths", False),
+    ("mask+recurrent", False),
+    ("mask+recurrent", True),
+]
 CASE_IDS = [f"{c}{'-zero' if z else ''}" for c, z in CASES]
 
 
@@ -91,9 +98,16 @@ def reference_run(p, opts, y, dy, dh_n, dtype):
     fw = dict(opts, recurrent_mask=up(opts["recurrent_mask"]))
     y_ref, h_ref = R.rnn_forward(**q.forward_args(), **fw)
     rd = dtype if opts["nonlinearity"] == "relu" and opts["alpha"] != 1.0 else F64
-    g_ref = R.rnn_backward(up(p.x, rd), up(p.weight_ih, rd), up(p.weight_hh, rd), up(y, rd),
-                           up(dy, rd), up(dh_n, rd), h0=up(p.h0, rd),
-                           **dict(opts, recurrent_mask=up(opts["recurrent_mask"], rd)))
+    g_ref = R.rnn_backward(
+        up(p.x, rd),
+        up(p.weight_ih, rd),
+        up(p.weight_hh, rd),
+        up(y, rd),
+        up(dy, rd),
+        up(dh_n, rd),
+        h0=up(p.h0, rd),
+        **dict(opts, recurrent_mask=up(opts["recurrent_mask"], rd)),
+    )
     return y_ref, h_ref, g_ref
 
 
@@ -120,8 +134,9 @@ def assert_matches_reference(p, opts, dtype, rng):
 @pytest.mark.parametrize("alpha", [1.0, 0.6])
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_forward_and_gradients_match_reference(dtype, nonlinearity, alpha, case,
-                                               zero_output_for_mask, shape, isa, rng):
+def test_forward_and_gradients_match_reference(
+    dtype, nonlinearity, alpha, case, zero_output_for_mask, shape, isa, rng
+):
     T, B, D, H = shape
     p = make_problem(rng, T, B, D, H, dtype, h0=(T + B) % 2 == 0)  # with and without h0
     opts = options(case, zero_output_for_mask, rng, T, B, H, dtype, nonlinearity, alpha)
@@ -168,12 +183,20 @@ def test_trivial_masks_are_the_plain_kernels(dtype, rng):
     dy = rng.standard_normal((T, B, H)).astype(dtype)
     dh_n = rng.standard_normal((B, H)).astype(dtype)
     for lengths in (None, np.array([8, 0, 3, 8, 1])):
-        plain = {"nonlinearity": "tanh", "alpha": 1.0, "lengths": lengths, "step_mask": None,
-                 "zero_output_for_mask": False, "recurrent_mask": None}
+        plain = {
+            "nonlinearity": "tanh",
+            "alpha": 1.0,
+            "lengths": lengths,
+            "step_mask": None,
+            "zero_output_for_mask": False,
+            "recurrent_mask": None,
+        }
         want = kernel_run(p, plain, dy, dh_n)
-        for masked in ({"step_mask": np.ones((T, B), bool)},
-                       {"step_mask": np.ones((T, B), bool), "zero_output_for_mask": True},
-                       {"recurrent_mask": np.ones((B, H), dtype)}):
+        for masked in (
+            {"step_mask": np.ones((T, B), bool)},
+            {"step_mask": np.ones((T, B), bool), "zero_output_for_mask": True},
+            {"recurrent_mask": np.ones((B, H), dtype)},
+        ):
             got = kernel_run(p, dict(plain, **masked), dy, dh_n)
             for name, a, b in zip(("y", "h_n", "h_last"), got, want):
                 if lengths is None:  # the same GEMMs, then only a select: bit for bit
@@ -188,14 +211,18 @@ def test_all_false_mask_keeps_h0_and_passes_dh_n_to_dh0(rng):
     T, B, D, H = 5, 3, 2, 4
     p = make_problem(rng, T, B, D, H)
     for zero in (False, True):
-        opts = {"nonlinearity": "tanh", "alpha": 0.5, "lengths": None,
-                "step_mask": np.zeros((T, B), bool), "zero_output_for_mask": zero,
-                "recurrent_mask": recurrent_mask(rng, B, H, F64)}
+        opts = {
+            "nonlinearity": "tanh",
+            "alpha": 0.5,
+            "lengths": None,
+            "step_mask": np.zeros((T, B), bool),
+            "zero_output_for_mask": zero,
+            "recurrent_mask": recurrent_mask(rng, B, H, F64),
+        }
         y, h_n = F.rnn_forward(**p.forward_args(), **opts)
         assert np.all(y == 0) and np.array_equal(h_n, p.h0)
         dh_n = rng.standard_normal((B, H))
-        g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, np.ones_like(y), dh_n, h0=p.h0,
-                           **opts)
+        g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, np.ones_like(y), dh_n, h0=p.h0, **opts)
         assert np.array_equal(g.dh0, dh_n)
         for name in ("dx", "dweight_ih", "dweight_hh", "dbias"):
             assert not getattr(g, name).any(), name
@@ -208,12 +235,14 @@ def test_masked_outputs_and_states_are_keras_s(zero_output_for_mask, rng):
     T, B, D, H = 9, 4, 3, 5
     p = make_problem(rng, T, B, D, H)
     keep = step_mask(rng, T, B)
-    y, h_n = F.rnn_forward(**p.forward_args(), step_mask=keep,
-                           zero_output_for_mask=zero_output_for_mask)
+    y, h_n = F.rnn_forward(
+        **p.forward_args(), step_mask=keep, zero_output_for_mask=zero_output_for_mask
+    )
     for b in range(B):
         kept = np.flatnonzero(keep[:, b])
-        alone, alone_h = F.rnn_forward(p.x[kept, b:b + 1], p.weight_ih, p.weight_hh, p.bias_ih,
-                                       p.bias_hh, p.h0[b:b + 1])
+        alone, alone_h = F.rnn_forward(
+            p.x[kept, b : b + 1], p.weight_ih, p.weight_hh, p.bias_ih, p.bias_hh, p.h0[b : b + 1]
+        )
         assert_close(y[kept, b], alone[:, 0], F64, f"kept steps of sequence {b}")
         assert_close(h_n[b], alone_h[0] if kept.size else p.h0[b], F64, f"h_n of {b}")
         previous = np.zeros(H)
@@ -233,11 +262,16 @@ def test_lengths_and_mask_combine(zero_output_for_mask, rng):
     p = make_problem(rng, T, B, D, H)
     keep = step_mask(rng, T, B)
     lengths = np.array([7, 2, 0, 5])
-    y, h_n = F.rnn_forward(**p.forward_args(), lengths=lengths, step_mask=keep,
-                           zero_output_for_mask=zero_output_for_mask)
+    y, h_n = F.rnn_forward(
+        **p.forward_args(),
+        lengths=lengths,
+        step_mask=keep,
+        zero_output_for_mask=zero_output_for_mask,
+    )
     within = np.arange(T)[:, None] < lengths[None, :]
-    y_and, h_and = F.rnn_forward(**p.forward_args(), step_mask=keep & within,
-                                 zero_output_for_mask=zero_output_for_mask)
+    y_and, h_and = F.rnn_forward(
+        **p.forward_args(), step_mask=keep & within, zero_output_for_mask=zero_output_for_mask
+    )
     assert np.array_equal(h_n, h_and)
     assert np.array_equal(y[within], y_and[within])
     assert not y[~within].any()
@@ -261,8 +295,9 @@ def test_recurrent_mask_is_h_times_mask_before_w_hh(rng):
 @pytest.mark.parametrize("case, zero_output_for_mask", CASES, ids=CASE_IDS)
 @pytest.mark.parametrize("alpha", [1.0, 0.4])
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
-def test_gradients_by_finite_differences(nonlinearity, alpha, case, zero_output_for_mask,
-                                         with_h0, rng):
+def test_gradients_by_finite_differences(
+    nonlinearity, alpha, case, zero_output_for_mask, with_h0, rng
+):
     T, B, D, H = 6, 3, 2, 4
     p = make_problem(rng, T, B, D, H, h0=with_h0)
     opts = options(case, zero_output_for_mask, rng, T, B, H, F64, nonlinearity, alpha)
@@ -275,8 +310,14 @@ def test_gradients_by_finite_differences(nonlinearity, alpha, case, zero_output_
 
     y, _ = F.rnn_forward(**p.forward_args(), **opts)
     g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, R_y, R_h, h0=p.h0, **opts)
-    analytic = {"x": g.dx, "h0": g.dh0, "weight_ih": g.dweight_ih, "weight_hh": g.dweight_hh,
-                "bias_ih": g.dbias, "bias_hh": g.dbias}
+    analytic = {
+        "x": g.dx,
+        "h0": g.dh0,
+        "weight_ih": g.dweight_ih,
+        "weight_hh": g.dweight_hh,
+        "bias_ih": g.dbias,
+        "bias_hh": g.dbias,
+    }
     for name, want in analytic.items():
         if p[name] is None:
             continue
@@ -289,13 +330,16 @@ def test_gradients_by_finite_differences(nonlinearity, alpha, case, zero_output_
 THREAD_SHAPES = [(20, 16, 100, 256), (3, 3000, 3, 5), (50, 3, 17, 33)]
 
 
-@pytest.mark.parametrize("shape", THREAD_SHAPES,
-                         ids=[f"T{T}-B{B}-D{D}-H{H}" for T, B, D, H in THREAD_SHAPES])
-@pytest.mark.parametrize("case, zero_output_for_mask", [CASES[2], CASES[7]],
-                         ids=[CASE_IDS[2], CASE_IDS[7]])
+@pytest.mark.parametrize(
+    "shape", THREAD_SHAPES, ids=[f"T{T}-B{B}-D{D}-H{H}" for T, B, D, H in THREAD_SHAPES]
+)
+@pytest.mark.parametrize(
+    "case, zero_output_for_mask", [CASES[2], CASES[7]], ids=[CASE_IDS[2], CASE_IDS[7]]
+)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_thread_counts_give_the_same_bits(dtype, case, zero_output_for_mask, shape, isa,
-                                          restore_threads, rng):
+def test_thread_counts_give_the_same_bits(
+    dtype, case, zero_output_for_mask, shape, isa, restore_threads, rng
+):
     T, B, D, H = shape
     p = make_problem(rng, T, B, D, H, dtype)
     opts = options(case, zero_output_for_mask, rng, T, B, H, dtype)
@@ -314,8 +358,9 @@ def test_thread_counts_give_the_same_bits(dtype, case, zero_output_for_mask, sha
     for name, a, b in zip(("y", "h_n") + F.RNNGrads._fields, results[2], results[1]):
         np.testing.assert_array_equal(a, b, err_msg=f"{name}: 2 threads vs 1")
     y_ref, h_ref, g_ref = reference_run(p, opts, results[1][0], dy, dh_n, dtype)
-    for name, got, want in zip(("y", "h_n") + F.RNNGrads._fields, results[1],
-                               (y_ref, h_ref) + tuple(g_ref)):
+    for name, got, want in zip(
+        ("y", "h_n") + F.RNNGrads._fields, results[1], (y_ref, h_ref) + tuple(g_ref)
+    ):
         assert_close(got, want, dtype, name)
 
 
@@ -341,26 +386,53 @@ def test_rnnfast_isa_forces_the_masked_kernels_isa(forced, tmp_path, rng):
     this process."""
     T, B, D, H = 12, 5, 7, 33
     p = make_problem(rng, T, B, D, H, np.float32)
-    data = {"x": p.x, "w_ih": p.weight_ih, "w_hh": p.weight_hh, "b": p.bias_ih, "h0": p.h0,
-            "dy": rng.standard_normal((T, B, H)).astype(np.float32),
-            "step_mask": step_mask(rng, T, B),
-            "recurrent_mask": recurrent_mask(rng, B, H, np.float32)}
+    data = {
+        "x": p.x,
+        "w_ih": p.weight_ih,
+        "w_hh": p.weight_hh,
+        "b": p.bias_ih,
+        "h0": p.h0,
+        "dy": rng.standard_normal((T, B, H)).astype(np.float32),
+        "step_mask": step_mask(rng, T, B),
+        "recurrent_mask": recurrent_mask(rng, B, H, np.float32),
+    }
     np.savez(tmp_path / "in.npz", **data)
     opts = {"nonlinearity": "relu", "alpha": 0.7, "zero_output_for_mask": False}
     env = dict(os.environ, RNNFAST_ISA=forced)
-    subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(tmp_path / "in.npz"), json.dumps(opts),
-                    str(tmp_path / "out.npz")], env=env, check=True,
-                   cwd=Path(__file__).parent)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _ISA_SCRIPT,
+            str(tmp_path / "in.npz"),
+            json.dumps(opts),
+            str(tmp_path / "out.npz"),
+        ],
+        env=env,
+        check=True,
+        cwd=Path(__file__).parent,
+    )
     out = np.load(tmp_path / "out.npz")
     assert str(out["isa"]) == forced
     previous = _core.active_isa()
     try:
         _core.set_active_isa(forced)
         masks = {"step_mask": data["step_mask"], "recurrent_mask": data["recurrent_mask"]}
-        y, h_n = F.rnn_forward(p.x, p.weight_ih, p.weight_hh, p.bias_ih, None, p.h0, **opts,
-                               **masks)
-        g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, data["dy"], None, h0=p.h0,
-                           lengths=None, **opts, **masks)
+        y, h_n = F.rnn_forward(
+            p.x, p.weight_ih, p.weight_hh, p.bias_ih, None, p.h0, **opts, **masks
+        )
+        g = F.rnn_backward(
+            p.x,
+            p.weight_ih,
+            p.weight_hh,
+            y,
+            data["dy"],
+            None,
+            h0=p.h0,
+            lengths=None,
+            **opts,
+            **masks,
+        )
     finally:
         _core.set_active_isa(previous)
     for name, want in {"y": y, "h_n": h_n, **g._asdict()}.items():
@@ -381,13 +453,12 @@ def assert_keras_close(actual, desired, what):
     np.testing.assert_allclose(actual, desired, rtol=2e-5, atol=2e-6 * scale, err_msg=what)
 
 
-
-
 def keras_rnn(keras, rng, activation, use_bias=True, **kw):
     """A built SimpleRNN returning every output and the final state, with random weights (small,
     so relu stays tame); and its weights as rnnfast's (W_ih, W_hh, b)."""
-    kl = keras.layers.SimpleRNN(KH, activation=activation, use_bias=use_bias,
-                                return_sequences=True, return_state=True, **kw)
+    kl = keras.layers.SimpleRNN(
+        KH, activation=activation, use_bias=use_bias, return_sequences=True, return_state=True, **kw
+    )
     kl.build((None, KT, KD))
     weights = [rng.uniform(-0.6, 0.6, size=tuple(v.shape)).astype(np.float32) for v in kl.weights]
     kl.set_weights(weights)
@@ -416,12 +487,28 @@ def keras_call(torch, kl, x, h0, **kw):
     S = torch.tensor(rng.standard_normal(tuple(state.shape)).astype(np.float32))
     (out * R).sum().add((state * S).sum()).backward()
     grads = [v.value.grad.detach().numpy().copy() for v in kl.weights]
-    return (out.detach().numpy(), state.detach().numpy(), xt.grad.numpy(), ht.grad.numpy(),
-            grads, R.numpy(), S.numpy())
+    return (
+        out.detach().numpy(),
+        state.detach().numpy(),
+        xt.grad.numpy(),
+        ht.grad.numpy(),
+        grads,
+        R.numpy(),
+        S.numpy(),
+    )
 
 
-def rnnfast_vs_keras(keras_result, weights, x, h0, activation, step_mask_bt=None,
-                     zero_output_for_mask=False, rmask=None, reverse=False):
+def rnnfast_vs_keras(
+    keras_result,
+    weights,
+    x,
+    h0,
+    activation,
+    step_mask_bt=None,
+    zero_output_for_mask=False,
+    rmask=None,
+    reverse=False,
+):
     """The functional API on the same problem (time-major; reversed in time for go_backwards,
     whose outputs Keras returns in processing order) against Keras's numbers."""
     out, state, dx_k, dh0_k, grads_k, R_y, R_h = keras_result
@@ -431,8 +518,14 @@ def rnnfast_vs_keras(keras_result, weights, x, h0, activation, step_mask_bt=None
     if reverse:
         xs = xs[::-1]
         keep = None if keep is None else keep[::-1]
-    opts = {"nonlinearity": activation, "lengths": None, "alpha": 1.0, "step_mask": keep,
-            "zero_output_for_mask": zero_output_for_mask, "recurrent_mask": rmask}
+    opts = {
+        "nonlinearity": activation,
+        "lengths": None,
+        "alpha": 1.0,
+        "step_mask": keep,
+        "zero_output_for_mask": zero_output_for_mask,
+        "recurrent_mask": rmask,
+    }
     y, h_n = F.rnn_forward(xs, w_ih, w_hh, b, None, h0, **opts)
     assert_keras_close(y.swapaxes(0, 1), out, "outputs")
     assert_keras_close(h_n, state, "final state")
@@ -449,10 +542,12 @@ def rnnfast_vs_keras(keras_result, weights, x, h0, activation, step_mask_bt=None
 @pytest.mark.parametrize("use_bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("zero_output_for_mask", [False, True], ids=["previous", "zeros"])
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_keras_simple_rnn_with_a_general_mask(keras, torch, activation, zero_output_for_mask,
-                                              use_bias, rng):
-    kl, weights = keras_rnn(keras, rng, activation, use_bias,
-                            zero_output_for_mask=zero_output_for_mask)
+def test_keras_simple_rnn_with_a_general_mask(
+    keras, torch, activation, zero_output_for_mask, use_bias, rng
+):
+    kl, weights = keras_rnn(
+        keras, rng, activation, use_bias, zero_output_for_mask=zero_output_for_mask
+    )
     x = rng.standard_normal((KB, KT, KD)).astype(np.float32)
     h0 = rng.uniform(-1, 1, (KB, KH)).astype(np.float32)
     mask = keras_mask(rng)
@@ -478,8 +573,9 @@ def test_keras_masking_layer(keras, torch, rng):
     assert np.array_equal(derived, mask)
     out, state = kl(masked, initial_state=[ht], mask=masking.compute_mask(xt))
     w_ih, w_hh, b = weights
-    y, h_n = F.rnn_forward(x.swapaxes(0, 1), w_ih, w_hh, b, None, h0,
-                           step_mask=np.any(x != 0.0, axis=2).T)
+    y, h_n = F.rnn_forward(
+        x.swapaxes(0, 1), w_ih, w_hh, b, None, h0, step_mask=np.any(x != 0.0, axis=2).T
+    )
     assert_keras_close(y.swapaxes(0, 1), out.detach().numpy(), "outputs")
     assert_keras_close(h_n, state.detach().numpy(), "final state")
 
@@ -488,8 +584,9 @@ def test_keras_masking_layer(keras, torch, rng):
 def test_keras_go_backwards_with_a_mask(keras, torch, zero_output_for_mask, rng):
     """go_backwards reverses the input and the mask and returns outputs in processing order:
     rnnfast on the time-reversed input and mask gives the same numbers."""
-    kl, weights = keras_rnn(keras, rng, "tanh", go_backwards=True,
-                            zero_output_for_mask=zero_output_for_mask)
+    kl, weights = keras_rnn(
+        keras, rng, "tanh", go_backwards=True, zero_output_for_mask=zero_output_for_mask
+    )
     x = rng.standard_normal((KB, KT, KD)).astype(np.float32)
     h0 = rng.uniform(-1, 1, (KB, KH)).astype(np.float32)
     mask = keras_mask(rng)

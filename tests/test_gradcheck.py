@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, PLAIN, make_problem, make_problem_away_from_kink, preactivations
+
+import rnnfast
 from rnnfast import functional as F
 
 T, B, D, H = 4, 2, 3, 5
@@ -49,8 +50,14 @@ def _numerical_gradient(p, name, nonlinearity, R, S):
 def _analytic_gradients(p, nonlinearity, R, S):
     y, _ = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity)
     g = F.rnn_backward(
-        p.x, p.weight_ih, p.weight_hh, y, dy=R, dh_n=S, h0=p.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity)
+        p.x,
+        p.weight_ih,
+        p.weight_hh,
+        y,
+        dy=R,
+        dh_n=S,
+        h0=p.h0,
+        **dict(PLAIN, nonlinearity=nonlinearity),
     )
     return {
         "x": g.dx,

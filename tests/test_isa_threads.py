@@ -7,17 +7,18 @@ import itertools
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import (
-    PLAIN,
     ACTIVATIONS,
     DTYPES,
     ISAS,
+    PLAIN,
     assert_close,
     make_problem,
     reference_backward,
     reference_forward,
 )
+
+import rnnfast
 from rnnfast import _core
 from rnnfast import functional as F
 
@@ -31,8 +32,14 @@ def _run(p, nonlinearity, dy, dh_n):
     """Forward and backward through the functional API: (y, h_n, *grads)."""
     y, h_n = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity)
     g = F.rnn_backward(
-        p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=dh_n, h0=p.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity)
+        p.x,
+        p.weight_ih,
+        p.weight_hh,
+        y,
+        dy=dy,
+        dh_n=dh_n,
+        h0=p.h0,
+        **dict(PLAIN, nonlinearity=nonlinearity),
     )
     return (y, h_n) + tuple(g)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import ACTIVATIONS, DTYPES, PLAIN, assert_close, make_problem
+
 from rnnfast import functional as F
 from rnnfast import reference as R
 
@@ -31,20 +32,28 @@ def _reference_dtype(dtype, nonlinearity, alpha):
 @pytest.mark.parametrize("alpha", [1.0, 0.7, 0.25])
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_forward_and_gradients_match_reference(dtype, nonlinearity, alpha, with_lengths, shape,
-                                               isa, rng):
+def test_forward_and_gradients_match_reference(
+    dtype, nonlinearity, alpha, with_lengths, shape, isa, rng
+):
     T, B, D, H = shape
     p = make_problem(rng, T, B, D, H, dtype)
     lengths = _lengths(rng, T, B) if with_lengths else None
-    y, h_n = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity, lengths=lengths,
-                           alpha=alpha)
+    y, h_n = F.rnn_forward(
+        **p.forward_args(), nonlinearity=nonlinearity, lengths=lengths, alpha=alpha
+    )
     q = p.astype(np.float64)
-    y_ref, h_ref = R.rnn_forward(**q.forward_args(), nonlinearity=nonlinearity, lengths=lengths,
-                                 alpha=alpha)
+    y_ref, h_ref = R.rnn_forward(
+        **q.forward_args(), nonlinearity=nonlinearity, lengths=lengths, alpha=alpha
+    )
     assert_close(y, y_ref, dtype, "y")
     assert_close(h_n, h_ref, dtype, "h_n")
-    _, h_last = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity, lengths=lengths,
-                              alpha=alpha, return_sequences=False)
+    _, h_last = F.rnn_forward(
+        **p.forward_args(),
+        nonlinearity=nonlinearity,
+        lengths=lengths,
+        alpha=alpha,
+        return_sequences=False,
+    )
     assert_close(h_last, h_n, dtype, "h_n, return_sequences=False")
 
     dy = rng.standard_normal(y.shape).astype(dtype)
@@ -68,8 +77,9 @@ def test_padded_steps_are_zero_and_h_n_is_each_sequences_own_last_state(rng):
     # each sequence alone gives the same outputs as inside the padded batch
     for b, n in enumerate(lengths):
         if n:
-            y_b, _ = F.rnn_forward(p.x[:n, b : b + 1], p.weight_ih, p.weight_hh, p.bias_ih,
-                                   p.bias_hh, p.h0[b : b + 1])
+            y_b, _ = F.rnn_forward(
+                p.x[:n, b : b + 1], p.weight_ih, p.weight_hh, p.bias_ih, p.bias_hh, p.h0[b : b + 1]
+            )
             assert_close(y[:n, b], y_b[:, 0], np.float64, f"sequence {b}")
 
 
@@ -83,22 +93,40 @@ def test_leaky_gradients_by_finite_differences(nonlinearity, with_lengths, rng):
     R_h = rng.standard_normal((B, H))
 
     def loss(q):
-        y, h_n = F.rnn_forward(**q.forward_args(), nonlinearity=nonlinearity, lengths=lengths,
-                               alpha=alpha)
+        y, h_n = F.rnn_forward(
+            **q.forward_args(), nonlinearity=nonlinearity, lengths=lengths, alpha=alpha
+        )
         return float(np.sum(y * R_y) + np.sum(h_n * R_h))
 
-    y, _ = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity, lengths=lengths,
-                         alpha=alpha)
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, R_y, R_h, h0=p.h0,
-                       **dict(PLAIN, nonlinearity=nonlinearity, lengths=lengths, alpha=alpha))
-    analytic = {"x": g.dx, "h0": g.dh0, "weight_ih": g.dweight_ih, "weight_hh": g.dweight_hh,
-                "bias_ih": g.dbias, "bias_hh": g.dbias}
+    y, _ = F.rnn_forward(
+        **p.forward_args(), nonlinearity=nonlinearity, lengths=lengths, alpha=alpha
+    )
+    g = F.rnn_backward(
+        p.x,
+        p.weight_ih,
+        p.weight_hh,
+        y,
+        R_y,
+        R_h,
+        h0=p.h0,
+        **dict(PLAIN, nonlinearity=nonlinearity, lengths=lengths, alpha=alpha),
+    )
+    analytic = {
+        "x": g.dx,
+        "h0": g.dh0,
+        "weight_ih": g.dweight_ih,
+        "weight_hh": g.dweight_hh,
+        "bias_ih": g.dbias,
+        "bias_hh": g.dbias,
+    }
     eps = 1e-6
     for name, want in analytic.items():
         numeric = np.zeros_like(p[name])
         for idx in np.ndindex(p[name].shape):
-            plus, minus = (type(p)({k: (None if v is None else v.copy()) for k, v in p.items()})
-                           for _ in range(2))
+            plus, minus = (
+                type(p)({k: (None if v is None else v.copy()) for k, v in p.items()})
+                for _ in range(2)
+            )
             plus[name][idx] += eps
             minus[name][idx] -= eps
             numeric[idx] = (loss(plus) - loss(minus)) / (2 * eps)

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 from conftest import DTYPES, assert_close, tol
+
 from rnnfast import losses, metrics
 from rnnfast.losses import cross_entropy, log_softmax, mse_loss
 
@@ -24,8 +25,9 @@ T, B, V = 5, 3, 7
 def assert_loss_close(actual, expected, dtype, what="loss"):
     assert isinstance(actual, float), f"{what}: {type(actual)} is not a float"
     t = tol(dtype)
-    np.testing.assert_allclose(actual, expected, rtol=t["rtol"],
-                               atol=t["atol"] * max(1.0, abs(expected)), err_msg=what)
+    np.testing.assert_allclose(
+        actual, expected, rtol=t["rtol"], atol=t["atol"] * max(1.0, abs(expected)), err_msg=what
+    )
 
 
 def torch_cross_entropy(torch, logits, targets, valid, reduction, batch_first):
@@ -62,11 +64,15 @@ def _lengths_valid(lengths, shape, batch_first):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
-@pytest.mark.parametrize("exclude,layout", [
-    (e, layout) for e in ["none", "ignore_index", "lengths", "mask", "all-three"]
-    for layout in ["BV", "TBV", "BTV"]
-    if not (layout == "BV" and e in ("lengths", "all-three"))  # lengths need (T, B) targets
-])
+@pytest.mark.parametrize(
+    "exclude,layout",
+    [
+        (e, layout)
+        for e in ["none", "ignore_index", "lengths", "mask", "all-three"]
+        for layout in ["BV", "TBV", "BTV"]
+        if not (layout == "BV" and e in ("lengths", "all-three"))  # lengths need (T, B) targets
+    ],
+)
 def test_cross_entropy_matches_torch(torch, exclude, layout, reduction, dtype, rng):
     batch_first = layout == "BTV"
     logits, targets = _problem(rng, layout, dtype)
@@ -86,8 +92,9 @@ def test_cross_entropy_matches_torch(torch, exclude, layout, reduction, dtype, r
     logits_before, targets_before = logits.copy(), targets.copy()
 
     loss, d_logits = cross_entropy(logits, targets, **kw)
-    expected_loss, expected_grad = torch_cross_entropy(torch, logits, targets, valid, reduction,
-                                                       batch_first)
+    expected_loss, expected_grad = torch_cross_entropy(
+        torch, logits, targets, valid, reduction, batch_first
+    )
     assert_loss_close(loss, expected_loss, dtype)
     assert_close(d_logits, expected_grad, dtype, "d_logits")
     assert not np.any(d_logits[~valid])
@@ -126,25 +133,31 @@ def test_cross_entropy_of_padded_steps_is_the_loss_of_the_kept_steps(rng):
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
-@pytest.mark.parametrize("exclude,layout", [
-    ("none", "BV"), ("none", "TBV"), ("none", "BTV"),
-    ("lengths-mask-ignore", "TBV"), ("lengths-mask-ignore", "BTV"),
-])
+@pytest.mark.parametrize(
+    "exclude,layout",
+    [
+        ("none", "BV"),
+        ("none", "TBV"),
+        ("none", "BTV"),
+        ("lengths-mask-ignore", "TBV"),
+        ("lengths-mask-ignore", "BTV"),
+    ],
+)
 def test_cross_entropy_gradient_fd(exclude, layout, reduction, rng):
     batch_first = layout == "BTV"
     logits, targets = _problem(rng, layout, np.float64, scale=1.0)
     kw = {"reduction": reduction, "batch_first": batch_first}
     if exclude != "none":
-        kw.update(lengths=np.array([T, 3, 1]), mask=rng.random(targets.shape) < 0.8,
-                  ignore_index=0)
+        kw.update(lengths=np.array([T, 3, 1]), mask=rng.random(targets.shape) < 0.8, ignore_index=0)
     _, grad = cross_entropy(logits, targets, **kw)
     numeric = np.zeros_like(logits)
     for idx in np.ndindex(logits.shape):
         plus, minus = logits.copy(), logits.copy()
         plus[idx] += EPS
         minus[idx] -= EPS
-        numeric[idx] = (cross_entropy(plus, targets, **kw)[0]
-                        - cross_entropy(minus, targets, **kw)[0]) / (2 * EPS)
+        numeric[idx] = (
+            cross_entropy(plus, targets, **kw)[0] - cross_entropy(minus, targets, **kw)[0]
+        ) / (2 * EPS)
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-9)
 
 
@@ -163,8 +176,9 @@ def test_cross_entropy_gradient_rows_sum_to_zero_and_dtype(dtype, rng):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("scale", [1e2, 1e4])
 @pytest.mark.parametrize("vocab", [2, 50_000])
-def test_cross_entropy_stays_finite_for_large_logits_and_vocabularies(torch, vocab, scale,
-                                                                      dtype, rng):
+def test_cross_entropy_stays_finite_for_large_logits_and_vocabularies(
+    torch, vocab, scale, dtype, rng
+):
     logits = (scale * rng.standard_normal((4, vocab))).astype(dtype)
     targets = rng.integers(0, vocab, size=4)
     targets[0] = np.argmax(logits[0])  # a confident hit: loss ~0
@@ -172,7 +186,8 @@ def test_cross_entropy_stays_finite_for_large_logits_and_vocabularies(torch, voc
     loss, d = cross_entropy(logits, targets)
     assert math.isfinite(loss) and np.all(np.isfinite(d))
     expected_loss, expected_grad = torch_cross_entropy(
-        torch, logits, targets, np.ones(4, bool), "mean", False)
+        torch, logits, targets, np.ones(4, bool), "mean", False
+    )
     assert_loss_close(loss, expected_loss, dtype)
     assert_close(d, expected_grad, dtype, "d_logits")
 
@@ -183,8 +198,9 @@ def test_log_softmax_is_stable():
     assert np.all(np.isfinite(out[:2])) and out[2, 2] == 0.0
     np.testing.assert_allclose(out[0], [0.0, -1e4, -2e4])
     np.testing.assert_allclose(out[1], np.log(1 / 3) * np.ones(3))
-    np.testing.assert_allclose(np.exp(log_softmax(np.arange(6.0).reshape(2, 3), axis=0)).sum(0),
-                               1.0)
+    np.testing.assert_allclose(
+        np.exp(log_softmax(np.arange(6.0).reshape(2, 3), axis=0)).sum(0), 1.0
+    )
 
 
 # ---- nothing counts -----------------------------------------------------------------------------
@@ -210,8 +226,9 @@ def test_cross_entropy_with_no_counted_position_is_zero(how, reduction, dtype, r
     assert d.shape == logits.shape and d.dtype == dtype
     assert not np.any(d)
     if how != "empty":
-        assert math.isnan(metrics.accuracy(logits, targets, **{k: v for k, v in kw.items()
-                                                               if k != "reduction"}))
+        assert math.isnan(
+            metrics.accuracy(logits, targets, **{k: v for k, v in kw.items() if k != "reduction"})
+        )
 
 
 # ---- bad input ----------------------------------------------------------------------------------
@@ -225,8 +242,10 @@ def test_cross_entropy_bad_input():
     with pytest.raises(TypeError, match="logits"):
         cross_entropy(logits.astype(np.int64), targets)
     for shape in [(2, 3), (3,), (3, 2, 4), (3, 2, 1)]:
-        with pytest.raises(ValueError, match=r"targets.*\(3, 2\).*" + str(shape)
-                           .replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(
+            ValueError,
+            match=r"targets.*\(3, 2\).*" + str(shape).replace("(", r"\(").replace(")", r"\)"),
+        ):
             cross_entropy(logits, np.zeros(shape, dtype=np.int64))
     for bad in (4, -1, 100):
         t = targets.copy()
@@ -250,8 +269,9 @@ def test_cross_entropy_bad_input():
         with pytest.raises(ValueError, match="lengths"):
             metrics.accuracy(logits, targets, lengths=np.array(lengths))
     with pytest.raises(ValueError, match="lengths"):
-        cross_entropy(logits.swapaxes(0, 1), targets.T, lengths=np.array([1, 4]),
-                      batch_first=True)  # T = 3 along axis 1
+        cross_entropy(
+            logits.swapaxes(0, 1), targets.T, lengths=np.array([1, 4]), batch_first=True
+        )  # T = 3 along axis 1
     with pytest.raises(ValueError, match="lengths"):
         cross_entropy(logits[0], targets[0], lengths=np.array([1, 2]))
 
@@ -284,8 +304,9 @@ def test_mse_loss_matches_torch(torch, shape, reduction, dtype, rng):
     before = pred.copy(), target.copy()
     loss, d = mse_loss(pred, target, reduction)
     tp = torch.tensor(pred.astype(np.float64), requires_grad=True)
-    expected = torch.nn.functional.mse_loss(tp, torch.from_numpy(target.astype(np.float64)),
-                                            reduction=reduction)
+    expected = torch.nn.functional.mse_loss(
+        tp, torch.from_numpy(target.astype(np.float64)), reduction=reduction
+    )
     expected.backward()
     assert_loss_close(loss, expected.item(), dtype)
     assert_close(d, tp.grad.numpy(), dtype, "d_pred")
@@ -303,8 +324,9 @@ def test_mse_loss_gradient_fd(reduction, rng):
         plus, minus = pred.copy(), pred.copy()
         plus[idx] += EPS
         minus[idx] -= EPS
-        numeric[idx] = (mse_loss(plus, target, reduction)[0]
-                        - mse_loss(minus, target, reduction)[0]) / (2 * EPS)
+        numeric[idx] = (
+            mse_loss(plus, target, reduction)[0] - mse_loss(minus, target, reduction)[0]
+        ) / (2 * EPS)
     np.testing.assert_allclose(d, numeric, rtol=1e-6, atol=1e-9)
 
 
@@ -347,13 +369,15 @@ def test_perplexity_is_exp_of_mean_cross_entropy(torch, layout, rng):
     logits, targets = _problem(rng, layout, np.float64)
     loss, _ = cross_entropy(logits, targets)
     assert metrics.perplexity(logits, targets) == pytest.approx(math.exp(loss), rel=1e-14)
-    expected, _ = torch_cross_entropy(torch, logits, targets, np.ones(targets.shape, bool),
-                                      "mean", layout == "BTV")
+    expected, _ = torch_cross_entropy(
+        torch, logits, targets, np.ones(targets.shape, bool), "mean", layout == "BTV"
+    )
     assert metrics.perplexity(logits, targets) == pytest.approx(math.exp(expected), rel=1e-12)
     if layout != "BV":
         kw = {"lengths": np.array([2, 5, 1]), "batch_first": layout == "BTV"}
         assert metrics.perplexity(logits, targets, **kw) == pytest.approx(
-            math.exp(cross_entropy(logits, targets, **kw)[0]), rel=1e-14)
+            math.exp(cross_entropy(logits, targets, **kw)[0]), rel=1e-14
+        )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -416,8 +440,9 @@ def test_softmax_kernel_matches_float64_on_every_isa(isa, dtype, classes, rng):
     weights[5] = 0.0
     targets[5] = 10**9  # an unweighted row's target is never read
     loss, grad = _core.softmax_cross_entropy(logits, targets, weights)
-    want_loss, want_grad = _softmax_xent_float64(logits, np.where(weights > 0, targets, 0),
-                                                 weights.astype(np.float64))
+    want_loss, want_grad = _softmax_xent_float64(
+        logits, np.where(weights > 0, targets, 0), weights.astype(np.float64)
+    )
     assert_loss_close(loss, want_loss, dtype)
     assert_close(grad, want_grad, dtype, "grad")
     assert not np.any(grad[5])
@@ -483,5 +508,6 @@ def test_cross_entropy_on_time_major_logits_and_half_precision(dtype, rng):
     want_loss, want_grad = cross_entropy(np.ascontiguousarray(view), targets, mask=mask)
     assert grad.dtype == np.dtype(dtype) and grad.shape == view.shape
     assert loss == pytest.approx(want_loss, rel=1e-6)
-    np.testing.assert_allclose(grad.astype(np.float64), want_grad.astype(np.float64),
-                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        grad.astype(np.float64), want_grad.astype(np.float64), rtol=1e-6, atol=1e-7
+    )

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+
 import rnnfast
 from rnnfast import functional as F
 
@@ -20,8 +21,10 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm"),
     # ASan keeps freed memory in quarantine (256 MB) and its shadow grows with it: RSS is not a
     # leak measure there (tools/sanitize.sh runs with detect_leaks=0; valgrind covers leaks).
-    pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                       reason="RSS under AddressSanitizer is not a leak measure"),
+    pytest.mark.skipif(
+        "libasan" in os.environ.get("LD_PRELOAD", ""),
+        reason="RSS under AddressSanitizer is not a leak measure",
+    ),
 ]
 
 CALLS = 10_000
@@ -61,14 +64,19 @@ def _functional_call(dtype, lengths, alpha, return_sequences, masks=False):
     dh_n = rng.standard_normal((B, H)).astype(dtype)
     lens = None if lengths is None else np.asarray(lengths)
     # the masked drivers (general step mask, recurrent dropout) allocate tables of their own
-    options = {"nonlinearity": "tanh", "lengths": lens, "alpha": alpha,
-               "step_mask": rng.random((T, B)) < 0.6 if masks else None,
-               "zero_output_for_mask": False,
-               "recurrent_mask": (rng.random((B, H)) < 0.7).astype(dtype) if masks else None}
+    options = {
+        "nonlinearity": "tanh",
+        "lengths": lens,
+        "alpha": alpha,
+        "step_mask": rng.random((T, B)) < 0.6 if masks else None,
+        "zero_output_for_mask": False,
+        "recurrent_mask": (rng.random((B, H)) < 0.7).astype(dtype) if masks else None,
+    }
 
     def call():
-        y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, return_sequences=return_sequences,
-                               **options)
+        y, h_n = F.rnn_forward(
+            x, w_ih, w_hh, b_ih, b_hh, h0, return_sequences=return_sequences, **options
+        )
         if y is None:
             y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, **options)
         F.rnn_backward(x, w_ih, w_hh, y, dy, dh_n, h0=h0, **options)
@@ -87,8 +95,7 @@ def _functional_call(dtype, lengths, alpha, return_sequences, masks=False):
     ],
     ids=["float32-plain", "float64-lengths-leaky-last", "float32-masks"],
 )
-def test_functional_forward_backward_does_not_grow(dtype, lengths, alpha, return_sequences,
-                                                   masks):
+def test_functional_forward_backward_does_not_grow(dtype, lengths, alpha, return_sequences, masks):
     grew = growth(_functional_call(dtype, lengths, alpha, return_sequences, masks))
     assert grew < LIMIT, f"RSS grew by {grew / 1024:.0f} KiB over {CALLS} calls"
 

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import (
-    PLAIN,
     ACTIVATIONS,
     DTYPES,
+    PLAIN,
     assert_close,
     make_problem,
     reference_backward,
     reference_forward,
 )
+
+import rnnfast
 from rnnfast import functional as F
 
 # (T, B, D, H): together every T, every B and every D and H, in odd combinations.
@@ -66,8 +67,14 @@ def _check_functional(p, nonlinearity, dtype, dy, dh_n):
     assert np.array_equal(h_n, y[-1])
 
     g = F.rnn_backward(
-        p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=dh_n, h0=p.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity)
+        p.x,
+        p.weight_ih,
+        p.weight_hh,
+        y,
+        dy=dy,
+        dh_n=dh_n,
+        h0=p.h0,
+        **dict(PLAIN, nonlinearity=nonlinearity),
     )
     ref = reference_backward(p, y, dy, dh_n, nonlinearity)
     for name, got, want in zip(g._fields, g, ref):
@@ -182,7 +189,8 @@ def test_last_state_only_over_chunk_boundaries(dtype, T, isa, rng):
 # The backward walks time in chunks of about 1024 rows (steps x batch): sequences that end just
 # before, on and after a chunk boundary, and several chunks.
 @pytest.mark.parametrize(
-    "T, B", [(63, 16), (64, 16), (65, 16), (200, 16), (1025, 1), (2100, 1)],
+    "T, B",
+    [(63, 16), (64, 16), (65, 16), (200, 16), (1025, 1), (2100, 1)],
     ids=["T63-B16", "T64-B16", "T65-B16", "T200-B16", "T1025-B1", "T2100-B1"],
 )
 @pytest.mark.parametrize("with_h0", [True, False], ids=["h0", "noh0"])

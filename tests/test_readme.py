@@ -75,8 +75,14 @@ assert spots.values.shape == (3126,)
 def test_the_readme_has_its_python_blocks():
     ids = [i for i, _ in BLOCKS]
     assert len(ids) >= 8, ids
-    for section in ("usage", "for-pytorch-users", "for-keras-users", "variable-length-sequences",
-                    "threads-beside-numpy-and-pytorch", "the-examples-and-their-data"):
+    for section in (
+        "usage",
+        "for-pytorch-users",
+        "for-keras-users",
+        "variable-length-sequences",
+        "threads-beside-numpy-and-pytorch",
+        "the-examples-and-their-data",
+    ):
         assert any(i.startswith(section + "-") for i in ids), (section, ids)
 
 
@@ -105,6 +111,12 @@ def test_block_runs_on_its_own(block, code, tmp_path):
             pytest.skip("../shared/data is not beside the checkout")
         env["RNNFAST_DATA"] = str(SHARED)
     check = textwrap.dedent(CHECKS.get(block, ""))
-    done = subprocess.run([sys.executable, "-c", code + "\n" + check], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code + "\n" + check],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"

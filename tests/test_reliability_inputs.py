@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 import pytest
+
 import rnnfast
 from rnnfast import functional as F
 from rnnfast import losses, optim, reference
@@ -74,13 +75,19 @@ BAD_ARRAY_TYPES = [
     ("bool", np.ones((2, 2), dtype=bool), TypeError),
     ("complex", np.ones((2, 2), dtype=np.complex128), TypeError),
 ]
-LAYOUTS = {"strided": strided, "fortran": fortran, "byteswapped": byteswapped,
-           "readonly": readonly, "list": lambda a: a.tolist()}
+LAYOUTS = {
+    "strided": strided,
+    "fortran": fortran,
+    "byteswapped": byteswapped,
+    "readonly": readonly,
+    "list": lambda a: a.tolist(),
+}
 
 
 class Case:
-    def __init__(self, id, fn, args=(), kwargs=None, exc=None, match=None, *, layer=None,
-                 check=None):
+    def __init__(
+        self, id, fn, args=(), kwargs=None, exc=None, match=None, *, layer=None, check=None
+    ):
         self.id, self.fn, self.args, self.kwargs = id, fn, tuple(args), dict(kwargs or {})
         self.exc, self.match, self.layer, self.check = exc, match, layer, check
 
@@ -104,62 +111,147 @@ def fwd(**over):
 for name in FWD:  # noqa: PLC0206
     for label, value, exc in BAD_ARRAY_TYPES:
         add(f"forward-{name}-{label}", F.rnn_forward, (), fwd(**{name: value}), exc, rf"\b{name}\b")
-    add(f"forward-{name}-float16", F.rnn_forward, (), fwd(**{name: FWD[name].astype(np.float16)}),
-        TypeError, rf"\b{name}\b")
+    add(
+        f"forward-{name}-float16",
+        F.rnn_forward,
+        (),
+        fwd(**{name: FWD[name].astype(np.float16)}),
+        TypeError,
+        rf"\b{name}\b",
+    )
     if name != "weight_ih":  # weight_ih's dtype is the computation's: others must match it
-        add(f"forward-{name}-float32-vs-float64", F.rnn_forward, (),
-            fwd(**{name: FWD[name].astype(np.float32)}), TypeError,
-            rf"{name}.*float32.*float64")
-    add(f"forward-{name}-extra-dim", F.rnn_forward, (), fwd(**{name: FWD[name][None]}),
-        ValueError, rf"\b{name}\b")
-    add(f"forward-{name}-scalar", F.rnn_forward, (), fwd(**{name: np.float64(1.0)}),
-        ValueError, rf"\b{name}\b")
+        add(
+            f"forward-{name}-float32-vs-float64",
+            F.rnn_forward,
+            (),
+            fwd(**{name: FWD[name].astype(np.float32)}),
+            TypeError,
+            rf"{name}.*float32.*float64",
+        )
+    add(
+        f"forward-{name}-extra-dim",
+        F.rnn_forward,
+        (),
+        fwd(**{name: FWD[name][None]}),
+        ValueError,
+        rf"\b{name}\b",
+    )
+    add(
+        f"forward-{name}-scalar",
+        F.rnn_forward,
+        (),
+        fwd(**{name: np.float64(1.0)}),
+        ValueError,
+        rf"\b{name}\b",
+    )
 for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "h0"):
-    add(f"forward-{name}-wrong-shape", F.rnn_forward, (), fwd(**{name: FWD[name][..., :-1]}),
-        ValueError, rf"\b(x|{name})\b.*shape")
-    add(f"forward-{name}-None-required" if name.startswith("weight") else
-        f"forward-{name}-None-ok", F.rnn_forward, (), fwd(**{name: None}),
-        TypeError if name.startswith("weight") else None, rf"\b{name}\b")
+    add(
+        f"forward-{name}-wrong-shape",
+        F.rnn_forward,
+        (),
+        fwd(**{name: FWD[name][..., :-1]}),
+        ValueError,
+        rf"\b(x|{name})\b.*shape",
+    )
+    add(
+        f"forward-{name}-None-required" if name.startswith("weight") else f"forward-{name}-None-ok",
+        F.rnn_forward,
+        (),
+        fwd(**{name: None}),
+        TypeError if name.startswith("weight") else None,
+        rf"\b{name}\b",
+    )
 add("forward-x-None", F.rnn_forward, (), fwd(x=None), TypeError, r"\bx\b")
 add("forward-x-wrong-D", F.rnn_forward, (), fwd(x=X[..., :-1]), ValueError, r"\bx\b.*shape")
 add("forward-x-2d", F.rnn_forward, (), fwd(x=X[0]), ValueError, r"\bx\b.*3 dimensions")
 add("forward-h0-wrong-batch", F.rnn_forward, (), fwd(h0=H0[:1]), ValueError, r"\bh0\b")
-for label, nl in [("sigmoid", "sigmoid"), ("None", None), ("int", 1), ("bytes", b"tanh"),
-                  ("Tanh", "Tanh")]:
-    add(f"forward-nonlinearity-{label}", F.rnn_forward, (), fwd(nonlinearity=nl), ValueError,
-        r"nonlinearity")
-for label, alpha, exc in [("zero", 0.0, ValueError), ("neg", -1.0, ValueError),
-                          ("big", 1.5, ValueError), ("nan", math.nan, ValueError),
-                          ("inf", math.inf, ValueError), ("str", "1", TypeError),
-                          ("None", None, TypeError), ("bool", True, TypeError),
-                          ("complex", 1j, TypeError), ("array", np.ones(2), TypeError)]:
+for label, nl in [
+    ("sigmoid", "sigmoid"),
+    ("None", None),
+    ("int", 1),
+    ("bytes", b"tanh"),
+    ("Tanh", "Tanh"),
+]:
+    add(
+        f"forward-nonlinearity-{label}",
+        F.rnn_forward,
+        (),
+        fwd(nonlinearity=nl),
+        ValueError,
+        r"nonlinearity",
+    )
+for label, alpha, exc in [
+    ("zero", 0.0, ValueError),
+    ("neg", -1.0, ValueError),
+    ("big", 1.5, ValueError),
+    ("nan", math.nan, ValueError),
+    ("inf", math.inf, ValueError),
+    ("str", "1", TypeError),
+    ("None", None, TypeError),
+    ("bool", True, TypeError),
+    ("complex", 1j, TypeError),
+    ("array", np.ones(2), TypeError),
+]:
     add(f"forward-alpha-{label}", F.rnn_forward, (), fwd(alpha=alpha), exc, r"alpha")
-for label, lengths, exc in [("float", np.array([1.0, 2.0]), TypeError),
-                            ("bool", np.array([True, False]), TypeError),
-                            ("str", ["a", "b"], TypeError), ("object", [None, 1], TypeError),
-                            ("too-long", [1, 2, 3], ValueError), ("2d", [[1, 2]], ValueError),
-                            ("scalar", 2, ValueError), ("over-T", [T + 1, 1], ValueError),
-                            ("negative", [-1, 1], ValueError),
-                            ("absurd", [2**62, 1], ValueError)]:
+for label, lengths, exc in [
+    ("float", np.array([1.0, 2.0]), TypeError),
+    ("bool", np.array([True, False]), TypeError),
+    ("str", ["a", "b"], TypeError),
+    ("object", [None, 1], TypeError),
+    ("too-long", [1, 2, 3], ValueError),
+    ("2d", [[1, 2]], ValueError),
+    ("scalar", 2, ValueError),
+    ("over-T", [T + 1, 1], ValueError),
+    ("negative", [-1, 1], ValueError),
+    ("absurd", [2**62, 1], ValueError),
+]:
     add(f"forward-lengths-{label}", F.rnn_forward, (), fwd(lengths=lengths), exc, r"lengths")
-add("forward-lengths-h0-wrong-batch", F.rnn_forward, (), fwd(lengths=[1, 3], h0=_r(3, H)),
-    ValueError, r"\bh0\b")
+add(
+    "forward-lengths-h0-wrong-batch",
+    F.rnn_forward,
+    (),
+    fwd(lengths=[1, 3], h0=_r(3, H)),
+    ValueError,
+    r"\bh0\b",
+)
 # absurd sizes: broadcast views, refused (never allocated in full)
-add("forward-x-absurd", F.rnn_forward, (),
-    {"x": huge((HUGE, HUGE, D)), "weight_ih": W_IH, "weight_hh": W_HH}, (MemoryError, ValueError), "")
-add("forward-x-absurd-last-state", F.rnn_forward, (),
+add(
+    "forward-x-absurd",
+    F.rnn_forward,
+    (),
+    {"x": huge((HUGE, HUGE, D)), "weight_ih": W_IH, "weight_hh": W_HH},
+    (MemoryError, ValueError),
+    "",
+)
+add(
+    "forward-x-absurd-last-state",
+    F.rnn_forward,
+    (),
     {"x": huge((HUGE, HUGE, D)), "weight_ih": W_IH, "weight_hh": W_HH, "return_sequences": False},
-    (MemoryError, ValueError), "")
-add("forward-weights-absurd", F.rnn_forward, (),
+    (MemoryError, ValueError),
+    "",
+)
+add(
+    "forward-weights-absurd",
+    F.rnn_forward,
+    (),
     {"x": X[..., :1], "weight_ih": huge((HUGE, 1)), "weight_hh": huge((HUGE, HUGE))},
-    (MemoryError, ValueError), "")
+    (MemoryError, ValueError),
+    "",
+)
 
 # ---- functional.rnn_backward ---------------------------------------------------------------------
 
 BWD = {"x": X, "weight_ih": W_IH, "weight_hh": W_HH, "y": Y, "dy": DY, "dh_n": DH_N, "h0": H0}
 # the backward's required keywords besides h0 (the forward's options; none of them arrays)
-BWD_OPTIONS = {"nonlinearity": "tanh", "lengths": None, "alpha": 1.0, "step_mask": None,
-               "zero_output_for_mask": False, "recurrent_mask": None}
+BWD_OPTIONS = {
+    "nonlinearity": "tanh",
+    "lengths": None,
+    "alpha": 1.0,
+    "step_mask": None,
+    "zero_output_for_mask": False,
+    "recurrent_mask": None,
+}
 
 
 def bwd(**over):
@@ -168,29 +260,78 @@ def bwd(**over):
 
 for name in BWD:  # noqa: PLC0206
     for label, value, exc in BAD_ARRAY_TYPES[:5] + BAD_ARRAY_TYPES[6:]:
-        add(f"backward-{name}-{label}", F.rnn_backward, (), bwd(**{name: value}), exc,
-            rf"\b{name}\b")
-    add(f"backward-{name}-extra-dim", F.rnn_backward, (), bwd(**{name: BWD[name][None]}),
-        ValueError, rf"\b{name}\b")
+        add(
+            f"backward-{name}-{label}",
+            F.rnn_backward,
+            (),
+            bwd(**{name: value}),
+            exc,
+            rf"\b{name}\b",
+        )
+    add(
+        f"backward-{name}-extra-dim",
+        F.rnn_backward,
+        (),
+        bwd(**{name: BWD[name][None]}),
+        ValueError,
+        rf"\b{name}\b",
+    )
     if name != "x":
-        add(f"backward-{name}-wrong-shape", F.rnn_backward, (),
-            bwd(**{name: BWD[name][..., :-1]}), ValueError, rf"\b(x|{name})\b")
+        add(
+            f"backward-{name}-wrong-shape",
+            F.rnn_backward,
+            (),
+            bwd(**{name: BWD[name][..., :-1]}),
+            ValueError,
+            rf"\b(x|{name})\b",
+        )
     if name != "weight_ih":
-        add(f"backward-{name}-float32-vs-float64", F.rnn_backward, (),
-            bwd(**{name: BWD[name].astype(np.float32)}), TypeError, rf"\b{name}\b")
+        add(
+            f"backward-{name}-float32-vs-float64",
+            F.rnn_backward,
+            (),
+            bwd(**{name: BWD[name].astype(np.float32)}),
+            TypeError,
+            rf"\b{name}\b",
+        )
 add("backward-y-None", F.rnn_backward, (), bwd(y=None), TypeError, r"\by\b")
-add("backward-x-wrong-batch", F.rnn_backward, (), bwd(x=X[:, :1]), ValueError,
-    r"\b(x|y|dy|h0|dh_n)\b")
-add("backward-lengths-unsorted-y-wrong-batch", F.rnn_backward, (),
-    bwd(y=Y[:, :1], lengths=[1, 3]), ValueError, r"\by\b")
+add(
+    "backward-x-wrong-batch",
+    F.rnn_backward,
+    (),
+    bwd(x=X[:, :1]),
+    ValueError,
+    r"\b(x|y|dy|h0|dh_n)\b",
+)
+add(
+    "backward-lengths-unsorted-y-wrong-batch",
+    F.rnn_backward,
+    (),
+    bwd(y=Y[:, :1], lengths=[1, 3]),
+    ValueError,
+    r"\by\b",
+)
 add("backward-lengths-over", F.rnn_backward, (), bwd(lengths=[T + 1, 0]), ValueError, r"lengths")
-add("backward-nonlinearity", F.rnn_backward, (), bwd(nonlinearity="gelu"), ValueError,
-    r"nonlinearity")
+add(
+    "backward-nonlinearity",
+    F.rnn_backward,
+    (),
+    bwd(nonlinearity="gelu"),
+    ValueError,
+    r"nonlinearity",
+)
 add("backward-alpha", F.rnn_backward, (), bwd(alpha=0), ValueError, r"alpha")
 
 # ---- functional.rnn_step -------------------------------------------------------------------------
 
-STEP = {"x_t": X_T, "h": H_T, "weight_ih": W_IH, "weight_hh": W_HH, "bias_ih": B_IH, "bias_hh": B_HH}
+STEP = {
+    "x_t": X_T,
+    "h": H_T,
+    "weight_ih": W_IH,
+    "weight_hh": W_HH,
+    "bias_ih": B_IH,
+    "bias_hh": B_HH,
+}
 
 
 def stp(**over):
@@ -200,13 +341,31 @@ def stp(**over):
 for name in STEP:  # noqa: PLC0206
     for label, value, exc in BAD_ARRAY_TYPES:
         add(f"step-{name}-{label}", F.rnn_step, (), stp(**{name: value}), exc, rf"\b{name}\b")
-    add(f"step-{name}-extra-dim", F.rnn_step, (), stp(**{name: STEP[name][None]}), ValueError,
-        rf"\b{name}\b")
-    add(f"step-{name}-wrong-shape", F.rnn_step, (), stp(**{name: STEP[name][..., :-1]}),
-        ValueError, rf"\b(x_t|h|{name})\b")
+    add(
+        f"step-{name}-extra-dim",
+        F.rnn_step,
+        (),
+        stp(**{name: STEP[name][None]}),
+        ValueError,
+        rf"\b{name}\b",
+    )
+    add(
+        f"step-{name}-wrong-shape",
+        F.rnn_step,
+        (),
+        stp(**{name: STEP[name][..., :-1]}),
+        ValueError,
+        rf"\b(x_t|h|{name})\b",
+    )
     if name != "weight_ih":
-        add(f"step-{name}-float32-vs-float64", F.rnn_step, (),
-            stp(**{name: STEP[name].astype(np.float32)}), TypeError, rf"\b{name}\b")
+        add(
+            f"step-{name}-float32-vs-float64",
+            F.rnn_step,
+            (),
+            stp(**{name: STEP[name].astype(np.float32)}),
+            TypeError,
+            rf"\b{name}\b",
+        )
 add("step-h-None", F.rnn_step, (), stp(h=None), TypeError, r"\bh\b")
 add("step-nonlinearity", F.rnn_step, (), stp(nonlinearity=None), ValueError, r"nonlinearity")
 add("step-alpha-str", F.rnn_step, (), stp(alpha="0.5"), TypeError, r"alpha")
@@ -223,6 +382,7 @@ def _equal_to(plain_fn, plain_kwargs):
             assert (got is None) == (want is None)
             if got is not None:
                 assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+
     return check
 
 
@@ -232,34 +392,61 @@ def _flat(r):
 
 for layout, how in LAYOUTS.items():
     for name in FWD:  # noqa: PLC0206
-        add(f"forward-{name}-{layout}-valid", F.rnn_forward, (), fwd(**{name: how(FWD[name])}),
-            check=_equal_to(F.rnn_forward, FWD))
+        add(
+            f"forward-{name}-{layout}-valid",
+            F.rnn_forward,
+            (),
+            fwd(**{name: how(FWD[name])}),
+            check=_equal_to(F.rnn_forward, FWD),
+        )
     for name in BWD:  # noqa: PLC0206
-        add(f"backward-{name}-{layout}-valid", F.rnn_backward, (),
-            bwd(**{name: how(BWD[name])}), check=_equal_to(F.rnn_backward, bwd()))
+        add(
+            f"backward-{name}-{layout}-valid",
+            F.rnn_backward,
+            (),
+            bwd(**{name: how(BWD[name])}),
+            check=_equal_to(F.rnn_backward, bwd()),
+        )
     for name in STEP:  # noqa: PLC0206
-        add(f"step-{name}-{layout}-valid", F.rnn_step, (), stp(**{name: how(STEP[name])}),
-            check=_equal_to(F.rnn_step, STEP))
-add("forward-x-transposed-valid", F.rnn_forward, (),
+        add(
+            f"step-{name}-{layout}-valid",
+            F.rnn_step,
+            (),
+            stp(**{name: how(STEP[name])}),
+            check=_equal_to(F.rnn_step, STEP),
+        )
+add(
+    "forward-x-transposed-valid",
+    F.rnn_forward,
+    (),
     fwd(x=np.ascontiguousarray(X.transpose(2, 1, 0)).transpose(2, 1, 0)),
-    check=_equal_to(F.rnn_forward, FWD))
-add("forward-lengths-uint8-valid", F.rnn_forward, (), fwd(lengths=np.array([1, 3], np.uint8)),
-    check=_equal_to(F.rnn_forward, fwd(lengths=np.array([1, 3]))))
+    check=_equal_to(F.rnn_forward, FWD),
+)
+add(
+    "forward-lengths-uint8-valid",
+    F.rnn_forward,
+    (),
+    fwd(lengths=np.array([1, 3], np.uint8)),
+    check=_equal_to(F.rnn_forward, fwd(lengths=np.array([1, 3]))),
+)
 
 
 def _ref_check(kwargs, nonlinearity="tanh"):
     def check(result):
         y, h_n = result
         with np.errstate(invalid="ignore", over="ignore"):  # inf - inf in the reference's sums
-            ry, rh = reference.rnn_forward(**{k: v for k, v in kwargs.items()},
-                                       nonlinearity=nonlinearity)
+            ry, rh = reference.rnn_forward(
+                **{k: v for k, v in kwargs.items()}, nonlinearity=nonlinearity
+            )
         np.testing.assert_allclose(y, ry, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(h_n, rh, rtol=1e-12, atol=1e-12)
+
     return check
 
 
 for label, kw in [
-    ("T0", fwd(x=X[:0])), ("B0", fwd(x=X[:, :0], h0=H0[:0])),
+    ("T0", fwd(x=X[:0])),
+    ("B0", fwd(x=X[:, :0], h0=H0[:0])),
     ("D0", fwd(x=X[..., :0], weight_ih=W_IH[:, :0])),
     ("H0size", {"x": X, "weight_ih": W_IH[:0], "weight_hh": W_HH[:0, :0]}),
     ("nan-x", fwd(x=np.where(X > 0.3, np.nan, X))),
@@ -285,6 +472,7 @@ def make_rnn(cfg, trained=False):
         if trained:
             layer(rnn_x(cfg), lengths=[3, 2])
         return layer
+
     return make
 
 
@@ -303,25 +491,38 @@ for cfg in RNN_CONFIGS:  # noqa: PLC0206
     other = np.float64 if dt == np.float32 else np.float32
     x = rnn_x(cfg)
     call = lambda layer, *a, **k: layer(*a, **k)
-    for label, value, exc in BAD_ARRAY_TYPES + [("None", None, TypeError),
-                                                ("other-float", x.astype(other), TypeError)]:
+    for label, value, exc in BAD_ARRAY_TYPES + [
+        ("None", None, TypeError),
+        ("other-float", x.astype(other), TypeError),
+    ]:
         add(f"rnn-{cfg}-x-{label}", call, (value,), {}, exc, r"\bx\b", layer=make_rnn(cfg))
     # x[0] (a 2-D (T, D)) is one unbatched sequence, as torch: valid
-    for label, value in [("1d", x[0, 0]), ("2d-wrong-D", x[0][..., :-1]), ("4d", x[None]),
-                         ("wrong-D", x[..., :-1]),
-                         ("scalar", np.float32(1).astype(dt))]:
-        add(f"rnn-{cfg}-x-{label}", call, (value,), {}, ValueError, r"\bx\b",
-            layer=make_rnn(cfg))
-    add(f"rnn-{cfg}-x-absurd", call, (huge((HUGE, HUGE, D), dt),), {}, (MemoryError, ValueError),
-        "", layer=make_rnn(cfg))
+    for label, value in [
+        ("1d", x[0, 0]),
+        ("2d-wrong-D", x[0][..., :-1]),
+        ("4d", x[None]),
+        ("wrong-D", x[..., :-1]),
+        ("scalar", np.float32(1).astype(dt)),
+    ]:
+        add(f"rnn-{cfg}-x-{label}", call, (value,), {}, ValueError, r"\bx\b", layer=make_rnn(cfg))
+    add(
+        f"rnn-{cfg}-x-absurd",
+        call,
+        (huge((HUGE, HUGE, D), dt),),
+        {},
+        (MemoryError, ValueError),
+        "",
+        layer=make_rnn(cfg),
+    )
     hs = rnn_h0_shape(cfg)
-    for label, value, exc in [("wrong-layers", np.zeros((hs[0] + 1,) + hs[1:], dt), ValueError),
-                              ("2d", np.zeros(hs[1:], dt), ValueError),
-                              ("int", np.zeros(hs, np.int64), TypeError),
-                              ("other-float", np.zeros(hs, other), TypeError),
-                              ("str", "h0", TypeError)]:
-        add(f"rnn-{cfg}-h0-{label}", call, (x,), {"h0": value}, exc, r"\bh0\b",
-            layer=make_rnn(cfg))
+    for label, value, exc in [
+        ("wrong-layers", np.zeros((hs[0] + 1,) + hs[1:], dt), ValueError),
+        ("2d", np.zeros(hs[1:], dt), ValueError),
+        ("int", np.zeros(hs, np.int64), TypeError),
+        ("other-float", np.zeros(hs, other), TypeError),
+        ("str", "h0", TypeError),
+    ]:
+        add(f"rnn-{cfg}-h0-{label}", call, (x,), {"h0": value}, exc, r"\bh0\b", layer=make_rnn(cfg))
     for label, kw, exc, rx in [
         ("lengths-float", {"lengths": [1.0, 2.0]}, TypeError, "lengths"),
         ("lengths-over", {"lengths": [T + 1, 1]}, ValueError, "lengths"),
@@ -330,35 +531,82 @@ for cfg in RNN_CONFIGS:  # noqa: PLC0206
         ("mask-shape", {"mask": np.ones((T, B), bool)}, ValueError, "mask"),
         ("mask-float", {"mask": np.full((B, T), 0.5)}, (TypeError, ValueError), "mask"),
         ("mask-str", {"mask": [["a"] * T] * B}, (TypeError, ValueError), "mask"),
-        ("mask-and-lengths", {"mask": np.ones((B, T), bool), "lengths": [3, 3]}, ValueError,
-         "mask"),
+        (
+            "mask-and-lengths",
+            {"mask": np.ones((B, T), bool), "lengths": [3, 3]},
+            ValueError,
+            "mask",
+        ),
     ]:
         add(f"rnn-{cfg}-{label}", call, (x,), kw, exc, rx, layer=make_rnn(cfg))
     # valid awkward inputs: same as the plain call
     for layout, how in LAYOUTS.items():
         if layout == "list" and dt == np.float32:  # a list of floats is float64: refused
-            add(f"rnn-{cfg}-x-list-float64", call, (x.tolist(),), {}, TypeError,
-                r"\bx\b.*float64", layer=make_rnn(cfg))
+            add(
+                f"rnn-{cfg}-x-list-float64",
+                call,
+                (x.tolist(),),
+                {},
+                TypeError,
+                r"\bx\b.*float64",
+                layer=make_rnn(cfg),
+            )
             continue
-        add(f"rnn-{cfg}-x-{layout}-valid", call, (how(x),), {"lengths": [3, 1]},
+        add(
+            f"rnn-{cfg}-x-{layout}-valid",
+            call,
+            (how(x),),
+            {"lengths": [3, 1]},
             layer=make_rnn(cfg),
-            check=lambda r, cfg=cfg, x=x: _same_as_layer(r, make_rnn(cfg)(), x))
+            check=lambda r, cfg=cfg, x=x: _same_as_layer(r, make_rnn(cfg)(), x),
+        )
     # backward after a training forward
     out_shape = x.shape[:2] + (H * (2 if RNN_CONFIGS[cfg].get("bidirectional") else 1),)
     bw = lambda layer, *a, **k: _backward_keeps_cache(layer, *a, **k)
-    for label, value, exc in BAD_ARRAY_TYPES + [("other-float", np.zeros(out_shape, other),
-                                                 TypeError)]:
-        add(f"rnn-{cfg}-backward-dy-{label}", bw, (value,), {}, exc, r"\bdy\b",
-            layer=make_rnn(cfg, trained=True))
-    for label, value in [("wrong-shape", np.zeros(out_shape[:-1] + (1,), dt)),
-                         ("transposed", np.zeros(out_shape[::-1], dt)),
-                         ("4d", np.zeros((1,) + out_shape, dt))]:
-        add(f"rnn-{cfg}-backward-dy-{label}", bw, (value,), {}, ValueError, r"\bdy\b",
-            layer=make_rnn(cfg, trained=True))
-    add(f"rnn-{cfg}-backward-dh_n-shape", bw, (None,), {"dh_n": np.zeros((1, B, 1), dt)},
-        ValueError, r"\bdh_n\b", layer=make_rnn(cfg, trained=True))
-    add(f"rnn-{cfg}-backward-dh_n-int", bw, (None,), {"dh_n": np.zeros(hs, np.int32)},
-        TypeError, r"\bdh_n\b", layer=make_rnn(cfg, trained=True))
+    for label, value, exc in BAD_ARRAY_TYPES + [
+        ("other-float", np.zeros(out_shape, other), TypeError)
+    ]:
+        add(
+            f"rnn-{cfg}-backward-dy-{label}",
+            bw,
+            (value,),
+            {},
+            exc,
+            r"\bdy\b",
+            layer=make_rnn(cfg, trained=True),
+        )
+    for label, value in [
+        ("wrong-shape", np.zeros(out_shape[:-1] + (1,), dt)),
+        ("transposed", np.zeros(out_shape[::-1], dt)),
+        ("4d", np.zeros((1,) + out_shape, dt)),
+    ]:
+        add(
+            f"rnn-{cfg}-backward-dy-{label}",
+            bw,
+            (value,),
+            {},
+            ValueError,
+            r"\bdy\b",
+            layer=make_rnn(cfg, trained=True),
+        )
+    add(
+        f"rnn-{cfg}-backward-dh_n-shape",
+        bw,
+        (None,),
+        {"dh_n": np.zeros((1, B, 1), dt)},
+        ValueError,
+        r"\bdh_n\b",
+        layer=make_rnn(cfg, trained=True),
+    )
+    add(
+        f"rnn-{cfg}-backward-dh_n-int",
+        bw,
+        (None,),
+        {"dh_n": np.zeros(hs, np.int32)},
+        TypeError,
+        r"\bdh_n\b",
+        layer=make_rnn(cfg, trained=True),
+    )
     # load_state_dict
     sd = make_rnn(cfg)().state_dict()
     first = next(iter(sd))
@@ -373,32 +621,61 @@ for cfg in RNN_CONFIGS:  # noqa: PLC0206
         ("str", {**sd, first: "abc"}, (TypeError, ValueError), first),
         ("object", {**sd, first: sd[first].astype(object)}, TypeError, first),
     ]:
-        add(f"rnn-{cfg}-load_state_dict-{label}", lambda layer, v: layer.load_state_dict(v),
-            (value,), {}, exc, rx, layer=make_rnn(cfg))
-    add(f"rnn-{cfg}-load_state_dict-int-valid", lambda layer, v: layer.load_state_dict(v),
-        ({k: np.round(v * 8).astype(np.int64) for k, v in sd.items()},), {}, layer=make_rnn(cfg),
-        check=None)
+        add(
+            f"rnn-{cfg}-load_state_dict-{label}",
+            lambda layer, v: layer.load_state_dict(v),
+            (value,),
+            {},
+            exc,
+            rx,
+            layer=make_rnn(cfg),
+        )
+    add(
+        f"rnn-{cfg}-load_state_dict-int-valid",
+        lambda layer, v: layer.load_state_dict(v),
+        ({k: np.round(v * 8).astype(np.int64) for k, v in sd.items()},),
+        {},
+        layer=make_rnn(cfg),
+        check=None,
+    )
 
 # step (unidirectional only)
 for cfg in ("plain", "batch-first-relu"):
     dt = RNN_CONFIGS[cfg].get("dtype", np.float32)
     st = lambda layer, *a, **k: layer.step(*a, **k)
-    for label, value, exc in [("wrong-D", X_T[:, :-1].astype(dt), ValueError),
-                              ("3d", X.astype(dt), ValueError),
-                              ("int", np.ones((B, D), np.int64), TypeError),
-                              ("str", "x", (TypeError, ValueError)),
-                              ("scalar", np.float64(1.0).astype(dt), ValueError),
-                              ("1d-wrong-D", X_T[0, :-1].astype(dt), ValueError),
-                              ("None", None, (TypeError, ValueError))]:
-        add(f"rnn-{cfg}-step-x_t-{label}", st, (value,), {}, exc, r"\bx_t\b",
-            layer=make_rnn(cfg))
-    for label, value, exc in [("2d", H_T.astype(dt), ValueError),
-                              ("wrong-layers", np.zeros((2, B, H), dt), ValueError),
-                              ("int", np.zeros((1, B, H), np.int64), TypeError)]:
-        add(f"rnn-{cfg}-step-h-{label}", st, (X_T.astype(dt),), {"h": value}, exc, r"\bh\b",
-            layer=make_rnn(cfg))
-add("rnn-stack2-bidir-step", lambda layer, *a: layer.step(*a), (X_T.astype(np.float32),), {},
-    ValueError, "bidirectional", layer=make_rnn("stack2-bidir"))
+    for label, value, exc in [
+        ("wrong-D", X_T[:, :-1].astype(dt), ValueError),
+        ("3d", X.astype(dt), ValueError),
+        ("int", np.ones((B, D), np.int64), TypeError),
+        ("str", "x", (TypeError, ValueError)),
+        ("scalar", np.float64(1.0).astype(dt), ValueError),
+        ("1d-wrong-D", X_T[0, :-1].astype(dt), ValueError),
+        ("None", None, (TypeError, ValueError)),
+    ]:
+        add(f"rnn-{cfg}-step-x_t-{label}", st, (value,), {}, exc, r"\bx_t\b", layer=make_rnn(cfg))
+    for label, value, exc in [
+        ("2d", H_T.astype(dt), ValueError),
+        ("wrong-layers", np.zeros((2, B, H), dt), ValueError),
+        ("int", np.zeros((1, B, H), np.int64), TypeError),
+    ]:
+        add(
+            f"rnn-{cfg}-step-h-{label}",
+            st,
+            (X_T.astype(dt),),
+            {"h": value},
+            exc,
+            r"\bh\b",
+            layer=make_rnn(cfg),
+        )
+add(
+    "rnn-stack2-bidir-step",
+    lambda layer, *a: layer.step(*a),
+    (X_T.astype(np.float32),),
+    {},
+    ValueError,
+    "bidirectional",
+    layer=make_rnn("stack2-bidir"),
+)
 
 # constructor arguments
 for label, args, kw, exc, rx in [
@@ -419,8 +696,7 @@ for label, args, kw, exc, rx in [
     ("dropout-str", (D, H), {"dropout": "0.1"}, ValueError, "dropout"),
     ("alpha-list-len", (D, H), {"alpha": [0.5, 0.5]}, ValueError, "alpha"),
     ("alpha-0", (D, H), {"alpha": 0}, ValueError, "alpha"),
-    ("merge_mode", (D, H), {"merge_mode": "max", "bidirectional": True}, ValueError,
-     "merge_mode"),
+    ("merge_mode", (D, H), {"merge_mode": "max", "bidirectional": True}, ValueError, "merge_mode"),
     ("residual-1-layer", (D, H), {"residual": True}, ValueError, "residual"),
     ("return_state-str", (D, H), {"return_state": "yes"}, TypeError, "return_state"),
 ]:
@@ -436,6 +712,7 @@ def make_linear(trained=False):
         if trained:
             layer(X.astype(np.float32))
         return layer
+
     return make
 
 
@@ -446,6 +723,7 @@ def make_embedding(trained=False):
         if trained:
             layer(np.array([[1, 2], [3, 6]]))
         return layer
+
     return make
 
 
@@ -455,62 +733,117 @@ def make_dropout(trained=False):
         if trained:
             layer(X.astype(np.float32))
         return layer
+
     return make
 
 
 def make_sequential():
     def make():
-        return rnnfast.Sequential([rnnfast.Linear(D, 3, seed=1), rnnfast.Dropout(0.2, seed=2),
-                                   rnnfast.Linear(3, 2, seed=3)])
+        return rnnfast.Sequential(
+            [
+                rnnfast.Linear(D, 3, seed=1),
+                rnnfast.Dropout(0.2, seed=2),
+                rnnfast.Linear(3, 2, seed=3),
+            ]
+        )
+
     return make
 
 
 call = lambda layer, *a, **k: layer(*a, **k)
 back = lambda layer, *a: _backward_keeps_cache(layer, *a)
 load_sd = lambda layer, v: layer.load_state_dict(v)
-for label, value, exc in BAD_ARRAY_TYPES + [("None", None, TypeError),
-                                            ("float64", X, TypeError)]:
+for label, value, exc in BAD_ARRAY_TYPES + [("None", None, TypeError), ("float64", X, TypeError)]:
     add(f"linear-x-{label}", call, (value,), {}, exc, r"\bx\b", layer=make_linear())
     add(f"dropout-x-{label}", call, (value,), {}, exc, r"\bx\b", layer=make_dropout())
     add(f"sequential-x-{label}", call, (value,), {}, exc, r"\bx\b", layer=make_sequential())
-for label, value in [("wrong-last", X[..., :-1].astype(np.float32)),
-                     ("scalar", np.float32(1.0))]:
+for label, value in [("wrong-last", X[..., :-1].astype(np.float32)), ("scalar", np.float32(1.0))]:
     add(f"linear-x-{label}", call, (value,), {}, ValueError, r"\bx\b", layer=make_linear())
-    add(f"sequential-x-{label}", call, (value,), {}, ValueError, r"\bx\b",
-        layer=make_sequential())
-add("linear-x-absurd", call, (huge((HUGE, HUGE, D), np.float32),), {}, (MemoryError, ValueError),
-    "", layer=make_linear())
-for label, value, exc in [("wrong-shape", np.zeros((T, B, 4), np.float32), ValueError),
-                          ("int", np.zeros((T, B, 3), np.int32), TypeError),
-                          ("float64", np.zeros((T, B, 3)), TypeError),
-                          ("str", "dy", TypeError)]:
-    add(f"linear-backward-dy-{label}", back, (value,), {}, exc, r"\bdy\b",
-        layer=make_linear(trained=True))
-for label, value, exc in [("float", np.array([0.0, 1.0]), TypeError),
-                          ("bool", np.array([True]), TypeError),
-                          ("str", ["a"], TypeError), ("None", None, TypeError),
-                          ("negative", np.array([-1, 2]), ValueError),
-                          ("too-big", np.array([7]), ValueError),
-                          ("absurd", np.array([2**62]), ValueError)]:
+    add(f"sequential-x-{label}", call, (value,), {}, ValueError, r"\bx\b", layer=make_sequential())
+add(
+    "linear-x-absurd",
+    call,
+    (huge((HUGE, HUGE, D), np.float32),),
+    {},
+    (MemoryError, ValueError),
+    "",
+    layer=make_linear(),
+)
+for label, value, exc in [
+    ("wrong-shape", np.zeros((T, B, 4), np.float32), ValueError),
+    ("int", np.zeros((T, B, 3), np.int32), TypeError),
+    ("float64", np.zeros((T, B, 3)), TypeError),
+    ("str", "dy", TypeError),
+]:
+    add(
+        f"linear-backward-dy-{label}",
+        back,
+        (value,),
+        {},
+        exc,
+        r"\bdy\b",
+        layer=make_linear(trained=True),
+    )
+for label, value, exc in [
+    ("float", np.array([0.0, 1.0]), TypeError),
+    ("bool", np.array([True]), TypeError),
+    ("str", ["a"], TypeError),
+    ("None", None, TypeError),
+    ("negative", np.array([-1, 2]), ValueError),
+    ("too-big", np.array([7]), ValueError),
+    ("absurd", np.array([2**62]), ValueError),
+]:
     add(f"embedding-ids-{label}", call, (value,), {}, exc, r"\bids\b", layer=make_embedding())
-for label, value, exc in [("wrong-shape", np.zeros((2, 2, 4), np.float32), ValueError),
-                          ("int", np.zeros((2, 2, 3), np.int32), TypeError)]:
-    add(f"embedding-backward-{label}", back, (value,), {}, exc, r"\bd_out\b",
-        layer=make_embedding(trained=True))
-    add(f"dropout-backward-{label}", back, (np.zeros(X.shape[:2] + (value.shape[2] + 1,),
-                                                     value.dtype),), {}, exc, r"\bd_out\b",
-        layer=make_dropout(trained=True))
+for label, value, exc in [
+    ("wrong-shape", np.zeros((2, 2, 4), np.float32), ValueError),
+    ("int", np.zeros((2, 2, 3), np.int32), TypeError),
+]:
+    add(
+        f"embedding-backward-{label}",
+        back,
+        (value,),
+        {},
+        exc,
+        r"\bd_out\b",
+        layer=make_embedding(trained=True),
+    )
+    add(
+        f"dropout-backward-{label}",
+        back,
+        (np.zeros(X.shape[:2] + (value.shape[2] + 1,), value.dtype),),
+        {},
+        exc,
+        r"\bd_out\b",
+        layer=make_dropout(trained=True),
+    )
 for label, value, exc, rx in [
     ("missing", {}, ValueError, "state_dict"),
-    ("extra", {"weight": np.zeros((3, D)), "bias": np.zeros(3), "zzz": np.zeros(1)}, ValueError,
-     "zzz"),
+    (
+        "extra",
+        {"weight": np.zeros((3, D)), "bias": np.zeros(3), "zzz": np.zeros(1)},
+        ValueError,
+        "zzz",
+    ),
     ("shape", {"weight": np.zeros((D, 3)), "bias": np.zeros(3)}, ValueError, "weight"),
     ("complex", {"weight": np.zeros((3, D), complex), "bias": np.zeros(3)}, TypeError, "weight"),
 ]:
     add(f"linear-load_state_dict-{label}", load_sd, (value,), {}, exc, rx, layer=make_linear())
-add("sequential-load_state_dict-shape", load_sd,
-    ({"0.weight": np.zeros((3, D)), "0.bias": np.zeros(3), "2.weight": np.zeros((3, 2)),
-      "2.bias": np.zeros(2)},), {}, ValueError, r"2\.weight", layer=make_sequential())
+add(
+    "sequential-load_state_dict-shape",
+    load_sd,
+    (
+        {
+            "0.weight": np.zeros((3, D)),
+            "0.bias": np.zeros(3),
+            "2.weight": np.zeros((3, 2)),
+            "2.bias": np.zeros(2),
+        },
+    ),
+    {},
+    ValueError,
+    r"2\.weight",
+    layer=make_sequential(),
+)
 for label, args, exc, rx in [
     ("Linear-0", (rnnfast.Linear, 0, 3), ValueError, "in_features"),
     ("Linear-float", (rnnfast.Linear, D, 3.0), ValueError, "out_features"),
@@ -522,8 +855,12 @@ for label, args, exc, rx in [
     ("Dropout-neg", (rnnfast.Dropout, -0.1), ValueError, r"\bp\b"),
     ("Dropout-nan", (rnnfast.Dropout, math.nan), ValueError, r"\bp\b"),
     ("Dropout-None", (rnnfast.Dropout, None), ValueError, r"\bp\b"),
-    ("Sequential-str", (rnnfast.Sequential, [rnnfast.Linear(2, 2), "relu"]), TypeError,
-     r"layers\[1\]"),
+    (
+        "Sequential-str",
+        (rnnfast.Sequential, [rnnfast.Linear(2, 2), "relu"]),
+        TypeError,
+        r"layers\[1\]",
+    ),
     ("Sequential-None", (rnnfast.Sequential, [None]), TypeError, r"layers\[0\]"),
 ]:
     add(f"ctor-{label}", args[0], args[1:], {}, exc, rx)
@@ -536,26 +873,49 @@ for label, kw, exc, rx in [
     ("logits-int", {"logits": TARGETS[..., None], "targets": TARGETS}, TypeError, "logits"),
     ("logits-str", {"logits": "abc", "targets": TARGETS}, TypeError, "logits"),
     ("logits-None", {"logits": None, "targets": TARGETS}, TypeError, "logits"),
-    ("logits-complex", {"logits": LOGITS.astype(complex), "targets": TARGETS}, TypeError,
-     "logits"),
+    ("logits-complex", {"logits": LOGITS.astype(complex), "targets": TARGETS}, TypeError, "logits"),
     ("logits-scalar", {"logits": np.float64(1.0), "targets": np.int64(0)}, ValueError, "logits"),
     ("targets-float", {"logits": LOGITS, "targets": TARGETS.astype(float)}, TypeError, "targets"),
     ("targets-str", {"logits": LOGITS, "targets": [["a"]]}, TypeError, "targets"),
     ("targets-shape", {"logits": LOGITS, "targets": TARGETS.T}, ValueError, "targets"),
     ("targets-range", {"logits": LOGITS, "targets": TARGETS + 1}, ValueError, "targets"),
     ("targets-negative", {"logits": LOGITS, "targets": -TARGETS - 1}, ValueError, "targets"),
-    ("reduction", {"logits": LOGITS, "targets": TARGETS, "reduction": "none"}, ValueError,
-     "reduction"),
-    ("mask-shape", {"logits": LOGITS, "targets": TARGETS, "mask": np.ones((B, T), bool)}, ValueError,
-     "mask"),
-    ("mask-int", {"logits": LOGITS, "targets": TARGETS, "mask": np.ones((T, B), int)}, ValueError,
-     "mask"),
-    ("lengths-float", {"logits": LOGITS, "targets": TARGETS, "lengths": [1.0, 2.0]}, ValueError,
-     "lengths"),
-    ("lengths-over", {"logits": LOGITS, "targets": TARGETS, "lengths": [T + 1, 1]}, ValueError,
-     "lengths"),
-    ("lengths-3d-targets", {"logits": LOGITS[None], "targets": TARGETS[None], "lengths": [1, 1]},
-     ValueError, "lengths"),
+    (
+        "reduction",
+        {"logits": LOGITS, "targets": TARGETS, "reduction": "none"},
+        ValueError,
+        "reduction",
+    ),
+    (
+        "mask-shape",
+        {"logits": LOGITS, "targets": TARGETS, "mask": np.ones((B, T), bool)},
+        ValueError,
+        "mask",
+    ),
+    (
+        "mask-int",
+        {"logits": LOGITS, "targets": TARGETS, "mask": np.ones((T, B), int)},
+        ValueError,
+        "mask",
+    ),
+    (
+        "lengths-float",
+        {"logits": LOGITS, "targets": TARGETS, "lengths": [1.0, 2.0]},
+        ValueError,
+        "lengths",
+    ),
+    (
+        "lengths-over",
+        {"logits": LOGITS, "targets": TARGETS, "lengths": [T + 1, 1]},
+        ValueError,
+        "lengths",
+    ),
+    (
+        "lengths-3d-targets",
+        {"logits": LOGITS[None], "targets": TARGETS[None], "lengths": [1, 1]},
+        ValueError,
+        "lengths",
+    ),
 ]:
     add(f"cross_entropy-{label}", losses.cross_entropy, (), kw, exc, rx)
 for label, args, kw, exc, rx in [
@@ -585,8 +945,10 @@ for cls in (optim.SGD, optim.Adam):
     n = cls.__name__
     base = {"lr": 0.1}
     for label, params, exc, rx in [
-        ("None", None, TypeError, "params"), ("str", "abc", TypeError, "params"),
-        ("array", np.ones(3), TypeError, "params"), ("empty", [], ValueError, "params"),
+        ("None", None, TypeError, "params"),
+        ("str", "abc", TypeError, "params"),
+        ("array", np.ones(3), TypeError, "params"),
+        ("empty", [], ValueError, "params"),
         ("int-param", [(np.ones(3, int), np.ones(3, int))], TypeError, r"params\[0\]"),
         ("list-param", [([1.0], [1.0])], TypeError, r"params\[0\]"),
         ("shape", [(np.ones(3), np.ones(4))], ValueError, r"params\[0\]"),
@@ -596,9 +958,12 @@ for cls in (optim.SGD, optim.Adam):
     ]:
         add(f"{n}-params-{label}", cls, (params,), base, exc, rx)
     for label, kw, exc, rx in [
-        ("lr-neg", {"lr": -0.1}, ValueError, "lr"), ("lr-nan", {"lr": math.nan}, ValueError, "lr"),
-        ("lr-str", {"lr": "0.1"}, TypeError, "lr"), ("lr-None", {"lr": None}, TypeError, "lr"),
-        ("lr-bool", {"lr": True}, TypeError, "lr"), ("lr-complex", {"lr": 1j}, TypeError, "lr"),
+        ("lr-neg", {"lr": -0.1}, ValueError, "lr"),
+        ("lr-nan", {"lr": math.nan}, ValueError, "lr"),
+        ("lr-str", {"lr": "0.1"}, TypeError, "lr"),
+        ("lr-None", {"lr": None}, TypeError, "lr"),
+        ("lr-bool", {"lr": True}, TypeError, "lr"),
+        ("lr-complex", {"lr": 1j}, TypeError, "lr"),
         ("weight_decay-neg", {"lr": 0.1, "weight_decay": -1.0}, ValueError, "weight_decay"),
     ]:
         add(f"{n}-{label}", cls, (pairs(),), kw, exc, rx)
@@ -629,8 +994,13 @@ for label, args, kw, exc, rx in [
     ("params-None", (None, 1.0), {}, TypeError, "params"),
     ("params-empty", ([], 1.0), {}, ValueError, "params"),
     ("params-shape", ([(np.ones(3), np.ones(2))], 1.0), {}, ValueError, r"params\[0\]"),
-    ("nonfinite-error", ([(np.ones(2), np.array([1.0, np.nan]))], 1.0),
-     {"error_if_nonfinite": True}, RuntimeError, "clip_grad_norm"),
+    (
+        "nonfinite-error",
+        ([(np.ones(2), np.array([1.0, np.nan]))], 1.0),
+        {"error_if_nonfinite": True},
+        RuntimeError,
+        "clip_grad_norm",
+    ),
 ]:
     add(f"clip_grad_norm-{label}", optim.clip_grad_norm, args, kw, exc, rx)
 
@@ -639,10 +1009,20 @@ def _clip_nan_untouched(total):
     assert math.isnan(total)
 
 
-add("clip_grad_norm-nan-grads-untouched-valid", optim.clip_grad_norm,
-    ([(np.ones(2), np.array([1.0, np.nan]))], 1.0), {}, check=_clip_nan_untouched)
-add("clip_grad_norm-inf-norm-valid", optim.clip_grad_norm, (pairs(), 100.0),
-    {"norm_type": math.inf}, check=lambda total: total == 2.0)
+add(
+    "clip_grad_norm-nan-grads-untouched-valid",
+    optim.clip_grad_norm,
+    ([(np.ones(2), np.array([1.0, np.nan]))], 1.0),
+    {},
+    check=_clip_nan_untouched,
+)
+add(
+    "clip_grad_norm-inf-norm-valid",
+    optim.clip_grad_norm,
+    (pairs(), 100.0),
+    {"norm_type": math.inf},
+    check=lambda total: total == 2.0,
+)
 
 # ---- persistence ---------------------------------------------------------------------------------
 
@@ -678,18 +1058,36 @@ for label, src, exc, rx in [
     ("load-truncated", io.BytesIO(GOOD[: len(GOOD) // 2]), ValueError, "file"),
     ("load-npy", None, ValueError, "file"),
     ("load-no-config", _npz(__rnnfast_format__=np.array(1)), ValueError, "__rnnfast_config__"),
-    ("load-bad-version", _npz(__rnnfast_format__=np.array(99), __rnnfast_config__=CONFIG),
-     ValueError, "version"),
-    ("load-version-float", _npz(__rnnfast_format__=np.array(1.0), __rnnfast_config__=CONFIG),
-     ValueError, "version"),
-    ("load-config-not-json", _npz(__rnnfast_format__=np.array(1),
-                                  __rnnfast_config__=np.frombuffer(b"{oops", np.uint8)),
-     ValueError, "config"),
-    ("load-config-wrong-dtype", _npz(__rnnfast_format__=np.array(1),
-                                     __rnnfast_config__=CONFIG.astype(np.int32)),
-     ValueError, "config"),
-    ("load-missing-params", _npz(__rnnfast_format__=np.array(1), __rnnfast_config__=CONFIG),
-     ValueError, "weight|missing"),
+    (
+        "load-bad-version",
+        _npz(__rnnfast_format__=np.array(99), __rnnfast_config__=CONFIG),
+        ValueError,
+        "version",
+    ),
+    (
+        "load-version-float",
+        _npz(__rnnfast_format__=np.array(1.0), __rnnfast_config__=CONFIG),
+        ValueError,
+        "version",
+    ),
+    (
+        "load-config-not-json",
+        _npz(__rnnfast_format__=np.array(1), __rnnfast_config__=np.frombuffer(b"{oops", np.uint8)),
+        ValueError,
+        "config",
+    ),
+    (
+        "load-config-wrong-dtype",
+        _npz(__rnnfast_format__=np.array(1), __rnnfast_config__=CONFIG.astype(np.int32)),
+        ValueError,
+        "config",
+    ),
+    (
+        "load-missing-params",
+        _npz(__rnnfast_format__=np.array(1), __rnnfast_config__=CONFIG),
+        ValueError,
+        "weight|missing",
+    ),
 ]:
     if label == "load-npy":
         src = io.BytesIO()
@@ -732,8 +1130,10 @@ def _assert_same(before, after, where):
 
 
 def _layer_state(layer):
-    return {"params": {k: v.copy() for k, v in layer.state_dict().items()},
-            "grads": {k: v.copy() for k, v in layer.grads.items()}}
+    return {
+        "params": {k: v.copy() for k, v in layer.state_dict().items()},
+        "grads": {k: v.copy() for k, v in layer.grads.items()},
+    }
 
 
 def _backward_keeps_cache(layer, *args, **kwargs):
@@ -788,7 +1188,8 @@ def test_input(case):
         if case.match:
             assert re.search(case.match, str(info.value)), (
                 f"{type(info.value).__name__} message {str(info.value)!r} does not name "
-                f"{case.match!r}")
+                f"{case.match!r}"
+            )
         if layer is not None:
             _assert_same(layer_before, _layer_state(layer), "layer")
             if isinstance(layer, rnnfast.RNN) and getattr(layer, "_retry_state", None):

@@ -11,8 +11,9 @@ import time
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import run_threads
+
+import rnnfast
 from rnnfast import _core
 from rnnfast import functional as F
 
@@ -22,17 +23,32 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 def _big_problem(seed=0, T=60, B=64, D=64, H=256):
     """Large enough that a lone call uses every thread of the budget (threads_for)."""
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((T, B, D)).astype(np.float32),
-            (rng.uniform(-1, 1, (H, D)) / 16).astype(np.float32),
-            (rng.uniform(-1, 1, (H, H)) / 16).astype(np.float32))
+    return (
+        rng.standard_normal((T, B, D)).astype(np.float32),
+        (rng.uniform(-1, 1, (H, D)) / 16).astype(np.float32),
+        (rng.uniform(-1, 1, (H, H)) / 16).astype(np.float32),
+    )
 
 
 def _forward_backward(x, w_ih, w_hh):
     y, h_n = F.rnn_forward(x, w_ih, w_hh)
-    return (y, h_n) + tuple(F.rnn_backward(x, w_ih, w_hh, y, y, None, h0=None,
-                                           nonlinearity="tanh", lengths=None, alpha=1.0,
-                                           step_mask=None, zero_output_for_mask=False,
-                                           recurrent_mask=None))
+    return (y, h_n) + tuple(
+        F.rnn_backward(
+            x,
+            w_ih,
+            w_hh,
+            y,
+            y,
+            None,
+            h0=None,
+            nonlinearity="tanh",
+            lengths=None,
+            alpha=1.0,
+            step_mask=None,
+            zero_output_for_mask=False,
+            recurrent_mask=None,
+        )
+    )
 
 
 def _rnnfast_info():
@@ -93,8 +109,11 @@ def test_concurrent_calls_never_exceed_the_budget(restore_threads, budget):
 
     def work(i):
         start = time.perf_counter()
-        out = _forward_backward(*problems[i % 4]) if i % 2 == 0 else (
-            _forward_backward(*problems[i % 4]) + (layer(inputs),))
+        out = (
+            _forward_backward(*problems[i % 4])
+            if i % 2 == 0
+            else (_forward_backward(*problems[i % 4]) + (layer(inputs),))
+        )
         intervals[i] = (start, time.perf_counter())
         return out
 
@@ -105,7 +124,8 @@ def test_concurrent_calls_never_exceed_the_budget(restore_threads, budget):
     # the calls did run at the same time, so the bound above was put to the test
     overlap = min(e for _, e in intervals) - max(s for s, _ in intervals)
     assert overlap > 0 or sum(e - s for s, e in intervals) > 1.5 * (
-        max(e for _, e in intervals) - min(s for s, _ in intervals))
+        max(e for _, e in intervals) - min(s for s, _ in intervals)
+    )
     for i, got in enumerate(concurrent):
         for a, b in zip(got, serial[i % 4] + ((dense,) if i % 2 else ())):
             assert np.array_equal(a, b), f"thread {i}"
@@ -125,10 +145,11 @@ def test_rnnfast_and_torch_use_one_openmp_runtime(torch, first):
     """Whichever is imported first, one libgomp serves both (the dynamic linker shares it by
     its soname), so their OpenMP teams are one pool of threads, not two."""
     order = ["torch", "rnnfast"] if first == "torch" else ["rnnfast", "torch"]
-    script = (f"import {order[0]}, {order[1]}, threadpoolctl\n"
-              "print(sum(i['user_api'] == 'openmp' for i in threadpoolctl.threadpool_info()))")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True)
+    script = (
+        f"import {order[0]}, {order[1]}, threadpoolctl\n"
+        "print(sum(i['user_api'] == 'openmp' for i in threadpoolctl.threadpool_info()))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1", out.stdout + out.stderr
 
 
@@ -209,8 +230,7 @@ with rnnfast.threads(1):
 print(backoff > 0, np.array_equal(y2, y1), np.array_equal(y_again, y1),
       _core.contention_backoff_seconds() == 0.0)
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True"] * 4, out.stdout + out.stderr
 
 
@@ -230,5 +250,7 @@ def test_another_library_named_core_is_not_taken_for_rnnfast(tmp_path):
     ctypes.CDLL(str(library))  # loaded into the process, as another package's module would be
     info = _rnnfast_info()  # exactly one rnnfast entry, and it is ours
     assert os.path.realpath(info["filepath"]) == os.path.realpath(_core.__file__)
-    assert not any(os.path.realpath(i["filepath"]) == os.path.realpath(library)
-                   for i in threadpoolctl.threadpool_info())
+    assert not any(
+        os.path.realpath(i["filepath"]) == os.path.realpath(library)
+        for i in threadpoolctl.threadpool_info()
+    )

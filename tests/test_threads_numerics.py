@@ -9,8 +9,9 @@ import time
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ISAS, PLAIN, assert_close, run_threads
+
+import rnnfast
 from rnnfast import _core, reference
 from rnnfast import functional as F
 
@@ -41,8 +42,16 @@ def test_functional_from_many_threads_equals_serial(dtype):
         for _ in range(3):
             nl = "relu" if i % 4 == 3 else "tanh"
             y, h_n = F.rnn_forward(xs[i], w_ih, w_hh, b, b, None, nl, lengths=lengths[i])
-            g = F.rnn_backward(xs[i], w_ih, w_hh, y, y, h_n, h0=None,
-                               **dict(PLAIN, nonlinearity=nl, lengths=lengths[i]))
+            g = F.rnn_backward(
+                xs[i],
+                w_ih,
+                w_hh,
+                y,
+                y,
+                h_n,
+                h0=None,
+                **dict(PLAIN, nonlinearity=nl, lengths=lengths[i]),
+            )
             out.append((y, h_n) + tuple(g))
         return out
 
@@ -59,9 +68,10 @@ def test_functional_from_many_threads_equals_serial(dtype):
 
 def test_eval_layers_from_many_threads_equal_serial():
     rng = np.random.default_rng(8)
-    layers = [rnnfast.RNN(6, 11, num_layers=2, bidirectional=True, seed=1).eval(),
-              rnnfast.RNN(6, 11, nonlinearity="relu", dtype=np.float64, seed=2,
-                          batch_first=True).eval()]
+    layers = [
+        rnnfast.RNN(6, 11, num_layers=2, bidirectional=True, seed=1).eval(),
+        rnnfast.RNN(6, 11, nonlinearity="relu", dtype=np.float64, seed=2, batch_first=True).eval(),
+    ]
     xs = [rng.standard_normal((9, 4, 6)) for _ in range(N_THREADS)]
 
     def work(i):
@@ -121,10 +131,12 @@ def test_the_gil_is_released_during_kernels(restore_threads):
     overlap = min(e0, e1) - max(s0, s1)
     inside = [t for t in ticks if max(s0, s1) <= t <= min(e0, e1)]
     gaps = np.diff([max(s0, s1)] + inside + [min(e0, e1)]) if overlap > 0 else [np.inf]
-    print(f"\none forward {single * 1e3:.0f} ms; two threads: {both * 1e3:.0f} ms wall, "
-          f"intervals [{0:.0f}, {(e0 - s0) * 1e3:.0f}] and [{(s1 - s0) * 1e3:.0f}, "
-          f"{(e1 - s0) * 1e3:.0f}] ms, overlap {overlap * 1e3:.0f} ms, "
-          f"{len(inside)} heartbeat ticks inside, longest gap {max(gaps) * 1e3:.1f} ms")
+    print(
+        f"\none forward {single * 1e3:.0f} ms; two threads: {both * 1e3:.0f} ms wall, "
+        f"intervals [{0:.0f}, {(e0 - s0) * 1e3:.0f}] and [{(s1 - s0) * 1e3:.0f}, "
+        f"{(e1 - s0) * 1e3:.0f}] ms, overlap {overlap * 1e3:.0f} ms, "
+        f"{len(inside)} heartbeat ticks inside, longest gap {max(gaps) * 1e3:.1f} ms"
+    )
     assert overlap > 0.5 * min(e0 - s0, e1 - s1), "the two kernels did not run at the same time"
     # the GIL is free while both kernels run: the heartbeat never stalls for a kernel's length
     assert max(gaps) < 0.5 * overlap
@@ -134,11 +146,14 @@ def test_the_gil_is_released_during_kernels(restore_threads):
 
 
 def _problem(rng, dtype, T=5, B=4, D=6, H=7):
-    return {"x": rng.standard_normal((T, B, D)).astype(dtype),
-                "weight_ih": rng.uniform(-0.4, 0.4, (H, D)).astype(dtype),
-                "weight_hh": rng.uniform(-0.4, 0.4, (H, H)).astype(dtype),
-                "bias_ih": rng.uniform(-0.4, 0.4, H).astype(dtype), "bias_hh": None,
-                "h0": rng.uniform(-1, 1, (B, H)).astype(dtype)}
+    return {
+        "x": rng.standard_normal((T, B, D)).astype(dtype),
+        "weight_ih": rng.uniform(-0.4, 0.4, (H, D)).astype(dtype),
+        "weight_hh": rng.uniform(-0.4, 0.4, (H, H)).astype(dtype),
+        "bias_ih": rng.uniform(-0.4, 0.4, H).astype(dtype),
+        "bias_hh": None,
+        "h0": rng.uniform(-1, 1, (B, H)).astype(dtype),
+    }
 
 
 @pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf])
@@ -151,8 +166,10 @@ def test_nan_and_inf_propagate_like_the_reference(isa, dtype, nonlinearity, spec
     p["x"][3, 0, :] = special
     y, h_n = F.rnn_forward(**p, nonlinearity=nonlinearity)
     with np.errstate(all="ignore"):
-        ry, rh = reference.rnn_forward(**{k: None if v is None else v.astype(np.float64)
-                                          for k, v in p.items()}, nonlinearity=nonlinearity)
+        ry, rh = reference.rnn_forward(
+            **{k: None if v is None else v.astype(np.float64) for k, v in p.items()},
+            nonlinearity=nonlinearity,
+        )
     for got, want, what in ((y, ry, "y"), (h_n, rh, "h_n")):
         assert np.array_equal(np.isnan(got), np.isnan(want)), f"{what}: NaN positions differ"
         assert np.array_equal(np.isposinf(got), np.isposinf(want)), f"{what}: +inf differs"
@@ -161,13 +178,28 @@ def test_nan_and_inf_propagate_like_the_reference(isa, dtype, nonlinearity, spec
         assert_close(got[fin], want[fin], dtype, what)
     # the gradient: non-finite exactly where the reference's is, finite parts equal
     dy = np.ones_like(y)
-    g = F.rnn_backward(p["x"], p["weight_ih"], p["weight_hh"], y, dy, None, h0=p["h0"],
-                       **dict(PLAIN, nonlinearity=nonlinearity))
+    g = F.rnn_backward(
+        p["x"],
+        p["weight_ih"],
+        p["weight_hh"],
+        y,
+        dy,
+        None,
+        h0=p["h0"],
+        **dict(PLAIN, nonlinearity=nonlinearity),
+    )
     with np.errstate(all="ignore"):
         up = lambda a: a.astype(np.float64)
-        r = reference.rnn_backward(up(p["x"]), up(p["weight_ih"]), up(p["weight_hh"]), up(y),
-                                   up(dy), None, h0=up(p["h0"]),
-                                   **dict(PLAIN, nonlinearity=nonlinearity))
+        r = reference.rnn_backward(
+            up(p["x"]),
+            up(p["weight_ih"]),
+            up(p["weight_hh"]),
+            up(y),
+            up(dy),
+            None,
+            h0=up(p["h0"]),
+            **dict(PLAIN, nonlinearity=nonlinearity),
+        )
     for name, got, want in zip(g._fields, g, r):
         assert np.array_equal(np.isfinite(got), np.isfinite(want)), f"{name}: non-finite differ"
 
@@ -211,10 +243,22 @@ def _tanh_grid(dtype):
     every_exponent = np.geomspace(lo, hi, 200_000)
     subnormal = np.geomspace(float(fi.smallest_subnormal), float(fi.tiny), 1000)
     fine = np.linspace(-10, 10, 200_001)
-    edges = [0.0, -0.0, float(fi.max), -float(fi.max), float(fi.tiny), -float(fi.tiny),
-             float(fi.eps), 9.0, 9.5, 20.0, 44.0]
-    return np.concatenate([every_exponent, -every_exponent, subnormal, -subnormal, fine,
-                           edges]).astype(dtype)
+    edges = [
+        0.0,
+        -0.0,
+        float(fi.max),
+        -float(fi.max),
+        float(fi.tiny),
+        -float(fi.tiny),
+        float(fi.eps),
+        9.0,
+        9.5,
+        20.0,
+        44.0,
+    ]
+    return np.concatenate(
+        [every_exponent, -every_exponent, subnormal, -subnormal, fine, edges]
+    ).astype(dtype)
 
 
 def _kernel_tanh(v, H):
@@ -222,8 +266,7 @@ def _kernel_tanh(v, H):
     n = -(-v.size // H) * H
     x = np.zeros(n, v.dtype)
     x[: v.size] = v
-    y, _ = F.rnn_forward(x.reshape(1, -1, H), np.eye(H, dtype=v.dtype),
-                         np.zeros((H, H), v.dtype))
+    y, _ = F.rnn_forward(x.reshape(1, -1, H), np.eye(H, dtype=v.dtype), np.zeros((H, H), v.dtype))
     return y.reshape(-1)[: v.size]
 
 
@@ -249,7 +292,9 @@ def test_vector_tanh_error_over_the_whole_float_range(dtype):
         _core.set_active_isa(previous)
     bound = TANH_BOUND[dtype]
     for isa, H, abs_err, rel_err in report:
-        print(f"\ntanh {np.dtype(dtype).name} {isa} H={H}: max abs {abs_err:.3g}, "
-              f"max rel (|x| < 1) {rel_err:.3g}")
+        print(
+            f"\ntanh {np.dtype(dtype).name} {isa} H={H}: max abs {abs_err:.3g}, "
+            f"max rel (|x| < 1) {rel_err:.3g}"
+        )
         assert abs_err <= bound["abs"], (isa, H, abs_err)
         assert rel_err <= bound["rel"], (isa, H, rel_err)

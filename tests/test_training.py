@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 import rnnfast
 from rnnfast import optim, training
 
 
 def _regression_model(seed=0):
-    return rnnfast.Sequential([
-        rnnfast.RNN(1, 16, batch_first=True, return_sequences=False, seed=seed),
-        rnnfast.Dense(16, 1, seed=seed + 1),
-    ])
+    return rnnfast.Sequential(
+        [
+            rnnfast.RNN(1, 16, batch_first=True, return_sequences=False, seed=seed),
+            rnnfast.Dense(16, 1, seed=seed + 1),
+        ]
+    )
 
 
 def _sum_task(rng, n=256, steps=8):
@@ -23,9 +26,18 @@ def _sum_task(rng, n=256, steps=8):
 def test_fit_drives_a_learnable_task_down_by_a_factor_of_five(rng):
     x, y = _sum_task(rng)
     model = _regression_model()
-    history = training.fit(model, x, y, loss="mse", optimizer=optim.Adam(model, lr=1e-2),
-                           epochs=12, batch_size=32, seed=0, verbose=False,
-                           validation_data=(x[:64], y[:64]))
+    history = training.fit(
+        model,
+        x,
+        y,
+        loss="mse",
+        optimizer=optim.Adam(model, lr=1e-2),
+        epochs=12,
+        batch_size=32,
+        seed=0,
+        verbose=False,
+        validation_data=(x[:64], y[:64]),
+    )
     assert history["loss"][-1] < history["loss"][0] / 5
     assert len(history["val_loss"]) == 12
     final = training.evaluate(model, x, y, loss="mse")["loss"]
@@ -38,8 +50,19 @@ def test_fit_is_reproducible_with_a_seed(rng):
     runs = []
     for _ in range(2):
         model = _regression_model()
-        runs.append(training.fit(model, x, y, loss="mse", optimizer=optim.SGD(model, lr=0.05),
-                                 epochs=2, batch_size=16, seed=3, verbose=False)["loss"])
+        runs.append(
+            training.fit(
+                model,
+                x,
+                y,
+                loss="mse",
+                optimizer=optim.SGD(model, lr=0.05),
+                epochs=2,
+                batch_size=16,
+                seed=3,
+                verbose=False,
+            )["loss"]
+        )
     assert runs[0] == runs[1]
 
 
@@ -65,8 +88,17 @@ def test_fit_stops_when_a_callback_says_so(rng):
         def on_epoch_end(self, epoch, logs, model):
             return epoch == 1
 
-    history = training.fit(model, x, y, loss="mse", optimizer=optim.SGD(model, lr=0.01),
-                           epochs=10, batch_size=16, verbose=False, callbacks=[StopAtSecond()])
+    history = training.fit(
+        model,
+        x,
+        y,
+        loss="mse",
+        optimizer=optim.SGD(model, lr=0.01),
+        epochs=10,
+        batch_size=16,
+        verbose=False,
+        callbacks=[StopAtSecond()],
+    )
     assert len(history["loss"]) == 2
 
 
@@ -74,9 +106,18 @@ def test_checkpoint_saves_a_loadable_model(rng, tmp_path):
     x, y = _sum_task(rng, n=32)
     model = _regression_model()
     path = tmp_path / "best.npz"
-    training.fit(model, x, y, loss="mse", optimizer=optim.Adam(model, lr=1e-2), epochs=2,
-                 batch_size=16, verbose=False, validation_data=(x, y),
-                 callbacks=[training.ModelCheckpoint(path)])
+    training.fit(
+        model,
+        x,
+        y,
+        loss="mse",
+        optimizer=optim.Adam(model, lr=1e-2),
+        epochs=2,
+        batch_size=16,
+        verbose=False,
+        validation_data=(x, y),
+        callbacks=[training.ModelCheckpoint(path)],
+    )
     loaded = rnnfast.load(path)
     assert isinstance(loaded, rnnfast.Sequential)
     model.eval()
@@ -100,15 +141,25 @@ def test_truncated_bptt_learns_a_pattern_longer_than_a_window():
     # at the start of each window of 4 steps
     rng = np.random.default_rng(0)
     tokens = np.tile(rng.integers(0, 4, 3), 3000)
-    model = rnnfast.Sequential([
-        rnnfast.Embedding(4, 8, seed=0),
-        rnnfast.RNN(8, 32, batch_first=True, return_sequences=True, stateful=True, seed=1),
-        rnnfast.Dense(32, 4, seed=2),
-    ])
-    history = training.fit_stream(model, tokens, loss="cross_entropy",
-                                  optimizer=optim.Adam(model, lr=1e-2), batch_size=8, bptt=4,
-                                  epochs=3, clip_norm=5.0, validation_tokens=tokens[:2000],
-                                  verbose=False)
+    model = rnnfast.Sequential(
+        [
+            rnnfast.Embedding(4, 8, seed=0),
+            rnnfast.RNN(8, 32, batch_first=True, return_sequences=True, stateful=True, seed=1),
+            rnnfast.Dense(32, 4, seed=2),
+        ]
+    )
+    history = training.fit_stream(
+        model,
+        tokens,
+        loss="cross_entropy",
+        optimizer=optim.Adam(model, lr=1e-2),
+        batch_size=8,
+        bptt=4,
+        epochs=3,
+        clip_norm=5.0,
+        validation_tokens=tokens[:2000],
+        verbose=False,
+    )
     assert history["loss"][-1] < np.log(4) / 5  # far below a uniform guess
     assert history["val_loss"][-1] < np.log(4) / 5
 

@@ -22,9 +22,19 @@ def test_fit_seq2seq_lowers_the_loss_and_reports_corpus_figures():
     rng = np.random.default_rng(0)
     src, tgt = _pairs(rng)
     model = rnnfast.Seq2Seq(10, 10, 16, 32, seed=0, dtype=np.float64)
-    history = training.fit_seq2seq(model, src, tgt, optimizer=optim.Adam(model, lr=5e-3),
-                                   bos=BOS, eos=EOS, epochs=4, batch_size=16, seed=0,
-                                   validation_data=(src, tgt), verbose=False)
+    history = training.fit_seq2seq(
+        model,
+        src,
+        tgt,
+        optimizer=optim.Adam(model, lr=5e-3),
+        bos=BOS,
+        eos=EOS,
+        epochs=4,
+        batch_size=16,
+        seed=0,
+        validation_data=(src, tgt),
+        verbose=False,
+    )
     assert history["loss"][-1] < history["loss"][0]
     assert set(history) == {"loss", "val_loss", "val_accuracy", "val_perplexity"}
     assert math.isclose(history["val_perplexity"][-1], math.exp(history["val_loss"][-1]))
@@ -52,8 +62,15 @@ def test_fit_seq2seq_rejects_mismatched_or_non_integer_data():
     model = rnnfast.Seq2Seq(10, 10, 4, 4, seed=0)
     opt = optim.Adam(model)
     with pytest.raises(ValueError, match="targets: expected 2 sequences"):
-        training.fit_seq2seq(model, [np.array([3, 4]), np.array([5])], [np.array([3])],
-                             optimizer=opt, bos=BOS, verbose=False)
+        training.fit_seq2seq(
+            model,
+            [np.array([3, 4]), np.array([5])],
+            [np.array([3])],
+            optimizer=opt,
+            bos=BOS,
+            verbose=False,
+        )
     with pytest.raises(TypeError, match="sources: expected a non-empty list"):
-        training.fit_seq2seq(model, [np.array([0.5])], [np.array([3])], optimizer=opt, bos=BOS,
-                             verbose=False)
+        training.fit_seq2seq(
+            model, [np.array([0.5])], [np.array([3])], optimizer=opt, bos=BOS, verbose=False
+        )

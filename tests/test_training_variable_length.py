@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+
 from rnnfast import RNN, Dense, Embedding, Module, Sequential, losses, training
 from rnnfast.nn import PaddingWarning
 from rnnfast.optim import SGD, Adam
@@ -43,7 +44,7 @@ def _pad(seqs, steps=None, fill=0):
     steps = max(len(s) for s in seqs) if steps is None else steps
     out = np.full((len(seqs), steps) + np.shape(seqs[0])[1:], fill, dtype=np.asarray(seqs[0]).dtype)
     for i, s in enumerate(seqs):
-        out[i, :len(s)] = s
+        out[i, : len(s)] = s
     return out
 
 
@@ -52,20 +53,31 @@ def _mask(lengths, steps):
 
 
 def _tagger(dtype=np.float32, batch_first=True, mask_zero=False):
-    return Sequential([
-        Embedding(V, E, dtype=dtype, seed=1, mask_zero=mask_zero),
-        RNN(E, H, batch_first=batch_first, bidirectional=True, return_sequences=True,
-            dtype=dtype, seed=2),
-        Dense(2 * H, C, dtype=dtype, seed=3),
-    ])
+    return Sequential(
+        [
+            Embedding(V, E, dtype=dtype, seed=1, mask_zero=mask_zero),
+            RNN(
+                E,
+                H,
+                batch_first=batch_first,
+                bidirectional=True,
+                return_sequences=True,
+                dtype=dtype,
+                seed=2,
+            ),
+            Dense(2 * H, C, dtype=dtype, seed=3),
+        ]
+    )
 
 
 def _classifier(dtype=np.float32, batch_first=True, mask_zero=False):
-    return Sequential([
-        Embedding(V, E, dtype=dtype, seed=4, mask_zero=mask_zero),
-        RNN(E, H, batch_first=batch_first, return_sequences=False, dtype=dtype, seed=5),
-        Dense(H, C, dtype=dtype, seed=6),
-    ])
+    return Sequential(
+        [
+            Embedding(V, E, dtype=dtype, seed=4, mask_zero=mask_zero),
+            RNN(E, H, batch_first=batch_first, return_sequences=False, dtype=dtype, seed=5),
+            Dense(H, C, dtype=dtype, seed=6),
+        ]
+    )
 
 
 def _alone(model, seq, batch_first):
@@ -107,12 +119,29 @@ def test_ragged_many_to_one(batch_first, bucket, rng):
     seqs = _sequences(rng, lengths)
     labels = np.array([s[0] % C for s in seqs])  # learnable: the first token says it
     model = _classifier(batch_first=batch_first)
-    history = training.fit(model, seqs, labels, loss="cross_entropy",
-                           optimizer=Adam(model, lr=0.05), epochs=8, batch_size=BATCH,
-                           bucket=bucket, seed=1, verbose=False, metrics=["accuracy"])
+    history = training.fit(
+        model,
+        seqs,
+        labels,
+        loss="cross_entropy",
+        optimizer=Adam(model, lr=0.05),
+        epochs=8,
+        batch_size=BATCH,
+        bucket=bucket,
+        seed=1,
+        verbose=False,
+        metrics=["accuracy"],
+    )
     assert history["loss"][-1] < history["loss"][0]
-    result = training.evaluate(model, seqs, labels, loss="cross_entropy", metrics=["accuracy"],
-                               batch_size=BATCH, bucket=bucket)
+    result = training.evaluate(
+        model,
+        seqs,
+        labels,
+        loss="cross_entropy",
+        metrics=["accuracy"],
+        batch_size=BATCH,
+        bucket=bucket,
+    )
     loss, acc = _by_hand(model, seqs, labels, batch_first)
     assert result["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-6)  # float32, loss ~1e-3
     assert result["accuracy"] == pytest.approx(acc, abs=1e-12)
@@ -120,8 +149,9 @@ def test_ragged_many_to_one(batch_first, bucket, rng):
     out = training.predict(model, seqs, batch_size=BATCH, bucket=bucket)
     assert isinstance(out, np.ndarray) and out.shape == (N, C)
     for i, s in enumerate(seqs):  # input order, each the sequence's own last output
-        np.testing.assert_allclose(out[i], _alone(model, s, batch_first), rtol=1e-5,
-                                   atol=1e-6, err_msg=f"sequence {i}")
+        np.testing.assert_allclose(
+            out[i], _alone(model, s, batch_first), rtol=1e-5, atol=1e-6, err_msg=f"sequence {i}"
+        )
 
 
 @pytest.mark.parametrize("bucket", [False, True], ids=["in-order", "bucketed"])
@@ -131,9 +161,19 @@ def test_ragged_many_to_many(batch_first, bucket, rng):
     seqs = _sequences(rng, lengths)
     tags = [s % C for s in seqs]  # learnable: each token says its tag
     model = _tagger(batch_first=batch_first)
-    history = training.fit(model, seqs, tags, loss="cross_entropy",
-                           optimizer=Adam(model, lr=0.05), epochs=6, batch_size=BATCH,
-                           bucket=bucket, seed=2, verbose=False, metrics=["accuracy"])
+    history = training.fit(
+        model,
+        seqs,
+        tags,
+        loss="cross_entropy",
+        optimizer=Adam(model, lr=0.05),
+        epochs=6,
+        batch_size=BATCH,
+        bucket=bucket,
+        seed=2,
+        verbose=False,
+        metrics=["accuracy"],
+    )
     assert history["loss"][-1] < history["loss"][0] / 2
     assert history["accuracy"][-1] > 0.9
 
@@ -141,10 +181,18 @@ def test_ragged_many_to_many(batch_first, bucket, rng):
     assert isinstance(out, list) and len(out) == N
     assert [o.shape for o in out] == [(n, C) for n in lengths]
     for i, s in enumerate(seqs):
-        np.testing.assert_allclose(out[i], _alone(model, s, batch_first), rtol=1e-5,
-                                   atol=1e-6, err_msg=f"sequence {i}")
-    result = training.evaluate(model, seqs, tags, loss="cross_entropy", metrics=["accuracy"],
-                               batch_size=BATCH, bucket=bucket)
+        np.testing.assert_allclose(
+            out[i], _alone(model, s, batch_first), rtol=1e-5, atol=1e-6, err_msg=f"sequence {i}"
+        )
+    result = training.evaluate(
+        model,
+        seqs,
+        tags,
+        loss="cross_entropy",
+        metrics=["accuracy"],
+        batch_size=BATCH,
+        bucket=bucket,
+    )
     loss, acc = _by_hand(model, seqs, tags, batch_first)
     assert result["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-6)  # float32, loss ~1e-3
     assert result["accuracy"] == pytest.approx(acc, abs=1e-12)
@@ -155,12 +203,21 @@ def test_ragged_validation_data_is_evaluated_as_evaluate_does(rng):
     seqs = _sequences(rng, lengths)
     tags = _tags(rng, seqs)
     model = _tagger(dtype=F64)
-    history = training.fit(model, seqs[:30], tags[:30], loss="cross_entropy",
-                           optimizer=Adam(model, lr=0.01), epochs=1, batch_size=BATCH,
-                           validation_data=(seqs[30:], tags[30:]), verbose=False,
-                           metrics=["accuracy"])
-    result = training.evaluate(model, seqs[30:], tags[30:], loss="cross_entropy",
-                               metrics=["accuracy"], batch_size=BATCH)
+    history = training.fit(
+        model,
+        seqs[:30],
+        tags[:30],
+        loss="cross_entropy",
+        optimizer=Adam(model, lr=0.01),
+        epochs=1,
+        batch_size=BATCH,
+        validation_data=(seqs[30:], tags[30:]),
+        verbose=False,
+        metrics=["accuracy"],
+    )
+    result = training.evaluate(
+        model, seqs[30:], tags[30:], loss="cross_entropy", metrics=["accuracy"], batch_size=BATCH
+    )
     assert history["val_loss"][0] == pytest.approx(result["loss"], rel=1e-12)
     assert history["val_accuracy"][0] == result["accuracy"]
 
@@ -175,8 +232,9 @@ def test_predict_keeps_the_input_order_with_any_batch_size(rng):
             out = training.predict(model, seqs, batch_size=batch_size, bucket=bucket)
             assert len(out) == N
             for i, (o, r) in enumerate(zip(out, reference)):
-                np.testing.assert_allclose(o, r, rtol=1e-12, atol=1e-13,
-                                           err_msg=f"sequence {i}, batch_size {batch_size}")
+                np.testing.assert_allclose(
+                    o, r, rtol=1e-12, atol=1e-13, err_msg=f"sequence {i}, batch_size {batch_size}"
+                )
 
 
 # ---- padded arrays with lengths= or mask= --------------------------------------------------------
@@ -216,13 +274,15 @@ def test_padded_with_lengths_or_mask_equals_ragged(task, batch_first, rng):
         rows = out if batch_first else out.swapaxes(0, 1)
         assert rows.shape == (N, steps, C)
         for i, s in enumerate(seqs):
-            np.testing.assert_allclose(rows[i, :len(s)], _alone(model, s, batch_first),
-                                       rtol=1e-12, atol=1e-13)
+            np.testing.assert_allclose(
+                rows[i, : len(s)], _alone(model, s, batch_first), rtol=1e-12, atol=1e-13
+            )
     else:
         assert out.shape == (N, C)
         for i, s in enumerate(seqs):
-            np.testing.assert_allclose(out[i], _alone(model, s, batch_first), rtol=1e-12,
-                                       atol=1e-13)
+            np.testing.assert_allclose(
+                out[i], _alone(model, s, batch_first), rtol=1e-12, atol=1e-13
+            )
 
 
 # ---- corpus figures ---------------------------------------------------------------------------
@@ -240,8 +300,15 @@ def test_evaluate_accuracy_and_loss_are_corpus_figures(dtype, bucket):
     seqs = _sequences(rng, lengths)
     tags = _tags(rng, seqs)
     model = _tagger(dtype)
-    result = training.evaluate(model, seqs, tags, loss="cross_entropy", metrics=["accuracy"],
-                               batch_size=BATCH, bucket=bucket)
+    result = training.evaluate(
+        model,
+        seqs,
+        tags,
+        loss="cross_entropy",
+        metrics=["accuracy"],
+        batch_size=BATCH,
+        bucket=bucket,
+    )
     out = training.predict(model, seqs, batch_size=BATCH, bucket=bucket)
     hits = [int(np.sum(np.argmax(o, axis=-1) == t)) for o, t in zip(out, tags)]
     ce = [-float(np.sum(_log_softmax(o)[np.arange(len(t)), t])) for o, t in zip(out, tags)]
@@ -252,7 +319,7 @@ def test_evaluate_accuracy_and_loss_are_corpus_figures(dtype, bucket):
     # what a mean of batch fractions would give, over evaluate's own batches: far off here,
     # so the figures above tell counts from fractions
     order = np.argsort(-lengths, kind="stable") if bucket else np.arange(N)
-    batches = [order[i:i + BATCH] for i in range(0, N, BATCH)]
+    batches = [order[i : i + BATCH] for i in range(0, N, BATCH)]
     mean_acc = np.mean([sum(hits[i] for i in b) / lengths[b].sum() for b in batches])
     mean_loss = np.mean([sum(ce[i] for i in b) / lengths[b].sum() for b in batches])
     assert abs(mean_acc - result["accuracy"]) > 1e-3
@@ -265,11 +332,11 @@ def test_many_to_one_accuracy_counts_sequences(rng):
     seqs = _sequences(rng, lengths)
     labels = rng.integers(0, C, size=N)
     model = _classifier(F64)
-    result = training.evaluate(model, seqs, labels, loss="cross_entropy", metrics=["accuracy"],
-                               batch_size=BATCH)
+    result = training.evaluate(
+        model, seqs, labels, loss="cross_entropy", metrics=["accuracy"], batch_size=BATCH
+    )
     out = training.predict(model, seqs, batch_size=BATCH)
-    assert result["accuracy"] == pytest.approx(np.mean(np.argmax(out, axis=1) == labels),
-                                               abs=1e-12)
+    assert result["accuracy"] == pytest.approx(np.mean(np.argmax(out, axis=1) == labels), abs=1e-12)
     ce = -_log_softmax(out)[np.arange(N), labels]
     assert result["loss"] == pytest.approx(ce.mean(), rel=1e-11)
 
@@ -279,21 +346,37 @@ def test_perplexity_is_exp_of_the_mean_cross_entropy(rng):
     seqs = _sequences(rng, lengths)
     tags = _tags(rng, seqs)
     model = _tagger(F64)
-    result = training.evaluate(model, seqs, tags, loss="cross_entropy",
-                               metrics=["perplexity"], batch_size=BATCH)
+    result = training.evaluate(
+        model, seqs, tags, loss="cross_entropy", metrics=["perplexity"], batch_size=BATCH
+    )
     loss, _ = _by_hand(model, seqs, tags)
     assert result["perplexity"] == pytest.approx(math.exp(loss), rel=1e-11)
     assert result["perplexity"] == pytest.approx(math.exp(result["loss"]), rel=1e-12)
-    history = training.fit(model, seqs, tags, loss="cross_entropy",
-                           optimizer=SGD(model, lr=0.0), batch_size=BATCH, shuffle=False,
-                           verbose=False, metrics=["perplexity"])
+    history = training.fit(
+        model,
+        seqs,
+        tags,
+        loss="cross_entropy",
+        optimizer=SGD(model, lr=0.0),
+        batch_size=BATCH,
+        shuffle=False,
+        verbose=False,
+        metrics=["perplexity"],
+    )
     assert history["perplexity"][0] == pytest.approx(math.exp(loss), rel=1e-11)
 
 
-@pytest.mark.parametrize("batching", [
-    {"bucket": False}, {"bucket": True}, {"bucket": True, "max_tokens": 60},
-    {"max_tokens": 35}, {"bucket": False, "drop_last": False, "batch_size": 1},
-], ids=["none", "bucket", "bucket-max-tokens", "max-tokens", "one-per-batch"])
+@pytest.mark.parametrize(
+    "batching",
+    [
+        {"bucket": False},
+        {"bucket": True},
+        {"bucket": True, "max_tokens": 60},
+        {"max_tokens": 35},
+        {"bucket": False, "drop_last": False, "batch_size": 1},
+    ],
+    ids=["none", "bucket", "bucket-max-tokens", "max-tokens", "one-per-batch"],
+)
 def test_batching_does_not_change_the_figures(batching, rng):
     """With a learning rate of 0, fit's epoch figures are the corpus figures of the model,
     whatever the batches; evaluate's the same with or without bucketing."""
@@ -303,14 +386,30 @@ def test_batching_does_not_change_the_figures(batching, rng):
     model = _tagger(F64)
     expected_loss, expected_acc = _by_hand(model, seqs, tags)
     for bucket in (False, True):
-        result = training.evaluate(model, seqs, tags, loss="cross_entropy",
-                                   metrics=["accuracy"], batch_size=BATCH, bucket=bucket)
+        result = training.evaluate(
+            model,
+            seqs,
+            tags,
+            loss="cross_entropy",
+            metrics=["accuracy"],
+            batch_size=BATCH,
+            bucket=bucket,
+        )
         assert result["loss"] == pytest.approx(expected_loss, rel=1e-11)
         assert result["accuracy"] == pytest.approx(expected_acc, abs=1e-12)
     kw = {"batch_size": BATCH, **batching}
-    history = training.fit(model, seqs, tags, loss="cross_entropy",
-                           optimizer=SGD(model, lr=0.0), epochs=1, seed=3, verbose=False,
-                           metrics=["accuracy"], **kw)
+    history = training.fit(
+        model,
+        seqs,
+        tags,
+        loss="cross_entropy",
+        optimizer=SGD(model, lr=0.0),
+        epochs=1,
+        seed=3,
+        verbose=False,
+        metrics=["accuracy"],
+        **kw,
+    )
     assert history["loss"][0] == pytest.approx(expected_loss, rel=1e-11)
     assert history["accuracy"][0] == pytest.approx(expected_acc, abs=1e-12)
 
@@ -321,8 +420,9 @@ class _HandsLengthsOn(Module):
     def __init__(self):
         super().__init__()
         self.embed = Embedding(V, E, dtype=F64, seed=1)
-        self.rnn = RNN(E, H, batch_first=True, bidirectional=True, return_sequences=True,
-                       dtype=F64, seed=2)
+        self.rnn = RNN(
+            E, H, batch_first=True, bidirectional=True, return_sequences=True, dtype=F64, seed=2
+        )
         self.head = Dense(2 * H, C, dtype=F64, seed=3)
 
     def forward(self, ids, lengths=None):
@@ -334,8 +434,9 @@ def test_a_module_handing_lengths_to_its_rnn_keeps_padding_out_of_the_figures(rn
     seqs = _sequences(rng, lengths)
     tags = _tags(rng, seqs)
     model = _HandsLengthsOn()
-    result = training.evaluate(model, seqs, tags, loss="cross_entropy", metrics=["accuracy"],
-                               batch_size=BATCH)
+    result = training.evaluate(
+        model, seqs, tags, loss="cross_entropy", metrics=["accuracy"], batch_size=BATCH
+    )
     loss, acc = _by_hand(model, seqs, tags)
     assert result["loss"] == pytest.approx(loss, rel=1e-11)
     assert result["accuracy"] == pytest.approx(acc, abs=1e-12)
@@ -366,10 +467,29 @@ def test_targets_at_padded_positions_change_nothing(how, rng):
     results, states = [], []
     for targets in (y, y_other):
         model = _tagger(F64)
-        results.append(training.evaluate(model, x, targets, loss="cross_entropy",
-                                         metrics=["accuracy"], batch_size=BATCH, **kw))
-        training.fit(model, x, targets, loss="cross_entropy", optimizer=SGD(model, lr=0.5),
-                     epochs=2, batch_size=BATCH, shuffle=False, verbose=False, **kw)
+        results.append(
+            training.evaluate(
+                model,
+                x,
+                targets,
+                loss="cross_entropy",
+                metrics=["accuracy"],
+                batch_size=BATCH,
+                **kw,
+            )
+        )
+        training.fit(
+            model,
+            x,
+            targets,
+            loss="cross_entropy",
+            optimizer=SGD(model, lr=0.5),
+            epochs=2,
+            batch_size=BATCH,
+            shuffle=False,
+            verbose=False,
+            **kw,
+        )
         states.append(_state(model))
     assert results[0] == results[1]
     for name, v in states[0].items():
@@ -404,7 +524,7 @@ def test_mse_with_a_mask_ignores_padded_positions(rng):
     mask = _mask(lengths, 6)
     value, grad = losses.mse_loss(pred, target, mask=mask)
     diff = (pred - target)[mask]
-    assert value == pytest.approx(np.mean(diff ** 2), rel=1e-12)
+    assert value == pytest.approx(np.mean(diff**2), rel=1e-12)
     np.testing.assert_allclose(grad[mask], 2 * diff / diff.size, rtol=1e-12)
     assert np.all(grad[~mask] == 0)
     target2 = target.copy()
@@ -413,7 +533,7 @@ def test_mse_with_a_mask_ignores_padded_positions(rng):
     assert value2 == value
     np.testing.assert_array_equal(grad2, grad)
     total, grad_sum = losses.mse_loss(pred, target, mask=mask, reduction="sum")
-    assert total == pytest.approx(np.sum(diff ** 2), rel=1e-12)
+    assert total == pytest.approx(np.sum(diff**2), rel=1e-12)
     np.testing.assert_allclose(grad_sum[mask], 2 * diff, rtol=1e-12)
     with pytest.raises(ValueError, match="mask"):
         losses.mse_loss(pred, target, mask=mask.T)
@@ -427,10 +547,22 @@ def test_fit_with_mse_on_ragged_per_step_targets(rng):
     lengths = _lengths(rng)
     xs = [rng.standard_normal((n, E)) for n in lengths]
     ys = [np.cumsum(x, axis=0)[:, :2] * 0.1 for x in xs]
-    model = Sequential([RNN(E, H, batch_first=True, return_sequences=True, dtype=F64, seed=7),
-                        Dense(H, 2, dtype=F64, seed=8)])
-    history = training.fit(model, xs, ys, loss="mse", optimizer=Adam(model, lr=0.01),
-                           epochs=3, batch_size=BATCH, verbose=False)
+    model = Sequential(
+        [
+            RNN(E, H, batch_first=True, return_sequences=True, dtype=F64, seed=7),
+            Dense(H, 2, dtype=F64, seed=8),
+        ]
+    )
+    history = training.fit(
+        model,
+        xs,
+        ys,
+        loss="mse",
+        optimizer=Adam(model, lr=0.01),
+        epochs=3,
+        batch_size=BATCH,
+        verbose=False,
+    )
     assert history["loss"][-1] < history["loss"][0]
     result = training.evaluate(model, xs, ys, loss="mse", batch_size=BATCH)
     out = training.predict(model, xs, batch_size=BATCH)
@@ -438,8 +570,7 @@ def test_fit_with_mse_on_ragged_per_step_targets(rng):
     assert result["loss"] == pytest.approx(squared / (2 * lengths.sum()), rel=1e-11)
     steps = int(lengths.max())
     x_pad, y_pad = _pad(xs, steps), _pad(ys, steps, fill=99.0)
-    padded = training.evaluate(model, x_pad, y_pad, loss="mse", lengths=lengths,
-                               batch_size=BATCH)
+    padded = training.evaluate(model, x_pad, y_pad, loss="mse", lengths=lengths, batch_size=BATCH)
     assert padded["loss"] == pytest.approx(result["loss"], rel=1e-11)
 
 
@@ -456,11 +587,19 @@ def test_batch_axis_contradicting_the_model_is_refused(function, batch_first, rn
     wrong = 1 if batch_first else 0
     data = x if batch_first else np.ascontiguousarray(x.T)
     call = {
-        "fit": lambda: training.fit(model, data, y, loss="cross_entropy",
-                                    optimizer=SGD(model, lr=0.1), batch_axis=wrong,
-                                    lengths=lengths, verbose=False),
-        "evaluate": lambda: training.evaluate(model, data, y, loss="cross_entropy",
-                                              batch_axis=wrong, lengths=lengths),
+        "fit": lambda: training.fit(
+            model,
+            data,
+            y,
+            loss="cross_entropy",
+            optimizer=SGD(model, lr=0.1),
+            batch_axis=wrong,
+            lengths=lengths,
+            verbose=False,
+        ),
+        "evaluate": lambda: training.evaluate(
+            model, data, y, loss="cross_entropy", batch_axis=wrong, lengths=lengths
+        ),
         "predict": lambda: training.predict(model, data, batch_axis=wrong, lengths=lengths),
     }[function]
     before = _state(model)
@@ -481,25 +620,55 @@ def test_fit_on_end_padded_ids_without_lengths_warns(padded_to, rng):
     x = _pad(seqs, steps)
     model = _classifier()
     with pytest.warns(PaddingWarning, match="lengths="):
-        training.fit(model, x, labels, loss="cross_entropy", optimizer=SGD(model, lr=0.1),
-                     batch_size=BATCH, verbose=False)
+        training.fit(
+            model,
+            x,
+            labels,
+            loss="cross_entropy",
+            optimizer=SGD(model, lr=0.1),
+            batch_size=BATCH,
+            verbose=False,
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        training.fit(model, x, labels, loss="cross_entropy", optimizer=SGD(model, lr=0.1),
-                     batch_size=BATCH, verbose=False, lengths=lengths)
-        training.fit(model, seqs, labels, loss="cross_entropy", optimizer=SGD(model, lr=0.1),
-                     batch_size=BATCH, verbose=False)
+        training.fit(
+            model,
+            x,
+            labels,
+            loss="cross_entropy",
+            optimizer=SGD(model, lr=0.1),
+            batch_size=BATCH,
+            verbose=False,
+            lengths=lengths,
+        )
+        training.fit(
+            model,
+            seqs,
+            labels,
+            loss="cross_entropy",
+            optimizer=SGD(model, lr=0.1),
+            batch_size=BATCH,
+            verbose=False,
+        )
         masked = _classifier(mask_zero=True)
-        training.fit(masked, x, labels, loss="cross_entropy", optimizer=SGD(masked, lr=0.1),
-                     batch_size=BATCH, verbose=False)
+        training.fit(
+            masked,
+            x,
+            labels,
+            loss="cross_entropy",
+            optimizer=SGD(masked, lr=0.1),
+            batch_size=BATCH,
+            verbose=False,
+        )
 
 
 def test_ragged_input_refuses_lengths_and_mismatched_targets(rng):
     seqs = _sequences(rng, [3, 4, 2])
     model = _tagger()
     with pytest.raises(ValueError, match="ragged"):
-        training.evaluate(model, seqs, _tags(rng, seqs), loss="cross_entropy",
-                          lengths=np.array([3, 4, 2]))
+        training.evaluate(
+            model, seqs, _tags(rng, seqs), loss="cross_entropy", lengths=np.array([3, 4, 2])
+        )
     bad = _tags(rng, seqs)
     bad[1] = bad[1][:-1]
     with pytest.raises(ValueError, match=r"y\[1\]"):

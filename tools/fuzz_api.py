@@ -91,7 +91,7 @@ class Bytes:
         return (b - 140) / 32.0
 
     def rest(self) -> bytes:
-        out = self.data[self.pos:]
+        out = self.data[self.pos :]
         self.pos = len(self.data)
         return out
 
@@ -150,8 +150,15 @@ def maybe_wrong_dtype(fb: Bytes, dt):
     r = fb.byte()
     if r < 230:
         return dt
-    return [np.float16, np.int32, np.int64, np.bool_, object, np.complex64,
-            np.float32 if dt == np.float64 else np.float64][r % 7]
+    return [
+        np.float16,
+        np.int32,
+        np.int64,
+        np.bool_,
+        object,
+        np.complex64,
+        np.float32 if dt == np.float64 else np.float64,
+    ][r % 7]
 
 
 def maybe_bad_shape(fb: Bytes, shape):
@@ -190,8 +197,9 @@ def lengths_for(fb: Bytes, T, B):
     if r == 5:
         return [fb.int_in(-1, T + 1) for _ in range(B)]  # possibly out of range
     if r == 6:
-        return np.array([fb.int_in(0, T) for _ in range(B)], dtype=fb.pick([np.int8, np.uint64,
-                                                                             np.float64]))
+        return np.array(
+            [fb.int_in(0, T) for _ in range(B)], dtype=fb.pick([np.int8, np.uint64, np.float64])
+        )
     if r == 7:
         return np.array([fb.int_in(0, T) for _ in range(B + fb.int_in(-1, 1))], np.int64)
     return np.array([fb.int_in(0, T) for _ in range(B)], np.int64)
@@ -215,9 +223,11 @@ def step_mask_for(fb: Bytes, T, B):
 def masks_for(fb: Bytes, T, B, H, dt, moderate):
     """The masked kernels' options: step mask, zero_output_for_mask (sometimes not a bool),
     recurrent dropout mask."""
-    return {"step_mask": step_mask_for(fb, T, B),
-            "zero_output_for_mask": fb.pick([False, True, False, True, 1, None]),
-            "recurrent_mask": arr(fb, (B, H), dt, moderate) if fb.int_in(0, 3) == 0 else None}
+    return {
+        "step_mask": step_mask_for(fb, T, B),
+        "zero_output_for_mask": fb.pick([False, True, False, True, 1, None]),
+        "recurrent_mask": arr(fb, (B, H), dt, moderate) if fb.int_in(0, 3) == 0 else None,
+    }
 
 
 def alpha_for(fb: Bytes):
@@ -252,34 +262,59 @@ def target_forward(fb: Bytes, backward=False):
     masks = masks_for(fb, T, B, H, dt, moderate)
     inputs = (x, w_ih, w_hh, b_ih, b_hh, h0, lengths, masks["step_mask"], masks["recurrent_mask"])
     before = snapshot(*inputs)
-    y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, nl, return_sequences=seqs,
-                           lengths=lengths, alpha=alpha, **masks)
+    y, h_n = F.rnn_forward(
+        x,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+        h0,
+        nl,
+        return_sequences=seqs,
+        lengths=lengths,
+        alpha=alpha,
+        **masks,
+    )
     check_unmodified(before, inputs, "rnn_forward")
     if h_n.shape != (B, H) or (seqs and y.shape != (T, B, H)) or (not seqs and y is not None):
-        raise Finding(f"rnn_forward: shapes y {None if y is None else y.shape}, h_n {h_n.shape}"
-                      f" for T,B,D,H={T, B, D, H}")
-    if moderate and all(isinstance(a, np.ndarray) and np.isfinite(a).all()
-                        for a in (x, w_ih, w_hh, masks["recurrent_mask"]) if a is not None):
-        ry, rh = reference.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, nl, lengths=lengths,
-                                       alpha=alpha, **masks)
+        raise Finding(
+            f"rnn_forward: shapes y {None if y is None else y.shape}, h_n {h_n.shape}"
+            f" for T,B,D,H={T, B, D, H}"
+        )
+    if moderate and all(
+        isinstance(a, np.ndarray) and np.isfinite(a).all()
+        for a in (x, w_ih, w_hh, masks["recurrent_mask"])
+        if a is not None
+    ):
+        ry, rh = reference.rnn_forward(
+            x, w_ih, w_hh, b_ih, b_hh, h0, nl, lengths=lengths, alpha=alpha, **masks
+        )
         tol = 2e-3 if dt == np.float32 else 1e-9
         if not np.allclose(h_n, rh, rtol=tol, atol=tol, equal_nan=True) or (
-                seqs and not np.allclose(y, ry, rtol=tol, atol=tol, equal_nan=True)):
-            raise Finding(f"rnn_forward differs from reference by "
-                          f"{np.nanmax(np.abs(h_n - rh)) if h_n.size else 0}")
+            seqs and not np.allclose(y, ry, rtol=tol, atol=tol, equal_nan=True)
+        ):
+            raise Finding(
+                f"rnn_forward differs from reference by "
+                f"{np.nanmax(np.abs(h_n - rh)) if h_n.size else 0}"
+            )
     if not backward:
         return
-    yy = y if y is not None else F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, nl,
-                                               lengths=lengths, alpha=alpha, **masks)[0]
+    yy = (
+        y
+        if y is not None
+        else F.rnn_forward(
+            x, w_ih, w_hh, b_ih, b_hh, h0, nl, lengths=lengths, alpha=alpha, **masks
+        )[0]
+    )
     yy = layout(fb, yy) if fb.byte() < 200 else arr(fb, (T, B, H), dt)
     dy = arr(fb, (T, B, H), dt) if fb.bool() else None
     dh_n = arr(fb, (B, H), dt) if fb.bool() else None
     nl2 = nl if fb.byte() < 230 else nonlin_for(fb)
-    inputs = (x, w_ih, w_hh, yy, dy, dh_n, h0, lengths, masks["step_mask"],
-              masks["recurrent_mask"])
+    inputs = (x, w_ih, w_hh, yy, dy, dh_n, h0, lengths, masks["step_mask"], masks["recurrent_mask"])
     before = snapshot(*inputs)
-    g = F.rnn_backward(x, w_ih, w_hh, yy, dy, dh_n, h0=h0, nonlinearity=nl2, lengths=lengths,
-                       alpha=alpha, **masks)
+    g = F.rnn_backward(
+        x, w_ih, w_hh, yy, dy, dh_n, h0=h0, nonlinearity=nl2, lengths=lengths, alpha=alpha, **masks
+    )
     check_unmodified(before, inputs, "rnn_backward")
     want = [(T, B, D), (B, H), (H, D), (H, H), (H,)]
     if [tuple(a.shape) for a in g] != want:
@@ -317,22 +352,38 @@ def target_tokens(fb: Bytes):
     nl, lengths, alpha = nonlin_for(fb), lengths_for(fb, T, B), alpha_for(fb)
     inputs = (table, ids, w_ih, w_hh, b_ih, h0, lengths)
     before = snapshot(*inputs)
-    y, h_n = F.rnn_forward(table, w_ih, w_hh, b_ih, None, h0, nl, lengths=lengths, alpha=alpha,
-                           ids=ids)
+    y, h_n = F.rnn_forward(
+        table, w_ih, w_hh, b_ih, None, h0, nl, lengths=lengths, alpha=alpha, ids=ids
+    )
     check_unmodified(before, inputs, "rnn_forward(ids=)")
     # Accepted: then the ids were valid, and the same call on the gathered rows must agree.
     gathered = np.asarray(table, dtype=dt)[np.asarray(ids)]
-    y2, h2 = F.rnn_forward(gathered, w_ih, w_hh, b_ih, None, h0, nl, lengths=lengths,
-                           alpha=alpha)
+    y2, h2 = F.rnn_forward(gathered, w_ih, w_hh, b_ih, None, h0, nl, lengths=lengths, alpha=alpha)
     # Equal to rounding, not bitwise: the table's projection GEMM has other M tails and
     # thread splits than the sequence's.
     tol = 1e-5 if dt == np.float32 else 1e-12
-    if not (np.allclose(y, y2, rtol=tol, atol=tol, equal_nan=True)
-            and np.allclose(h_n, h2, rtol=tol, atol=tol, equal_nan=True)):
+    if not (
+        np.allclose(y, y2, rtol=tol, atol=tol, equal_nan=True)
+        and np.allclose(h_n, h2, rtol=tol, atol=tol, equal_nan=True)
+    ):
         raise Finding("rnn_forward(ids=) differs from rnn_forward(table[ids])")
     dy = arr(fb, y.shape, dt) if fb.bool() else None
-    g = F.rnn_backward(table, w_ih, w_hh, y, dy, None, h0=h0, nonlinearity=nl, lengths=lengths,
-                       alpha=alpha, step_mask=None, zero_output_for_mask=False, recurrent_mask=None, ids=ids)
+    g = F.rnn_backward(
+        table,
+        w_ih,
+        w_hh,
+        y,
+        dy,
+        None,
+        h0=h0,
+        nonlinearity=nl,
+        lengths=lengths,
+        alpha=alpha,
+        step_mask=None,
+        zero_output_for_mask=False,
+        recurrent_mask=None,
+        ids=ids,
+    )
     check_unmodified(before, inputs, "rnn_backward(ids=)")
     if g.dx.shape != np.shape(table):
         raise Finding(f"rnn_backward(ids=): table gradient {g.dx.shape}, table {np.shape(table)}")
@@ -371,7 +422,8 @@ def target_layer(fb: Bytes):
         dtype=fb.pick([np.float32, np.float64, "float32", np.int32]),
         seed=fb.int_in(0, 3),
         residual=fb.byte() > 200,
-        merge_mode=fb.pick(["concat", "concat", "sum", "mul", "ave", "bogus"]) if bidir
+        merge_mode=fb.pick(["concat", "concat", "sum", "mul", "ave", "bogus"])
+        if bidir
         else "concat",
         go_backwards=fb.byte() > 200,
         return_sequences=fb.pick([None, None, True, False]),
@@ -510,6 +562,7 @@ def target_load(fb: Bytes):
         import json
 
         from rnnfast import persistence
+
         buf = io.BytesIO()
         raw = fb.rest()
         try:
@@ -572,6 +625,7 @@ def _known(exc) -> bool:
     if os.environ.get("FUZZ_STRICT") == "1":
         return False
     import traceback
+
     funcs = {f.name for f in traceback.extract_tb(exc.__traceback__)}
     for k in KNOWN:
         if k[0] in ("*", type(exc).__name__) and k[1] in str(exc) and k[2] in funcs:

@@ -9,6 +9,7 @@ backward and step, T = 1 and B = 1, odd sizes, non-contiguous input, and a few r
 """
 
 import numpy as np
+
 import rnnfast
 from rnnfast import functional as F
 
@@ -16,9 +17,14 @@ rng = np.random.default_rng(0)
 
 
 def arrays(T, B, D, H, dt):
-    return (rng.standard_normal((T, B, D)).astype(dt), (0.4 * rng.standard_normal((H, D))).astype(dt),
-            (0.4 * rng.standard_normal((H, H))).astype(dt), rng.standard_normal(H).astype(dt),
-            rng.standard_normal(H).astype(dt), rng.standard_normal((B, H)).astype(dt))
+    return (
+        rng.standard_normal((T, B, D)).astype(dt),
+        (0.4 * rng.standard_normal((H, D))).astype(dt),
+        (0.4 * rng.standard_normal((H, H))).astype(dt),
+        rng.standard_normal(H).astype(dt),
+        rng.standard_normal(H).astype(dt),
+        rng.standard_normal((B, H)).astype(dt),
+    )
 
 
 for threads in (1, 2):
@@ -28,23 +34,40 @@ for threads in (1, 2):
                 for T, B, D, H, lengths, alpha in [
                     (4, 3, 5, 17, None, 1.0),
                     (1, 1, 1, 1, None, 1.0),
-                    (5, 4, 3, 9, [5, 0, 3, 5], 1.0),   # unsorted, with an empty sequence
-                    (3, 2, 33, 8, [3, 1], 0.3),        # sorted, leaky
+                    (5, 4, 3, 9, [5, 0, 3, 5], 1.0),  # unsorted, with an empty sequence
+                    (3, 2, 33, 8, [3, 1], 0.3),  # sorted, leaky
                 ]:
                     x, w_ih, w_hh, b_ih, b_hh, h0 = arrays(T, B, D, H, dt)
                     lens = None if lengths is None else np.array(lengths)
-                    y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, nl, lengths=lens,
-                                           alpha=alpha)
-                    _, h_last = F.rnn_forward(x[:, :, :], w_ih, w_hh, None, None, None, nl,
-                                              return_sequences=False, lengths=lens, alpha=alpha)
+                    y, h_n = F.rnn_forward(
+                        x, w_ih, w_hh, b_ih, b_hh, h0, nl, lengths=lens, alpha=alpha
+                    )
+                    _, h_last = F.rnn_forward(
+                        x[:, :, :],
+                        w_ih,
+                        w_hh,
+                        None,
+                        None,
+                        None,
+                        nl,
+                        return_sequences=False,
+                        lengths=lens,
+                        alpha=alpha,
+                    )
                     dy = rng.standard_normal(y.shape).astype(dt)
-                    options = {"nonlinearity": nl, "lengths": lens, "alpha": alpha,
-                               "step_mask": None, "zero_output_for_mask": False,
-                               "recurrent_mask": None}
+                    options = {
+                        "nonlinearity": nl,
+                        "lengths": lens,
+                        "alpha": alpha,
+                        "step_mask": None,
+                        "zero_output_for_mask": False,
+                        "recurrent_mask": None,
+                    }
                     g = F.rnn_backward(x, w_ih, w_hh, y, dy, h_n, h0=h0, **options)
                     # h0=None: the null-h0 path of the kernel (values unused here)
-                    g = F.rnn_backward(np.asfortranarray(x), w_ih, w_hh, y, None, h_n, h0=None,
-                                       **options)
+                    g = F.rnn_backward(
+                        np.asfortranarray(x), w_ih, w_hh, y, None, h_n, h0=None, **options
+                    )
                     # the masked drivers: a general step mask and recurrent dropout
                     keep = rng.random((T, B)) < 0.6
                     drop = (rng.random((B, H)) < 0.8).astype(dt)
@@ -57,14 +80,25 @@ for threads in (1, 2):
 
         # Refused calls: the bindings throw, pybind11 translates (no leak on the error path).
         x, w_ih, w_hh, b_ih, b_hh, h0 = arrays(3, 2, 4, 5, np.float32)
-        for bad in [lambda: F.rnn_forward(x[:, :, :3], w_ih, w_hh),
-                    lambda: F.rnn_forward(x, w_ih, w_hh, h0=h0[:1]),
-                    lambda: F.rnn_backward(x, w_ih, w_hh, np.zeros((3, 2, 4), np.float32),
-                                           h0=None, nonlinearity="tanh", lengths=None,
-                                           alpha=1.0, step_mask=None,
-                                           zero_output_for_mask=False, recurrent_mask=None),
-                    lambda: F.rnn_step(x[0], h0[:, :2], w_ih, w_hh),
-                    lambda: F.rnn_forward(x, w_ih.astype(np.float64), w_hh)]:
+        for bad in [
+            lambda: F.rnn_forward(x[:, :, :3], w_ih, w_hh),
+            lambda: F.rnn_forward(x, w_ih, w_hh, h0=h0[:1]),
+            lambda: F.rnn_backward(
+                x,
+                w_ih,
+                w_hh,
+                np.zeros((3, 2, 4), np.float32),
+                h0=None,
+                nonlinearity="tanh",
+                lengths=None,
+                alpha=1.0,
+                step_mask=None,
+                zero_output_for_mask=False,
+                recurrent_mask=None,
+            ),
+            lambda: F.rnn_step(x[0], h0[:, :2], w_ih, w_hh),
+            lambda: F.rnn_forward(x, w_ih.astype(np.float64), w_hh),
+        ]:
             try:
                 bad()
             except (TypeError, ValueError):
@@ -72,12 +106,16 @@ for threads in (1, 2):
             else:
                 raise AssertionError("a bad call was accepted")
 
-        for kw in [dict(num_layers=2, dropout=0.2, bidirectional=True),
-                   dict(num_layers=2, residual=True, nonlinearity="relu", alpha=0.5),
-                   dict(batch_first=True, return_sequences=False, return_state=True)]:
+        for kw in [
+            dict(num_layers=2, dropout=0.2, bidirectional=True),
+            dict(num_layers=2, residual=True, nonlinearity="relu", alpha=0.5),
+            dict(batch_first=True, return_sequences=False, return_state=True),
+        ]:
             layer = rnnfast.RNN(4, 6, seed=0, **kw)
             xb = rng.standard_normal((3, 5, 4)).astype(np.float32)
-            out = layer(xb, lengths=np.array([3, 1, 0, 3, 2]) if not kw.get("batch_first") else None)
+            out = layer(
+                xb, lengths=np.array([3, 1, 0, 3, 2]) if not kw.get("batch_first") else None
+            )
             first = out[0] if isinstance(out, tuple) else out
             layer.backward(np.ones_like(first))
             if not kw.get("bidirectional"):

@@ -21,7 +21,8 @@ std::vector<float> random_vector(index n, float scale, unsigned seed) {
     std::mt19937 gen(seed);
     std::uniform_real_distribution<float> dist(-scale, scale);
     std::vector<float> v(static_cast<size_t>(n));
-    for (auto& e : v) e = dist(gen);
+    for (auto& e : v)
+        e = dist(gen);
     return v;
 }
 
@@ -50,11 +51,17 @@ void BM_RecurrentStep(benchmark::State& state) {
         kt.gemm_block(task, 0, B, 0, panels);
         benchmark::DoNotOptimize(out.data());
     }
-    state.counters["FLOPS"] = benchmark::Counter(2.0 * double(B * H * H),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["FLOPS"] =
+        benchmark::Counter(2.0 * double(B * H * H), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_RecurrentStep)->Args({1, 64, 0})->Args({1, 64, 1})->Args({16, 128, 1})->Args({64, 256, 1})->Args({32, 512, 1})
-    ->Args({64, 1024, 1})->Args({1, 1024, 1});
+BENCHMARK(BM_RecurrentStep)
+    ->Args({1, 64, 0})
+    ->Args({1, 64, 1})
+    ->Args({16, 128, 1})
+    ->Args({64, 256, 1})
+    ->Args({32, 512, 1})
+    ->Args({64, 1024, 1})
+    ->Args({1, 1024, 1});
 
 // One streaming step (rnn_step: unpacked dot products and the activation): args B, D, H.
 void BM_Step(benchmark::State& state) {
@@ -91,8 +98,8 @@ void BM_Gemm(benchmark::State& state) {
                       rnnfast::MatView<float>{b.data(), N, 1}, c.data(), N, false, 1);
         benchmark::DoNotOptimize(c.data());
     }
-    state.counters["FLOPS"] = benchmark::Counter(2.0 * double(M * N * K),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["FLOPS"] =
+        benchmark::Counter(2.0 * double(M * N * K), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Gemm)->Args({1600, 1024, 1024})->Args({3200, 256, 128})->Args({512, 512, 512});
 
@@ -159,10 +166,15 @@ void BM_Backward(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-#define RNNFAST_GRID                                                                   \
-    Args({200, 1, 32, 64})->Args({100, 16, 64, 128})->Args({50, 64, 128, 256})         \
-        ->Args({50, 32, 256, 256})->Args({100, 32, 64, 256}) /* examples/charlm.py */    \
-        ->Args({50, 32, 512, 512})->Args({25, 64, 1024, 1024})->Args({100, 1, 1024, 1024}) \
+#define RNNFAST_GRID                                        \
+    Args({200, 1, 32, 64})                                  \
+        ->Args({100, 16, 64, 128})                          \
+        ->Args({50, 64, 128, 256})                          \
+        ->Args({50, 32, 256, 256})                          \
+        ->Args({100, 32, 64, 256}) /* examples/charlm.py */ \
+        ->Args({50, 32, 512, 512})                          \
+        ->Args({25, 64, 1024, 1024})                        \
+        ->Args({100, 1, 1024, 1024})                        \
         ->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_Forward)->RNNFAST_GRID;
 BENCHMARK(BM_Backward)->RNNFAST_GRID;

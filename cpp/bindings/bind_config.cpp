@@ -1,8 +1,8 @@
 // Bindings of the run-time configuration: ISA dispatch and threads.
 #include "check.hpp"
 #include "rnnfast/dispatch.hpp"
-#include "rnnfast/threads.hpp"
 #include "rnnfast/step_barrier.hpp"
+#include "rnnfast/threads.hpp"
 
 #include <pybind11/stl.h>
 

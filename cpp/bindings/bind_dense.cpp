@@ -32,7 +32,7 @@ py::array_t<T> forward_impl(const py::array& x, const py::array& w, const py::ob
     T* yp = y.mutable_data();
     {
         py::gil_scoped_release release;  // the arrays above outlive the call
-        const ThreadShare share;  // concurrent calls split the thread budget
+        const ThreadShare share;         // concurrent calls split the thread budget
         const KernelTable<T>& kt = kernels<T>();
         gemm(kt, M, N, K, MatView<T>{xp, K, 1}, MatView<T>{wp, 1, K}, yp, N, false,
              gemm_threads(M, N, K, kt.nr), bp);
@@ -57,7 +57,7 @@ py::array_t<T> backward_impl(const py::array& x, const py::array& w, const py::a
     T* dxp = dx.mutable_data();
     {
         py::gil_scoped_release release;  // the arrays above outlive the call
-        const ThreadShare share;  // concurrent calls split the thread budget
+        const ThreadShare share;         // concurrent calls split the thread budget
         const KernelTable<T>& kt = kernels<T>();
         gemm(kt, N, K, M, MatView<T>{dyp, 1, N}, MatView<T>{xp, K, 1}, dwp, K, true,
              gemm_threads(N, K, M, kt.nr));
@@ -85,7 +85,7 @@ void embedding_backward_impl(const py::array& ids, const py::array& rows, const 
                       "values in [0, " + std::to_string(table) + ")", std::to_string(ip[i]));
     T* gp = g.mutable_data();
     py::gil_scoped_release release;  // the arrays above outlive the call
-    const ThreadShare share;  // concurrent calls split the thread budget
+    const ThreadShare share;         // concurrent calls split the thread budget
     embedding_backward(ip, n, rp, dim, gp);
 }
 

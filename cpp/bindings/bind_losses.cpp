@@ -19,8 +19,7 @@ py::tuple softmax_xent_impl(const py::array& logits, const py::array& targets,
     const T* wp = checked<T>(weights, "weights", {rows}, "(rows,)").data();
     if (!py::isinstance<py::array_t<std::int64_t>>(targets))
         throw py::type_error("targets: expected an int64 array");
-    const std::int64_t* tp =
-        checked<std::int64_t>(targets, "targets", {rows}, "(rows,)").data();
+    const std::int64_t* tp = checked<std::int64_t>(targets, "targets", {rows}, "(rows,)").data();
     for (index r = 0; r < rows; ++r)  // a weighted row's target is read: it must be a class
         RNNFAST_CHECK(wp[r] == T(0) || (tp[r] >= 0 && tp[r] < classes), "targets",
                       "class ids in [0, " + std::to_string(classes) + ")",
@@ -30,7 +29,7 @@ py::tuple softmax_xent_impl(const py::array& logits, const py::array& targets,
     double loss = 0.0;
     {
         py::gil_scoped_release release;  // the arrays above outlive the call
-        const ThreadShare share;  // concurrent calls split the thread budget
+        const ThreadShare share;         // concurrent calls split the thread budget
         loss = softmax_cross_entropy(lp, rows, classes, tp, wp, gp);
     }
     return py::make_tuple(loss, grad);

@@ -23,7 +23,7 @@ void adam_impl(const py::array& param, const py::array& grad, const py::array& e
     T* m = writeable_data<T>(exp_avg, "exp_avg", n);
     T* v = writeable_data<T>(exp_avg_sq, "exp_avg_sq", n);
     py::gil_scoped_release release;  // the arrays outlive the call
-    const ThreadShare share;  // concurrent calls split the thread budget
+    const ThreadShare share;         // concurrent calls split the thread budget
     adam_update(p, g, m, v, n, s);
 }
 
@@ -36,15 +36,16 @@ void register_optim(py::module_& m) {
            const py::array& exp_avg_sq, double lr, double beta1, double beta2, double eps,
            double weight_decay, bool decoupled, double step_size, double bias2_sqrt) {
             const AdamStep s{lr, beta1, beta2, eps, weight_decay, decoupled, step_size, bias2_sqrt};
-            if (has_dtype<float>(param)) return adam_impl<float>(param, grad, exp_avg, exp_avg_sq, s);
+            if (has_dtype<float>(param))
+                return adam_impl<float>(param, grad, exp_avg, exp_avg_sq, s);
             if (has_dtype<double>(param))
                 return adam_impl<double>(param, grad, exp_avg, exp_avg_sq, s);
             throw py::type_error("param: expected dtype float32 or float64");
         },
-        py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"),
-        py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
-        py::arg("weight_decay"), py::arg("decoupled"), py::arg("step_size"),
-        py::arg("bias2_sqrt"), "One Adam/AdamW step over flat arrays, in place.");
+        py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("lr"),
+        py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"),
+        py::arg("decoupled"), py::arg("step_size"), py::arg("bias2_sqrt"),
+        "One Adam/AdamW step over flat arrays, in place.");
 }
 
 }  // namespace rnnfast::bindings

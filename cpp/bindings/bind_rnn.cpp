@@ -25,8 +25,8 @@ void require_ndim(const py::handle& obj, const char* name, py::ssize_t ndim, con
         throw py::type_error(std::string(name) + ": expected a numpy array, got " +
                              std::string(py::str(obj.get_type().attr("__name__"))));
     auto arr = py::reinterpret_borrow<py::array>(obj);
-    RNNFAST_CHECK(arr.ndim() == ndim, name,
-                  std::to_string(ndim) + " dimensions " + dims, "shape " + shape_str(arr));
+    RNNFAST_CHECK(arr.ndim() == ndim, name, std::to_string(ndim) + " dimensions " + dims,
+                  "shape " + shape_str(arr));
 }
 
 // Lengths of a padded batch: int64 (B,), non-increasing (longest first), each in [0, T].
@@ -36,7 +36,8 @@ const index* sorted_lengths(const py::object& obj, index steps, index batch) {
     const std::int64_t* l = arr.data();
     for (index b = 0; b < batch; ++b) {
         RNNFAST_CHECK(l[b] >= 0 && l[b] <= steps, "lengths",
-                      "values in [0, T] = [0, " + std::to_string(steps) + "]", std::to_string(l[b]));
+                      "values in [0, T] = [0, " + std::to_string(steps) + "]",
+                      std::to_string(l[b]));
         RNNFAST_CHECK(b == 0 || l[b] <= l[b - 1], "lengths",
                       "non-increasing lengths (sorted, longest first)", "an unsorted array");
     }
@@ -46,7 +47,7 @@ const index* sorted_lengths(const py::object& obj, index steps, index batch) {
 
 // The options of the masked drivers (see rnnfast/rnn.hpp), checked against the batch.
 struct MaskOptions {
-    py::object step_mask = py::none();       // (T, B) uint8, nonzero where a step is kept
+    py::object step_mask = py::none();  // (T, B) uint8, nonzero where a step is kept
     bool zero_output_for_mask = false;
     py::object recurrent_mask = py::none();  // (B, H) of the layer's dtype
 };
@@ -83,7 +84,8 @@ SequenceInput<T> sequence_input(const py::array& x, const py::object& ids, index
     require_ndim(ids, "ids", 2, "(T, B)");
     auto id_arr = py::reinterpret_borrow<py::array>(ids);
     if (!has_dtype<std::int64_t>(id_arr))
-        throw py::type_error("ids: expected dtype int64, got " + std::string(py::str(id_arr.dtype())));
+        throw py::type_error("ids: expected dtype int64, got " +
+                             std::string(py::str(id_arr.dtype())));
     in.steps = id_arr.shape(0);
     in.batch = id_arr.shape(1);
     in.ids = checked<std::int64_t>(id_arr, "ids", {in.steps, in.batch}, "(T, B)").data();
@@ -242,8 +244,14 @@ void register_rnn(py::module_& m) {
             const MaskOptions masks{step_mask, zero_output_for_mask, recurrent_mask};
             return by_dtype(
                 w_ih,
-                [&] { return forward_impl<float>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences, masks); },
-                [&] { return forward_impl<double>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act, alpha, return_sequences, masks); });
+                [&] {
+                    return forward_impl<float>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act,
+                                               alpha, return_sequences, masks);
+                },
+                [&] {
+                    return forward_impl<double>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act,
+                                                alpha, return_sequences, masks);
+                });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("bias_ih"),
         py::arg("bias_hh"), py::arg("lengths"), py::arg("nonlinearity"), py::arg("alpha"),
@@ -265,8 +273,15 @@ void register_rnn(py::module_& m) {
             check_alpha(alpha);
             const MaskOptions masks{step_mask, zero_output_for_mask, recurrent_mask};
             return by_dtype(
-                w_ih, [&] { return backward_impl<float>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha, masks); },
-                [&] { return backward_impl<double>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act, alpha, masks); });
+                w_ih,
+                [&] {
+                    return backward_impl<float>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act,
+                                                alpha, masks);
+                },
+                [&] {
+                    return backward_impl<double>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act,
+                                                 alpha, masks);
+                });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
         py::arg("dy"), py::arg("dh_n"), py::arg("lengths"), py::arg("nonlinearity"),

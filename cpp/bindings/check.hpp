@@ -24,11 +24,11 @@ inline std::string shape_str(const py::array& a) {
     return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
-#define RNNFAST_CHECK(cond, arg, expected, received)                                      \
-    do {                                                                                  \
-        if (!(cond))                                                                      \
-            throw std::invalid_argument(std::string(arg) + ": expected " + (expected) + \
-                                        ", got " + (received));                           \
+#define RNNFAST_CHECK(cond, arg, expected, received)                                               \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            throw std::invalid_argument(std::string(arg) + ": expected " + (expected) + ", got " + \
+                                        (received));                                               \
     } while (0)
 
 // Is `a` of dtype T in native byte order?
@@ -39,8 +39,8 @@ bool has_dtype(const py::array& a) {
 
 // A float array of dtype T, C-contiguous, with exactly the given shape.
 template <class T>
-py::array_t<T> checked(const py::handle& obj, const char* name,
-                       std::initializer_list<index> shape, const char* dims) {
+py::array_t<T> checked(const py::handle& obj, const char* name, std::initializer_list<index> shape,
+                       const char* dims) {
     if (!py::isinstance<py::array>(obj))
         throw py::type_error(std::string(name) + ": expected a numpy array, got " +
                              std::string(py::str(obj.get_type().attr("__name__"))));
@@ -52,7 +52,8 @@ py::array_t<T> checked(const py::handle& obj, const char* name,
     bool ok = arr.ndim() == static_cast<py::ssize_t>(shape.size());
     if (ok) {
         py::ssize_t i = 0;
-        for (index d : shape) ok = ok && arr.shape(i++) == d;
+        for (index d : shape)
+            ok = ok && arr.shape(i++) == d;
     }
     if (!ok) {  // the message is built only when needed: this runs on every call of step()
         std::string expected = std::string("shape ") + dims + " = (";
@@ -74,7 +75,8 @@ inline index checked_product(std::initializer_list<index> sizes, const char* wha
     index total = 1;
     for (index s : sizes) {
         if (s != 0 && total > PTRDIFF_MAX / 16 / s)
-            throw std::invalid_argument(std::string(what) + ": expected a size that fits in memory, got " +
+            throw std::invalid_argument(std::string(what) +
+                                        ": expected a size that fits in memory, got " +
                                         "a product of sizes beyond 2^59 elements");
         total *= s;
     }

@@ -26,15 +26,16 @@ void copy_or_zero(T* dst, const T* src, index n) {
 // db[j] (+)= sum over rows of delta[r, j]; columns split between threads, rows summed in
 // order, so the result does not depend on the thread count.
 template <class T>
-void add_column_sums(const T* delta, index rows, index cols, T* db, bool accumulate,
-                     int threads) {
+void add_column_sums(const T* delta, index rows, index cols, T* db, bool accumulate, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (index j0 = 0; j0 < cols; j0 += 64) {
         const index j1 = std::min(cols, j0 + 64);
         if (!accumulate)
-            for (index j = j0; j < j1; ++j) db[j] = T(0);
+            for (index j = j0; j < j1; ++j)
+                db[j] = T(0);
         for (index r = 0; r < rows; ++r)
-            for (index j = j0; j < j1; ++j) db[j] += delta[r * cols + j];
+            for (index j = j0; j < j1; ++j)
+                db[j] += delta[r * cols + j];
     }
 }
 

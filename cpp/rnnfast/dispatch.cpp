@@ -14,10 +14,14 @@ struct IsaEntry {
     bool (*cpu_has)();
 };
 
-bool always() { return true; }
+bool always() {
+    return true;
+}
 #if defined(RNNFAST_X86_ISAS)
 // __builtin_cpu_supports also checks that the OS saves the wider registers (XGETBV).
-bool cpu_has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+bool cpu_has_avx2() {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
 bool cpu_has_avx512() {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
@@ -56,12 +60,13 @@ int initial_isa() {
     if (env == nullptr || *env == '\0') return best;
     const int wanted = find(env);
     if (wanted < 0) {
-        g_note = std::string("RNNFAST_ISA=") + env + " is not a known ISA; using " + kIsas[best].name;
+        g_note =
+            std::string("RNNFAST_ISA=") + env + " is not a known ISA; using " + kIsas[best].name;
         return best;
     }
     if (wanted > best) {
-        g_note = std::string("RNNFAST_ISA=") + env + " is not supported here; using " +
-                 kIsas[best].name;
+        g_note =
+            std::string("RNNFAST_ISA=") + env + " is not supported here; using " + kIsas[best].name;
         return best;
     }
     return wanted;
@@ -73,7 +78,8 @@ std::atomic<int> g_active{initial_isa()};
 
 std::vector<std::string> compiled_isas() {
     std::vector<std::string> names;
-    for (const auto& e : kIsas) names.emplace_back(e.name);
+    for (const auto& e : kIsas)
+        names.emplace_back(e.name);
     return names;
 }
 
@@ -84,8 +90,12 @@ std::vector<std::string> supported_isas() {
     return names;
 }
 
-std::string active_isa() { return kIsas[g_active.load()].name; }
-std::string isa_note() { return g_note; }
+std::string active_isa() {
+    return kIsas[g_active.load()].name;
+}
+std::string isa_note() {
+    return g_note;
+}
 
 void set_active_isa(const std::string& name) {
     const int i = find(name);

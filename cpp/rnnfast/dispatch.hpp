@@ -13,7 +13,7 @@ namespace rnnfast {
 std::vector<std::string> compiled_isas();   // built into this module
 std::vector<std::string> supported_isas();  // built in and runnable on this CPU, lowest first
 std::string active_isa();
-std::string isa_note();                     // why RNNFAST_ISA was not honoured, or ""
+std::string isa_note();                        // why RNNFAST_ISA was not honoured, or ""
 void set_active_isa(const std::string& name);  // throws std::invalid_argument if not supported
 
 template <class T>

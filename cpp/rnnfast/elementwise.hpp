@@ -16,14 +16,16 @@ template <class T>
 void leaky_mix(T* a, const T* h_prev, index ld, Block b, T alpha) {
     const T keep = T(1) - alpha;
     for (index r = b.m0; r < b.m1; ++r)
-        for (index c = b.c0; c < b.c1; ++c) a[r * ld + c] = keep * h_prev[r * ld + c] + alpha * a[r * ld + c];
+        for (index c = b.c0; c < b.c1; ++c)
+            a[r * ld + c] = keep * h_prev[r * ld + c] + alpha * a[r * ld + c];
 }
 
 // g_t += (1 - alpha) g_{t+1}: the state gradient that bypasses the activation.
 template <class T>
 void add_scaled(T* g, const T* g_next, index ld, Block b, T scale) {
     for (index r = b.m0; r < b.m1; ++r)
-        for (index c = b.c0; c < b.c1; ++c) g[r * ld + c] += scale * g_next[r * ld + c];
+        for (index c = b.c0; c < b.c1; ++c)
+            g[r * ld + c] += scale * g_next[r * ld + c];
 }
 
 // delta_t = alpha g_t act'(a_t), with a_t recovered from the stored outputs as

@@ -17,7 +17,8 @@ void embedding_backward(const std::int64_t* ids, index n, const T* rows, index d
         for (index i = 0; i < n; ++i) {
             T* dst = grad + ids[i] * dim;
             const T* src = rows + i * dim;
-            for (index c = c0; c < c1; ++c) dst[c] += src[c];
+            for (index c = c0; c < c1; ++c)
+                dst[c] += src[c];
         }
     }
 }

@@ -30,7 +30,8 @@ std::vector<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index
     std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, N)));
     const index panels = panel_count(N, kt.nr);
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (index p = 0; p < panels; ++p) kt.pack_b(B, K, N, p, p + 1, packed.data());
+    for (index p = 0; p < panels; ++p)
+        kt.pack_b(B, K, N, p, p + 1, packed.data());
     return packed;
 }
 
@@ -46,9 +47,9 @@ void run_task(const KernelTable<T>& kt, const GemmTask<T>& task, int threads) {
 }
 
 template <class T>
-void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, MatView<T> B,
-          T* C, index ldc, bool accumulate, int threads, const T* bias, Epilogue op,
-          const T* aux, index ldaux) {
+void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, MatView<T> B, T* C,
+          index ldc, bool accumulate, int threads, const T* bias, Epilogue op, const T* aux,
+          index ldaux) {
     if (M == 0 || N == 0) return;
     std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(std::min(K, kPackRows), N)));
     const index panels = panel_count(N, kt.nr);
@@ -83,9 +84,9 @@ void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, Mat
     } while (k0 < K);
 }
 
-#define RNNFAST_INSTANTIATE(T)                                                                \
-    template std::vector<T> pack_whole(const KernelTable<T>&, MatView<T>, index, index, int); \
-    template void run_task(const KernelTable<T>&, const GemmTask<T>&, int);                   \
+#define RNNFAST_INSTANTIATE(T)                                                                 \
+    template std::vector<T> pack_whole(const KernelTable<T>&, MatView<T>, index, index, int);  \
+    template void run_task(const KernelTable<T>&, const GemmTask<T>&, int);                    \
     template void gemm(const KernelTable<T>&, index, index, index, MatView<T>, MatView<T>, T*, \
                        index, bool, int, const T*, Epilogue, const T*, index);
 RNNFAST_INSTANTIATE(float)

@@ -17,7 +17,9 @@ struct Share {
 // its own slice of B in cache for the whole call: weight-stationary), else splits rows.
 Share share_of(index M, index panels, int mr, int thread, int threads);
 
-inline index panel_count(index N, int nr) { return (N + nr - 1) / nr; }
+inline index panel_count(index N, int nr) {
+    return (N + nr - 1) / nr;
+}
 
 // Packs all of B (K x N) for the kernels, in parallel.
 template <class T>
@@ -29,8 +31,8 @@ void run_task(const KernelTable<T>& kt, const GemmTask<T>& task, int threads);
 
 // C (=|+=) A B with the given epilogue; packs B chunk by chunk along K.
 template <class T>
-void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, MatView<T> B,
-          T* C, index ldc, bool accumulate, int threads, const T* bias = nullptr,
+void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, MatView<T> B, T* C,
+          index ldc, bool accumulate, int threads, const T* bias = nullptr,
           Epilogue op = Epilogue::none, const T* aux = nullptr, index ldaux = 0);
 
 }  // namespace rnnfast

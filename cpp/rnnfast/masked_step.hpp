@@ -26,29 +26,30 @@ void carry_skipped_rows(T* h, const T* h_prev, const std::uint8_t* keep_t, index
 template <class T>
 void apply_recurrent_mask(T* out, const T* h, const T* mask, index ld, Block b) {
     for (index r = b.m0; r < b.m1; ++r)
-        for (index c = b.c0; c < b.c1; ++c) out[r * ld + c] = h[r * ld + c] * mask[r * ld + c];
+        for (index c = b.c0; c < b.c1; ++c)
+            out[r * ld + c] = h[r * ld + c] * mask[r * ld + c];
 }
 
 // What one backward step of the masked driver reads and writes, for its block.
 template <class T>
 struct MaskedGradStep {
-    T* g;                          // out: the total gradient of h_t, where step t-1 reads it
-    T* delta;                      // out: the pre-activation's gradient (zero where skipped)
-    T* prev;                       // out: what W_hh read at step t, h_{t-1} * mask (for dW_hh)
-    const T* dy;                   // (B, H) dy_t, or null
-    const std::uint8_t* out_t;     // (B): y_t is the state (else dy_t reaches nothing)
-    const T* dh_n;                 // (B, H) at the last step (h_n is h_{T-1}), else null
-    const T* y;                    // (T, B, H): a kept row's y_t is h_t
+    T* g;                       // out: the total gradient of h_t, where step t-1 reads it
+    T* delta;                   // out: the pre-activation's gradient (zero where skipped)
+    T* prev;                    // out: what W_hh read at step t, h_{t-1} * mask (for dW_hh)
+    const T* dy;                // (B, H) dy_t, or null
+    const std::uint8_t* out_t;  // (B): y_t is the state (else dy_t reaches nothing)
+    const T* dh_n;              // (B, H) at the last step (h_n is h_{T-1}), else null
+    const T* y;                 // (T, B, H): a kept row's y_t is h_t
     index t, batch;
-    const index* source_prev;      // (B): the step whose y holds h_{t-1}, -1 for h0; null: all h0
-    const T* h0;                   // (B, H)
-    const T* zeros;                // (H) zeros, read in place of an absent row
-    const std::uint8_t* keep_t;    // (B)
+    const index* source_prev;    // (B): the step whose y holds h_{t-1}, -1 for h0; null: all h0
+    const T* h0;                 // (B, H)
+    const T* zeros;              // (H) zeros, read in place of an absent row
+    const std::uint8_t* keep_t;  // (B)
     // From step t + 1 (null at the last step): rho = delta_{t+1} W_hh, g_{t+1}, its keep mask.
     const T* rho;
     const T* g_next;
     const std::uint8_t* keep_next;
-    const T* mask;                 // (B, H) recurrent mask, or null
+    const T* mask;  // (B, H) recurrent mask, or null
     T alpha;
     Activation act;
 };
@@ -63,8 +64,8 @@ struct MaskedGradStep {
 
 // The total gradient of h_t at column c.
 template <class T, bool Leaky, bool Masked, int Next>
-inline T total_grad(const T* dy, const T* dh_n, const T* m, const T* rho, const T* g_next,
-                    T leak, index c) {
+inline T total_grad(const T* dy, const T* dh_n, const T* m, const T* rho, const T* g_next, T leak,
+                    index c) {
     T total = dy[c] + dh_n[c];
     if (Next == 1) {
         T back = Masked ? m[c] * rho[c] : rho[c];
@@ -92,8 +93,8 @@ inline T slope_at(const T* h, const T* h_prev, T alpha, T leak, index c) {
 // where step t is skipped (the pass-through) or for leaky units; a kept row of the plain unit
 // needs only its delta.
 template <class T, bool Leaky, bool Masked, bool Tanh, int Next>
-inline void masked_grad_row(const MaskedGradStep<T>& s, index row, bool kept, index c0,
-                            index c1, const T* dy, const T* dh_n, const T* h_prev, const T* h) {
+inline void masked_grad_row(const MaskedGradStep<T>& s, index row, bool kept, index c0, index c1,
+                            const T* dy, const T* dh_n, const T* h_prev, const T* h) {
     const T leak = T(1) - s.alpha;
     T* g = s.g + row;
     T* delta = s.delta + row;
@@ -103,7 +104,8 @@ inline void masked_grad_row(const MaskedGradStep<T>& s, index row, bool kept, in
     if (!kept) {
         for (index c = c0; c < c1; ++c)
             g[c] = total_grad<T, Leaky, Masked, Next>(dy, dh_n, m, rho, g_next, leak, c);
-        for (index c = c0; c < c1; ++c) delta[c] = T(0);
+        for (index c = c0; c < c1; ++c)
+            delta[c] = T(0);
     } else if (Leaky) {
         for (index c = c0; c < c1; ++c) {
             const T total = total_grad<T, Leaky, Masked, Next>(dy, dh_n, m, rho, g_next, leak, c);
@@ -116,7 +118,8 @@ inline void masked_grad_row(const MaskedGradStep<T>& s, index row, bool kept, in
                        slope_at<T, Leaky, Tanh>(h, h_prev, s.alpha, leak, c);
     }
     T* prev = s.prev + row;
-    for (index c = c0; c < c1; ++c) prev[c] = Masked ? h_prev[c] * m[c] : h_prev[c];
+    for (index c = c0; c < c1; ++c)
+        prev[c] = Masked ? h_prev[c] * m[c] : h_prev[c];
 }
 
 template <class T, bool Leaky, bool Masked, bool Tanh>
@@ -130,11 +133,14 @@ void masked_grad_rows(const MaskedGradStep<T>& s, index ld, Block b) {
         const T* h = s.y + (s.t * s.batch + r) * ld;
         const bool kept = s.keep_t[r] != 0;
         if (!s.g_next)
-            masked_grad_row<T, Leaky, Masked, Tanh, 0>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev, h);
+            masked_grad_row<T, Leaky, Masked, Tanh, 0>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev,
+                                                       h);
         else if (s.keep_next[r])
-            masked_grad_row<T, Leaky, Masked, Tanh, 1>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev, h);
+            masked_grad_row<T, Leaky, Masked, Tanh, 1>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev,
+                                                       h);
         else
-            masked_grad_row<T, Leaky, Masked, Tanh, 2>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev, h);
+            masked_grad_row<T, Leaky, Masked, Tanh, 2>(s, row, kept, b.c0, b.c1, dy, dh_n, h_prev,
+                                                       h);
     }
 }
 
@@ -149,16 +155,20 @@ void masked_grad_rows_act(const MaskedGradStep<T>& s, index ld, Block b) {
 template <class T>
 void masked_grad_step(const MaskedGradStep<T>& s, index ld, Block b) {
     const bool leaky = s.alpha != T(1), masked = s.mask != nullptr;
-    if (leaky && masked) masked_grad_rows_act<T, true, true>(s, ld, b);
-    else if (leaky) masked_grad_rows_act<T, true, false>(s, ld, b);
-    else if (masked) masked_grad_rows_act<T, false, true>(s, ld, b);
-    else masked_grad_rows_act<T, false, false>(s, ld, b);
+    if (leaky && masked)
+        masked_grad_rows_act<T, true, true>(s, ld, b);
+    else if (leaky)
+        masked_grad_rows_act<T, true, false>(s, ld, b);
+    else if (masked)
+        masked_grad_rows_act<T, false, true>(s, ld, b);
+    else
+        masked_grad_rows_act<T, false, false>(s, ld, b);
 }
 
 // dh0 from step 0's gradients (the same rule as the first part of masked_grad_rows).
 template <class T>
-void state_grad_before(T* dh0, const T* g0, const T* rho, const std::uint8_t* keep0,
-                       const T* mask, T alpha, index batch, index ld) {
+void state_grad_before(T* dh0, const T* g0, const T* rho, const std::uint8_t* keep0, const T* mask,
+                       T alpha, index batch, index ld) {
     for (index r = 0; r < batch; ++r)
         for (index c = 0; c < ld; ++c) {
             const index i = r * ld + c;

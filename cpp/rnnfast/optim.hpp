@@ -8,9 +8,9 @@ namespace rnnfast {
 // Scalars of one Adam step, computed once per step by the caller (in double, as Python does).
 struct AdamStep {
     double lr, beta1, beta2, eps, weight_decay;
-    bool decoupled;          // AdamW: p *= 1 - lr * weight_decay; Adam: g += weight_decay * p
-    double step_size;        // lr / (1 - beta1^t)
-    double bias2_sqrt;       // sqrt(1 - beta2^t)
+    bool decoupled;     // AdamW: p *= 1 - lr * weight_decay; Adam: g += weight_decay * p
+    double step_size;   // lr / (1 - beta1^t)
+    double bias2_sqrt;  // sqrt(1 - beta2^t)
 };
 
 // In place over n elements: m += (1 - b1)(g - m); v = v b2 + g^2 (1 - b2);

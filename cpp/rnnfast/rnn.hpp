@@ -21,47 +21,47 @@ namespace rnnfast {
 template <class T>
 struct ForwardArgs {
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
-    const T* x = nullptr;       // (T, B, D), or the table (vocab, D) with ids
+    const T* x = nullptr;               // (T, B, D), or the table (vocab, D) with ids
     const std::int64_t* ids = nullptr;  // (T, B) or null
     index vocab = 0;
-    const T* h0 = nullptr;      // (B, H), null means zeros
-    const T* w_ih = nullptr;    // (H, D)
-    const T* w_hh = nullptr;    // (H, H)
-    const T* b_ih = nullptr;    // (H) or null
-    const T* b_hh = nullptr;    // (H) or null
-    const index* lengths = nullptr;  // (B) non-increasing, each in [0, T], or null (all T)
+    const T* h0 = nullptr;               // (B, H), null means zeros
+    const T* w_ih = nullptr;             // (H, D)
+    const T* w_hh = nullptr;             // (H, H)
+    const T* b_ih = nullptr;             // (H) or null
+    const T* b_hh = nullptr;             // (H) or null
+    const index* lengths = nullptr;      // (B) non-increasing, each in [0, T], or null (all T)
     const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: the general step mask (below)
     bool zero_output_for_mask = false;   // a step the mask skips outputs zeros, not y_{t-1}
     const T* recurrent_mask = nullptr;   // (B, H) or null: W_hh reads h_{t-1} * mask (below)
     Activation act = Activation::tanh;
-    T alpha = T(1);             // leak rate: h_t = (1 - alpha) h_{t-1} + alpha act(...)
-    T* y = nullptr;             // (T, B, H) every h_t; null keeps only h_T in O(B*H) memory
-    T* h_n = nullptr;           // (B, H)
+    T alpha = T(1);    // leak rate: h_t = (1 - alpha) h_{t-1} + alpha act(...)
+    T* y = nullptr;    // (T, B, H) every h_t; null keeps only h_T in O(B*H) memory
+    T* h_n = nullptr;  // (B, H)
 };
 
 template <class T>
 struct BackwardArgs {
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
-    const T* x = nullptr;       // (T, B, D), or the table (vocab, D) with ids
+    const T* x = nullptr;               // (T, B, D), or the table (vocab, D) with ids
     const std::int64_t* ids = nullptr;  // (T, B) or null, as given to the forward
     index vocab = 0;
-    const T* h0 = nullptr;      // (B, H), null means zeros
-    const T* w_ih = nullptr;    // (H, D)
-    const T* w_hh = nullptr;    // (H, H)
-    const index* lengths = nullptr;  // as given to the forward
+    const T* h0 = nullptr;               // (B, H), null means zeros
+    const T* w_ih = nullptr;             // (H, D)
+    const T* w_hh = nullptr;             // (H, H)
+    const index* lengths = nullptr;      // as given to the forward
     const std::uint8_t* keep = nullptr;  // as given to the forward
     bool zero_output_for_mask = false;   // as given to the forward
     const T* recurrent_mask = nullptr;   // as given to the forward
     Activation act = Activation::tanh;
-    T alpha = T(1);             // leak rate, as given to the forward
-    const T* y = nullptr;       // (T, B, H), the forward's outputs
-    const T* dy = nullptr;      // (T, B, H) or null
-    const T* dh_n = nullptr;    // (B, H) or null
-    T* dx = nullptr;            // (T, B, D), or the table's gradient (vocab, D) with ids
-    T* dh0 = nullptr;           // (B, H)
-    T* dw_ih = nullptr;         // (H, D)
-    T* dw_hh = nullptr;         // (H, H)
-    T* db = nullptr;            // (H): the gradient of b_ih and of b_hh alike
+    T alpha = T(1);           // leak rate, as given to the forward
+    const T* y = nullptr;     // (T, B, H), the forward's outputs
+    const T* dy = nullptr;    // (T, B, H) or null
+    const T* dh_n = nullptr;  // (B, H) or null
+    T* dx = nullptr;          // (T, B, D), or the table's gradient (vocab, D) with ids
+    T* dh0 = nullptr;         // (B, H)
+    T* dw_ih = nullptr;       // (H, D)
+    T* dw_hh = nullptr;       // (H, H)
+    T* db = nullptr;          // (H): the gradient of b_ih and of b_hh alike
 };
 
 // General masks (Keras's): where keep[t * B + b] is 0, step t of sequence b is skipped: its
@@ -77,15 +77,15 @@ struct BackwardArgs {
 template <class T>
 struct StepArgs {
     index batch = 0, input_size = 0, hidden_size = 0;
-    const T* x = nullptr;       // (B, D)
-    const T* h = nullptr;       // (B, H)
-    const T* w_ih = nullptr;    // (H, D)
-    const T* w_hh = nullptr;    // (H, H)
-    const T* b_ih = nullptr;    // (H) or null
-    const T* b_hh = nullptr;    // (H) or null
+    const T* x = nullptr;     // (B, D)
+    const T* h = nullptr;     // (B, H)
+    const T* w_ih = nullptr;  // (H, D)
+    const T* w_hh = nullptr;  // (H, H)
+    const T* b_ih = nullptr;  // (H) or null
+    const T* b_hh = nullptr;  // (H) or null
     Activation act = Activation::tanh;
     T alpha = T(1);
-    T* h_next = nullptr;        // (B, H)
+    T* h_next = nullptr;  // (B, H)
 };
 
 // Variable lengths: sequences sorted by length, longest first, so that the sequences still

@@ -4,12 +4,12 @@
 
 #include "backward_parts.hpp"
 #include "dispatch.hpp"
-#include "embedding.hpp"
 #include "elementwise.hpp"
+#include "embedding.hpp"
 #include "gemm.hpp"
 #include "rnn.hpp"
-#include "threads.hpp"
 #include "step_barrier.hpp"
+#include "threads.hpp"
 
 namespace rnnfast {
 
@@ -23,8 +23,8 @@ void rnn_backward(const BackwardArgs<T>& a) {
     const index step_size = B * H;
     const KernelTable<T>& kt = kernels<T>();
     const index panels = panel_count(H, kt.nr);
-    const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
-                                    Sync::barrier);
+    const int threads =
+        threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B), Sync::barrier);
 
     // Nothing flows through a step (H = 0: nothing to flow); with T = 0, h_n is h0.
     if (T_ == 0 || B == 0 || H == 0) {
@@ -38,8 +38,9 @@ void rnn_backward(const BackwardArgs<T>& a) {
     if (a.keep || a.recurrent_mask) return rnn_backward_masked(a);
 
     const index chunk = std::min(T_, std::max<index>(1, kChunkRows / B));
-    const int big_threads = threads_for(2.0 * double(chunk * B) * double(H) * double(std::max(D, H)),
-                                        std::max(panels, chunk * B), Sync::fork_join);
+    const int big_threads =
+        threads_for(2.0 * double(chunk * B) * double(H) * double(std::max(D, H)),
+                    std::max(panels, chunk * B), Sync::fork_join);
     // B(k = j, n = i) = W_hh[j, i]: the recurrent term delta_t W_hh.
     const std::vector<T> packed_hh = pack_whole(kt, MatView<T>{a.w_hh, H, 1}, H, H, threads);
     const Epilogue grad = gradient_epilogue(a.act);
@@ -71,7 +72,8 @@ void rnn_backward(const BackwardArgs<T>& a) {
             std::memset(g + rows * H, 0, sizeof(T) * static_cast<size_t>((B - rows) * H));
             if (a.dh_n)
                 for (index r = active[static_cast<size_t>(t + 1)]; r < rows; ++r)
-                    for (index j = 0; j < H; ++j) g[r * H + j] += a.dh_n[r * H + j];
+                    for (index j = 0; j < H; ++j)
+                        g[r * H + j] += a.dh_n[r * H + j];
         }
 
         StepBarrier barrier;
@@ -121,8 +123,8 @@ void rnn_backward(const BackwardArgs<T>& a) {
         if (a.ids)  // padded steps' deltas are zero: their ids add nothing
             embedding_backward(a.ids + t0 * B, rows, dl, H, token_delta.data());
         else  // dW_ih (+)= delta^T X over the chunk's rows.
-            gemm(kt, H, D, rows, MatView<T>{dl, 1, H}, MatView<T>{a.x + t0 * B * D, D, 1},
-                 a.dw_ih, D, acc, big_threads);
+            gemm(kt, H, D, rows, MatView<T>{dl, 1, H}, MatView<T>{a.x + t0 * B * D, D, 1}, a.dw_ih,
+                 D, acc, big_threads);
         // dW_hh (+)= sum_t delta_t^T h_{t-1}; at t = 0, h_{-1} is h0 (zeros when absent).
         const index skip = t0 == 0 ? B : 0;
         gemm(kt, H, H, rows - skip, MatView<T>{dl + skip * H, 1, H},
@@ -132,8 +134,8 @@ void rnn_backward(const BackwardArgs<T>& a) {
                  big_threads);
         // dX = delta W_ih for the chunk's rows.
         if (!a.ids)
-            gemm(kt, rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1},
-                 a.dx + t0 * B * D, D, false, big_threads);
+            gemm(kt, rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx + t0 * B * D,
+                 D, false, big_threads);
         add_column_sums(dl, rows, H, a.db, acc, big_threads);
 
         std::memcpy(later.data(), dl, sizeof(T) * static_cast<size_t>(step_size));
@@ -149,10 +151,10 @@ void rnn_backward(const BackwardArgs<T>& a) {
         const index V = a.vocab;
         const int vocab_threads = threads_for(2.0 * double(V) * double(H) * double(D),
                                               std::max(panels, V), Sync::fork_join);
-        gemm(kt, H, D, V, MatView<T>{token_delta.data(), 1, H}, MatView<T>{a.x, D, 1}, a.dw_ih,
-             D, false, vocab_threads);
-        gemm(kt, V, D, H, MatView<T>{token_delta.data(), H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx,
-             D, false, vocab_threads);
+        gemm(kt, H, D, V, MatView<T>{token_delta.data(), 1, H}, MatView<T>{a.x, D, 1}, a.dw_ih, D,
+             false, vocab_threads);
+        gemm(kt, V, D, H, MatView<T>{token_delta.data(), H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx, D,
+             false, vocab_threads);
     }
 
     // dh0 = delta_0 W_hh (+ (1 - alpha) g_0 for leaky units), no activation; a sequence of
@@ -160,7 +162,8 @@ void rnn_backward(const BackwardArgs<T>& a) {
     for (index i = 0; i < step_size; ++i)
         a.dh0[i] = leaky ? (T(1) - a.alpha) * later_grad[i] : T(0);
     if (a.dh_n)
-        for (index i = active[0] * H; i < step_size; ++i) a.dh0[i] += a.dh_n[i];
+        for (index i = active[0] * H; i < step_size; ++i)
+            a.dh0[i] += a.dh_n[i];
     GemmTask<T> last;
     last.accumulate = true;
     last.M = B;

@@ -31,14 +31,15 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
     const index step_size = B * H;
     const KernelTable<T>& kt = kernels<T>();
     const index panels = panel_count(H, kt.nr);
-    const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
-                                    Sync::barrier);
+    const int threads =
+        threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B), Sync::barrier);
     const StepMasks masks = step_masks(a.keep, a.lengths, a.zero_output_for_mask, T_, B);
     const std::vector<index> source = state_sources(masks, T_, B);
 
     const index chunk = std::min(T_, std::max<index>(1, kChunkRows / B));
-    const int big_threads = threads_for(2.0 * double(chunk * B) * double(H) * double(std::max(D, H)),
-                                        std::max(panels, chunk * B), Sync::fork_join);
+    const int big_threads =
+        threads_for(2.0 * double(chunk * B) * double(H) * double(std::max(D, H)),
+                    std::max(panels, chunk * B), Sync::fork_join);
     // B(k = j, n = i) = W_hh[j, i]: rho = delta W_hh.
     const std::vector<T> packed_hh = pack_whole(kt, MatView<T>{a.w_hh, H, 1}, H, H, threads);
     // Scratch that every step writes in full before anything reads it: not zeroed.
@@ -94,11 +95,12 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
                 st.keep_t = masks.keep.data() + t * B;
                 st.rho = last ? nullptr : rho.get();
                 st.keep_next = last ? nullptr : masks.keep.data() + (t + 1) * B;
-                st.g_next = last ? nullptr
+                st.g_next = last            ? nullptr
                             : i + 1 < steps ? state_grad.get() + ((i + 1) & 1) * step_size
                                             : later_grad.get();
                 if (!last) {
-                    back.A = {i + 1 < steps ? delta.get() + (i + 1) * step_size : later.get(), H, 1};
+                    back.A = {i + 1 < steps ? delta.get() + (i + 1) * step_size : later.get(), H,
+                              1};
                     kt.gemm_block(back, s.m0, s.m1, s.p0, s.p1);
                 }
                 masked_grad_step(st, H, own);
@@ -112,14 +114,14 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
         if (a.ids)  // skipped steps' deltas are zero: their ids add nothing
             embedding_backward(a.ids + t0 * B, rows, dl, H, token_delta.data());
         else  // dW_ih (+)= delta^T X over the chunk's rows.
-            gemm(kt, H, D, rows, MatView<T>{dl, 1, H}, MatView<T>{a.x + t0 * B * D, D, 1},
-                 a.dw_ih, D, acc, big_threads);
+            gemm(kt, H, D, rows, MatView<T>{dl, 1, H}, MatView<T>{a.x + t0 * B * D, D, 1}, a.dw_ih,
+                 D, acc, big_threads);
         // dW_hh (+)= sum_t delta_t^T (h_{t-1} * mask): prev holds what W_hh read.
-        gemm(kt, H, H, rows, MatView<T>{dl, 1, H}, MatView<T>{prev.get(), H, 1}, a.dw_hh, H,
-             acc, big_threads);
+        gemm(kt, H, H, rows, MatView<T>{dl, 1, H}, MatView<T>{prev.get(), H, 1}, a.dw_hh, H, acc,
+             big_threads);
         if (!a.ids)  // dX = delta W_ih for the chunk's rows.
-            gemm(kt, rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1},
-                 a.dx + t0 * B * D, D, false, big_threads);
+            gemm(kt, rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx + t0 * B * D,
+                 D, false, big_threads);
         add_column_sums(dl, rows, H, a.db, acc, big_threads);
         std::memcpy(later.get(), dl, sizeof(T) * static_cast<size_t>(step_size));
         std::memcpy(later_grad.get(), state_grad.get(), sizeof(T) * static_cast<size_t>(step_size));
@@ -131,10 +133,10 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
         const index V = a.vocab;
         const int vocab_threads = threads_for(2.0 * double(V) * double(H) * double(D),
                                               std::max(panels, V), Sync::fork_join);
-        gemm(kt, H, D, V, MatView<T>{token_delta.data(), 1, H}, MatView<T>{a.x, D, 1}, a.dw_ih,
-             D, false, vocab_threads);
-        gemm(kt, V, D, H, MatView<T>{token_delta.data(), H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx,
-             D, false, vocab_threads);
+        gemm(kt, H, D, V, MatView<T>{token_delta.data(), 1, H}, MatView<T>{a.x, D, 1}, a.dw_ih, D,
+             false, vocab_threads);
+        gemm(kt, V, D, H, MatView<T>{token_delta.data(), H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx, D,
+             false, vocab_threads);
     }
 
     // dh0: what step 0 sends back to h0, by the same rule as every other step.

@@ -7,9 +7,9 @@
 #include "gemm.hpp"
 #include "masked_step.hpp"
 #include "rnn.hpp"
+#include "step_barrier.hpp"
 #include "step_masks.hpp"
 #include "threads.hpp"
-#include "step_barrier.hpp"
 
 namespace rnnfast {
 namespace {
@@ -45,7 +45,8 @@ std::vector<index> active_rows(const index* lengths, index steps, index batch) {
     active[static_cast<size_t>(steps)] = 0;
     if (lengths)
         for (index b = 0; b < batch; ++b)
-            for (index t = 0; t < lengths[b]; ++t) ++active[static_cast<size_t>(t)];
+            for (index t = 0; t < lengths[b]; ++t)
+                ++active[static_cast<size_t>(t)];
     return active;
 }
 
@@ -71,8 +72,8 @@ void rnn_forward(const ForwardArgs<T>& a) {
     const std::vector<index> active = active_rows(masked ? nullptr : a.lengths, T_, B);
     const KernelTable<T>& kt = kernels<T>();
     const index panels = panel_count(H, kt.nr);
-    const int threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
-                                    Sync::barrier);
+    const int threads =
+        threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B), Sync::barrier);
     const std::vector<T> bias = combined_bias(a.b_ih, a.b_hh, H);
     const T* bias_ptr = bias.empty() ? nullptr : bias.data();
     // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence.
@@ -107,8 +108,9 @@ void rnn_forward(const ForwardArgs<T>& a) {
         proj.C = out;
         proj.ldc = H;
         proj.bias = bias_ptr;
-        run_task(kt, proj, threads_for(2.0 * double(rows) * double(D) * double(H),
-                                       std::max(panels, rows), Sync::fork_join));
+        run_task(kt, proj,
+                 threads_for(2.0 * double(rows) * double(D) * double(H), std::max(panels, rows),
+                             Sync::fork_join));
     };
     // Token input: the table's rows projected once; each step then gathers its rows.
     std::vector<T> projected_table;
@@ -144,7 +146,8 @@ void rnn_forward(const ForwardArgs<T>& a) {
                 T* h = buffer + i * step_size;
                 if (a.recurrent_mask) {
                     T* mine = dropped.data() + thread_index() * step_size;
-                    apply_recurrent_mask(mine, h_prev, a.recurrent_mask, H, Block{s.m0, s.m1, 0, H});
+                    apply_recurrent_mask(mine, h_prev, a.recurrent_mask, H,
+                                         Block{s.m0, s.m1, 0, H});
                     step.A = {mine, H, 1};
                 } else {
                     step.A = {h_prev, H, 1};

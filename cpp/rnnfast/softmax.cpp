@@ -10,8 +10,8 @@
 namespace rnnfast {
 
 template <class T>
-double softmax_cross_entropy(const T* logits, index rows, index classes, const std::int64_t* targets,
-                             const T* weights, T* grad) {
+double softmax_cross_entropy(const T* logits, index rows, index classes,
+                             const std::int64_t* targets, const T* weights, T* grad) {
     if (rows == 0) return 0.0;
     const KernelTable<T>& kt = kernels<T>();
     std::vector<double> row_loss(static_cast<size_t>(rows), 0.0);
@@ -32,7 +32,8 @@ double softmax_cross_entropy(const T* logits, index rows, index classes, const s
         row_loss[static_cast<size_t>(r)] = double(w) * (double(log_sum) - double(x[t]));
     }
     double total = 0.0;
-    for (double l : row_loss) total += l;
+    for (double l : row_loss)
+        total += l;
     return total;
 }
 

@@ -13,7 +13,7 @@ namespace rnnfast {
 // sum over rows of w[r] * -log softmax(logits[r])[targets[r]], summed in row order (so it does
 // not depend on the thread count). Targets of weighted rows must lie in [0, classes).
 template <class T>
-double softmax_cross_entropy(const T* logits, index rows, index classes, const std::int64_t* targets,
-                             const T* weights, T* grad);
+double softmax_cross_entropy(const T* logits, index rows, index classes,
+                             const std::int64_t* targets, const T* weights, T* grad);
 
 }  // namespace rnnfast

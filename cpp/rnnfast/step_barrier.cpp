@@ -20,7 +20,8 @@ unsigned long long cycle_count() {
 #if defined(__x86_64__) || defined(__i386__)
     return __builtin_ia32_rdtsc();
 #else
-    return static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+    return static_cast<unsigned long long>(
+        std::chrono::steady_clock::now().time_since_epoch().count());
 #endif
 }
 
@@ -70,7 +71,8 @@ StepBarrier::~StepBarrier() {
     // rare descheduled step must not cost a back-off.)
     const int waits = waits_.load(), stalls = stalls_.load();
     if (waits >= 16 && 2 * stalls >= waits)
-        g_backoff_until_ns.store(now_ns() + static_cast<long long>(kContentionBackoffSeconds * 1e9));
+        g_backoff_until_ns.store(now_ns() +
+                                 static_cast<long long>(kContentionBackoffSeconds * 1e9));
 }
 
 double contention_backoff_seconds() {
@@ -78,6 +80,8 @@ double contention_backoff_seconds() {
     return left > 0 ? double(left) * 1e-9 : 0.0;
 }
 
-void clear_contention_backoff() { g_backoff_until_ns.store(0); }
+void clear_contention_backoff() {
+    g_backoff_until_ns.store(0);
+}
 
 }  // namespace rnnfast

@@ -16,7 +16,7 @@ namespace rnnfast {
 // teammate was off its core (another process, or more threads than cores). When that is common
 // in a region, the destructor starts a contention back-off (see below).
 class StepBarrier {
-public:
+  public:
     StepBarrier() = default;
     StepBarrier(const StepBarrier&) = delete;
     StepBarrier& operator=(const StepBarrier&) = delete;
@@ -27,7 +27,7 @@ public:
     }
     void wait();
 
-private:
+  private:
     int team_ = 1;
     std::atomic<int> arrived_{0};
     std::atomic<unsigned> generation_{0};
@@ -38,7 +38,8 @@ private:
 // Contention back-off: after a region whose team kept stalling, threads_for() gives one thread
 // for half a second, then tries the full budget again. On a machine whose cores are
 // taken by others, a team that meets every step runs several times slower than one thread;
-// one thread is what it can count on. Seconds of back-off left (0 when none), and a reset for tests.
+// one thread is what it can count on. Seconds of back-off left (0 when none), and a reset for
+// tests.
 double contention_backoff_seconds();
 void clear_contention_backoff();
 

@@ -40,7 +40,9 @@ constexpr double kFlopsPerThreadForkJoin = 1048576.0;
 
 }  // namespace
 
-int get_num_threads() { return g_threads.load(); }
+int get_num_threads() {
+    return g_threads.load();
+}
 
 void set_num_threads(int n) {
     if (n < 1)
@@ -83,9 +85,13 @@ ThreadShare::~ThreadShare() {
     g_claimed.fetch_sub(granted_);
 }
 
-int helper_threads_in_use() { return g_helpers.load(); }
+int helper_threads_in_use() {
+    return g_helpers.load();
+}
 
-bool oversubscribed() { return g_claimed.load(std::memory_order_relaxed) > get_num_threads(); }
+bool oversubscribed() {
+    return g_claimed.load(std::memory_order_relaxed) > get_num_threads();
+}
 
 int peak_helper_threads(bool reset) {
     return reset ? g_peak_helpers.exchange(g_helpers.load()) : g_peak_helpers.load();

@@ -29,14 +29,14 @@ int threads_for(double flops, index limit, Sync sync);
 // threads on 2 cores do not become 16 spinning OpenMP threads. The share never changes results:
 // every output element is summed in the same order whatever the team size.
 class ThreadShare {
-public:
+  public:
     ThreadShare();
     ~ThreadShare();
     ThreadShare(const ThreadShare&) = delete;
     ThreadShare& operator=(const ThreadShare&) = delete;
     int threads() const { return granted_; }
 
-private:
+  private:
     int granted_;
     int outer_;  // the share this thread held before (a call made from inside another)
 };

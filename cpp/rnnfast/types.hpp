@@ -40,10 +40,10 @@ struct GemmTask {
     const T* packed_b = nullptr;  // K x round_up(N, nr), panel-major
     T* C = nullptr;
     index ldc = 0;
-    bool accumulate = false;      // add the existing C (beta = 1) instead of overwriting it
-    const T* bias = nullptr;      // length N, or null
+    bool accumulate = false;  // add the existing C (beta = 1) instead of overwriting it
+    const T* bias = nullptr;  // length N, or null
     Epilogue op = Epilogue::none;
-    const T* aux = nullptr;       // stored outputs for the *_grad epilogues, leading dim ldaux
+    const T* aux = nullptr;  // stored outputs for the *_grad epilogues, leading dim ldaux
     index ldaux = 0;
 };
 

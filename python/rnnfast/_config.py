@@ -70,5 +70,6 @@ def _other_thread_pools() -> str:
         import threadpoolctl
     except ImportError:
         return ""
-    return ", ".join(f"{i['internal_api']} {i['num_threads']}"
-                     for i in threadpoolctl.threadpool_info())
+    return ", ".join(
+        f"{i['internal_api']} {i['num_threads']}" for i in threadpoolctl.threadpool_info()
+    )

@@ -15,8 +15,9 @@ def check_step_mask(step_mask, steps: int, batch: int) -> np.ndarray | None:
     if arr.dtype.kind not in "biu":
         raise TypeError(f"step_mask: expected a bool (or 0/1 integer) array, got dtype {arr.dtype}")
     if arr.shape != (steps, batch):
-        raise ValueError(f"step_mask: expected shape (T, B) = ({steps}, {batch}), "
-                         f"got shape {arr.shape}")
+        raise ValueError(
+            f"step_mask: expected shape (T, B) = ({steps}, {batch}), got shape {arr.shape}"
+        )
     if arr.dtype.kind != "b" and arr.size and not np.all((arr == 0) | (arr == 1)):
         bad = arr[(arr != 0) & (arr != 1)].flat[0]
         raise ValueError(f"step_mask: expected values 0 or 1 (or bools), got {bad}")

@@ -59,8 +59,10 @@ def check_bool(name: str, value) -> bool:
     is never used: ``"False"`` is truthy and 0 / 1 hide a misplaced argument."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise TypeError(f"{name} should be of type bool, got {type(value).__name__} {value!r}"
-                    + _bool_fix(name, value))
+    raise TypeError(
+        f"{name} should be of type bool, got {type(value).__name__} {value!r}"
+        + _bool_fix(name, value)
+    )
 
 
 def check_optional_bool(name: str, value) -> bool | None:
@@ -69,8 +71,10 @@ def check_optional_bool(name: str, value) -> bool | None:
         return None
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise TypeError(f"{name} should be of type bool or None, got {type(value).__name__} "
-                    f"{value!r}" + _bool_fix(name, value))
+    raise TypeError(
+        f"{name} should be of type bool or None, got {type(value).__name__} "
+        f"{value!r}" + _bool_fix(name, value)
+    )
 
 
 def _bool_fix(name: str, value) -> str:
@@ -84,8 +88,11 @@ def _bool_fix(name: str, value) -> str:
 def check_probability(name: str, value) -> float:
     """A drop probability: a real number in [0, 1] (torch's range; 1 drops everything), else
     ValueError (torch's type for a non-number too)."""
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
-            or not 0.0 <= float(value) <= 1.0):
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Real)
+        or not 0.0 <= float(value) <= 1.0
+    ):
         raise ValueError(f"{name}: expected a probability in [0, 1], got {value!r}")
     return float(value)
 
@@ -135,5 +142,10 @@ def check_alpha(alpha) -> float:
 def time_major_in_memory(x) -> bool:
     """Whether x is (B, T, F) whose memory is laid out (T, B, F) C-contiguously (the
     transposed view a batch_first layer returns), so its rows can be read without a copy."""
-    return (x.ndim == 3 and not x.flags.c_contiguous and x.shape[0] > 1 and x.shape[1] > 1
-            and x.swapaxes(0, 1).flags.c_contiguous)
+    return (
+        x.ndim == 3
+        and not x.flags.c_contiguous
+        and x.shape[0] > 1
+        and x.shape[1] > 1
+        and x.swapaxes(0, 1).flags.c_contiguous
+    )

@@ -87,10 +87,10 @@ class MonthlySeries(NamedTuple):
 
 
 class _File(NamedTuple):
-    name: str    # the file's name in the data set's folder
-    url: str     # its canonical address
+    name: str  # the file's name in the data set's folder
+    url: str  # its canonical address
     sha256: str
-    size: int    # bytes
+    size: int  # bytes
 
 
 class Source(NamedTuple):
@@ -131,30 +131,46 @@ _STATSMODELS_COMMIT = "40e6a84d26ac74623c6b94b718f0987ef0351c53"
 SOURCES = {
     "names": Source(
         page=f"https://github.com/spro/practical-pytorch/tree/{_NAMES_COMMIT}/data/names",
-        files=tuple(_File(f"{lang}.txt", f"{_NAMES_RAW}/data/names/{lang}.txt", sha, size)
-                    for lang, (sha, size) in _NAMES_FILES.items())
-        + (_File("LICENSE", f"{_NAMES_RAW}/LICENSE",
-                 "43466675f54af3b7add4df3819d9e36a922c7e1cdf17791cb132e3f8328a0df8", 1081),),
+        files=tuple(
+            _File(f"{lang}.txt", f"{_NAMES_RAW}/data/names/{lang}.txt", sha, size)
+            for lang, (sha, size) in _NAMES_FILES.items()
+        )
+        + (
+            _File(
+                "LICENSE",
+                f"{_NAMES_RAW}/LICENSE",
+                "43466675f54af3b7add4df3819d9e36a922c7e1cdf17791cb132e3f8328a0df8",
+                1081,
+            ),
+        ),
         license="MIT, copyright (c) 2017 Sean Robertson (the LICENSE file travels with the data)",
     ),
     "tinyshakespeare": Source(
         page=f"https://github.com/karpathy/char-rnn/blob/{_CHAR_RNN_COMMIT}/data/tinyshakespeare",
-        files=(_File("input.txt",
-                     f"https://raw.githubusercontent.com/karpathy/char-rnn/{_CHAR_RNN_COMMIT}"
-                     "/data/tinyshakespeare/input.txt",
-                     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
-                     1115394),),
+        files=(
+            _File(
+                "input.txt",
+                f"https://raw.githubusercontent.com/karpathy/char-rnn/{_CHAR_RNN_COMMIT}"
+                "/data/tinyshakespeare/input.txt",
+                "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+                1115394,
+            ),
+        ),
         license="the plays are in the public domain; the repository is MIT-licensed",
     ),
     "sunspots": Source(
         page=f"https://github.com/statsmodels/statsmodels/tree/{_STATSMODELS_COMMIT}"
-             "/statsmodels/datasets/sunspots",
-        files=(_File("sunspots_monthly.dat",
-                     f"https://raw.githubusercontent.com/statsmodels/statsmodels/"
-                     f"{_STATSMODELS_COMMIT}/statsmodels/datasets/sunspots/src/"
-                     "sunspots_monthly.dat",
-                     "cc303d26340b6d599bc2878899f8c50c12323dc04b52a26ad047965ea2b9d2a3",
-                     21194),),
+        "/statsmodels/datasets/sunspots",
+        files=(
+            _File(
+                "sunspots_monthly.dat",
+                f"https://raw.githubusercontent.com/statsmodels/statsmodels/"
+                f"{_STATSMODELS_COMMIT}/statsmodels/datasets/sunspots/src/"
+                "sunspots_monthly.dat",
+                "cc303d26340b6d599bc2878899f8c50c12323dc04b52a26ad047965ea2b9d2a3",
+                21194,
+            ),
+        ),
         license="public domain (NOAA National Geophysical Data Center)",
     ),
 }
@@ -195,7 +211,8 @@ def _in_root(root, name, label):
     if not root.is_dir():
         state = "is not a folder" if root.exists() else "does not exist"
         raise DatasetNotFoundError(
-            f"{label} {state}: expected a folder laid out as {_layout(name)}")
+            f"{label} {state}: expected a folder laid out as {_layout(name)}"
+        )
     if _has_local(root / name, name):
         return root / name
     if root.name == name and _has_local(root, name):
@@ -271,12 +288,16 @@ def _not_found_message(name, root, failure):
     source = SOURCES[name]
     env = os.environ.get(DATA_ENV)
     looked = ([f"root {root}"] if root is not None else []) + [
-        f"{DATA_ENV}={env}" if env else f"{DATA_ENV} (not set)", f"the cache {cache_dir()}"]
+        f"{DATA_ENV}={env}" if env else f"{DATA_ENV} (not set)",
+        f"the cache {cache_dir()}",
+    ]
     why = f"its download failed: {failure}" if failure else "downloading was not allowed"
     address = os.environ.get(URL_ENV) or source.page
-    return (f"data set {name!r} not found (looked in {', '.join(looked)}) and {why}. Get it "
-            f"from {address} into {_layout(name)} and pass ROOT as root (--data in the "
-            f"examples) or set {DATA_ENV}=ROOT")
+    return (
+        f"data set {name!r} not found (looked in {', '.join(looked)}) and {why}. Get it "
+        f"from {address} into {_layout(name)} and pass ROOT as root (--data in the "
+        f"examples) or set {DATA_ENV}=ROOT"
+    )
 
 
 def _fetch(url, path):
@@ -316,7 +337,8 @@ def _download_file(name, root, f, staging):
         raise ChecksumError(
             f"the download of {url} is {what}: {size:,} bytes with sha256 {sha}, expected "
             f"{f.size:,} bytes with sha256 {f.sha256}; nothing was cached (try again, or "
-            f"provide the data through root or {DATA_ENV})")
+            f"provide the data through root or {DATA_ENV})"
+        )
 
 
 def _download(name, root):
@@ -342,9 +364,12 @@ def _download(name, root):
         raise
     shutil.rmtree(staging, ignore_errors=True)
     address = os.environ.get(URL_ENV) or source.page
-    print(f"rnnfast.datasets: downloaded {name!r} ({len(source.files)} file(s), "
-          f"{sum(f.size for f in source.files):,} bytes, sha256 checked) from {address} into "
-          f"{folder}", file=sys.stderr)
+    print(
+        f"rnnfast.datasets: downloaded {name!r} ({len(source.files)} file(s), "
+        f"{sum(f.size for f in source.files):,} bytes, sha256 checked) from {address} into "
+        f"{folder}",
+        file=sys.stderr,
+    )
     return folder
 
 
@@ -381,8 +406,7 @@ def _parse_monthly(path):
         dates.extend(f"{fields[0]}-{m + 1:02d}" for m in range(len(row)))
     if not values:
         raise ValueError(f"{path}: no rows 'year v1 .. v12' of monthly values")
-    return MonthlySeries(np.array(values, dtype=np.float64),
-                         np.array(dates, dtype="datetime64[M]"))
+    return MonthlySeries(np.array(values, dtype=np.float64), np.array(dates, dtype="datetime64[M]"))
 
 
 def load(name, root=None, *, download=True):

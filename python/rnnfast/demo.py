@@ -63,22 +63,43 @@ def train_forecaster(series, *, width=32, horizon=5, hidden=32, epochs=8, seed=0
     scaled = ((series - mean) / scale).astype(np.float32)
     x_train, y_train = windows(scaled[:split], width, horizon)
     x_test, y_test = windows(scaled[split - width - horizon + 1 :], width, horizon)
-    model = Sequential([RNN(1, hidden, batch_first=True, return_sequences=False, seed=seed),
-                        Dense(hidden, 1, seed=seed + 1)])
-    print(f"\nforecasting {horizon} steps ahead from windows of {width}: "
-          f"{len(x_train)} training and {len(x_test)} test windows")
-    training.fit(model, x_train, y_train, loss="mse", optimizer=optim.Adam(model, lr=3e-3),
-                 epochs=epochs, batch_size=32, seed=seed, validation_data=(x_test, y_test))
+    model = Sequential(
+        [
+            RNN(1, hidden, batch_first=True, return_sequences=False, seed=seed),
+            Dense(hidden, 1, seed=seed + 1),
+        ]
+    )
+    print(
+        f"\nforecasting {horizon} steps ahead from windows of {width}: "
+        f"{len(x_train)} training and {len(x_test)} test windows"
+    )
+    training.fit(
+        model,
+        x_train,
+        y_train,
+        loss="mse",
+        optimizer=optim.Adam(model, lr=3e-3),
+        epochs=epochs,
+        batch_size=32,
+        seed=seed,
+        validation_data=(x_test, y_test),
+    )
     predicted = training.predict(model, x_test)
     rmse = float(np.sqrt(np.mean((predicted - y_test) ** 2))) * scale
     naive = float(np.sqrt(np.mean((x_test[:, -1] - y_test) ** 2))) * scale
-    print(f"test RMSE {rmse:.4f}, naive (last value) {naive:.4f}: "
-          f"{'better' if rmse < naive else 'NOT better'} than the naive forecast")
+    print(
+        f"test RMSE {rmse:.4f}, naive (last value) {naive:.4f}: "
+        f"{'better' if rmse < naive else 'NOT better'} than the naive forecast"
+    )
     if out is not None:
         model.save(Path(out) / "demo_forecaster.npz")
         print(f"model saved to {Path(out) / 'demo_forecaster.npz'}")
-        _forecast_plot(y_test[:, 0] * scale + mean, predicted[:, 0] * scale + mean, horizon,
-                       Path(out) / "demo_forecast.png")
+        _forecast_plot(
+            y_test[:, 0] * scale + mean,
+            predicted[:, 0] * scale + mean,
+            horizon,
+            Path(out) / "demo_forecast.png",
+        )
     return rmse, naive
 
 
@@ -103,8 +124,15 @@ def _forecast_plot(truth, forecast, horizon, path):
 
 
 # rnn_backward's required keywords for a forward given none of these options (h0 included).
-PLAIN_BACKWARD = {"h0": None, "nonlinearity": "tanh", "lengths": None, "alpha": 1.0,
-                  "step_mask": None, "zero_output_for_mask": False, "recurrent_mask": None}
+PLAIN_BACKWARD = {
+    "h0": None,
+    "nonlinearity": "tanh",
+    "lengths": None,
+    "alpha": 1.0,
+    "step_mask": None,
+    "zero_output_for_mask": False,
+    "recurrent_mask": None,
+}
 
 
 def run(steps=100, batch=32, input_size=64, hidden_size=128, repeats=5, seed=0):
@@ -139,8 +167,10 @@ def run(steps=100, batch=32, input_size=64, hidden_size=128, repeats=5, seed=0):
         print(f"  {name:<11} max rel. error vs reference {err:.1e}  {'ok' if good else 'MISMATCH'}")
     t_fast = _median_seconds(fast, repeats)
     t_slow = _median_seconds(slow, repeats)
-    print(f"\nforward + backward, median of {repeats}: rnnfast {t_fast * 1e3:.2f} ms, "
-          f"NumPy reference {t_slow * 1e3:.2f} ms, speed-up {t_slow / t_fast:.1f}x")
+    print(
+        f"\nforward + backward, median of {repeats}: rnnfast {t_fast * 1e3:.2f} ms, "
+        f"NumPy reference {t_slow * 1e3:.2f} ms, speed-up {t_slow / t_fast:.1f}x"
+    )
     print("check:", "PASSED" if ok else "FAILED")
     return ok
 
@@ -153,21 +183,42 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="python -m rnnfast", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m rnnfast",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="train a forecaster, then check and time the kernels",
-                          description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter)
-    demo.add_argument("--data", type=Path, default=None, metavar="ROOT",
-                      help="the datasets root (a folder laid out as the project's shared/data, "
-                           "ROOT/sunspots/sunspots_monthly.dat): train on the sunspot numbers "
-                           "found there; without it the series is generated (see --series)")
-    demo.add_argument("--series", choices=("mackey-glass", "sunspots"), default=None,
-                      help="the series to forecast; by default mackey-glass, generated in code, "
-                           "or sunspots when --data is given (without --data, rnnfast.datasets "
-                           "looks in $RNNFAST_DATA, then the cache, then downloads it)")
-    demo.add_argument("--out", type=Path, default=Path("rnnfast-out"), metavar="DIR",
-                      help="folder for the trained model and the forecast plot")
+    demo = sub.add_parser(
+        "demo",
+        help="train a forecaster, then check and time the kernels",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=_HelpFormatter,
+    )
+    demo.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        metavar="ROOT",
+        help="the datasets root (a folder laid out as the project's shared/data, "
+        "ROOT/sunspots/sunspots_monthly.dat): train on the sunspot numbers "
+        "found there; without it the series is generated (see --series)",
+    )
+    demo.add_argument(
+        "--series",
+        choices=("mackey-glass", "sunspots"),
+        default=None,
+        help="the series to forecast; by default mackey-glass, generated in code, "
+        "or sunspots when --data is given (without --data, rnnfast.datasets "
+        "looks in $RNNFAST_DATA, then the cache, then downloads it)",
+    )
+    demo.add_argument(
+        "--out",
+        type=Path,
+        default=Path("rnnfast-out"),
+        metavar="DIR",
+        help="folder for the trained model and the forecast plot",
+    )
     demo.add_argument("--epochs", type=int, default=8, help="training epochs of the forecaster")
     demo.add_argument("--steps", type=int, default=100, help="T of the kernel check")
     demo.add_argument("--batch", type=int, default=32, help="B of the kernel check")

@@ -70,8 +70,9 @@ def singular_values(w_hh):
 def _recurrent_weights(rnn):
     names = [n for n, _ in rnn.named_parameters() if n.startswith("weight_hh")]
     if not names:
-        raise TypeError(f"rnn: expected an RNN layer (parameters weight_hh_l*), got "
-                        f"{type(rnn).__name__}")
+        raise TypeError(
+            f"rnn: expected an RNN layer (parameters weight_hh_l*), got {type(rnn).__name__}"
+        )
     params = dict(rnn.named_parameters())
     return [(n, params[n]) for n in names]
 
@@ -89,8 +90,9 @@ def scale_to_spectral_radius(w_hh, radius):
         raise ValueError(f"radius: expected a finite number >= 0, got {radius}")
     current = spectral_radius(w)
     if current == 0.0:
-        raise ValueError("w_hh: its spectral radius is 0 (nilpotent); it cannot be scaled to "
-                         f"{radius}")
+        raise ValueError(
+            f"w_hh: its spectral radius is 0 (nilpotent); it cannot be scaled to {radius}"
+        )
     return (w * (radius / current)).astype(w.dtype)
 
 
@@ -113,13 +115,16 @@ class _LayerRun:
 
 def _check_rnn(rnn):
     if getattr(rnn, "bidirectional", False):
-        raise ValueError("rnn: a bidirectional layer has two recurrences; the diagnostics "
-                         "handle unidirectional layers (build one per direction)")
+        raise ValueError(
+            "rnn: a bidirectional layer has two recurrences; the diagnostics "
+            "handle unidirectional layers (build one per direction)"
+        )
     if getattr(rnn, "go_backwards", False):
         raise ValueError("rnn: go_backwards is not handled; reverse x yourself instead")
     dilation = getattr(rnn, "dilation", 1)
-    if dilation not in (1, None) and not (isinstance(dilation, list)
-                                          and all(d == 1 for d in dilation)):
+    if dilation not in (1, None) and not (
+        isinstance(dilation, list) and all(d == 1 for d in dilation)
+    ):
         raise NotImplementedError("rnn: dilated layers are not handled by the diagnostics yet")
     if not hasattr(rnn, "num_layers") or not hasattr(rnn, "hidden_size"):
         raise TypeError(f"rnn: expected an rnnfast.RNN, got {type(rnn).__name__}")
@@ -131,8 +136,9 @@ def _time_major(rnn, name, a, width):
         raise TypeError(f"{name}: expected a float array, got dtype {arr.dtype}")
     layout = "(B, T, F)" if rnn.batch_first else "(T, B, F)"
     if arr.ndim != 3 or arr.shape[2] != width:
-        raise ValueError(f"{name}: expected 3 dimensions {layout} with F = {width}, got shape "
-                         f"{arr.shape}")
+        raise ValueError(
+            f"{name}: expected 3 dimensions {layout} with F = {width}, got shape {arr.shape}"
+        )
     if rnn.batch_first:
         arr = arr.swapaxes(0, 1)
     return np.ascontiguousarray(arr, dtype=rnn.dtype)
@@ -154,8 +160,10 @@ def _trajectory(rnn, x, h0):
     if h0 is not None:
         h0 = np.asarray(h0)
         if h0.shape != (rnn.num_layers, batch, H):
-            raise ValueError(f"h0: expected shape (num_layers, B, H) = "
-                             f"{(rnn.num_layers, batch, H)}, got shape {h0.shape}")
+            raise ValueError(
+                f"h0: expected shape (num_layers, B, H) = "
+                f"{(rnn.num_layers, batch, H)}, got shape {h0.shape}"
+            )
         h0 = np.ascontiguousarray(h0, dtype=rnn.dtype)
     params = dict(rnn.named_parameters())
     alpha = rnn.alpha
@@ -171,8 +179,17 @@ def _trajectory(rnn, x, h0):
         run.inp = inp
         run.h0 = np.zeros((batch, H), rnn.dtype) if h0 is None else h0[k]
         run.y, _ = functional.rnn_forward(
-            inp, run.w_ih, run.w_hh, params.get(f"bias_ih_l{k}"), params.get(f"bias_hh_l{k}"),
-            run.h0, rnn.nonlinearity, True, None, run.alpha)
+            inp,
+            run.w_ih,
+            run.w_hh,
+            params.get(f"bias_ih_l{k}"),
+            params.get(f"bias_hh_l{k}"),
+            run.h0,
+            rnn.nonlinearity,
+            True,
+            None,
+            run.alpha,
+        )
         out = run.y
         if getattr(rnn, "residual", False) and k > 0:
             out = out + inp
@@ -185,8 +202,9 @@ def _act_derivative(run, nonlinearity):
     """act'(z_t) (T, B, H) in float64, z recomputed from the stored outputs."""
     y = run.y.astype(np.float64)
     prev = np.concatenate([run.h0.astype(np.float64)[None], y[:-1]], axis=0)
-    z = run.inp.astype(np.float64) @ run.w_ih.T.astype(np.float64) \
-        + prev @ run.w_hh.T.astype(np.float64)
+    z = run.inp.astype(np.float64) @ run.w_ih.T.astype(np.float64) + prev @ run.w_hh.T.astype(
+        np.float64
+    )
     if run.b is not None:
         z = z + run.b.astype(np.float64)
     if nonlinearity == "tanh":
@@ -222,12 +240,13 @@ def jacobian_norms(rnn, x, h0=None, *, layer=-1, norm="spectral", item=None):
     runs = _trajectory(rnn, x, h0)
     run = runs[_layer_index(rnn, layer)]
     steps, batch = run.y.shape[0], run.y.shape[1]
-    if item is not None and (isinstance(item, bool) or not isinstance(item, (int, np.integer))
-                             or not 0 <= item < batch):
+    if item is not None and (
+        isinstance(item, bool) or not isinstance(item, (int, np.integer)) or not 0 <= item < batch
+    ):
         raise ValueError(f"item: expected an int in [0, {batch}) (the batch), got {item!r}")
     d = _act_derivative(run, rnn.nonlinearity)
     if item is not None:
-        d = d[:, item:item + 1]
+        d = d[:, item : item + 1]
     H = rnn.hidden_size
     w = run.w_hh.astype(np.float64)
     a = run.alpha
@@ -269,16 +288,28 @@ def hidden_gradients(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None):
     if dh_n is not None:
         dhn = np.asarray(dh_n, dtype=np.float64)
         if dhn.shape != (rnn.num_layers, batch, H):
-            raise ValueError(f"dh_n: expected shape (num_layers, B, H) = "
-                             f"{(rnn.num_layers, batch, H)}, got shape {dhn.shape}")
+            raise ValueError(
+                f"dh_n: expected shape (num_layers, B, H) = "
+                f"{(rnn.num_layers, batch, H)}, got shape {dhn.shape}"
+            )
     residual = getattr(rnn, "residual", False)
     for j in range(rnn.num_layers - 1, k, -1):  # down to the layer asked for
         run = runs[j]
         g = functional.rnn_backward(
-            run.inp, run.w_ih, run.w_hh, run.y, d.astype(rnn.dtype),
-            None if dhn is None else dhn[j].astype(rnn.dtype), h0=run.h0,
-            nonlinearity=rnn.nonlinearity, lengths=None, alpha=run.alpha, step_mask=None,
-            zero_output_for_mask=False, recurrent_mask=None)
+            run.inp,
+            run.w_ih,
+            run.w_hh,
+            run.y,
+            d.astype(rnn.dtype),
+            None if dhn is None else dhn[j].astype(rnn.dtype),
+            h0=run.h0,
+            nonlinearity=rnn.nonlinearity,
+            lengths=None,
+            alpha=run.alpha,
+            step_mask=None,
+            zero_output_for_mask=False,
+            recurrent_mask=None,
+        )
         d_in = g.dx.astype(np.float64)
         d = d_in + d if residual and j > 0 else d_in
     run = runs[k]

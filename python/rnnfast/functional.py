@@ -34,9 +34,23 @@ class RNNGrads(NamedTuple):
     dbias: np.ndarray
 
 
-def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
-                nonlinearity="tanh", return_sequences=True, lengths=None, alpha=1.0, *,
-                ids=None, step_mask=None, zero_output_for_mask=False, recurrent_mask=None):
+def rnn_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    h0=None,
+    nonlinearity="tanh",
+    return_sequences=True,
+    lengths=None,
+    alpha=1.0,
+    *,
+    ids=None,
+    step_mask=None,
+    zero_output_for_mask=False,
+    recurrent_mask=None,
+):
     """Run ``h_t = (1 - alpha) h_{t-1} + alpha act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``
     over a whole sequence (``alpha = 1``: the plain Elman unit).
 
@@ -93,13 +107,15 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
         Shapes that do not fit together (the message names the argument and both shapes),
         lengths out of range, alpha outside (0, 1], step_mask values other than 0 and 1.
     """
-    h0, w_ih, w_hh, b_ih, b_hh = _forward_args(weight_ih, weight_hh, bias_ih, bias_hh, h0,
-                                               nonlinearity)
+    h0, w_ih, w_hh, b_ih, b_hh = _forward_args(
+        weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity
+    )
     x, ids, steps, batch = _sequence(x, w_ih.dtype, ids)
     lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
     step_mask, zero_output_for_mask, recurrent_mask = _masks(
-        step_mask, zero_output_for_mask, recurrent_mask, steps, batch, w_ih.dtype)
+        step_mask, zero_output_for_mask, recurrent_mask, steps, batch, w_ih.dtype
+    )
     order, lengths = _longest_first(lengths)
     if order is not None:
         _check_batch("h0", h0, 0, batch, "(B, H)")
@@ -107,18 +123,45 @@ def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
         x, ids = _sort_sequence(x, ids, order)
         h0, recurrent_mask = _take(h0, order, 0), _take(recurrent_mask, order, 0)
         step_mask = _take(step_mask, order, 1)
-    y, h_n = _core.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, nonlinearity, alpha,
-                               bool(return_sequences), ids, step_mask=step_mask,
-                               zero_output_for_mask=zero_output_for_mask,
-                               recurrent_mask=recurrent_mask)
+    y, h_n = _core.rnn_forward(
+        x,
+        h0,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+        lengths,
+        nonlinearity,
+        alpha,
+        bool(return_sequences),
+        ids,
+        step_mask=step_mask,
+        zero_output_for_mask=zero_output_for_mask,
+        recurrent_mask=recurrent_mask,
+    )
     if order is not None:
         inverse = np.argsort(order)
         y, h_n = _take(y, inverse, 1), _take(h_n, inverse, 0)
     return y, h_n
 
 
-def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, *, h0, nonlinearity, lengths,
-                 alpha, step_mask, zero_output_for_mask, recurrent_mask, ids=None):
+def rnn_backward(
+    x,
+    weight_ih,
+    weight_hh,
+    y,
+    dy=None,
+    dh_n=None,
+    *,
+    h0,
+    nonlinearity,
+    lengths,
+    alpha,
+    step_mask,
+    zero_output_for_mask,
+    recurrent_mask,
+    ids=None,
+):
     """Backpropagation through time from the outputs ``y`` of :func:`rnn_forward`.
 
     Every forward argument that changes the gradient is a keyword without a default: the
@@ -159,7 +202,8 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, *, h0, nonlinea
     lengths = check_lengths(lengths, steps, batch)
     alpha = check_alpha(alpha)
     step_mask, zero_output_for_mask, recurrent_mask = _masks(
-        step_mask, zero_output_for_mask, recurrent_mask, steps, batch, dt)
+        step_mask, zero_output_for_mask, recurrent_mask, steps, batch, dt
+    )
     h0 = optional_float_array("h0", h0, dt)
     y = as_float_array("y", y, dt)
     dy = optional_float_array("dy", dy, dt)
@@ -174,11 +218,24 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, *, h0, nonlinea
         x, ids = _sort_sequence(x, ids, order)
         y, dy, step_mask = (_take(a, order, 1) for a in (y, dy, step_mask))
         h0, dh_n, recurrent_mask = (_take(a, order, 0) for a in (h0, dh_n, recurrent_mask))
-    grads = RNNGrads(*_core.rnn_backward(
-        x, h0, w_ih, as_float_array("weight_hh", weight_hh, dt), y, dy, dh_n, lengths,
-        nonlinearity, alpha, ids, step_mask=step_mask,
-        zero_output_for_mask=zero_output_for_mask, recurrent_mask=recurrent_mask,
-    ))
+    grads = RNNGrads(
+        *_core.rnn_backward(
+            x,
+            h0,
+            w_ih,
+            as_float_array("weight_hh", weight_hh, dt),
+            y,
+            dy,
+            dh_n,
+            lengths,
+            nonlinearity,
+            alpha,
+            ids,
+            step_mask=step_mask,
+            zero_output_for_mask=zero_output_for_mask,
+            recurrent_mask=recurrent_mask,
+        )
+    )
     if order is not None:
         inverse = np.argsort(order)
         dx = grads.dx if ids is not None else _take(grads.dx, inverse, 1)
@@ -189,9 +246,11 @@ def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, *, h0, nonlinea
 def _masks(step_mask, zero_output_for_mask, recurrent_mask, steps, batch, dtype):
     """The masked kernels' arguments after the dtype and value rules (the kernel checks the
     recurrent mask's shape)."""
-    return (check_step_mask(step_mask, steps, batch),
-            check_flag("zero_output_for_mask", zero_output_for_mask),
-            optional_float_array("recurrent_mask", recurrent_mask, dtype))
+    return (
+        check_step_mask(step_mask, steps, batch),
+        check_flag("zero_output_for_mask", zero_output_for_mask),
+        optional_float_array("recurrent_mask", recurrent_mask, dtype),
+    )
 
 
 def _forward_args(weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity):
@@ -256,8 +315,9 @@ def _longest_first(lengths):
     return order, np.ascontiguousarray(lengths[order])
 
 
-def rnn_step(x_t, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None, nonlinearity="tanh",
-             alpha=1.0):
+def rnn_step(
+    x_t, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None, nonlinearity="tanh", alpha=1.0
+):
     """One time step for streaming: ``h_next`` (B, H) from ``x_t`` (B, D) and ``h`` (B, H).
 
     The same unit as :func:`rnn_forward` over one step, without its per-call set-up (no packing,
@@ -268,8 +328,9 @@ def rnn_step(x_t, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None, nonlinear
         # C-contiguous go straight to the kernel, which checks every shape and dtype itself.
         # Anything it refuses takes the converting path below, which raises the precise error.
         try:
-            return _core.rnn_step(x_t, h, weight_ih, weight_hh, bias_ih, bias_hh, nonlinearity,
-                                  alpha)
+            return _core.rnn_step(
+                x_t, h, weight_ih, weight_hh, bias_ih, bias_hh, nonlinearity, alpha
+            )
         except (TypeError, ValueError):
             pass
     check_nonlinearity(nonlinearity)

@@ -40,18 +40,29 @@ def _counted_positions(targets, lengths, mask, ignore_index, batch_first):
         batch = targets.shape[0] if batch_first else targets.shape[1]
         lengths = np.asarray(lengths)
         if lengths.shape != (batch,) or lengths.dtype.kind not in "iu":
-            raise ValueError(f"lengths: expected {batch} integers, got {lengths.dtype} "
-                             f"shape {lengths.shape}")
+            raise ValueError(
+                f"lengths: expected {batch} integers, got {lengths.dtype} shape {lengths.shape}"
+            )
         if lengths.size and (lengths.min() < 0 or lengths.max() > steps):
-            raise ValueError(f"lengths: expected values in [0, T] = [0, {steps}], got min "
-                             f"{lengths.min()}, max {lengths.max()}")
+            raise ValueError(
+                f"lengths: expected values in [0, T] = [0, {steps}], got min "
+                f"{lengths.min()}, max {lengths.max()}"
+            )
         in_sequence = np.arange(steps)[:, None] < lengths[None, :]  # (T, B)
         valid &= in_sequence.T if batch_first else in_sequence
     return valid
 
 
-def cross_entropy(logits, targets, *, lengths=None, mask=None, ignore_index=None,
-                  reduction="mean", batch_first=False):
+def cross_entropy(
+    logits,
+    targets,
+    *,
+    lengths=None,
+    mask=None,
+    ignore_index=None,
+    reduction="mean",
+    batch_first=False,
+):
     """Softmax cross-entropy and its gradient with respect to the logits.
 
     Parameters
@@ -77,15 +88,19 @@ def cross_entropy(logits, targets, *, lengths=None, mask=None, ignore_index=None
     if logits.ndim == 0:
         raise ValueError("logits: expected shape (..., V), got a scalar")
     if logits.shape[:-1] != targets.shape:
-        raise ValueError(f"targets: expected shape {logits.shape[:-1]} (the logits' leading "
-                         f"shape), got shape {targets.shape}")
+        raise ValueError(
+            f"targets: expected shape {logits.shape[:-1]} (the logits' leading "
+            f"shape), got shape {targets.shape}"
+        )
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
     vocab = logits.shape[-1]
     valid = _counted_positions(targets, lengths, mask, ignore_index, batch_first)
     if np.any(valid & ((targets < 0) | (targets >= vocab))):
-        raise ValueError(f"targets: expected class ids in [0, {vocab}), got min "
-                         f"{targets[valid].min()}, max {targets[valid].max()}")
+        raise ValueError(
+            f"targets: expected class ids in [0, {vocab}), got min "
+            f"{targets[valid].min()}, max {targets[valid].max()}"
+        )
     count = int(valid.sum())
     scale = 1.0 / max(count, 1) if reduction == "mean" else 1.0
     # The fused C++ kernel (one pass per row, rows split between threads) works in float32 or
@@ -125,9 +140,11 @@ def mse_loss(pred, target, reduction="mean", *, mask=None):
     counted = diff.size
     if mask is not None:
         mask = np.asarray(mask)
-        if mask.dtype != bool or mask.shape != pred.shape[:mask.ndim]:
-            raise ValueError(f"mask: expected a boolean array of pred's leading shape, e.g. "
-                             f"{pred.shape[:2]}, got dtype {mask.dtype} shape {mask.shape}")
+        if mask.dtype != bool or mask.shape != pred.shape[: mask.ndim]:
+            raise ValueError(
+                f"mask: expected a boolean array of pred's leading shape, e.g. "
+                f"{pred.shape[:2]}, got dtype {mask.dtype} shape {mask.shape}"
+            )
         keep = mask.reshape(mask.shape + (1,) * (pred.ndim - mask.ndim))
         diff = np.where(keep, diff, 0).astype(pred.dtype, copy=False)
         counted = int(mask.sum()) * (pred.size // max(mask.size, 1))

@@ -40,14 +40,29 @@ def _length_mask(lengths, T, B, dtype):
 def _masks(lengths, step_mask, T, B, dtype):
     """(in_length, kept), each (T, B, 1) of 0 and 1."""
     in_length = _length_mask(lengths, T, B, dtype)
-    kept = in_length if step_mask is None else in_length * (
-        np.asarray(step_mask).astype(bool).astype(dtype)[:, :, None])
+    kept = (
+        in_length
+        if step_mask is None
+        else in_length * (np.asarray(step_mask).astype(bool).astype(dtype)[:, :, None])
+    )
     return in_length, kept
 
 
-def rnn_forward(x, weight_ih, weight_hh, bias_ih=None, bias_hh=None, h0=None,
-                nonlinearity="tanh", lengths=None, alpha=1.0, *, step_mask=None,
-                zero_output_for_mask=False, recurrent_mask=None):
+def rnn_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    h0=None,
+    nonlinearity="tanh",
+    lengths=None,
+    alpha=1.0,
+    *,
+    step_mask=None,
+    zero_output_for_mask=False,
+    recurrent_mask=None,
+):
     """Forward over x (T, B, D). Returns (y (T, B, H), h_n (B, H))."""
     T, B, _ = x.shape
     H = weight_hh.shape[0]
@@ -84,8 +99,22 @@ def _states(y, h0, kept):
     return states
 
 
-def rnn_backward(x, weight_ih, weight_hh, y, dy=None, dh_n=None, *, h0, nonlinearity, lengths,
-                 alpha, step_mask, zero_output_for_mask, recurrent_mask):
+def rnn_backward(
+    x,
+    weight_ih,
+    weight_hh,
+    y,
+    dy=None,
+    dh_n=None,
+    *,
+    h0,
+    nonlinearity,
+    lengths,
+    alpha,
+    step_mask,
+    zero_output_for_mask,
+    recurrent_mask,
+):
     """BPTT from the forward's outputs y. Returns (dx, dh0, dweight_ih, dweight_hh, dbias);
     dbias is the gradient of bias_ih and of bias_hh alike. Every forward argument that changes
     the gradient is a keyword without default, as in rnnfast.functional.rnn_backward."""

@@ -49,7 +49,9 @@ def _resolve(name_or_fn, table, what):
     if callable(name_or_fn):
         return name_or_fn
     if name_or_fn not in table:
-        raise ValueError(f"{what}: expected one of {sorted(table)} or a callable, got {name_or_fn!r}")
+        raise ValueError(
+            f"{what}: expected one of {sorted(table)} or a callable, got {name_or_fn!r}"
+        )
     return table[name_or_fn]
 
 
@@ -75,10 +77,14 @@ class _Progress:
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{loss:.4f}", samples_per_s=f"{rate:,.0f}")
             self.bar.update(1)
-        elif self.enabled and (self.done == self.total or self.done % max(1, self.total // 20) == 0):
+        elif self.enabled and (
+            self.done == self.total or self.done % max(1, self.total // 20) == 0
+        ):
             filled = 20 * self.done // max(self.total, 1)
-            sys.stderr.write(f"\r{self.desc} [{'#' * filled:<20}] {self.done}/{self.total} "
-                             f"loss={loss:.4f} samples/s={rate:,.0f}")
+            sys.stderr.write(
+                f"\r{self.desc} [{'#' * filled:<20}] {self.done}/{self.total} "
+                f"loss={loss:.4f} samples/s={rate:,.0f}"
+            )
             sys.stderr.flush()
 
     def close(self, logs):
@@ -117,14 +123,17 @@ def _batch_valid(out, xb, lengths, batch_first):
 def _call_loss(loss_fn, out, yb, valid, reduction="mean"):
     """``(value, d_out, counted)``: the loss with the padding left out, and how many positions
     (or elements, for mse) it counted."""
-    if valid is not None and valid.shape != np.shape(yb)[:valid.ndim]:
+    if valid is not None and valid.shape != np.shape(yb)[: valid.ndim]:
         valid = None  # per-sequence targets of a padded batch: nothing to leave out
     kwargs = {} if valid is None else {"mask": valid}
     if loss_fn in _BUILTIN_LOSSES:
         value, d_out = loss_fn(out, yb, reduction=reduction, **kwargs)
         if loss_fn is _losses.mse_loss:
-            counted = np.size(out) if valid is None else int(valid.sum()) * (
-                np.size(out) // max(valid.size, 1))
+            counted = (
+                np.size(out)
+                if valid is None
+                else int(valid.sum()) * (np.size(out) // max(valid.size, 1))
+            )
         else:
             counted = np.size(yb) if valid is None else int(valid.sum())
     else:
@@ -141,12 +150,14 @@ class _Metrics:
     its per-batch value weighted by the positions the batch counts."""
 
     def __init__(self, metrics):
-        self.fns = {m if isinstance(m, str) else m.__name__: _resolve(m, _METRICS, "metrics")
-                    for m in metrics}
+        self.fns = {
+            m if isinstance(m, str) else m.__name__: _resolve(m, _METRICS, "metrics")
+            for m in metrics
+        }
         self.sums = {name: [0.0, 0] for name in self.fns}
 
     def add(self, out, yb, valid):
-        if valid is not None and valid.shape != np.shape(yb)[:valid.ndim]:
+        if valid is not None and valid.shape != np.shape(yb)[: valid.ndim]:
             valid = None
         for name, fn in self.fns.items():
             if fn is _metrics.accuracy:
@@ -200,35 +211,74 @@ def _data(model, x, y, lengths, mask, batch_axis, what="x"):
     """The data set in the model's layout; a batch_axis that contradicts the model's RNNs is
     refused (a time-major RNN fed batch-first data would be silently wrong)."""
     batch_first = _layout(model)
-    if batch_axis is not None and batch_first is not None and batch_axis in (0, 1) \
-            and batch_axis != (0 if batch_first else 1) and not isinstance(x, (list, tuple)):
+    if (
+        batch_axis is not None
+        and batch_first is not None
+        and batch_axis in (0, 1)
+        and batch_axis != (0 if batch_first else 1)
+        and not isinstance(x, (list, tuple))
+    ):
         raise ValueError(
             f"batch_axis: the model's RNNs are {'batch-first' if batch_first else 'time-major'}, "
             f"so {what}'s batch axis is {0 if batch_first else 1}, got batch_axis={batch_axis}; "
-            "leave batch_axis out (fit follows the model's batch_first)")
-    return SequenceData(x, y, lengths=lengths, mask=mask,
-                        batch_first=True if batch_first is None else batch_first,
-                        batch_axis=batch_axis)
+            "leave batch_axis out (fit follows the model's batch_first)"
+        )
+    return SequenceData(
+        x,
+        y,
+        lengths=lengths,
+        mask=mask,
+        batch_first=True if batch_first is None else batch_first,
+        batch_axis=batch_axis,
+    )
 
 
 def _batch_order(data, batch_size, shuffle, rng, bucket, max_tokens, drop_last):
     """The index arrays of one epoch: in order or shuffled, or bucketed by length."""
     if bucket or max_tokens is not None:
         if data.lengths is None:
-            raise ValueError("bucket: batches by length need variable-length data (ragged "
-                             "sequences, or lengths= / mask=)")
-        return list(BucketedBatches(data.lengths, batch_size, max_tokens=max_tokens,
-                                    shuffle=shuffle, seed=int(rng.integers(2**31)),
-                                    drop_last=drop_last))
+            raise ValueError(
+                "bucket: batches by length need variable-length data (ragged "
+                "sequences, or lengths= / mask=)"
+            )
+        return list(
+            BucketedBatches(
+                data.lengths,
+                batch_size,
+                max_tokens=max_tokens,
+                shuffle=shuffle,
+                seed=int(rng.integers(2**31)),
+                drop_last=drop_last,
+            )
+        )
     order = rng.permutation(len(data)) if shuffle else np.arange(len(data))
     stop = len(data) - (len(data) % batch_size if drop_last else 0)
-    return [order[i:i + batch_size] for i in range(0, stop, batch_size)]
+    return [order[i : i + batch_size] for i in range(0, stop, batch_size)]
 
 
-def fit(model, x, y, *, loss, optimizer, epochs=1, batch_size=32, shuffle=True,
-        validation_data=None, metrics=(), callbacks=(), clip_norm=None, batch_axis=None,
-        seed=None, verbose=True, lengths=None, mask=None, bucket=False, max_tokens=None,
-        drop_last=False):
+def fit(
+    model,
+    x,
+    y,
+    *,
+    loss,
+    optimizer,
+    epochs=1,
+    batch_size=32,
+    shuffle=True,
+    validation_data=None,
+    metrics=(),
+    callbacks=(),
+    clip_norm=None,
+    batch_axis=None,
+    seed=None,
+    verbose=True,
+    lengths=None,
+    mask=None,
+    bucket=False,
+    max_tokens=None,
+    drop_last=False,
+):
     """Train ``model`` and return the history: ``{"loss": [...], "val_loss": [...], ...}``.
 
     Parameters
@@ -283,8 +333,9 @@ def fit(model, x, y, *, loss, optimizer, epochs=1, batch_size=32, shuffle=True,
         train_metrics = _Metrics(metrics)
         for index in batches:
             xb, yb, lb = data.batch(index)
-            value, counted, stepped = _train_step(model, xb, yb, loss_fn, optimizer, clip_norm,
-                                                  lb, train_metrics)
+            value, counted, stepped = _train_step(
+                model, xb, yb, loss_fn, optimizer, clip_norm, lb, train_metrics
+            )
             if not stepped:
                 continue
             total += value * counted
@@ -295,9 +346,16 @@ def fit(model, x, y, *, loss, optimizer, epochs=1, batch_size=32, shuffle=True,
         logs.update(train_metrics.results())
         if validation_data is not None:
             x_val, y_val, *rest = validation_data
-            val = evaluate(model, x_val, y_val, loss=loss, metrics=metrics,
-                           batch_size=batch_size, batch_axis=batch_axis,
-                           lengths=rest[0] if rest else None)
+            val = evaluate(
+                model,
+                x_val,
+                y_val,
+                loss=loss,
+                metrics=metrics,
+                batch_size=batch_size,
+                batch_axis=batch_axis,
+                lengths=rest[0] if rest else None,
+            )
             logs.update({f"val_{k}": v for k, v in val.items()})
         progress.close(logs)
         for key, value in logs.items():
@@ -318,14 +376,13 @@ def _eval_batches(model, data, batch_size, bucket):
     else:
         order = np.arange(len(data))
     for start in range(0, len(data), batch_size):
-        index = order[start:start + batch_size]
+        index = order[start : start + batch_size]
         xb, yb, lb = data.batch(index)
         out, valid = _forward(model, xb, lb)
         yield index, out, yb, valid
 
 
-def predict(model, x, *, batch_size=256, batch_axis=None, lengths=None, mask=None,
-            bucket=True):
+def predict(model, x, *, batch_size=256, batch_axis=None, lengths=None, mask=None, bucket=True):
     """Outputs of ``model`` in eval mode, batch by batch, in the order of ``x``.
 
     For ragged ``x`` (a list of sequences): a list of per-sequence outputs, each cut to its
@@ -334,8 +391,10 @@ def predict(model, x, *, batch_size=256, batch_axis=None, lengths=None, mask=Non
     step outputs padded back to x's length with zeros).
     """
     data = _data(model, x, None, lengths, mask, batch_axis)
-    pieces = [(index, out, valid) for index, out, _, valid in
-              _eval_batches(model, data, batch_size, bucket)]
+    pieces = [
+        (index, out, valid)
+        for index, out, _, valid in _eval_batches(model, data, batch_size, bucket)
+    ]
     if not pieces:
         return [] if data.ragged else np.empty((0,))
     per_step = any(v is not None for _, _, v in pieces)
@@ -349,7 +408,7 @@ def predict(model, x, *, batch_size=256, batch_axis=None, lengths=None, mask=Non
     axis = 0 if (data.ragged or not per_step) else data.axis
     full = data.full_steps()
     parts, order = [], []
-    for index, out, valid in pieces:
+    for index, out, _ in pieces:
         if per_step and full is not None and out.shape[1 - axis] < full:
             pad = [(0, 0)] * out.ndim
             pad[1 - axis] = (0, full - out.shape[1 - axis])
@@ -362,8 +421,19 @@ def predict(model, x, *, batch_size=256, batch_axis=None, lengths=None, mask=Non
     return np.take(joined, inverse, axis=axis)
 
 
-def evaluate(model, x, y, *, loss, metrics=(), batch_size=256, batch_axis=None, lengths=None,
-             mask=None, bucket=True):
+def evaluate(
+    model,
+    x,
+    y,
+    *,
+    loss,
+    metrics=(),
+    batch_size=256,
+    batch_axis=None,
+    lengths=None,
+    mask=None,
+    bucket=True,
+):
     """Loss (and metrics) of ``model`` in eval mode over the whole data set, padding left out:
     ``{"loss": ..., "accuracy": ...}``. The loss is the mean over every counted position of
     the data set, the metrics corpus figures (see :func:`fit`)."""
@@ -386,16 +456,30 @@ def stream_windows(tokens, batch_size, bptt):
     tokens = np.asarray(tokens)
     per_stream = (len(tokens) - 1) // batch_size // bptt * bptt
     if per_stream == 0:
-        raise ValueError(f"tokens: a stream of {len(tokens)} is too short for batch_size "
-                         f"{batch_size} x bptt {bptt}")
+        raise ValueError(
+            f"tokens: a stream of {len(tokens)} is too short for batch_size "
+            f"{batch_size} x bptt {bptt}"
+        )
     used = per_stream * batch_size
     x = tokens[:used].reshape(batch_size, -1, bptt).transpose(1, 0, 2)
-    y = tokens[1:used + 1].reshape(batch_size, -1, bptt).transpose(1, 0, 2)
+    y = tokens[1 : used + 1].reshape(batch_size, -1, bptt).transpose(1, 0, 2)
     return x, y
 
 
-def fit_stream(model, tokens, *, loss, optimizer, batch_size, bptt, epochs=1, clip_norm=None,
-               validation_tokens=None, callbacks=(), verbose=True):
+def fit_stream(
+    model,
+    tokens,
+    *,
+    loss,
+    optimizer,
+    batch_size,
+    bptt,
+    epochs=1,
+    clip_norm=None,
+    validation_tokens=None,
+    callbacks=(),
+    verbose=True,
+):
     """Truncated BPTT over a long stream: windows of ``bptt`` steps in order, the hidden state
     of ``stateful`` layers carried from one window to the next (reset each epoch) while the
     gradient stops at each window's start. Returns the history (``loss``, ``val_loss``)."""
@@ -414,8 +498,9 @@ def fit_stream(model, tokens, *, loss, optimizer, batch_size, bptt, epochs=1, cl
             progress.update(value, (i + 1) * xb.size)
         logs = {"loss": total / len(xs)}
         if validation_tokens is not None:
-            logs["val_loss"] = evaluate_stream(model, validation_tokens, loss=loss,
-                                               batch_size=batch_size, bptt=bptt)
+            logs["val_loss"] = evaluate_stream(
+                model, validation_tokens, loss=loss, batch_size=batch_size, bptt=bptt
+            )
         progress.close(logs)
         for key, value in logs.items():
             history.setdefault(key, []).append(value)
@@ -442,8 +527,9 @@ class EarlyStopping:
     """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs;
     optionally restore the best weights."""
 
-    def __init__(self, monitor="val_loss", patience=3, min_delta=0.0, mode="min",
-                 restore_best_weights=False):
+    def __init__(
+        self, monitor="val_loss", patience=3, min_delta=0.0, mode="min", restore_best_weights=False
+    ):
         self.monitor, self.patience, self.min_delta = monitor, patience, min_delta
         self.sign = 1.0 if mode == "min" else -1.0
         self.restore = restore_best_weights

@@ -19,16 +19,17 @@ __all__ = ["evaluate_seq2seq", "fit_seq2seq"]
 def _sequences(name, value):
     seqs = [np.asarray(s) for s in value] if isinstance(value, (list, tuple)) else None
     if not seqs or any(s.ndim != 1 or s.dtype.kind not in "iu" for s in seqs):
-        raise TypeError(f"{name}: expected a non-empty list of 1-D integer token arrays (one "
-                        "sequence each, of any length)")
+        raise TypeError(
+            f"{name}: expected a non-empty list of 1-D integer token arrays (one "
+            "sequence each, of any length)"
+        )
     return seqs
 
 
 def _pairs(sources, targets):
     src, tgt = _sequences("sources", sources), _sequences("targets", targets)
     if len(src) != len(tgt):
-        raise ValueError(f"targets: expected {len(src)} sequences (one per source), got "
-                         f"{len(tgt)}")
+        raise ValueError(f"targets: expected {len(src)} sequences (one per source), got {len(tgt)}")
     return src, tgt
 
 
@@ -50,13 +51,34 @@ def _batch(src, tgt, index, bos, eos):
     tgt_out = [np.concatenate([y, tail]) for y in t]
     src_len = np.array([len(x) for x in s], dtype=np.int64)
     tgt_len = np.array([len(y) for y in tgt_out], dtype=np.int64)
-    return (_pad(s, src_len), src_len, _pad(tgt_in, tgt_len).astype(np.int64),
-            _pad(tgt_out, tgt_len), tgt_len)
+    return (
+        _pad(s, src_len),
+        src_len,
+        _pad(tgt_in, tgt_len).astype(np.int64),
+        _pad(tgt_out, tgt_len),
+        tgt_len,
+    )
 
 
-def fit_seq2seq(model, sources, targets, *, optimizer, bos, eos=None, epochs=1, batch_size=32,
-                teacher_forcing=1.0, bucket=True, max_tokens=None, clip_norm=None, seed=None,
-                validation_data=None, callbacks=(), verbose=True):
+def fit_seq2seq(
+    model,
+    sources,
+    targets,
+    *,
+    optimizer,
+    bos,
+    eos=None,
+    epochs=1,
+    batch_size=32,
+    teacher_forcing=1.0,
+    bucket=True,
+    max_tokens=None,
+    clip_norm=None,
+    seed=None,
+    validation_data=None,
+    callbacks=(),
+    verbose=True,
+):
     """Train a ``Seq2Seq`` on ragged (source, target) token sequences; returns the history
     (``loss``, and ``val_loss`` / ``val_accuracy`` / ``val_perplexity`` with validation data).
 
@@ -79,20 +101,27 @@ def fit_seq2seq(model, sources, targets, *, optimizer, bos, eos=None, epochs=1, 
     for epoch in range(epochs):
         model.train()
         if bucket or max_tokens is not None:
-            batches = list(BucketedBatches(np.maximum(lengths, 1), batch_size,
-                                           max_tokens=max_tokens, shuffle=True,
-                                           seed=int(rng.integers(2**31))))
+            batches = list(
+                BucketedBatches(
+                    np.maximum(lengths, 1),
+                    batch_size,
+                    max_tokens=max_tokens,
+                    shuffle=True,
+                    seed=int(rng.integers(2**31)),
+                )
+            )
         else:
             order = rng.permutation(len(src))
-            batches = [order[i:i + batch_size] for i in range(0, len(src), batch_size)]
+            batches = [order[i : i + batch_size] for i in range(0, len(src), batch_size)]
         progress = _Progress(len(batches), f"epoch {epoch + 1}/{epochs}", verbose)
         total, counted = 0.0, 0
         for index in batches:
             s, s_len, t_in, t_out, t_len = _batch(src, tgt, index, bos, eos)
             ratio = teacher_forcing(step) if callable(teacher_forcing) else teacher_forcing
             model.zero_grad()
-            loss = model.train_batch(s, s_len, t_in, t_out, t_len, teacher_forcing_ratio=ratio,
-                                     rng=rng)
+            loss = model.train_batch(
+                s, s_len, t_in, t_out, t_len, teacher_forcing_ratio=ratio, rng=rng
+            )
             step += 1
             if clip_norm is not None and not math.isfinite(clip_grad_norm(model, clip_norm)):
                 continue
@@ -102,8 +131,7 @@ def fit_seq2seq(model, sources, targets, *, optimizer, bos, eos=None, epochs=1, 
             progress.update(loss, counted)
         logs = {"loss": total / max(counted, 1)}
         if validation_data is not None:
-            val = evaluate_seq2seq(model, *validation_data, bos=bos, eos=eos,
-                                   batch_size=batch_size)
+            val = evaluate_seq2seq(model, *validation_data, bos=bos, eos=eos, batch_size=batch_size)
             logs.update({f"val_{k}": v for k, v in val.items()})
         progress.close(logs)
         for key, value in logs.items():
@@ -121,13 +149,14 @@ def evaluate_seq2seq(model, sources, targets, *, bos, eos=None, batch_size=256):
     order = np.argsort([-len(s) for s in src], kind="stable")  # similar lengths together
     total, hits, counted = 0.0, 0, 0
     for start in range(0, len(src), batch_size):
-        s, s_len, t_in, t_out, t_len = _batch(src, tgt, order[start:start + batch_size], bos,
-                                              eos)
+        s, s_len, t_in, t_out, t_len = _batch(src, tgt, order[start : start + batch_size], bos, eos)
         logits = model.forward(s, s_len, t_in, t_len)
-        loss, _ = cross_entropy(logits, t_out, lengths=t_len, batch_first=True,
-                                reduction="sum")
+        loss, _ = cross_entropy(logits, t_out, lengths=t_len, batch_first=True, reduction="sum")
         h, c = accuracy_counts(logits, t_out, lengths=t_len, batch_first=True)
         total, hits, counted = total + loss, hits + h, counted + c
     mean = total / max(counted, 1)
-    return {"loss": mean, "accuracy": hits / counted if counted else math.nan,
-            "perplexity": math.exp(mean)}
+    return {
+        "loss": mean,
+        "accuracy": hits / counted if counted else math.nan,
+        "perplexity": math.exp(mean),
+    }

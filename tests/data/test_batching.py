@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from rnnfast.data import BucketedBatches
 
 
@@ -46,8 +47,9 @@ def test_without_shuffle_batches_are_in_order():
 @pytest.mark.parametrize("bucket", [None, "one batch", "all"])
 def test_each_index_once_per_epoch(rng, n, batch_size, bucket):
     lengths = _lengths(rng, n)
-    bucket_size = {None: None, "one batch": batch_size,
-                   "all": -(-n // batch_size) * batch_size}[bucket]
+    bucket_size = {None: None, "one batch": batch_size, "all": -(-n // batch_size) * batch_size}[
+        bucket
+    ]
     batches = BucketedBatches(lengths, batch_size, seed=3, bucket_size=bucket_size)
     for _ in range(3):
         epoch = _epoch(batches)
@@ -117,8 +119,9 @@ def test_a_seed_repeats_the_run_and_epochs_differ(rng, max_tokens):
     assert run == _epochs(BucketedBatches(lengths, 16, max_tokens=max_tokens, seed=11), 3)
     assert run[0] != run[1] != run[2]
     assert run != _epochs(BucketedBatches(lengths, 16, max_tokens=max_tokens, seed=12), 3)
-    generator_run = _epochs(BucketedBatches(lengths, 16, max_tokens=max_tokens,
-                                            seed=np.random.default_rng(11)), 3)
+    generator_run = _epochs(
+        BucketedBatches(lengths, 16, max_tokens=max_tokens, seed=np.random.default_rng(11)), 3
+    )
     assert generator_run == run
 
 
@@ -173,8 +176,9 @@ def test_token_budget(rng, shuffle, max_tokens, batch_size):
             assert np.array_equal(np.concatenate(epoch), np.arange(n))
             for b, nxt in zip(epoch, epoch[1:]):
                 grown = np.append(b, nxt[0])
-                assert (len(grown) * int(lengths[grown].max()) > max_tokens
-                        or (batch_size is not None and len(grown) > batch_size))
+                assert len(grown) * int(lengths[grown].max()) > max_tokens or (
+                    batch_size is not None and len(grown) > batch_size
+                )
 
 
 def test_a_sequence_longer_than_the_budget_gets_its_own_batch():
@@ -203,7 +207,11 @@ def test_default_bucket_sizes():
 def test_options_are_read_only():
     batches = BucketedBatches([1, 2, 3], 2, seed=0)
     assert (batches.batch_size, batches.max_tokens, batches.shuffle, batches.drop_last) == (
-        2, None, True, False)
+        2,
+        None,
+        True,
+        False,
+    )
     with pytest.raises(AttributeError):
         batches.batch_size = 4
     assert "3 items" in repr(batches)
@@ -228,14 +236,22 @@ def test_options_are_read_only():
         (([1],), {"max_tokens": 1.5}, TypeError, "max_tokens: expected an int"),
         (([1],), {"shuffle": 1}, TypeError, "shuffle: expected True or False, got 1"),
         (([1],), {"drop_last": "yes"}, TypeError, "drop_last: expected True or False"),
-        (([1],), {"drop_last": True, "max_tokens": 5}, ValueError,
-         "drop_last: expected False with max_tokens"),
+        (
+            ([1],),
+            {"drop_last": True, "max_tokens": 5},
+            ValueError,
+            "drop_last: expected False with max_tokens",
+        ),
         (([1],), {"seed": -1}, ValueError, "seed: expected an int >= 0, got -1"),
         (([1],), {"seed": 1.5}, TypeError, "seed: expected an int >= 0, a numpy.random.Generator"),
         (([1],), {"seed": True}, TypeError, "seed: expected"),
         (([1],), {"bucket_size": 0}, ValueError, "bucket_size: expected an int >= 1, got 0"),
-        (([1], 32), {"bucket_size": 100}, ValueError,
-         "bucket_size: expected a multiple of batch_size=32.*got 100; 96 or 128 would do"),
+        (
+            ([1], 32),
+            {"bucket_size": 100},
+            ValueError,
+            "bucket_size: expected a multiple of batch_size=32.*got 100; 96 or 128 would do",
+        ),
         (([1], 32), {"bucket_size": 10}, ValueError, "got 10; 32 would do"),
     ],
 )

@@ -6,6 +6,7 @@ import doctest
 import io
 
 import pytest
+
 from rnnfast.data import conllu
 from rnnfast.data.conllu import Sentence, read_conllu
 
@@ -18,22 +19,27 @@ def row(*fields):
 
 # Two sentences as UD writes them: comments, a multiword token (2-3 "don't"), an empty node
 # (4.1), the blank line after each sentence.
-TWO = "\n".join([
-    "# newdoc id = d1",
-    "# sent_id = s1",
-    "# text = I don't know",
-    row(1, "I", "I", "PRON", "PRP"),
-    row("2-3", "don't"),
-    row(2, "do", "do", "AUX", "VBP"),
-    row(3, "n't", "not", "PART", "RB"),
-    row(4, "know", "know", "VERB", "VB"),
-    row("4.1", "knows", "know", "VERB", "VBZ"),
-    "",
-    "# sent_id = s2",
-    row(1, "Yes", "yes", "INTJ", "UH"),
-    row(2, ".", ".", "PUNCT", "."),
-    "",
-]) + "\n"
+TWO = (
+    "\n".join(
+        [
+            "# newdoc id = d1",
+            "# sent_id = s1",
+            "# text = I don't know",
+            row(1, "I", "I", "PRON", "PRP"),
+            row("2-3", "don't"),
+            row(2, "do", "do", "AUX", "VBP"),
+            row(3, "n't", "not", "PART", "RB"),
+            row(4, "know", "know", "VERB", "VB"),
+            row("4.1", "knows", "know", "VERB", "VBZ"),
+            "",
+            "# sent_id = s2",
+            row(1, "Yes", "yes", "INTJ", "UH"),
+            row(2, ".", ".", "PUNCT", "."),
+            "",
+        ]
+    )
+    + "\n"
+)
 
 
 def test_two_sentences_fields_and_comments(tmp_path):
@@ -77,8 +83,15 @@ def test_several_blank_lines_and_whitespace_lines_separate_once():
 
 def test_crlf_and_byte_order_mark(tmp_path):
     path = tmp_path / "windows.conllu"
-    path.write_bytes(("\ufeff# sent_id = w1\r\n" + row(1, "über", "über", "ADP") + "\r\n\r\n"
-                      + row(1, "x", "x", "X") + "\r\n").encode("utf-8"))
+    path.write_bytes(
+        (
+            "\ufeff# sent_id = w1\r\n"
+            + row(1, "über", "über", "ADP")
+            + "\r\n\r\n"
+            + row(1, "x", "x", "X")
+            + "\r\n"
+        ).encode("utf-8")
+    )
     first, second = read_conllu(path)
     assert first.sent_id == "w1" and first.forms == ["über"] and first.upos == ["ADP"]
     assert second.forms == ["x"]
@@ -107,17 +120,29 @@ def test_doctest_of_the_module():
     assert tried > 0 and failures == 0
 
 
-@pytest.mark.parametrize("bad, line, message", [
-    ("1\ta\tDET\n", 2, "expected 10 tab-separated fields"),
-    ("1 a a DET _ _ _ _ _ _\n", 2, "got 1"),
-    (row(1, "a") + "\t_\n", 2, "got 11"),
-    (row("x", "a") + "\n", 2, "expected an ID such as 3"),
-    (row("1-", "a") + "\n", 2, "expected an ID such as 3"),
-    (row("0", "a") + "\n", 2, "expected word ID 2"),
-    (row("3", "a") + "\n", 2, "expected word ID 2"),
-    (row(2, "") + "\n", 2, "empty field FORM"),
-], ids=["3-fields", "spaces", "11-fields", "bad-id", "half-range", "id-0", "skipped-id",
-        "empty-form"])
+@pytest.mark.parametrize(
+    "bad, line, message",
+    [
+        ("1\ta\tDET\n", 2, "expected 10 tab-separated fields"),
+        ("1 a a DET _ _ _ _ _ _\n", 2, "got 1"),
+        (row(1, "a") + "\t_\n", 2, "got 11"),
+        (row("x", "a") + "\n", 2, "expected an ID such as 3"),
+        (row("1-", "a") + "\n", 2, "expected an ID such as 3"),
+        (row("0", "a") + "\n", 2, "expected word ID 2"),
+        (row("3", "a") + "\n", 2, "expected word ID 2"),
+        (row(2, "") + "\n", 2, "empty field FORM"),
+    ],
+    ids=[
+        "3-fields",
+        "spaces",
+        "11-fields",
+        "bad-id",
+        "half-range",
+        "id-0",
+        "skipped-id",
+        "empty-form",
+    ],
+)
 def test_malformed_line_names_file_and_line(tmp_path, bad, line, message):
     path = tmp_path / "bad.conllu"
     path.write_text(row(1, "ok") + "\n" + bad, encoding="utf-8")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from rnnfast.data import lengths_to_mask, mask_to_lengths, pad_sequences, reverse_sequences
 
 
@@ -28,8 +29,7 @@ def test_mask_and_lengths_of_a_padded_batch(rng):
 
 
 def test_the_mask_of_a_pre_padded_batch_is_refused():
-    x, _ = pad_sequences([[1.0, 2.0], [3.0]], batch_first=True, padding="pre",
-                         padding_value=np.nan)
+    x, _ = pad_sequences([[1.0, 2.0], [3.0]], batch_first=True, padding="pre", padding_value=np.nan)
     with pytest.raises(ValueError, match=r"mask: expected a prefix mask.*row 1 is \[0, 1\]"):
         mask_to_lengths(~np.isnan(x))
 

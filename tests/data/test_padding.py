@@ -8,6 +8,7 @@ import importlib
 
 import numpy as np
 import pytest
+
 import rnnfast
 from rnnfast.data import pad_sequences, unpad_sequences
 
@@ -15,8 +16,13 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-SETTINGS = settings(derandomize=True, max_examples=60, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = settings(
+    derandomize=True,
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 
 FEATURES = [(), (3,), (2, 3)]
 
@@ -37,7 +43,9 @@ def test_matches_torch_pad_sequence(torch, rng, features, dtype, batch_first, pa
     seqs = _sequences(rng, lengths, features, dtype)
     got, got_lengths = pad_sequences(seqs, batch_first, -3, padding=padding)
     want = torch.nn.utils.rnn.pad_sequence(
-        [torch.from_numpy(s) for s in seqs], batch_first=batch_first, padding_value=-3,
+        [torch.from_numpy(s) for s in seqs],
+        batch_first=batch_first,
+        padding_value=-3,
         padding_side=side,
     ).numpy()
     assert got.dtype == want.dtype and got.shape == want.shape
@@ -50,10 +58,12 @@ def test_matches_torch_pad_sequence(torch, rng, features, dtype, batch_first, pa
 def test_total_length_matches_torch_pad_packed_sequence(torch, rng, batch_first, total_length):
     lengths = [3, 7, 1, 5]  # torch cannot pack an empty sequence
     seqs = _sequences(rng, lengths, (2,), np.float64)
-    packed = torch.nn.utils.rnn.pack_sequence([torch.from_numpy(s) for s in seqs],
-                                              enforce_sorted=False)
+    packed = torch.nn.utils.rnn.pack_sequence(
+        [torch.from_numpy(s) for s in seqs], enforce_sorted=False
+    )
     want, want_lengths = torch.nn.utils.rnn.pad_packed_sequence(
-        packed, batch_first=batch_first, padding_value=0.5, total_length=total_length)
+        packed, batch_first=batch_first, padding_value=0.5, total_length=total_length
+    )
     got, got_lengths = pad_sequences(seqs, batch_first, 0.5, total_length=total_length)
     assert got.shape == tuple(want.shape)
     assert np.array_equal(got, want.numpy())
@@ -62,8 +72,9 @@ def test_total_length_matches_torch_pad_packed_sequence(torch, rng, batch_first,
 
 def test_total_length_shorter_than_the_longest_is_an_error_as_in_torch(torch, rng):
     seqs = _sequences(rng, [3, 7], (), np.float64)
-    packed = torch.nn.utils.rnn.pack_sequence([torch.from_numpy(s) for s in seqs],
-                                              enforce_sorted=False)
+    packed = torch.nn.utils.rnn.pack_sequence(
+        [torch.from_numpy(s) for s in seqs], enforce_sorted=False
+    )
     with pytest.raises(ValueError):
         torch.nn.utils.rnn.pad_packed_sequence(packed, total_length=6)
     with pytest.raises(ValueError, match=r"total_length: expected at least .* 7, got 6"):
@@ -84,8 +95,11 @@ DOC_SEQUENCES = [[1], [2, 3], [4, 5, 6]]  # the example of keras.utils.pad_seque
         ({"padding": "post"}, [[1, 0, 0], [2, 3, 0], [4, 5, 6]], [1, 2, 3]),
         ({"maxlen": 2}, [[0, 1], [2, 3], [5, 6]], [1, 2, 2]),
         ({"maxlen": 2, "truncating": "post"}, [[0, 1], [2, 3], [4, 5]], [1, 2, 2]),
-        ({"maxlen": 2, "padding": "post", "truncating": "post"}, [[1, 0], [2, 3], [4, 5]],
-         [1, 2, 2]),
+        (
+            {"maxlen": 2, "padding": "post", "truncating": "post"},
+            [[1, 0], [2, 3], [4, 5]],
+            [1, 2, 2],
+        ),
         ({"maxlen": 2, "padding": "post"}, [[1, 0], [2, 3], [5, 6]], [1, 2, 2]),
         # maxlen is the number of steps, even above every length
         ({"maxlen": 5}, [[0, 0, 0, 0, 1], [0, 0, 0, 2, 3], [0, 0, 4, 5, 6]], [1, 2, 3]),
@@ -147,10 +161,13 @@ def _naive_pad(seqs, batch_first, value, padding, truncating, maxlen, total_leng
     for s in seqs:
         s = list(s)
         if maxlen is not None and len(s) > maxlen:
-            s = s[len(s) - maxlen:] if truncating == "pre" else s[:maxlen]
+            s = s[len(s) - maxlen :] if truncating == "pre" else s[:maxlen]
         kept.append(s)
-    steps = total_length if total_length is not None else (
-        maxlen if maxlen is not None else max(len(s) for s in kept))
+    steps = (
+        total_length
+        if total_length is not None
+        else (maxlen if maxlen is not None else max(len(s) for s in kept))
+    )
     rows = []
     for s in kept:
         pad = [value] * (steps - len(s))
@@ -187,7 +204,7 @@ def test_pad_follows_the_rules_and_unpad_inverts_it(case, seed):
     assert lengths.tolist() == want_lengths
     back = unpad_sequences(got, lengths, case["batch_first"], padding=case["padding"])
     for b, s, n in zip(back, seqs, lengths):
-        kept = s[len(s) - n:] if case["truncating"] == "pre" else s[:n]
+        kept = s[len(s) - n :] if case["truncating"] == "pre" else s[:n]
         assert np.array_equal(b, kept)
 
 
@@ -259,8 +276,13 @@ def test_single_full_length_sequence_is_a_copy():
 
 
 def test_top_level_names_are_the_data_functions():
-    for name in ("pad_sequences", "unpad_sequences", "mask_to_lengths", "lengths_to_mask",
-                 "reverse_sequences"):
+    for name in (
+        "pad_sequences",
+        "unpad_sequences",
+        "mask_to_lengths",
+        "lengths_to_mask",
+        "reverse_sequences",
+    ):
         assert getattr(rnnfast, name) is getattr(rnnfast.data, name)
         assert name in rnnfast.__all__ and name in rnnfast.data.__all__
     assert "data" in rnnfast.__all__ and "sequences" not in rnnfast.__all__
@@ -281,8 +303,12 @@ def test_top_level_names_are_the_data_functions():
         (([],), {}, ValueError, "sequences: expected at least one"),
         (([[1], 2],), {}, ValueError, r"sequences\[1\]: expected shape \(T_i, ...\)"),
         (([[1], [[1, 2], [3]]],), {}, ValueError, r"sequences\[1\]: expected an array"),
-        (([np.zeros((2, 3)), np.zeros((2, 4))],), {}, ValueError,
-         r"sequences\[1\]: expected feature shape \(3,\) like sequences\[0\]"),
+        (
+            ([np.zeros((2, 3)), np.zeros((2, 4))],),
+            {},
+            ValueError,
+            r"sequences\[1\]: expected feature shape \(3,\) like sequences\[0\]",
+        ),
         (([["a", "b"]],), {}, TypeError, r"sequences\[0\]: expected numbers.*Vocabulary"),
         (([[1]],), {"batch_first": 1}, TypeError, "batch_first: expected True or False"),
         (([[1]],), {"padding": "left"}, ValueError, "padding: expected 'post' or 'pre', got"),
@@ -296,8 +322,12 @@ def test_top_level_names_are_the_data_functions():
         (([[1]],), {"padding_value": np.nan}, ValueError, "padding_value: .*int64"),
         (([[1]],), {"padding_value": 2**70}, ValueError, "padding_value: .*int64"),
         (([np.ones(1, np.uint8)],), {"padding_value": -1}, ValueError, "padding_value: .*uint8"),
-        (([np.ones(1, np.float32)],), {"padding_value": 1e300}, ValueError,
-         "padding_value: .*float32"),
+        (
+            ([np.ones(1, np.float32)],),
+            {"padding_value": 1e300},
+            ValueError,
+            "padding_value: .*float32",
+        ),
         (([[1.0]],), {"padding_value": "0"}, TypeError, "padding_value: expected a real number"),
         (([[1.0]],), {"padding_value": 1j}, TypeError, "padding_value: expected a real number"),
         (([[1.0]],), {"padding_value": None}, TypeError, "padding_value"),
@@ -319,8 +349,12 @@ def test_complex_padding_value_is_fine_for_complex_data():
     "args, kwargs, error, match",
     [
         ((np.zeros(3), [1]), {}, ValueError, r"padded: expected shape \(T, B, ...\)"),
-        ((np.zeros(3), [1]), {"batch_first": True}, ValueError,
-         r"padded: expected shape \(B, T, ...\)"),
+        (
+            (np.zeros(3), [1]),
+            {"batch_first": True},
+            ValueError,
+            r"padded: expected shape \(B, T, ...\)",
+        ),
         ((np.zeros((3, 2)), [1, 4]), {}, ValueError, r"lengths: expected values in \[0, T\]"),
         ((np.zeros((3, 2)), [1]), {}, ValueError, r"lengths: expected shape \(B,\) = \(2,\)"),
         ((np.zeros((3, 2)), [1.0, 2.0]), {}, TypeError, "lengths: expected an integer"),

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+
 from rnnfast.data import Vocabulary, pad_sequences
 
 TEXTS = [
@@ -18,12 +19,34 @@ TEXTS = [
 
 def test_build_orders_by_count_then_first_appearance():
     vocab = Vocabulary.build(TEXTS)
-    assert vocab.tokens == ["<pad>", "<unk>", "the", "cat", "sat", "on", "a", "dog", "mat",
-                            "log", "ate"]
+    assert vocab.tokens == [
+        "<pad>",
+        "<unk>",
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "a",
+        "dog",
+        "mat",
+        "log",
+        "ate",
+    ]
     assert vocab.pad_id == 0 and vocab.unk_id == 1
     assert vocab.pad == "<pad>" and vocab.unk == "<unk>"
-    assert vocab.counts == {"<pad>": 0, "<unk>": 0, "the": 4, "cat": 2, "sat": 2, "on": 2,
-                            "a": 2, "dog": 2, "mat": 1, "log": 1, "ate": 1}
+    assert vocab.counts == {
+        "<pad>": 0,
+        "<unk>": 0,
+        "the": 4,
+        "cat": 2,
+        "sat": 2,
+        "on": 2,
+        "a": 2,
+        "dog": 2,
+        "mat": 1,
+        "log": 1,
+        "ate": 1,
+    }
     assert len(vocab) == 11 and list(vocab) == vocab.tokens
 
 
@@ -154,8 +177,14 @@ def test_save_load_without_counts(tmp_path):
 
 
 def _document(**changes):
-    doc = {"format": "rnnfast.Vocabulary", "version": 1, "pad": "<pad>", "unk": None,
-           "tokens": ["<pad>", "a"], "counts": [0, 3]}
+    doc = {
+        "format": "rnnfast.Vocabulary",
+        "version": 1,
+        "pad": "<pad>",
+        "unk": None,
+        "tokens": ["<pad>", "a"],
+        "counts": [0, 3],
+    }
     doc.update(changes)
     return doc
 
@@ -185,8 +214,9 @@ def test_load_bad_files(tmp_path, content, match):
 
 def test_load_reads_utf8_written_by_hand(tmp_path):
     path = tmp_path / "v.json"
-    path.write_text(json.dumps(_document(tokens=["<pad>", "é"]), ensure_ascii=False),
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps(_document(tokens=["<pad>", "é"]), ensure_ascii=False), encoding="utf-8"
+    )
     assert Vocabulary.load(path).tokens == ["<pad>", "é"]
 
 
@@ -222,8 +252,12 @@ def test_build_bad_input(kwargs, error, match):
         (lambda v: v.encode(5), TypeError, "tokens: expected a sequence of str"),
         (lambda v: v.encode_batch("the cat"), TypeError, "sequences: expected a list"),
         (lambda v: v.encode_batch([["a"], [None]]), TypeError, r"sequences\[1\]\[0\]"),
-        (lambda v: v.decode([0, 11]), ValueError, r"ids: expected values in \[0, 11\), got 11 at "
-                                                  r"position 1"),
+        (
+            lambda v: v.decode([0, 11]),
+            ValueError,
+            r"ids: expected values in \[0, 11\), got 11 at "
+            r"position 1",
+        ),
         (lambda v: v.decode([-1]), ValueError, r"ids: expected values in \[0, 11\), got -1"),
         (lambda v: v.decode([1.0]), TypeError, "ids: expected integers, got dtype float64"),
         (lambda v: v.decode([[1, 2]]), ValueError, r"ids: expected shape \(n,\), got shape"),

@@ -11,15 +11,36 @@ import numpy as np
 from small_data import write_text
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "charlm.py"
-SMALL = ["--epochs", "3", "--embed", "8", "--hidden", "32", "--batch-size", "4", "--bptt", "20",
-         "--length", "30", "--beam-width", "2", "--lr", "0.01"]
+SMALL = [
+    "--epochs",
+    "3",
+    "--embed",
+    "8",
+    "--hidden",
+    "32",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "20",
+    "--length",
+    "30",
+    "--beam-width",
+    "2",
+    "--lr",
+    "0.01",
+]
 
 
 def test_charlm_example_learns_and_reports(tmp_path):
     root, vocab = write_text(tmp_path / "data", np.random.default_rng(0))
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(out),
-                           *SMALL], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(out), *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     match = re.search(r"RESULT val_perplexity=([0-9.]+) time_s=([0-9.]+)$", done.stdout)
     assert match, done.stdout
@@ -33,9 +54,22 @@ def test_charlm_example_learns_and_reports(tmp_path):
 
 def test_charlm_prompt_outside_the_text_is_one_line(tmp_path):
     root, _ = write_text(tmp_path / "data", np.random.default_rng(0), lines=20)
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(root), "--out",
-                           str(tmp_path / "out"), "--prompt", "@#"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--data",
+            str(root),
+            "--out",
+            str(tmp_path / "out"),
+            "--prompt",
+            "@#",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
-    assert done.stderr == ("charlm.py: error: --prompt '@#': none of its characters is in the "
-                           "text\n")
+    assert done.stderr == (
+        "charlm.py: error: --prompt '@#': none of its characters is in the text\n"
+    )

@@ -19,22 +19,64 @@ from small_data import write_monthly, write_names, write_text
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 DEMO = [sys.executable, "-m", "rnnfast", "demo"]
-SCRIPTS = {name: [sys.executable, str(EXAMPLES / f"{name}.py")]
-           for name in ("names", "charlm", "sunspots", "seq2seq", "tagging")}
+SCRIPTS = {
+    name: [sys.executable, str(EXAMPLES / f"{name}.py")]
+    for name in ("names", "charlm", "sunspots", "seq2seq", "tagging")
+}
 SCRIPTS["demo"] = DEMO
 PROG = {"demo": "python -m rnnfast demo"}
-WITH_DATA_SETS = {"names": "names", "charlm": "tinyshakespeare", "sunspots": "sunspots",
-                  "demo": "sunspots"}
+WITH_DATA_SETS = {
+    "names": "names",
+    "charlm": "tinyshakespeare",
+    "sunspots": "sunspots",
+    "demo": "sunspots",
+}
 # small runs of the examples that draw a plot (on data the tests write, into ROOT)
 SMALL = {
     "names": ["--epochs", "1", "--hidden", "8"],
-    "charlm": ["--epochs", "1", "--embed", "4", "--hidden", "8", "--bptt", "10", "--length", "5",
-               "--batch-size", "4"],
+    "charlm": [
+        "--epochs",
+        "1",
+        "--embed",
+        "4",
+        "--hidden",
+        "8",
+        "--bptt",
+        "10",
+        "--length",
+        "5",
+        "--batch-size",
+        "4",
+    ],
     "sunspots": ["--epochs", "1", "--window", "6"],
-    "seq2seq": ["--steps", "5", "--train-size", "50", "--test-size", "10", "--max-len", "4",
-                "--hidden", "8", "--embed", "4"],
-    "demo": ["--epochs", "1", "--steps", "3", "--batch", "2", "--input-size", "3",
-             "--hidden-size", "4", "--repeats", "1"],
+    "seq2seq": [
+        "--steps",
+        "5",
+        "--train-size",
+        "50",
+        "--test-size",
+        "10",
+        "--max-len",
+        "4",
+        "--hidden",
+        "8",
+        "--embed",
+        "4",
+    ],
+    "demo": [
+        "--epochs",
+        "1",
+        "--steps",
+        "3",
+        "--batch",
+        "2",
+        "--input-size",
+        "3",
+        "--hidden-size",
+        "4",
+        "--repeats",
+        "1",
+    ],
 }
 
 
@@ -54,8 +96,14 @@ def offline(tmp_path):
 
 
 def run(name, *args, env=None, cwd=None, timeout=180):
-    return subprocess.run([*SCRIPTS[name], *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [*SCRIPTS[name], *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def one_line_error(done, name):
@@ -96,15 +144,17 @@ def test_help_gives_every_option_a_text_and_its_default(name):
 
 @pytest.mark.parametrize("name", ["names", "charlm", "sunspots", "demo", "tagging"])
 def test_a_data_path_that_does_not_exist_is_one_line(name, tmp_path):
-    message = one_line_error(run(name, "--data", tmp_path / "nowhere", "--out", tmp_path / "o"),
-                             name)
+    message = one_line_error(
+        run(name, "--data", tmp_path / "nowhere", "--out", tmp_path / "o"), name
+    )
     assert f"--data: {'root ' if name != 'tagging' else ''}{tmp_path / 'nowhere'}" in message
     assert "does not exist" in message
 
 
 @pytest.mark.parametrize("name", WITH_DATA_SETS)
-def test_data_nowhere_offline_is_one_line_naming_the_address_and_rnnfast_data(name, tmp_path,
-                                                                              offline):
+def test_data_nowhere_offline_is_one_line_naming_the_address_and_rnnfast_data(
+    name, tmp_path, offline
+):
     empty = tmp_path / "empty"
     empty.mkdir()
     for args in (["--data", empty], [] if name != "demo" else ["--series", "sunspots"]):
@@ -132,8 +182,12 @@ def test_without_matplotlib_the_plot_is_skipped_and_the_result_still_prints(name
     blocker = tmp_path / "no-matplotlib" / "matplotlib"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('matplotlib is blocked by the test')")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(blocker.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(blocker.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    )
     data = ["--data", write_data(tmp_path / "data")] if name in WITH_DATA_SETS else []
     out = tmp_path / "out"
     done = run(name, *data, "--out", out, *SMALL[name], env=env, cwd=tmp_path)

@@ -12,8 +12,14 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gradient_flow.py"
 
 
 def _run(tmp_path, *args):
-    return subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path, check=False)
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
 
 
 def test_gradient_flow_example_reproduces_the_claims(tmp_path):

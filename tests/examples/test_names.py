@@ -16,9 +16,23 @@ def test_names_example_learns_and_reports(tmp_path):
     root = write_names(tmp_path / "data", np.random.default_rng(0))
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--data", str(root), "--epochs", "3", "--hidden", "16",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--data",
+            str(root),
+            "--epochs",
+            "3",
+            "--hidden",
+            "16",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     match = re.search(r"RESULT test_accuracy=([0-9.]+) time_s=([0-9.]+)$", result.stdout)
     assert match, result.stdout
@@ -32,4 +46,4 @@ def test_names_example_has_no_wrapper_class():
     source = EXAMPLE.read_text(encoding="utf-8")
     assert "class " not in source and "def backward" not in source
     assert "training.fit(" in source
-    assert "_cli.load(parser, \"names\"" in source  # rnnfast.datasets, through _cli
+    assert '_cli.load(parser, "names"' in source  # rnnfast.datasets, through _cli

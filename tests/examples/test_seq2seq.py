@@ -7,27 +7,64 @@ import sys
 from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seq2seq.py"
-SMALL = ["--steps", "40", "--train-size", "300", "--test-size", "40", "--min-len", "2",
-         "--max-len", "4", "--embed", "8", "--hidden", "16", "--batch-size", "16"]
+SMALL = [
+    "--steps",
+    "40",
+    "--train-size",
+    "300",
+    "--test-size",
+    "40",
+    "--min-len",
+    "2",
+    "--max-len",
+    "4",
+    "--embed",
+    "8",
+    "--hidden",
+    "16",
+    "--batch-size",
+    "16",
+]
 
 
 def test_seq2seq_example_runs_and_reports(tmp_path):
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--out", str(out), *SMALL],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--out", str(out), *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "40 held-out strings" in done.stdout
     assert re.search(r"\n\s+teacher forcing\s+\d\.\d{3}\s+\d\.\d{3}", done.stdout)
-    assert re.search(r"RESULT exact_match_greedy=\d\.\d{4} exact_match_beam=\d\.\d{4} "
-                     r"exposure_bias_tf=-?\d\.\d{4} exposure_bias_ss=-?\d\.\d{4} "
-                     r"time_s=\d+\.\d$", done.stdout), done.stdout
+    assert re.search(
+        r"RESULT exact_match_greedy=\d\.\d{4} exact_match_beam=\d\.\d{4} "
+        r"exposure_bias_tf=-?\d\.\d{4} exposure_bias_ss=-?\d\.\d{4} "
+        r"time_s=\d+\.\d$",
+        done.stdout,
+    ), done.stdout
     assert (out / "seq2seq.png").is_file() or "matplotlib is not installed" in done.stdout
 
 
 def test_seq2seq_bad_lengths_are_one_line(tmp_path):
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--out", str(tmp_path / "out"),
-                           "--min-len", "5", "--max-len", "3"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--out",
+            str(tmp_path / "out"),
+            "--min-len",
+            "5",
+            "--max-len",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
-    assert done.stderr == ("seq2seq.py: error: --min-len 5 --max-len 3: expected 1 <= min-len "
-                           "<= max-len\n")
+    assert done.stderr == (
+        "seq2seq.py: error: --min-len 5 --max-len 3: expected 1 <= min-len <= max-len\n"
+    )

@@ -16,12 +16,20 @@ SMALL = ["--epochs", "4", "--window", "12", "--batch-size", "16", "--lr", "0.01"
 def test_sunspots_example_runs_and_reports(tmp_path):
     root, n = write_monthly(tmp_path / "data")
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(out),
-                           *SMALL], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(out), *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert f"{n} months (1749-1779)" in done.stdout
-    match = re.search(r"RESULT test_rmse=([0-9.]+) persistence_rmse=([0-9.]+) "
-                      r"time_s=([0-9.]+)$", done.stdout)
+    match = re.search(
+        r"RESULT test_rmse=([0-9.]+) persistence_rmse=([0-9.]+) "
+        r"time_s=([0-9.]+)$",
+        done.stdout,
+    )
     assert match, done.stdout
     assert 0 < float(match.group(1)) < 80 and float(match.group(2)) > 0
     assert (out / "sunspots.npz").is_file()
@@ -30,9 +38,23 @@ def test_sunspots_example_runs_and_reports(tmp_path):
 
 def test_sunspots_window_longer_than_the_series_is_one_line(tmp_path):
     root, n = write_monthly(tmp_path / "data", years=2)
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(root), "--out",
-                           str(tmp_path / "out"), "--window", "100"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--data",
+            str(root),
+            "--out",
+            str(tmp_path / "out"),
+            "--window",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
-    assert done.stderr == (f"sunspots.py: error: --window 100: the series' {n} months are too "
-                           "few for it (the training part must be longer than a window)\n")
+    assert done.stderr == (
+        f"sunspots.py: error: --window 100: the series' {n} months are too "
+        "few for it (the training part must be longer than a window)\n"
+    )

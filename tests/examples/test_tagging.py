@@ -18,12 +18,23 @@ RESULT = re.compile(r"^RESULT test_accuracy=(\d\.\d{4}) time_s=(\d+\.\d)$")
 # is a VERB, at the end of a sentence a NOUN), which only a model that reads the right
 # context can get right.
 LEXICON = {
-    "the": "DET", "a": "DET", "this": "DET",
-    "cat": "NOUN", "dog": "NOUN", "bird": "NOUN", "tree": "NOUN",
-    "runs": "VERB", "sees": "VERB", "likes": "VERB",
-    "big": "ADJ", "red": "ADJ", "old": "ADJ",
-    "quickly": "ADV", "often": "ADV",
-    ".": "PUNCT", "!": "PUNCT",
+    "the": "DET",
+    "a": "DET",
+    "this": "DET",
+    "cat": "NOUN",
+    "dog": "NOUN",
+    "bird": "NOUN",
+    "tree": "NOUN",
+    "runs": "VERB",
+    "sees": "VERB",
+    "likes": "VERB",
+    "big": "ADJ",
+    "red": "ADJ",
+    "old": "ADJ",
+    "quickly": "ADV",
+    "often": "ADV",
+    ".": "PUNCT",
+    "!": "PUNCT",
 }
 
 
@@ -58,8 +69,13 @@ def conllu_text(sents, first_id=0):
 
 
 def run_example(*args, timeout=240, cwd=None):
-    return subprocess.run([sys.executable, str(EXAMPLE), *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
 
 
 def parse_result(stdout):
@@ -93,7 +109,8 @@ def test_one_file_learns_the_tags(tmp_path):
 def test_treebank_folder(tmp_path):
     for split, n, seed in (("train", 60, 2), ("dev", 10, 3), ("test", 12, 4)):
         (tmp_path / f"xx_toy-ud-{split}.conllu").write_text(
-            conllu_text(sentences(n, seed)), encoding="utf-8")
+            conllu_text(sentences(n, seed)), encoding="utf-8"
+        )
     (tmp_path / "README.md").write_text("not data\n", encoding="utf-8")
     done = run_example("--data", tmp_path, *SMALL, cwd=tmp_path)  # --out: ./rnnfast-out
     assert done.returncode == 0, done.stderr
@@ -106,26 +123,47 @@ def test_help_shows_each_option_and_default():
     done = run_example("--help", timeout=60)
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
-    for option, default in (("--epochs", 10), ("--hidden", 128), ("--embed", 100),
-                            ("--batch-size", 32), ("--seed", 0), ("--min-count", 2)):
+    for option, default in (
+        ("--epochs", 10),
+        ("--hidden", 128),
+        ("--embed", 100),
+        ("--batch-size", 32),
+        ("--seed", 0),
+        ("--min-count", 2),
+    ):
         assert re.search(rf"{option} \S+ [^-]+\(default: {default}\)", text), option
     assert "--data DATA a UD treebank folder" in text
 
 
-@pytest.mark.parametrize("layout, message", [
-    ("missing", r"data does not exist; expected a CoNLL-U file or a folder holding "
-                r"\*-ud-train\.conllu"),
-    ("empty-folder", r"expected one \*-ud-train\.conllu in the folder .*data, found 0 \(none\)"),
-    ("no-test", r"expected one \*-ud-test\.conllu in the folder"),
-    ("two-train", r"expected one \*-ud-train\.conllu in the folder .*data, found 2 "
-                  r"\(a-ud-train\.conllu, b-ud-train\.conllu\)"),
-    ("malformed", r"bad\.conllu, line 2: expected 10 tab-separated fields"),
-    ("one-sentence", r"holds 1 sentence\(s\), too few to split"),
-])
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        (
+            "missing",
+            r"data does not exist; expected a CoNLL-U file or a folder holding "
+            r"\*-ud-train\.conllu",
+        ),
+        (
+            "empty-folder",
+            r"expected one \*-ud-train\.conllu in the folder .*data, found 0 \(none\)",
+        ),
+        ("no-test", r"expected one \*-ud-test\.conllu in the folder"),
+        (
+            "two-train",
+            r"expected one \*-ud-train\.conllu in the folder .*data, found 2 "
+            r"\(a-ud-train\.conllu, b-ud-train\.conllu\)",
+        ),
+        ("malformed", r"bad\.conllu, line 2: expected 10 tab-separated fields"),
+        ("one-sentence", r"holds 1 sentence\(s\), too few to split"),
+    ],
+)
 def test_bad_data_is_a_clear_error(tmp_path, layout, message):
     data = tmp_path / "data"
-    files = {"empty-folder": [], "no-test": ["x-ud-train.conllu", "x-ud-dev.conllu"],
-             "two-train": ["a-ud-train.conllu", "b-ud-train.conllu", "a-ud-test.conllu"]}
+    files = {
+        "empty-folder": [],
+        "no-test": ["x-ud-train.conllu", "x-ud-dev.conllu"],
+        "two-train": ["a-ud-train.conllu", "b-ud-train.conllu", "a-ud-test.conllu"],
+    }
     if layout == "malformed":
         data = tmp_path / "bad.conllu"
         data.write_text("# sent_id = s0\n1\tword\tNOUN\n", encoding="utf-8")

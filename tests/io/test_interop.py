@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, DTYPES, assert_close
+
+import rnnfast
 from rnnfast import interop, reference
 
 T, B, D, H = 6, 3, 5, 7
@@ -20,11 +21,26 @@ def _torch_dtype(torch, dtype):
     return torch.float32 if dtype == np.float32 else torch.float64
 
 
-def _torch_module(torch, dtype, nonlinearity="tanh", bias=True, batch_first=False, num_layers=1,
-                  bidirectional=False, seed=0):
+def _torch_module(
+    torch,
+    dtype,
+    nonlinearity="tanh",
+    bias=True,
+    batch_first=False,
+    num_layers=1,
+    bidirectional=False,
+    seed=0,
+):
     torch.manual_seed(seed)
-    module = torch.nn.RNN(D, H, num_layers=num_layers, nonlinearity=nonlinearity, bias=bias,
-                          batch_first=batch_first, bidirectional=bidirectional)
+    module = torch.nn.RNN(
+        D,
+        H,
+        num_layers=num_layers,
+        nonlinearity=nonlinearity,
+        bias=bias,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+    )
     return module.to(_torch_dtype(torch, dtype)).eval()
 
 
@@ -77,8 +93,14 @@ def test_from_torch_matches_torch(torch, dtype, nonlinearity, bias, batch_first,
 def test_to_torch_matches_layer(torch, dtype, nonlinearity, batch_first, arch, rng):
     num_layers, bidirectional = arch
     layer = rnnfast.RNN(
-        D, H, num_layers=num_layers, nonlinearity=nonlinearity, batch_first=batch_first,
-        bidirectional=bidirectional, dtype=dtype, seed=3,
+        D,
+        H,
+        num_layers=num_layers,
+        nonlinearity=nonlinearity,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+        dtype=dtype,
+        seed=3,
     )
     layer.eval()
     module = interop.to_torch(layer)
@@ -215,12 +237,16 @@ def test_state_dict_to_keras_adds_the_biases(rng):
         interop.state_dict_to_keras_simple_rnn({k: v for k, v in sd.items() if k != "bias_hh_l0"})
 
 
-@pytest.mark.parametrize("weights, match", [
-    (lambda w: w[:1], "2 or 3 arrays"),
-    (lambda w: [w[0][0], w[1], w[2]], "kernel"),
-    (lambda w: [w[0], w[1][:, :-1], w[2]], "recurrent_kernel"),
-    (lambda w: [w[0], w[1], w[2][:-1]], "bias"),
-], ids=["count", "kernel", "recurrent", "bias"])
+@pytest.mark.parametrize(
+    "weights, match",
+    [
+        (lambda w: w[:1], "2 or 3 arrays"),
+        (lambda w: [w[0][0], w[1], w[2]], "kernel"),
+        (lambda w: [w[0], w[1][:, :-1], w[2]], "recurrent_kernel"),
+        (lambda w: [w[0], w[1], w[2][:-1]], "bias"),
+    ],
+    ids=["count", "kernel", "recurrent", "bias"],
+)
 def test_keras_to_state_dict_bad_shapes(rng, weights, match):
     with pytest.raises(ValueError, match=match):
         interop.keras_simple_rnn_to_state_dict(weights(_keras_weights(rng, D, H)))
@@ -252,12 +278,20 @@ def test_keras_weights_round_trip(rng):
     copy = interop.load_keras(rnnfast.RNN(D, H, dtype=np.float64), interop.keras_weights(layer))
     x = rng.standard_normal((T, B, D))
     # b_hh folded into b_ih: the same function, the sum rounded once
-    assert_close(copy(x)[0], reference.rnn_forward(x, **{
-        "weight_ih": layer.state_dict()["weight_ih_l0"],
-        "weight_hh": layer.state_dict()["weight_hh_l0"],
-        "bias_ih": layer.state_dict()["bias_ih_l0"],
-        "bias_hh": layer.state_dict()["bias_hh_l0"],
-    })[0], np.float64, "y")
+    assert_close(
+        copy(x)[0],
+        reference.rnn_forward(
+            x,
+            **{
+                "weight_ih": layer.state_dict()["weight_ih_l0"],
+                "weight_hh": layer.state_dict()["weight_hh_l0"],
+                "bias_ih": layer.state_dict()["bias_ih_l0"],
+                "bias_hh": layer.state_dict()["bias_hh_l0"],
+            },
+        )[0],
+        np.float64,
+        "y",
+    )
 
 
 def test_keras_flat_weights_for_a_stack(rng):

@@ -8,8 +8,9 @@ import os
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, DTYPES
+
+import rnnfast
 from rnnfast import persistence
 
 T, B, D, H = 5, 2, 4, 6
@@ -42,17 +43,26 @@ def saved(tmp_path):
 # ---- round trips -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arch", [(1, False), (2, False), (2, True)],
-                         ids=["1layer", "2layers", "2layers-bidir"])
+@pytest.mark.parametrize(
+    "arch", [(1, False), (2, False), (2, True)], ids=["1layer", "2layers", "2layers-bidir"]
+)
 @pytest.mark.parametrize("batch_first", [False, True], ids=["TBD", "BTD"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_round_trip(tmp_path, dtype, nonlinearity, bias, batch_first, arch, rng):
     num_layers, bidirectional = arch
-    layer = rnnfast.RNN(input_size=D, hidden_size=H, num_layers=num_layers,
-                           nonlinearity=nonlinearity, bias=bias, batch_first=batch_first,
-                           bidirectional=bidirectional, dtype=dtype, seed=7)
+    layer = rnnfast.RNN(
+        input_size=D,
+        hidden_size=H,
+        num_layers=num_layers,
+        nonlinearity=nonlinearity,
+        bias=bias,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+        dtype=dtype,
+        seed=7,
+    )
     path = tmp_path / "rnn.npz"
     persistence.save(layer, path)
     loaded = persistence.load(path)
@@ -69,12 +79,16 @@ def test_round_trip(tmp_path, dtype, nonlinearity, bias, batch_first, arch, rng)
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("options", [
-    {"go_backwards": True, "return_sequences": False},
-    {"bidirectional": True, "merge_mode": "ave", "return_state": True},
-    {"num_layers": 3, "residual": True, "alpha": [1.0, 0.5, 0.25], "dropout": 0.2},
-    {"stateful": True, "seed": 11},
-], ids=["go_backwards", "merge_mode", "residual-alpha", "stateful"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"go_backwards": True, "return_sequences": False},
+        {"bidirectional": True, "merge_mode": "ave", "return_state": True},
+        {"num_layers": 3, "residual": True, "alpha": [1.0, 0.5, 0.25], "dropout": 0.2},
+        {"stateful": True, "seed": 11},
+    ],
+    ids=["go_backwards", "merge_mode", "residual-alpha", "stateful"],
+)
 def test_round_trip_keeps_keras_options(tmp_path, options, rng):
     layer = rnnfast.RNN(input_size=D, hidden_size=D, dtype=np.float64, **options)
     persistence.save(layer, tmp_path / "rnn.npz")
@@ -91,8 +105,14 @@ def test_round_trip_keeps_keras_options(tmp_path, options, rng):
 
 
 def test_summary_keras_options():
-    layer = rnnfast.RNN(input_size=3, hidden_size=4, bidirectional=True, merge_mode="sum",
-                           return_sequences=False, batch_first=True)
+    layer = rnnfast.RNN(
+        input_size=3,
+        hidden_size=4,
+        bidirectional=True,
+        merge_mode="sum",
+        return_sequences=False,
+        batch_first=True,
+    )
     row = next(ln for ln in persistence.summary_text(layer).splitlines() if "rnn_l0" in ln)
     assert "(B, 4)" in row and "Bidirectional" in row
 
@@ -175,7 +195,7 @@ def test_corrupted_member(saved, tmp_path):
     _, path = saved
     data = bytearray(path.read_bytes())
     offset = data.find(b"weight_hh_l0.npy") + 200  # inside that member's array data
-    data[offset:offset + 8] = b"\xff" * 8
+    data[offset : offset + 8] = b"\xff" * 8
     bad = tmp_path / "flipped.npz"
     bad.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="truncated or corrupt"):
@@ -204,32 +224,53 @@ def _set_config(arrays, **kw):
     arrays["__rnnfast_config__"] = _config_array({**_config(arrays), **kw})
 
 
-@pytest.mark.parametrize("change, match", [
-    (lambda a: a.pop("__rnnfast_config__"), "no '__rnnfast_config__'"),
-    (lambda a: a.pop("__rnnfast_format__"), "no '__rnnfast_format__'"),
-    (lambda a: a.update(__rnnfast_format__=np.array(2)), "format version 2 .*newer"),
-    (lambda a: a.update(__rnnfast_format__=np.array(0)), "format version 0"),
-    (lambda a: a.update(__rnnfast_format__=np.array([1])), "integer scalar"),
-    (lambda a: a.update(__rnnfast_format__=np.array(1.0)), "integer scalar"),
-    (lambda a: a.update(__rnnfast_config__=np.frombuffer(b"{not json", np.uint8)), "JSON"),
-    (lambda a: a.update(__rnnfast_config__=np.frombuffer(b"\xff\xfe", np.uint8)), "UTF-8"),
-    (lambda a: a.update(__rnnfast_config__=_config_array([1, 2])), "JSON object"),
-    (lambda a: a.update(__rnnfast_config__=np.array(["{}"])), "uint8"),
-    (lambda a: _set_config(a, no_such_argument=1), "does not build a layer"),
-    (lambda a: _set_config(a, hidden_size=-1), "does not build a layer"),
-    (lambda a: _set_config(a, hidden_size=H + 1), "weight_ih_l0: expected shape"),
-    (lambda a: _set_config(a, bias=False), r"unexpected entr.*bias_ih_l0"),
-    (lambda a: _set_config(a, dtype="float32"), "expected dtype float32"),
-    (lambda a: a.pop("weight_hh_l0"), r"missing parameter.*weight_hh_l0"),
-    (lambda a: a.update(weight_hh_l1=a["weight_hh_l0"]), r"unexpected entr.*weight_hh_l1"),
-    (lambda a: a.update(weight_ih_l0=a["weight_ih_l0"].T), r"weight_ih_l0: expected shape"),
-    (lambda a: a.update(bias_hh_l0=a["bias_hh_l0"][:-1]), r"bias_hh_l0: expected shape"),
-    (lambda a: a.update(weight_hh_l0=a["weight_hh_l0"].astype(np.float32)), "expected dtype"),
-], ids=["no-config", "no-version", "newer-version", "version-0", "version-vector",
-        "version-float", "bad-json", "bad-utf8", "config-list", "config-str-array",
-        "unknown-argument", "bad-argument", "shapes-disagree-with-config", "bias-off",
-        "dtype-disagrees", "missing-key", "extra-key", "transposed", "short-bias",
-        "param-dtype"])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda a: a.pop("__rnnfast_config__"), "no '__rnnfast_config__'"),
+        (lambda a: a.pop("__rnnfast_format__"), "no '__rnnfast_format__'"),
+        (lambda a: a.update(__rnnfast_format__=np.array(2)), "format version 2 .*newer"),
+        (lambda a: a.update(__rnnfast_format__=np.array(0)), "format version 0"),
+        (lambda a: a.update(__rnnfast_format__=np.array([1])), "integer scalar"),
+        (lambda a: a.update(__rnnfast_format__=np.array(1.0)), "integer scalar"),
+        (lambda a: a.update(__rnnfast_config__=np.frombuffer(b"{not json", np.uint8)), "JSON"),
+        (lambda a: a.update(__rnnfast_config__=np.frombuffer(b"\xff\xfe", np.uint8)), "UTF-8"),
+        (lambda a: a.update(__rnnfast_config__=_config_array([1, 2])), "JSON object"),
+        (lambda a: a.update(__rnnfast_config__=np.array(["{}"])), "uint8"),
+        (lambda a: _set_config(a, no_such_argument=1), "does not build a layer"),
+        (lambda a: _set_config(a, hidden_size=-1), "does not build a layer"),
+        (lambda a: _set_config(a, hidden_size=H + 1), "weight_ih_l0: expected shape"),
+        (lambda a: _set_config(a, bias=False), r"unexpected entr.*bias_ih_l0"),
+        (lambda a: _set_config(a, dtype="float32"), "expected dtype float32"),
+        (lambda a: a.pop("weight_hh_l0"), r"missing parameter.*weight_hh_l0"),
+        (lambda a: a.update(weight_hh_l1=a["weight_hh_l0"]), r"unexpected entr.*weight_hh_l1"),
+        (lambda a: a.update(weight_ih_l0=a["weight_ih_l0"].T), r"weight_ih_l0: expected shape"),
+        (lambda a: a.update(bias_hh_l0=a["bias_hh_l0"][:-1]), r"bias_hh_l0: expected shape"),
+        (lambda a: a.update(weight_hh_l0=a["weight_hh_l0"].astype(np.float32)), "expected dtype"),
+    ],
+    ids=[
+        "no-config",
+        "no-version",
+        "newer-version",
+        "version-0",
+        "version-vector",
+        "version-float",
+        "bad-json",
+        "bad-utf8",
+        "config-list",
+        "config-str-array",
+        "unknown-argument",
+        "bad-argument",
+        "shapes-disagree-with-config",
+        "bias-off",
+        "dtype-disagrees",
+        "missing-key",
+        "extra-key",
+        "transposed",
+        "short-bias",
+        "param-dtype",
+    ],
+)
 def test_damaged_contents(saved, tmp_path, change, match):
     path = _damaged(saved, tmp_path, change)
     before = path.read_bytes()
@@ -246,8 +287,9 @@ def _count(text, label):
     return int(line.split(":")[1].split()[0].replace(",", ""))
 
 
-@pytest.mark.parametrize("d, h, keras", [(1, 50, 2600), (50, 100, 15100), (8, 64, 4672),
-                                         (64, 32, 3104)])
+@pytest.mark.parametrize(
+    "d, h, keras", [(1, 50, 2600), (50, 100, 15100), (8, 64, 4672), (64, 32, 3104)]
+)
 def test_summary_counts_match_keras(d, h, keras):
     text = persistence.summary_text(rnnfast.RNN(input_size=d, hidden_size=h))
     assert d * h + h * h + h == keras

@@ -10,8 +10,9 @@ import pickle
 
 import numpy as np
 import pytest
+
 import rnnfast
-from rnnfast import Dense, Embedding, Module, RNN, Seq2Seq, Sequential, optim, training
+from rnnfast import RNN, Dense, Embedding, Module, Seq2Seq, Sequential, optim, training
 
 ROUND_TRIPS = {"pickle": lambda obj: pickle.loads(pickle.dumps(obj)), "deepcopy": copy.deepcopy}
 round_trip = pytest.mark.parametrize("trip", list(ROUND_TRIPS.values()), ids=list(ROUND_TRIPS))
@@ -24,8 +25,7 @@ class Classifier(Module):
     def __init__(self):
         super().__init__()
         self.fwd = RNN(4, 6, batch_first=True, return_sequences=True, seed=1)
-        self.bwd = RNN(6, 5, batch_first=True, return_sequences=False, go_backwards=True,
-                       seed=2)
+        self.bwd = RNN(6, 5, batch_first=True, return_sequences=False, go_backwards=True, seed=2)
         self.out = Dense(5, 3, seed=3)
 
     def forward(self, x):
@@ -45,9 +45,21 @@ def _same_parameters(a, b):
 
 @round_trip
 def test_rnn(trip):
-    layer = RNN(4, 6, num_layers=2, bidirectional=True, dropout=0.3, dtype=np.float64, seed=0,
-                nonlinearity="relu", merge_mode="sum", batch_first=True, return_sequences=True,
-                input_dropout=0.2, recurrent_dropout=0.2)
+    layer = RNN(
+        4,
+        6,
+        num_layers=2,
+        bidirectional=True,
+        dropout=0.3,
+        dtype=np.float64,
+        seed=0,
+        nonlinearity="relu",
+        merge_mode="sum",
+        batch_first=True,
+        return_sequences=True,
+        input_dropout=0.2,
+        recurrent_dropout=0.2,
+    )
     x = _x((3, 5, 4), np.float64)
     y = layer(x)  # training mode: the cache of this call travels too
     other = trip(layer)
@@ -82,19 +94,41 @@ def test_stateful_rnn_keeps_its_carried_state(trip):
 def test_sequential_trains_on_as_the_original(trip):
     ids = [np.random.default_rng(k).integers(1, 12, k % 5 + 2) for k in range(24)]
     labels = np.arange(24) % 2
-    model = Sequential([Embedding(12, 5, mask_zero=True, seed=0),
-                        RNN(5, 7, batch_first=True, return_sequences=False, seed=1),
-                        Dense(7, 2, seed=2)])
+    model = Sequential(
+        [
+            Embedding(12, 5, mask_zero=True, seed=0),
+            RNN(5, 7, batch_first=True, return_sequences=False, seed=1),
+            Dense(7, 2, seed=2),
+        ]
+    )
     other = trip(model)
     padded, lengths = rnnfast.pad_sequences(ids, batch_first=True)
     np.testing.assert_array_equal(model(padded, lengths=lengths), other(padded, lengths=lengths))
     for m in (model, other):
-        training.fit(m, ids, labels, loss="cross_entropy", optimizer=optim.Adam(m, lr=0.01),
-                     epochs=2, batch_size=8, seed=0, verbose=False)
+        training.fit(
+            m,
+            ids,
+            labels,
+            loss="cross_entropy",
+            optimizer=optim.Adam(m, lr=0.01),
+            epochs=2,
+            batch_size=8,
+            seed=0,
+            verbose=False,
+        )
     _same_parameters(model, other)
     copy_before = {k: v.copy() for k, v in other.state_dict().items()}
-    training.fit(model, ids, labels, loss="cross_entropy", optimizer=optim.Adam(model),
-                 epochs=1, batch_size=8, seed=1, verbose=False)
+    training.fit(
+        model,
+        ids,
+        labels,
+        loss="cross_entropy",
+        optimizer=optim.Adam(model),
+        epochs=1,
+        batch_size=8,
+        seed=1,
+        verbose=False,
+    )
     for k, v in other.state_dict().items():  # training the original left the copy alone
         np.testing.assert_array_equal(v, copy_before[k], err_msg=k)
 
@@ -121,22 +155,40 @@ def test_seq2seq(trip):
     model = Seq2Seq(11, 13, 6, 8, context="both", seed=0)
     rng = np.random.default_rng(0)
     src, src_len = rng.integers(0, 10, (4, 5)), np.array([5, 3, 4, 2])
-    tgt_in, tgt_out, tgt_len = rng.integers(0, 13, (4, 6)), rng.integers(0, 13, (4, 6)), \
-        np.array([6, 4, 5, 3])
+    tgt_in, tgt_out, tgt_len = (
+        rng.integers(0, 13, (4, 6)),
+        rng.integers(0, 13, (4, 6)),
+        np.array([6, 4, 5, 3]),
+    )
     other = trip(model)
     _same_parameters(model, other)
     model.eval(), other.eval()
-    np.testing.assert_array_equal(model.forward(src, src_len, tgt_in, tgt_len),
-                                  other.forward(src, src_len, tgt_in, tgt_len))
+    np.testing.assert_array_equal(
+        model.forward(src, src_len, tgt_in, tgt_len), other.forward(src, src_len, tgt_in, tgt_len)
+    )
     for method in ("greedy", "beam"):
         a, _ = model.generate(src, src_len, 6, method, bos=11, eos=12, beam_width=3)
         b, _ = other.generate(src, src_len, 6, method, bos=11, eos=12, beam_width=3)
         np.testing.assert_array_equal(a, b)
     model.train(), other.train()
-    loss_a = model.train_batch(src, src_len, tgt_in, tgt_out, tgt_len,
-                               teacher_forcing_ratio=0.5, rng=np.random.default_rng(3))
-    loss_b = other.train_batch(src, src_len, tgt_in, tgt_out, tgt_len,
-                               teacher_forcing_ratio=0.5, rng=np.random.default_rng(3))
+    loss_a = model.train_batch(
+        src,
+        src_len,
+        tgt_in,
+        tgt_out,
+        tgt_len,
+        teacher_forcing_ratio=0.5,
+        rng=np.random.default_rng(3),
+    )
+    loss_b = other.train_batch(
+        src,
+        src_len,
+        tgt_in,
+        tgt_out,
+        tgt_len,
+        teacher_forcing_ratio=0.5,
+        rng=np.random.default_rng(3),
+    )
     assert loss_a == loss_b
     for k in model.grads:
         np.testing.assert_array_equal(model.grads[k], other.grads[k], err_msg=k)

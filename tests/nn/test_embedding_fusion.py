@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, DTYPES, PLAIN, assert_close, numerical_gradient
+
+import rnnfast
 from rnnfast import RNN, Dropout, Embedding, Linear, Sequential, _core
 from rnnfast import functional as F
 
@@ -62,15 +63,17 @@ def _scatter(ids, dx, V):
 KERNEL_SHAPES = [(7, 5, 4, 3, 6), (17, 6, 9, 17, 33), (300, 4, 9, 5, 20), (1, 1, 1, 1, 1)]
 
 
-@pytest.mark.parametrize("shape", KERNEL_SHAPES, ids=[f"T{T}-B{B}-V{V}-D{D}-H{H}"
-                                                      for T, B, V, D, H in KERNEL_SHAPES])
+@pytest.mark.parametrize(
+    "shape", KERNEL_SHAPES, ids=[f"T{T}-B{B}-V{V}-D{D}-H{H}" for T, B, V, D, H in KERNEL_SHAPES]
+)
 @pytest.mark.parametrize("with_h0", [True, False], ids=["h0", "noh0"])
 @pytest.mark.parametrize("with_lengths", [False, True], ids=["full", "lengths"])
 @pytest.mark.parametrize("alpha", [1.0, 0.6])
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_core_token_input_equals_gathered_rows(dtype, nonlinearity, alpha, with_lengths,
-                                               with_h0, shape, isa, rng):
+def test_core_token_input_equals_gathered_rows(
+    dtype, nonlinearity, alpha, with_lengths, with_h0, shape, isa, rng
+):
     T, B, V, D, H = shape
     p = _draw(rng, T, B, V, D, H, dtype, h0=with_h0)
     table, ids = p["table"], p["ids"]
@@ -135,10 +138,20 @@ def test_functional_accepts_any_integer_dtype_and_unsorted_lengths(ids_dtype, rn
 
     dy = rng.standard_normal(y.shape)
     dh_n = rng.standard_normal(h_n.shape)
-    g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y_u, dy, dh_n, h0=p["h0"],
-                       **dict(PLAIN, lengths=lengths), ids=ids)
-    gu = F.rnn_backward(x, p["w_ih"], p["w_hh"], y_u, dy, dh_n, h0=p["h0"],
-                        **dict(PLAIN, lengths=lengths))
+    g = F.rnn_backward(
+        p["table"],
+        p["w_ih"],
+        p["w_hh"],
+        y_u,
+        dy,
+        dh_n,
+        h0=p["h0"],
+        **dict(PLAIN, lengths=lengths),
+        ids=ids,
+    )
+    gu = F.rnn_backward(
+        x, p["w_ih"], p["w_hh"], y_u, dy, dh_n, h0=p["h0"], **dict(PLAIN, lengths=lengths)
+    )
     assert g.dx.shape == (V, D)
     assert_close(g.dx, _scatter(p["ids"], gu.dx, V), F64, "dtable")
     for name in ("dh0", "dweight_ih", "dweight_hh", "dbias"):
@@ -153,13 +166,19 @@ FD_CASES = [
     {"num_layers": 1},
     {"num_layers": 1, "batch_first": True, "alpha": 0.6},
     {"num_layers": 2, "bidirectional": True, "lengths": True},
-    {"num_layers": 2, "bidirectional": True, "lengths": True, "batch_first": True,
-     "go_backwards": True},
+    {
+        "num_layers": 2,
+        "bidirectional": True,
+        "lengths": True,
+        "batch_first": True,
+        "go_backwards": True,
+    },
 ]
 
 
-@pytest.mark.parametrize("case", FD_CASES, ids=["uni", "bf-leaky", "bi2-lengths",
-                                                "bi2-lengths-bf-gobackwards"])
+@pytest.mark.parametrize(
+    "case", FD_CASES, ids=["uni", "bf-leaky", "bi2-lengths", "bi2-lengths-bf-gobackwards"]
+)
 def test_gradients_by_finite_differences(case, rng):
     case = dict(case)
     use_lengths = case.pop("lengths", False)
@@ -186,12 +205,18 @@ def test_gradients_by_finite_differences(case, rng):
     analytic.update({k: g.copy() for k, g in rnn.grads.items() if k.startswith("weight_ih_l0")})
     rnn.eval()  # the same function (no dropout); the fused eval path reads the live table
     assert loss() == pytest.approx(value, rel=1e-14)
-    np.testing.assert_allclose(analytic.pop("table"), numerical_gradient(loss, emb.weight),
-                               rtol=FD_RTOL, atol=FD_ATOL, err_msg="table")
+    np.testing.assert_allclose(
+        analytic.pop("table"),
+        numerical_gradient(loss, emb.weight),
+        rtol=FD_RTOL,
+        atol=FD_ATOL,
+        err_msg="table",
+    )
     params = dict(rnn.named_parameters())
     for name, want in analytic.items():
-        np.testing.assert_allclose(want, numerical_gradient(loss, params[name]),
-                                   rtol=FD_RTOL, atol=FD_ATOL, err_msg=name)
+        np.testing.assert_allclose(
+            want, numerical_gradient(loss, params[name]), rtol=FD_RTOL, atol=FD_ATOL, err_msg=name
+        )
 
 
 # ---- 3. layer level: fused vs unfused over the layer's options ---------------------------------
@@ -200,8 +225,13 @@ def test_gradients_by_finite_differences(case, rng):
 def _pair(rng, V, D, H, dtype, **config):
     """Two identical (RNN, Embedding) pairs: one for the fused path, one for the unfused."""
     seeds = int(rng.integers(1 << 30)), int(rng.integers(1 << 30))
-    return [(RNN(D, H, dtype=dtype, seed=seeds[0], **config),
-             Embedding(V, D, dtype=dtype, seed=seeds[1])) for _ in range(2)]
+    return [
+        (
+            RNN(D, H, dtype=dtype, seed=seeds[0], **config),
+            Embedding(V, D, dtype=dtype, seed=seeds[1]),
+        )
+        for _ in range(2)
+    ]
 
 
 def _split(result):
@@ -209,8 +239,9 @@ def _split(result):
     return result if isinstance(result, tuple) else (result, None)
 
 
-def _compare_fused_and_unfused(rng, dtype, config, *, T=6, B=4, V=5, D=3, H=4,
-                               lengths=None, mask=False):
+def _compare_fused_and_unfused(
+    rng, dtype, config, *, T=6, B=4, V=5, D=3, H=4, lengths=None, mask=False
+):
     (rnn_f, emb_f), (rnn_u, emb_u) = _pair(rng, V, D, H, dtype, **config)
     shape = (B, T) if rnn_f.batch_first else (T, B)
     ids = rng.integers(0, V, size=shape)
@@ -218,8 +249,7 @@ def _compare_fused_and_unfused(rng, dtype, config, *, T=6, B=4, V=5, D=3, H=4,
     h0 = rng.uniform(-1, 1, (rnn_f.num_layers * dirs, B, H)).astype(dtype)
     kw = {}
     if lengths is not None:
-        kw = ({"mask": rnnfast.lengths_to_mask(lengths, T)} if mask
-              else {"lengths": lengths})
+        kw = {"mask": rnnfast.lengths_to_mask(lengths, T)} if mask else {"lengths": lengths}
 
     out_f, hn_f = _split(rnn_f(ids, h0, embedding=emb_f, **kw))
     out_u, hn_u = _split(rnn_u(emb_u(ids), h0, **kw))
@@ -247,10 +277,15 @@ def _compare_fused_and_unfused(rng, dtype, config, *, T=6, B=4, V=5, D=3, H=4,
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 @pytest.mark.parametrize("batch_first", [False, True], ids=["TB", "BT"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_layer_fused_equals_unfused(dtype, batch_first, bidirectional, num_layers, use_lengths,
-                                    go_backwards, rng):
-    config = {"batch_first": batch_first, "bidirectional": bidirectional,
-              "num_layers": num_layers, "go_backwards": go_backwards}
+def test_layer_fused_equals_unfused(
+    dtype, batch_first, bidirectional, num_layers, use_lengths, go_backwards, rng
+):
+    config = {
+        "batch_first": batch_first,
+        "bidirectional": bidirectional,
+        "num_layers": num_layers,
+        "go_backwards": go_backwards,
+    }
     lengths = np.array([6, 2, 0, 5]) if use_lengths else None  # unsorted, with a 0
     _compare_fused_and_unfused(rng, dtype, config, lengths=lengths)
 
@@ -258,11 +293,20 @@ def test_layer_fused_equals_unfused(dtype, batch_first, bidirectional, num_layer
 EXTRA_CONFIGS = {
     "residual": {"num_layers": 2, "residual": True},
     "keras-last": {"return_sequences": False, "return_state": True},
-    "keras-last-bi2-residual": {"num_layers": 2, "bidirectional": True, "residual": True,
-                                "return_sequences": False, "return_state": True},
+    "keras-last-bi2-residual": {
+        "num_layers": 2,
+        "bidirectional": True,
+        "residual": True,
+        "return_sequences": False,
+        "return_state": True,
+    },
     "merge-sum": {"bidirectional": True, "merge_mode": "sum"},
-    "merge-mul-keras-seq": {"bidirectional": True, "merge_mode": "mul",
-                            "return_sequences": True, "return_state": True},
+    "merge-mul-keras-seq": {
+        "bidirectional": True,
+        "merge_mode": "mul",
+        "return_sequences": True,
+        "return_state": True,
+    },
     "dropout": {"num_layers": 2, "dropout": 0.3},
     "leaky-per-layer": {"num_layers": 2, "alpha": [0.6, 1.0], "batch_first": True},
 }
@@ -273,14 +317,14 @@ EXTRA_CONFIGS = {
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_layer_fused_equals_unfused_keras_options(dtype, name, use_lengths, rng):
     lengths = np.array([6, 2, 0, 5]) if use_lengths is not False else None
-    _compare_fused_and_unfused(rng, dtype, EXTRA_CONFIGS[name], lengths=lengths,
-                               mask=use_lengths == "mask")
+    _compare_fused_and_unfused(
+        rng, dtype, EXTRA_CONFIGS[name], lengths=lengths, mask=use_lengths == "mask"
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_layer_eval_mode_fused_equals_unfused(dtype, rng):
-    (rnn_f, emb_f), (rnn_u, emb_u) = _pair(rng, 5, 3, 4, dtype, num_layers=2,
-                                           bidirectional=True)
+    (rnn_f, emb_f), (rnn_u, emb_u) = _pair(rng, 5, 3, 4, dtype, num_layers=2, bidirectional=True)
     for layer in (rnn_f, rnn_u, emb_u):
         layer.eval()
     ids = rng.integers(0, 5, size=(6, 4))
@@ -316,8 +360,12 @@ TORCH_CASES = {
     "uni": {"num_layers": 1},
     "relu-bf": {"num_layers": 1, "nonlinearity": "relu", "batch_first": True},
     "bi2-lengths": {"num_layers": 2, "bidirectional": True, "lengths": True},
-    "bi2-bf-lengths": {"num_layers": 2, "bidirectional": True, "batch_first": True,
-                       "lengths": True},
+    "bi2-bf-lengths": {
+        "num_layers": 2,
+        "bidirectional": True,
+        "batch_first": True,
+        "lengths": True,
+    },
 }
 
 
@@ -345,10 +393,12 @@ def test_matches_torch_embedding_and_rnn(torch, name, rng):
         out_t, hn_t = module(e, h0_t)
     else:
         packed = torch.nn.utils.rnn.pack_padded_sequence(
-            e, torch.tensor(lengths), batch_first=rnn.batch_first, enforce_sorted=False)
+            e, torch.tensor(lengths), batch_first=rnn.batch_first, enforce_sorted=False
+        )
         out_t, hn_t = module(packed, h0_t)
-        out_t, _ = torch.nn.utils.rnn.pad_packed_sequence(out_t, batch_first=rnn.batch_first,
-                                                          total_length=T)
+        out_t, _ = torch.nn.utils.rnn.pad_packed_sequence(
+            out_t, batch_first=rnn.batch_first, total_length=T
+        )
     ((out_t * torch.from_numpy(dy)).sum() + (hn_t * torch.from_numpy(dh_n)).sum()).backward()
 
     y, h_n = rnn(ids, h0, lengths, embedding=emb)
@@ -368,9 +418,11 @@ B_, T_, D_, H_, C_ = 3, 5, 4, 6, 3  # 15 tokens
 
 
 def _model(V, dtype, *, between=None, seed=0):
-    layers = [Embedding(V, D_, dtype=dtype, seed=seed),
-              RNN(D_, H_, return_sequences=True, batch_first=True, dtype=dtype, seed=seed + 1),
-              Linear(H_, C_, dtype=dtype, seed=seed + 2)]
+    layers = [
+        Embedding(V, D_, dtype=dtype, seed=seed),
+        RNN(D_, H_, return_sequences=True, batch_first=True, dtype=dtype, seed=seed + 1),
+        Linear(H_, C_, dtype=dtype, seed=seed + 2),
+    ]
     if between is not None:
         layers.insert(1, between)
     return Sequential(layers)
@@ -420,8 +472,9 @@ def test_sequential_fuses_and_equals_unfused(dtype, rng):
     assert_close(out, _unfused_round(reference, ids, None).astype(F64), dtype, "eval output")
 
 
-@pytest.mark.parametrize("case", ["vocab-too-large", "dropout-between", "embedding-eval",
-                                  "rnn-eval", "1d-ids"])
+@pytest.mark.parametrize(
+    "case", ["vocab-too-large", "dropout-between", "embedding-eval", "rnn-eval", "1d-ids"]
+)
 def test_sequential_does_not_fuse(case, rng):
     V = 15 if case == "vocab-too-large" else 7  # V >= B * T = 15: unfused
 
@@ -507,25 +560,54 @@ def test_fused_backward_is_bitwise_the_same_at_1_2_3_threads(dtype, restore_thre
         with rnnfast.threads(n):
             # the contention back-off would fall back to one thread on a busy machine
             _core.clear_contention_backoff()
-            y, h_n = F.rnn_forward(p["table"], p["w_ih"], p["w_hh"], p["b_ih"], p["b_hh"],
-                                   p["h0"], lengths=lengths, ids=p["ids"])
+            y, h_n = F.rnn_forward(
+                p["table"],
+                p["w_ih"],
+                p["w_hh"],
+                p["b_ih"],
+                p["b_hh"],
+                p["h0"],
+                lengths=lengths,
+                ids=p["ids"],
+            )
             _core.clear_contention_backoff()
-            g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y, dy, dh_n, h0=p["h0"],
-                               **dict(PLAIN, lengths=lengths), ids=p["ids"])
+            g = F.rnn_backward(
+                p["table"],
+                p["w_ih"],
+                p["w_hh"],
+                y,
+                dy,
+                dh_n,
+                h0=p["h0"],
+                **dict(PLAIN, lengths=lengths),
+                ids=p["ids"],
+            )
             _core.clear_contention_backoff()
-            g_u = F.rnn_backward(x, p["w_ih"], p["w_hh"], y, dy, dh_n, h0=p["h0"],
-                                 **dict(PLAIN, lengths=lengths))
-        results[n] = {"y": y, "h_n": h_n, "dtable": g.dx, "dweight_ih": g.dweight_ih,
-                      "dh0": g.dh0, "dweight_hh": g.dweight_hh, "dbias": g.dbias,
-                      "unfused dweight_ih": g_u.dweight_ih}
+            g_u = F.rnn_backward(
+                x, p["w_ih"], p["w_hh"], y, dy, dh_n, h0=p["h0"], **dict(PLAIN, lengths=lengths)
+            )
+        results[n] = {
+            "y": y,
+            "h_n": h_n,
+            "dtable": g.dx,
+            "dweight_ih": g.dweight_ih,
+            "dh0": g.dh0,
+            "dweight_hh": g.dweight_hh,
+            "dbias": g.dbias,
+            "unfused dweight_ih": g_u.dweight_ih,
+        }
     # Every output element is summed in the same order whatever the thread count (the scatter
     # splits the columns; the GEMMs split rows or panels, never k): bit for bit, dweight_ih
     # included (it is also thread-invariant unfused on this build).
     for n in (2, 3):
         for k, want in results[1].items():
             np.testing.assert_array_equal(results[n][k], want, err_msg=f"{k}: {n} vs 1 threads")
-    assert_close(results[1]["dweight_ih"], results[1]["unfused dweight_ih"].astype(F64), dtype,
-                 "dweight_ih fused vs unfused")
+    assert_close(
+        results[1]["dweight_ih"],
+        results[1]["unfused dweight_ih"].astype(F64),
+        dtype,
+        "dweight_ih fused vs unfused",
+    )
 
 
 def test_token_scatter_is_bitwise_the_same_at_1_2_3_threads(restore_threads, rng):
@@ -551,19 +633,42 @@ def test_token_scatter_is_bitwise_the_same_at_1_2_3_threads(restore_threads, rng
 
 def _core_args(rng, T=4, B=3, V=5, D=3, H=4, dtype=F64):
     p = _draw(rng, T, B, V, D, H, dtype)
-    y, _ = _core.rnn_forward(p["table"][p["ids"]], p["h0"], p["w_ih"], p["w_hh"], None, None,
-                             None, "tanh", 1.0, True)
+    y, _ = _core.rnn_forward(
+        p["table"][p["ids"]], p["h0"], p["w_ih"], p["w_hh"], None, None, None, "tanh", 1.0, True
+    )
     return p, y
 
 
 def _core_fwd(p, ids, table=None):
-    return _core.rnn_forward(p["table"] if table is None else table, p["h0"], p["w_ih"],
-                             p["w_hh"], p["b_ih"], p["b_hh"], None, "tanh", 1.0, True, ids)
+    return _core.rnn_forward(
+        p["table"] if table is None else table,
+        p["h0"],
+        p["w_ih"],
+        p["w_hh"],
+        p["b_ih"],
+        p["b_hh"],
+        None,
+        "tanh",
+        1.0,
+        True,
+        ids,
+    )
 
 
 def _core_bwd(p, y, ids, table=None):
-    return _core.rnn_backward(p["table"] if table is None else table, p["h0"], p["w_ih"],
-                              p["w_hh"], y, y, None, None, "tanh", 1.0, ids)
+    return _core.rnn_backward(
+        p["table"] if table is None else table,
+        p["h0"],
+        p["w_ih"],
+        p["w_hh"],
+        y,
+        y,
+        None,
+        None,
+        "tanh",
+        1.0,
+        ids,
+    )
 
 
 @pytest.mark.parametrize("call", ["forward", "backward"])
@@ -604,11 +709,23 @@ def test_core_rejects_bad_ids_and_tables(call, rng):
     with pytest.raises(ValueError, match="lengths"):
         run_lengths = np.array([1, 3, 2], dtype=np.int64)  # unsorted at the kernel level
         if call == "forward":
-            _core.rnn_forward(p["table"], p["h0"], p["w_ih"], p["w_hh"], None, None,
-                              run_lengths, "tanh", 1.0, True, ids)
+            _core.rnn_forward(
+                p["table"],
+                p["h0"],
+                p["w_ih"],
+                p["w_hh"],
+                None,
+                None,
+                run_lengths,
+                "tanh",
+                1.0,
+                True,
+                ids,
+            )
         else:
-            _core.rnn_backward(p["table"], p["h0"], p["w_ih"], p["w_hh"], y, y, None,
-                               run_lengths, "tanh", 1.0, ids)
+            _core.rnn_backward(
+                p["table"], p["h0"], p["w_ih"], p["w_hh"], y, y, None, run_lengths, "tanh", 1.0, ids
+            )
     if call == "backward":
         with pytest.raises(ValueError, match="y"):  # y's (T, B) must be the ids'
             _core_bwd(p, y, ids[:, :2].copy())
@@ -703,9 +820,15 @@ def test_a_failed_call_changes_nothing(rng):
 
 
 @pytest.mark.parametrize("ids_dtype", [np.int64, np.int32, np.uint8])
-@pytest.mark.parametrize("config", [{}, {"batch_first": True, "go_backwards": True},
-                                    {"bidirectional": True, "num_layers": 2, "batch_first": True}],
-                         ids=["plain", "bf-gobackwards", "bi2-bf"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"batch_first": True, "go_backwards": True},
+        {"bidirectional": True, "num_layers": 2, "batch_first": True},
+    ],
+    ids=["plain", "bf-gobackwards", "bi2-bf"],
+)
 def test_user_arrays_are_never_modified(config, ids_dtype, rng):
     rnn = RNN(3, 4, dtype=F64, seed=0, **config)
     emb = Embedding(5, 3, dtype=F64, seed=1)
@@ -736,29 +859,53 @@ def test_user_arrays_are_never_modified(config, ids_dtype, rng):
 def test_empty_core_and_functional(dtype, T, B, rng):
     V, D, H = 5, 3, 4
     p = _draw(rng, T, B, V, D, H, dtype)
-    y, h_n = _core.rnn_forward(p["table"], p["h0"], p["w_ih"], p["w_hh"], p["b_ih"], p["b_hh"],
-                               None, "tanh", 1.0, True, p["ids"])
+    y, h_n = _core.rnn_forward(
+        p["table"],
+        p["h0"],
+        p["w_ih"],
+        p["w_hh"],
+        p["b_ih"],
+        p["b_hh"],
+        None,
+        "tanh",
+        1.0,
+        True,
+        p["ids"],
+    )
     assert y.shape == (T, B, H)
     np.testing.assert_array_equal(h_n, p["h0"])
     dy = np.zeros((T, B, H), dtype=dtype)
     dh_n = rng.standard_normal((B, H)).astype(dtype)
     dtable, dh0, dw_ih, dw_hh, db = _core.rnn_backward(
-        p["table"], p["h0"], p["w_ih"], p["w_hh"], y, dy, dh_n, None, "tanh", 1.0, p["ids"])
+        p["table"], p["h0"], p["w_ih"], p["w_hh"], y, dy, dh_n, None, "tanh", 1.0, p["ids"]
+    )
     assert dtable.shape == (V, D)
     for name, g in (("dtable", dtable), ("dw_ih", dw_ih), ("dw_hh", dw_hh), ("db", db)):
         assert np.all(g == 0), name
     np.testing.assert_array_equal(dh0, dh_n)
 
     lengths = np.zeros(B, dtype=np.int64)
-    g = F.rnn_backward(p["table"], p["w_ih"], p["w_hh"], y, dy, dh_n, h0=p["h0"],
-                       **dict(PLAIN, lengths=lengths), ids=p["ids"].astype(np.int32))
+    g = F.rnn_backward(
+        p["table"],
+        p["w_ih"],
+        p["w_hh"],
+        y,
+        dy,
+        dh_n,
+        h0=p["h0"],
+        **dict(PLAIN, lengths=lengths),
+        ids=p["ids"].astype(np.int32),
+    )
     assert g.dx.shape == (V, D) and np.all(g.dx == 0)
     np.testing.assert_array_equal(g.dh0, dh_n)
 
 
 @pytest.mark.parametrize("T,B", [(0, 3), (4, 0)])
-@pytest.mark.parametrize("config", [{}, {"num_layers": 2, "bidirectional": True,
-                                         "batch_first": True}], ids=["uni", "bi2-bf"])
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"num_layers": 2, "bidirectional": True, "batch_first": True}],
+    ids=["uni", "bi2-bf"],
+)
 def test_empty_layer(config, T, B, rng):
     V, D, H = 5, 3, 4
     rnn = RNN(D, H, dtype=F64, seed=0, **config)
@@ -792,7 +939,6 @@ def test_zero_hidden_units(dtype, tokens, rng):
     lengths = np.array([3, 1])
     y, h_n = F.rnn_forward(x, w_ih, w_hh, lengths=lengths, ids=ids)
     assert y.shape == (T, B, 0) and h_n.shape == (B, 0)
-    g = F.rnn_backward(x, w_ih, w_hh, y, y, h_n, h0=None, **dict(PLAIN, lengths=lengths),
-                       ids=ids)
+    g = F.rnn_backward(x, w_ih, w_hh, y, y, h_n, h0=None, **dict(PLAIN, lengths=lengths), ids=ids)
     assert g.dx.shape == x.shape and np.all(g.dx == 0)
     assert g.dweight_ih.shape == (0, D) and g.dh0.shape == (B, 0)

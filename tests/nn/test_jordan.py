@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, DTYPES, numerical_gradient, tol
+
+import rnnfast
 from rnnfast import JordanRNN, decoding, training
 from rnnfast.nn.jordan import previous_targets, teacher_forcing_inputs
 from rnnfast.optim import Adam
@@ -23,8 +24,9 @@ def _close(actual, expected, dtype, what=""):
     actual, expected = np.asarray(actual, F64), np.asarray(expected, F64)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-    np.testing.assert_allclose(actual, expected, rtol=t["rtol"], atol=t["atol"] * scale,
-                               err_msg=what)
+    np.testing.assert_allclose(
+        actual, expected, rtol=t["rtol"], atol=t["atol"] * scale, err_msg=what
+    )
 
 
 # ---- the oracle: the equations, one step at a time, in float64, time-major ----------------------
@@ -53,13 +55,17 @@ def _valid(lengths, T, B):
 def ref_teacher(p, x, y_prev, nonlinearity, lengths=None):
     T, B = x.shape[:2]
     valid = _valid(lengths, T, B)
-    out = np.stack([_ref_step(p, x[t], y_prev[t], nonlinearity) for t in range(T)]) if T else \
-        np.zeros((0, B, p["weight_ho"].shape[0]))
+    out = (
+        np.stack([_ref_step(p, x[t], y_prev[t], nonlinearity) for t in range(T)])
+        if T
+        else np.zeros((0, B, p["weight_ho"].shape[0]))
+    )
     return out * valid[..., None]
 
 
-def ref_free(p, x, nonlinearity, y0=None, feedback="output", lengths=None, fed_targets=None,
-             teacher=None):
+def ref_free(
+    p, x, nonlinearity, y0=None, feedback="output", lengths=None, fed_targets=None, teacher=None
+):
     """Free-running (or, with fed_targets and a teacher mask (T, B), scheduled sampling)."""
     T, B = x.shape[:2]
     O = p["weight_ho"].shape[0]
@@ -105,8 +111,7 @@ def test_teacher_forced_matches_reference(rng, dtype, nonlinearity, batch_first,
     expected = ref_teacher(_params64(layer), x.astype(F64), y_prev.astype(F64), nonlinearity)
     _close(out, _bf(expected, batch_first), dtype, "y")
     # the packed input of teacher_forced=True: the same numbers
-    packed = JordanRNN(D, H, O, nonlinearity, bias, batch_first, dtype, seed=3,
-                       teacher_forced=True)
+    packed = JordanRNN(D, H, O, nonlinearity, bias, batch_first, dtype, seed=3, teacher_forced=True)
     inputs = packed.teacher_forcing_inputs(_bf(x, batch_first), _bf(y, batch_first))
     assert inputs.shape[-1] == D + O
     np.testing.assert_array_equal(packed(inputs), out)
@@ -118,8 +123,9 @@ def test_teacher_forced_matches_reference(rng, dtype, nonlinearity, batch_first,
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_free_running_matches_reference(rng, dtype, nonlinearity, feedback, batch_first):
     T, B, D, H, O = 9, 3, 4, 17, 3
-    layer = JordanRNN(D, H, O, nonlinearity, batch_first=batch_first, dtype=dtype, seed=5,
-                      feedback=feedback)
+    layer = JordanRNN(
+        D, H, O, nonlinearity, batch_first=batch_first, dtype=dtype, seed=5, feedback=feedback
+    )
     x, _ = _data(rng, T, B, D, O, dtype)
     y0 = rng.standard_normal((B, O)).astype(dtype)
     out = layer(_bf(x, batch_first), y0=y0)
@@ -143,8 +149,9 @@ def test_step_is_one_free_running_step(rng):
         np.testing.assert_allclose(y_t, out[t], rtol=1e-12, atol=1e-13)
         prev = y_t
     # class ids are fed one-hot
-    np.testing.assert_allclose(layer.step(x[0], np.array([2, 0])),
-                               layer.step(x[0], np.eye(3)[[2, 0]]), rtol=0, atol=0)
+    np.testing.assert_allclose(
+        layer.step(x[0], np.array([2, 0])), layer.step(x[0], np.eye(3)[[2, 0]]), rtol=0, atol=0
+    )
 
 
 @pytest.mark.parametrize("feedback", ["output", "onehot"])
@@ -159,8 +166,9 @@ def test_scheduled_sampling_matches_reference(rng, feedback, ratio):
     out = layer(x, y_prev, rng=7)
     teacher = np.random.default_rng(7).random((T, B)) < ratio
     teacher[0] = True
-    expected = ref_free(_params64(layer), x, "tanh", feedback=feedback, fed_targets=y_prev,
-                        teacher=teacher)
+    expected = ref_free(
+        _params64(layer), x, "tanh", feedback=feedback, fed_targets=y_prev, teacher=teacher
+    )
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-13)
     # the gradient is teacher forcing's over the fed outputs (none through the choice)
     dy = rng.standard_normal(out.shape)
@@ -200,8 +208,7 @@ def _check_gradients(layer, run, inputs, dy):
     loss = lambda: float(np.sum(run() * dy))
     for name, p in layer.named_parameters():
         num = numerical_gradient(loss, p)
-        np.testing.assert_allclose(layer.grads[name], num, rtol=FD_RTOL, atol=FD_ATOL,
-                                   err_msg=name)
+        np.testing.assert_allclose(layer.grads[name], num, rtol=FD_RTOL, atol=FD_ATOL, err_msg=name)
     layer._cache = None
     for (name, arr), g in zip(inputs.items(), grads_in):
         num = numerical_gradient(loss, arr)
@@ -219,8 +226,7 @@ def test_teacher_forced_finite_differences(rng, nonlinearity, batch_first, lengt
     x, y_prev = _bf(x, batch_first), _bf(previous_targets(y), batch_first)
     dy = rng.standard_normal(y_prev.shape)
     lens = None if lengths is None else np.array(lengths)
-    _check_gradients(layer, lambda: layer(x, y_prev, lengths=lens),
-                     {"x": x, "y_prev": y_prev}, dy)
+    _check_gradients(layer, lambda: layer(x, y_prev, lengths=lens), {"x": x, "y_prev": y_prev}, dy)
 
 
 def test_packed_gradient_is_that_of_the_packed_input(rng):
@@ -291,11 +297,11 @@ def test_padded_batch_is_each_sequence_alone(rng, mode, batch_first):
     dy_tm = _bf(dy, batch_first)
     dx_tm = _bf(back[0], batch_first)
     for b, n in enumerate(lengths):
-        one = (x[:n, b:b + 1],) + ((y_prev[:n, b:b + 1],) if mode == "teacher" else ())
+        one = (x[:n, b : b + 1],) + ((y_prev[:n, b : b + 1],) if mode == "teacher" else ())
         alone = single(*one)
-        np.testing.assert_allclose(out_tm[:n, b:b + 1], alone, rtol=1e-12, atol=1e-13)
-        dxb = single.backward(dy_tm[:n, b:b + 1])[0]
-        np.testing.assert_allclose(dx_tm[:n, b:b + 1], dxb, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(out_tm[:n, b : b + 1], alone, rtol=1e-12, atol=1e-13)
+        dxb = single.backward(dy_tm[:n, b : b + 1])[0]
+        np.testing.assert_allclose(dx_tm[:n, b : b + 1], dxb, rtol=1e-12, atol=1e-13)
         assert np.all(dx_tm[n:, b] == 0)
     for k, g in grads.items():
         np.testing.assert_allclose(g, single.grads[k], rtol=1e-10, atol=1e-12)
@@ -309,14 +315,16 @@ def test_previous_targets_and_class_ids():
     yp = previous_targets(y, y0=np.ones((2, 2)))
     np.testing.assert_array_equal(yp[0], np.ones((2, 2)))
     np.testing.assert_array_equal(yp[1:], y[:-1])
-    np.testing.assert_array_equal(previous_targets(y.swapaxes(0, 1), batch_first=True),
-                                  previous_targets(y).swapaxes(0, 1))
+    np.testing.assert_array_equal(
+        previous_targets(y.swapaxes(0, 1), batch_first=True), previous_targets(y).swapaxes(0, 1)
+    )
     ids = np.array([[1, 0, 2], [2, 2, 1]])  # (B, T)
     yp = previous_targets(ids, y0=np.array([0, 1]), output_size=3, batch_first=True)
     assert yp.dtype == np.float32 and yp.shape == (2, 3, 3)
     np.testing.assert_array_equal(yp.argmax(-1), [[0, 1, 0], [1, 2, 2]])
-    packed = teacher_forcing_inputs(np.zeros((2, 3, 1), np.float32), ids, output_size=3,
-                                    batch_first=True)
+    packed = teacher_forcing_inputs(
+        np.zeros((2, 3, 1), np.float32), ids, output_size=3, batch_first=True
+    )
     assert packed.shape == (2, 3, 4)
     with pytest.raises(ValueError, match="output_size"):
         previous_targets(ids)
@@ -438,16 +446,29 @@ def test_keras_counts_and_summary(bias, capsys):
     assert f"Total params: {hidden + output:,}" in text
     assert f"{hidden:,}" in text and f"{output:,}" in text
     names = [n for n, _ in layer.named_parameters()]
-    assert names == (["weight_ih", "weight_yh", "bias_h", "weight_ho", "bias_o"] if bias else
-                     ["weight_ih", "weight_yh", "weight_ho"])
+    assert names == (
+        ["weight_ih", "weight_yh", "bias_h", "weight_ho", "bias_o"]
+        if bias
+        else ["weight_ih", "weight_yh", "weight_ho"]
+    )
     model = rnnfast.Sequential([rnnfast.Dense(4, D), layer])
     assert f"Total params: {4 * D + D + hidden + output:,}" in model.summary((10, 4))
     capsys.readouterr()
 
 
 def test_save_load_round_trip(tmp_path, rng):
-    layer = JordanRNN(3, 5, 2, "relu", batch_first=True, dtype=F64, seed=11,
-                      teacher_forced=True, feedback="onehot", teacher_forcing_ratio=0.5)
+    layer = JordanRNN(
+        3,
+        5,
+        2,
+        "relu",
+        batch_first=True,
+        dtype=F64,
+        seed=11,
+        teacher_forced=True,
+        feedback="onehot",
+        teacher_forcing_ratio=0.5,
+    )
     path = tmp_path / "jordan.npz"
     rnnfast.save(layer, path)
     loaded = rnnfast.load(path)
@@ -482,8 +503,17 @@ def test_fit_trains_teacher_forced(rng):
     x, y = _sine_windows(96, 20, rng)
     layer = JordanRNN(1, 16, 1, batch_first=True, seed=0, teacher_forced=True)
     inputs = layer.teacher_forcing_inputs(x, y)
-    history = training.fit(layer, inputs, y, loss="mse", optimizer=Adam(layer, lr=1e-2),
-                           epochs=8, batch_size=16, seed=0, verbose=False)
+    history = training.fit(
+        layer,
+        inputs,
+        y,
+        loss="mse",
+        optimizer=Adam(layer, lr=1e-2),
+        epochs=8,
+        batch_size=16,
+        seed=0,
+        verbose=False,
+    )
     assert history["loss"][-1] < 0.2 * history["loss"][0]
     pred = training.predict(layer, inputs)
     assert pred.shape == y.shape
@@ -499,8 +529,18 @@ def test_fit_with_lengths_leaves_padding_out(rng):
     y_noise[pad] = 1e3  # padded targets: never seen by the loss
     layer = JordanRNN(1, 8, 1, batch_first=True, seed=1, teacher_forced=True)
     inputs = layer.teacher_forcing_inputs(x, y)
-    history = training.fit(layer, inputs, y_noise, loss="mse", optimizer=Adam(layer, lr=1e-2),
-                           epochs=4, batch_size=16, seed=0, verbose=False, lengths=lengths)
+    history = training.fit(
+        layer,
+        inputs,
+        y_noise,
+        loss="mse",
+        optimizer=Adam(layer, lr=1e-2),
+        epochs=4,
+        batch_size=16,
+        seed=0,
+        verbose=False,
+        lengths=lengths,
+    )
     assert np.isfinite(history["loss"]).all() and history["loss"][-1] < 1.0
     assert history["loss"][-1] < history["loss"][0]
 
@@ -513,14 +553,22 @@ def _counting(batch, steps, classes, rng):
 
 def test_decoding_greedy_after_training(rng):
     V, T = 5, 8
-    layer = JordanRNN(1, 16, V, batch_first=True, seed=0, teacher_forced=True,
-                      feedback="onehot")
+    layer = JordanRNN(1, 16, V, batch_first=True, seed=0, teacher_forced=True, feedback="onehot")
     start, seq = _counting(64, T, V, rng)
     x = np.zeros((64, T, 1), np.float32)
     inputs = layer.teacher_forcing_inputs(x, seq, y0=start)
-    history = training.fit(layer, inputs, seq, loss="cross_entropy", metrics=["accuracy"],
-                           optimizer=Adam(layer, lr=3e-2), epochs=30, batch_size=16, seed=0,
-                           verbose=False)
+    history = training.fit(
+        layer,
+        inputs,
+        seq,
+        loss="cross_entropy",
+        metrics=["accuracy"],
+        optimizer=Adam(layer, lr=3e-2),
+        epochs=30,
+        batch_size=16,
+        seed=0,
+        verbose=False,
+    )
     assert history["accuracy"][-1] == 1.0
     layer.eval()
     step_fn, state = layer.decoder(batch_size=4)
@@ -558,8 +606,9 @@ def test_decoder_step_equals_teacher_forced_forward(rng):
     lp, _ = fn(start, st)
     onehot = np.eye(V)[start]
     ref = sq.step(onehot, onehot)
-    np.testing.assert_allclose(lp, ref - np.log(np.exp(ref).sum(-1, keepdims=True)),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        lp, ref - np.log(np.exp(ref).sum(-1, keepdims=True)), rtol=1e-12, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("feedback", ["output", "onehot"])
@@ -580,13 +629,14 @@ def test_sequential_hands_a_jordan_rnn_its_lengths():
     the valid ones equal each sequence run alone."""
     rng = np.random.default_rng(0)
     D, H, O = 3, 4, 2
-    layer = rnnfast.JordanRNN(D, H, O, batch_first=True, teacher_forced=True,
-                              dtype=np.float64, seed=0)
+    layer = rnnfast.JordanRNN(
+        D, H, O, batch_first=True, teacher_forced=True, dtype=np.float64, seed=0
+    )
     model = rnnfast.Sequential([layer])
     x = rng.standard_normal((3, 5, D + O))
     lengths = np.array([5, 2, 3])
     out = model.eval()(x, lengths=lengths)
     for b, n in enumerate(lengths):
-        alone = layer(x[b:b + 1, :n])
+        alone = layer(x[b : b + 1, :n])
         np.testing.assert_allclose(out[b, :n], alone[0], rtol=1e-12, atol=1e-12)
         assert not out[b, n:].any()

@@ -12,8 +12,9 @@ import re
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import DTYPES, assert_close, numerical_gradient
+
+import rnnfast
 from rnnfast import Dense, Dropout, Embedding, Linear, Sequential
 from rnnfast.losses import cross_entropy
 
@@ -88,8 +89,9 @@ def test_embedding_gradient_fd_with_repeated_ids(num_embeddings, embedding_dim, 
     def loss():
         return float(np.sum(layer(ids) * R))
 
-    assert_fd_close(layer.grads["weight"], numerical_gradient(loss, layer.parameters()[0]),
-                    "dweight")
+    assert_fd_close(
+        layer.grads["weight"], numerical_gradient(loss, layer.parameters()[0]), "dweight"
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -141,13 +143,16 @@ def test_dropout_keeps_about_one_minus_p_and_masks_repeat(p):
 
 
 def _sequence_model(p, *, V=7, E=3, H=5, seed=0):
-    return Sequential([
-        Embedding(V, E, dtype=np.float64, seed=seed),
-        rnnfast.RNN(E, H, return_sequences=True, batch_first=True, dtype=np.float64,
-                    seed=seed + 1),
-        Dropout(p, seed=42, dtype=np.float64),
-        Linear(H, V, dtype=np.float64, seed=seed + 2),
-    ])
+    return Sequential(
+        [
+            Embedding(V, E, dtype=np.float64, seed=seed),
+            rnnfast.RNN(
+                E, H, return_sequences=True, batch_first=True, dtype=np.float64, seed=seed + 1
+            ),
+            Dropout(p, seed=42, dtype=np.float64),
+            Linear(H, V, dtype=np.float64, seed=seed + 2),
+        ]
+    )
 
 
 @pytest.mark.parametrize("p", [0.0, 0.4], ids=["p0", "p0.4-fixed-seed"])
@@ -175,8 +180,15 @@ def test_sequential_gradients_fd_with_cross_entropy(p, lengths, rng):
     grads = model.grads
     names = [name for name, _ in model.named_parameters()]
     assert sorted(grads) == sorted(names)
-    assert set(names) == {"0.weight", "1.weight_ih_l0", "1.weight_hh_l0", "1.bias_ih_l0",
-                          "1.bias_hh_l0", "3.weight", "3.bias"}
+    assert set(names) == {
+        "0.weight",
+        "1.weight_ih_l0",
+        "1.weight_hh_l0",
+        "1.bias_ih_l0",
+        "1.bias_hh_l0",
+        "3.weight",
+        "3.bias",
+    }
     analytic = {k: g.copy() for k, g in grads.items()}
     for name, param in model.named_parameters():
         assert_fd_close(analytic[name], numerical_gradient(loss, param), name)
@@ -197,8 +209,9 @@ def test_linear_matches_torch(torch, in_features, out_features, lead, bias, dtyp
     for name, p in ref.state_dict().items():
         np.testing.assert_array_equal(layer.state_dict()[name], p.numpy().astype(dtype))
     # make the oracle's weights exactly the layer's (float32-rounded) values
-    ref.load_state_dict({k: torch.from_numpy(v.astype(np.float64))
-                         for k, v in layer.state_dict().items()})
+    ref.load_state_dict(
+        {k: torch.from_numpy(v.astype(np.float64)) for k, v in layer.state_dict().items()}
+    )
 
     x = rng.standard_normal(lead + (in_features,)).astype(dtype)
     dy = rng.standard_normal(lead + (out_features,)).astype(dtype)
@@ -219,8 +232,9 @@ def test_embedding_matches_torch(torch, num_embeddings, embedding_dim, ids_shape
     ref = torch.nn.Embedding(num_embeddings, embedding_dim, dtype=torch.float64)
     layer = Embedding(num_embeddings, embedding_dim, dtype=dtype)
     layer.load_state_dict(ref.state_dict())
-    ref.load_state_dict({"weight": torch.from_numpy(layer.state_dict()["weight"]
-                                                    .astype(np.float64))})
+    ref.load_state_dict(
+        {"weight": torch.from_numpy(layer.state_dict()["weight"].astype(np.float64))}
+    )
     ids = rng.integers(0, min(num_embeddings, 3), size=ids_shape)  # many repeats
     d = rng.standard_normal(ids_shape + (embedding_dim,)).astype(dtype)
     out = ref(torch.from_numpy(ids))
@@ -240,8 +254,12 @@ def _layers_and_inputs(rng):
     ids = rng.integers(0, 5, size=(4, 3))
     return [
         ("linear", Linear(3, 2, dtype=np.float64, seed=0), x, rng.standard_normal((4, 2))),
-        ("embedding", Embedding(5, 2, dtype=np.float64, seed=0), ids,
-         rng.standard_normal((4, 3, 2))),
+        (
+            "embedding",
+            Embedding(5, 2, dtype=np.float64, seed=0),
+            ids,
+            rng.standard_normal((4, 3, 2)),
+        ),
         ("dropout", Dropout(0.5, seed=0, dtype=np.float64), x, rng.standard_normal((4, 3))),
     ]
 
@@ -341,8 +359,9 @@ def test_sequential_eval_keeps_no_cache(rng):
 @pytest.mark.parametrize("shape", [(4, 2), (4, 4), (3, 2, 5), (0,)])
 def test_linear_wrong_last_dim_names_x_and_the_shape(shape):
     layer = Linear(3, 2)
-    with pytest.raises(ValueError, match=r"x:.*" + str(shape).replace("(", r"\(")
-                       .replace(")", r"\)")):
+    with pytest.raises(
+        ValueError, match=r"x:.*" + str(shape).replace("(", r"\(").replace(")", r"\)")
+    ):
         layer(np.zeros(shape, dtype=np.float32))
 
 
@@ -358,8 +377,9 @@ def test_dtype_mismatch_is_type_error(dtype):
             Linear(3, 2, dtype=dtype)(bad)
 
 
-@pytest.mark.parametrize("ids", [np.zeros(3, dtype=np.float32), np.zeros(3),
-                                 np.zeros(3, dtype=bool), [0.0, 1.0]])
+@pytest.mark.parametrize(
+    "ids", [np.zeros(3, dtype=np.float32), np.zeros(3), np.zeros(3, dtype=bool), [0.0, 1.0]]
+)
 def test_embedding_float_ids_are_type_error(ids):
     with pytest.raises(TypeError, match="ids"):
         Embedding(4, 2)(ids)
@@ -406,8 +426,16 @@ def test_wrong_backward_shape_keeps_the_forward_for_a_retry(rng):
         assert drop.backward(np.ones((2, 3))).shape == (2, 3)
 
 
-@pytest.mark.parametrize("cls,args", [(Linear, (0, 2)), (Linear, (2, -1)), (Linear, (2.0, 2)),
-                                      (Embedding, (0, 2)), (Embedding, (True, 2))])
+@pytest.mark.parametrize(
+    "cls,args",
+    [
+        (Linear, (0, 2)),
+        (Linear, (2, -1)),
+        (Linear, (2.0, 2)),
+        (Embedding, (0, 2)),
+        (Embedding, (True, 2)),
+    ],
+)
 def test_bad_sizes_are_value_error(cls, args):
     with pytest.raises(ValueError):
         cls(*args)
@@ -453,8 +481,12 @@ def _bad_state_dicts(good):
     misshaped[first] = np.zeros(good[first].shape + (1,))
     transposed = dict(good)
     transposed[first] = np.zeros(good[first].shape[::-1] if good[first].ndim == 2 else (99,))
-    return {"missing": (missing, first), "extra": (extra, "unexpected"),
-            "misshaped": (misshaped, first), "other-shape": (transposed, first)}
+    return {
+        "missing": (missing, first),
+        "extra": (extra, "unexpected"),
+        "misshaped": (misshaped, first),
+        "other-shape": (transposed, first),
+    }
 
 
 @pytest.mark.parametrize("case", ["missing", "extra", "misshaped", "other-shape"])
@@ -471,8 +503,11 @@ def test_load_state_dict_rejects_bad_keys_and_shapes_and_changes_nothing(kind, c
     _assert_same_params(model, good)
 
 
-@pytest.mark.parametrize("bad", [np.array(["a", "b"]), np.array([1 + 1j, 2]),
-                                 np.array([None, None])], ids=["str", "complex", "object"])
+@pytest.mark.parametrize(
+    "bad",
+    [np.array(["a", "b"]), np.array([1 + 1j, 2]), np.array([None, None])],
+    ids=["str", "complex", "object"],
+)
 @pytest.mark.parametrize("kind", ["linear", "sequential"])
 def test_load_state_dict_rejects_non_real_values_and_changes_nothing(kind, bad):
     model = _models()[kind]()
@@ -489,8 +524,12 @@ def test_load_state_dict_rejects_non_real_values_and_changes_nothing(kind, bad):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_load_state_dict_takes_other_real_dtypes_and_torch_tensors(torch, dtype):
     layer = Linear(2, 2, dtype=dtype)
-    layer.load_state_dict({"weight": np.arange(4, dtype=np.int64).reshape(2, 2),
-                           "bias": torch.tensor([0.5, 1.5], dtype=torch.float64)})
+    layer.load_state_dict(
+        {
+            "weight": np.arange(4, dtype=np.int64).reshape(2, 2),
+            "bias": torch.tensor([0.5, 1.5], dtype=torch.float64),
+        }
+    )
     sd = layer.state_dict()
     assert sd["weight"].dtype == dtype and sd["bias"].dtype == dtype
     np.testing.assert_array_equal(sd["weight"], [[0, 1], [2, 3]])
@@ -541,14 +580,24 @@ def test_save_load_round_trip_of_each_layer(tmp_path, kind, dtype, rng):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_save_load_round_trip_of_a_sequential_with_an_rnn(tmp_path, dtype, rng):
-    model = Sequential([
-        Embedding(9, 4, dtype=dtype, seed=0),
-        rnnfast.RNN(4, 6, num_layers=2, nonlinearity="relu", return_sequences=True,
-                    batch_first=True, dtype=dtype, seed=1),
-        Dropout(0.25, seed=2, dtype=dtype),
-        rnnfast.RNN(6, 5, return_sequences=False, batch_first=True, dtype=dtype, seed=3),
-        Dense(5, 3, dtype=dtype, seed=4),
-    ])
+    model = Sequential(
+        [
+            Embedding(9, 4, dtype=dtype, seed=0),
+            rnnfast.RNN(
+                4,
+                6,
+                num_layers=2,
+                nonlinearity="relu",
+                return_sequences=True,
+                batch_first=True,
+                dtype=dtype,
+                seed=1,
+            ),
+            Dropout(0.25, seed=2, dtype=dtype),
+            rnnfast.RNN(6, 5, return_sequences=False, batch_first=True, dtype=dtype, seed=3),
+            Dense(5, 3, dtype=dtype, seed=4),
+        ]
+    )
     ids = rng.integers(0, 9, size=(2, 7))
     model.save(tmp_path / "model.npz")
     rnnfast.save(model, tmp_path / "model2.npz")
@@ -577,13 +626,15 @@ def _rows(text):
 
 def test_summary_matches_keras_counts_for_the_sunspots_model(capsys):
     RNN = rnnfast.RNN
-    model = Sequential([
-        RNN(1, 50, return_sequences=True, batch_first=True),
-        Dropout(0.2),
-        RNN(50, 100, return_sequences=False, batch_first=True),
-        Dropout(0.2),
-        Dense(100, 1),
-    ])
+    model = Sequential(
+        [
+            RNN(1, 50, return_sequences=True, batch_first=True),
+            Dropout(0.2),
+            RNN(50, 100, return_sequences=False, batch_first=True),
+            Dropout(0.2),
+            Dense(100, 1),
+        ]
+    )
     text = model.summary((24, 1))
     assert capsys.readouterr().out.strip() == text.strip()
     rows = _rows(text)
@@ -601,11 +652,13 @@ def test_summary_matches_keras_counts_for_the_sunspots_model(capsys):
 
 def test_summary_matches_keras_counts_for_a_second_model():
     RNN = rnnfast.RNN
-    model = Sequential([
-        RNN(8, 64, return_sequences=True, batch_first=True),
-        RNN(64, 32, return_sequences=False, batch_first=True),
-        Dense(32, 10),
-    ])
+    model = Sequential(
+        [
+            RNN(8, 64, return_sequences=True, batch_first=True),
+            RNN(64, 32, return_sequences=False, batch_first=True),
+            Dense(32, 10),
+        ]
+    )
     text = model.summary((None, 8))
     counts = [row.split()[-1] for row in _rows(text)]
     assert counts == ["4,672", "3,104", "330"]

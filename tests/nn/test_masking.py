@@ -13,16 +13,16 @@ import warnings
 import numpy as np
 import pytest
 from conftest import DTYPES, assert_close, numerical_gradient, tol
+
 from rnnfast import RNN, Dense, Embedding, Module, Sequential, interop
 from rnnfast.nn import PaddingWarning
-
 
 F64 = np.float64
 E, H, K = 4, 5, 3
 LENGTHS = np.array([5, 2, 7, 1, 4, 7, 3])  # B = 7, T = 7: 49 tokens
 T = int(LENGTHS.max())
-V_FUSED = 6      # fewer table rows than the batch's tokens: Sequential fuses Embedding -> RNN
-V_UNFUSED = 60   # more rows than tokens: the two layers run one after the other
+V_FUSED = 6  # fewer table rows than the batch's tokens: Sequential fuses Embedding -> RNN
+V_UNFUSED = 60  # more rows than tokens: the two layers run one after the other
 
 
 def _close(actual, expected, dtype, what):
@@ -32,8 +32,9 @@ def _close(actual, expected, dtype, what):
     actual, expected = np.asarray(actual, F64), np.asarray(expected, F64)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-    np.testing.assert_allclose(actual, expected, rtol=t["rtol"], atol=t["atol"] * scale,
-                               err_msg=what)
+    np.testing.assert_allclose(
+        actual, expected, rtol=t["rtol"], atol=t["atol"] * scale, err_msg=what
+    )
 
 
 def _valid_bt(lengths, steps):
@@ -54,15 +55,34 @@ def _layout(a_bt, batch_first):
     return a_bt if batch_first else np.ascontiguousarray(a_bt.swapaxes(0, 1))
 
 
-def _tagger(vocab, dtype, *, batch_first, bidirectional, return_sequences, mask_zero=True,
-            padding_idx=None, num_layers=1):
+def _tagger(
+    vocab,
+    dtype,
+    *,
+    batch_first,
+    bidirectional,
+    return_sequences,
+    mask_zero=True,
+    padding_idx=None,
+    num_layers=1,
+):
     out = H * (2 if bidirectional else 1)
-    return Sequential([
-        Embedding(vocab, E, dtype=dtype, seed=1, mask_zero=mask_zero, padding_idx=padding_idx),
-        RNN(E, H, num_layers=num_layers, batch_first=batch_first, bidirectional=bidirectional,
-            return_sequences=return_sequences, dtype=dtype, seed=2),
-        Dense(out, K, dtype=dtype, seed=3),
-    ])
+    return Sequential(
+        [
+            Embedding(vocab, E, dtype=dtype, seed=1, mask_zero=mask_zero, padding_idx=padding_idx),
+            RNN(
+                E,
+                H,
+                num_layers=num_layers,
+                batch_first=batch_first,
+                bidirectional=bidirectional,
+                return_sequences=return_sequences,
+                dtype=dtype,
+                seed=2,
+            ),
+            Dense(out, K, dtype=dtype, seed=3),
+        ]
+    )
 
 
 def _loss_weights(rng, model_out_shape, dtype):
@@ -77,12 +97,13 @@ def _sequence_view(a, b, length, batch_first, per_step):
 
 
 def _one_sequence_input(x_bt, b, length, batch_first):
-    seq = x_bt[b:b + 1, :length]
+    seq = x_bt[b : b + 1, :length]
     return _layout(seq, batch_first)
 
 
-def _check_batch_equals_sequences(model, x_bt, lengths, dtype, rng, *, batch_first, per_step,
-                                  call=None, expect_fused=None):
+def _check_batch_equals_sequences(
+    model, x_bt, lengths, dtype, rng, *, batch_first, per_step, call=None, expect_fused=None
+):
     """The padded batch's output at the valid positions and every parameter gradient (loss:
     the output times fixed weights, summed over the valid positions) equal those of the
     sequences run one at a time (the gradients summed)."""
@@ -108,8 +129,12 @@ def _check_batch_equals_sequences(model, x_bt, lengths, dtype, rng, *, batch_fir
     for b, length in enumerate(lengths):
         out_b = call(model, _one_sequence_input(x_bt, b, length, batch_first))
         expected = out_b[0] if (batch_first or not per_step) else out_b[:, 0]
-        _close(_sequence_view(out, b, length, batch_first, per_step), expected, dtype,
-               f"output of sequence {b}")
+        _close(
+            _sequence_view(out, b, length, batch_first, per_step),
+            expected,
+            dtype,
+            f"output of sequence {b}",
+        )
         w_b = _sequence_view(weights, b, length, batch_first, per_step)
         model.backward(w_b[None] if (batch_first or not per_step) else w_b[:, None])
     for name, g in model.grads.items():
@@ -126,16 +151,29 @@ def _check_batch_equals_sequences(model, x_bt, lengths, dtype, rng, *, batch_fir
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 @pytest.mark.parametrize("batch_first", [True, False], ids=["bf", "tm"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_mask_zero_batch_equals_each_sequence_alone(dtype, batch_first, bidirectional,
-                                                    return_sequences, path, rng):
+def test_mask_zero_batch_equals_each_sequence_alone(
+    dtype, batch_first, bidirectional, return_sequences, path, rng
+):
     vocab = V_FUSED if path == "fused" else V_UNFUSED
-    model = _tagger(vocab, dtype, batch_first=batch_first, bidirectional=bidirectional,
-                    return_sequences=return_sequences)
+    model = _tagger(
+        vocab,
+        dtype,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+        return_sequences=return_sequences,
+    )
     ids = _padded_ids(rng, LENGTHS, vocab)
     assert ids.size > V_FUSED and ids.size < V_UNFUSED
     out, _ = _check_batch_equals_sequences(
-        model, ids, LENGTHS, dtype, rng, batch_first=batch_first, per_step=return_sequences,
-        expect_fused=frozenset({0}) if path == "fused" else frozenset())
+        model,
+        ids,
+        LENGTHS,
+        dtype,
+        rng,
+        batch_first=batch_first,
+        per_step=return_sequences,
+        expect_fused=frozenset({0}) if path == "fused" else frozenset(),
+    )
     if return_sequences:
         # the RNN outputs zeros past each length, so the Dense gives its bias there
         invalid = ~_layout(_valid_bt(LENGTHS, T), batch_first)
@@ -152,8 +190,14 @@ def test_mask_zero_gradients_match_finite_differences(return_sequences, path, rn
     differences of the loss over the valid positions, float64."""
     lengths = np.array([3, 1, 4, 2])
     vocab = 5 if path == "fused" else 40
-    model = _tagger(vocab, F64, batch_first=True, bidirectional=True,
-                    return_sequences=return_sequences, num_layers=2)
+    model = _tagger(
+        vocab,
+        F64,
+        batch_first=True,
+        bidirectional=True,
+        return_sequences=return_sequences,
+        num_layers=2,
+    )
     ids = _padded_ids(rng, lengths, vocab)
     out = model(ids)
     assert model._fused == (frozenset({0}) if path == "fused" else frozenset())
@@ -173,8 +217,9 @@ def test_mask_zero_gradients_match_finite_differences(return_sequences, path, rn
     model.backward(d_out)
     for name, p in model.named_parameters():
         numeric = numerical_gradient(loss, p)
-        np.testing.assert_allclose(model.grads[name], numeric, rtol=1e-6, atol=1e-8,
-                                   err_msg=f"d{name}")
+        np.testing.assert_allclose(
+            model.grads[name], numeric, rtol=1e-6, atol=1e-8, err_msg=f"d{name}"
+        )
 
 
 @pytest.mark.parametrize("path", ["unfused", "fused"])
@@ -183,8 +228,15 @@ def test_mask_zero_gradients_match_finite_differences(return_sequences, path, rn
 def test_padding_idx_marks_padding_and_its_row_stays_zero(dtype, padding_idx, path, rng):
     vocab = V_FUSED if path == "fused" else V_UNFUSED
     pad = padding_idx % vocab
-    model = _tagger(vocab, dtype, batch_first=True, bidirectional=True, return_sequences=True,
-                    mask_zero=False, padding_idx=padding_idx)
+    model = _tagger(
+        vocab,
+        dtype,
+        batch_first=True,
+        bidirectional=True,
+        return_sequences=True,
+        mask_zero=False,
+        padding_idx=padding_idx,
+    )
     table = model[0].weight
     assert model[0].padding_idx == pad
     assert np.all(table[pad] == 0), "padding_idx: the row starts at zero, as torch's"
@@ -194,8 +246,15 @@ def test_padding_idx_marks_padding_and_its_row_stays_zero(dtype, padding_idx, pa
     if pad != 0:
         ids[0, 1] = ids[2, 0] = ids[2, 6] = 0
     _check_batch_equals_sequences(
-        model, ids, LENGTHS, dtype, rng, batch_first=True, per_step=True,
-        expect_fused=frozenset({0}) if path == "fused" else frozenset())
+        model,
+        ids,
+        LENGTHS,
+        dtype,
+        rng,
+        batch_first=True,
+        per_step=True,
+        expect_fused=frozenset({0}) if path == "fused" else frozenset(),
+    )
     model.zero_grad()
     out = model(ids)
     model.backward(rng.standard_normal(out.shape).astype(dtype))  # padded steps included
@@ -240,11 +299,20 @@ def _garbage_padded_floats(rng, lengths, dim, dtype):
 
 
 def _float_model(dtype, *, batch_first, bidirectional, return_sequences):
-    return Sequential([
-        RNN(E, H, batch_first=batch_first, bidirectional=bidirectional,
-            return_sequences=return_sequences, dtype=dtype, seed=5),
-        Dense(H * (2 if bidirectional else 1), K, dtype=dtype, seed=6),
-    ])
+    return Sequential(
+        [
+            RNN(
+                E,
+                H,
+                batch_first=batch_first,
+                bidirectional=bidirectional,
+                return_sequences=return_sequences,
+                dtype=dtype,
+                seed=5,
+            ),
+            Dense(H * (2 if bidirectional else 1), K, dtype=dtype, seed=6),
+        ]
+    )
 
 
 @pytest.mark.parametrize("how", ["lengths", "mask"])
@@ -252,8 +320,9 @@ def _float_model(dtype, *, batch_first, bidirectional, return_sequences):
 @pytest.mark.parametrize("batch_first", [True, False], ids=["bf", "tm"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_sequential_takes_lengths_or_mask(dtype, batch_first, return_sequences, how, rng):
-    model = _float_model(dtype, batch_first=batch_first, bidirectional=True,
-                         return_sequences=return_sequences)
+    model = _float_model(
+        dtype, batch_first=batch_first, bidirectional=True, return_sequences=return_sequences
+    )
     x_bt = _garbage_padded_floats(rng, LENGTHS, E, dtype)
     # the mask is Keras's (B, T) in either layout
     kw = {"lengths": LENGTHS} if how == "lengths" else {"mask": _valid_bt(LENGTHS, T)}
@@ -261,8 +330,16 @@ def test_sequential_takes_lengths_or_mask(dtype, batch_first, return_sequences, 
     def call(m, x):  # the padded batch with its lengths, each sequence alone without
         return m(x, **kw) if x.size == x_bt.size else m(x)
 
-    _check_batch_equals_sequences(model, x_bt, LENGTHS, dtype, rng, batch_first=batch_first,
-                                  per_step=return_sequences, call=call)
+    _check_batch_equals_sequences(
+        model,
+        x_bt,
+        LENGTHS,
+        dtype,
+        rng,
+        batch_first=batch_first,
+        per_step=return_sequences,
+        call=call,
+    )
 
 
 @pytest.mark.parametrize("path", ["unfused", "fused"])
@@ -273,8 +350,14 @@ def test_sequential_lengths_override_what_the_ids_look_like(batch_first, how, pa
     given lengths say where the sequences end."""
     dtype = F64
     vocab = V_FUSED if path == "fused" else V_UNFUSED
-    model = _tagger(vocab, dtype, batch_first=batch_first, bidirectional=True,
-                    return_sequences=True, mask_zero=False)
+    model = _tagger(
+        vocab,
+        dtype,
+        batch_first=batch_first,
+        bidirectional=True,
+        return_sequences=True,
+        mask_zero=False,
+    )
     ids = _padded_ids(rng, LENGTHS, vocab, avoid=())
     ids[~_valid_bt(LENGTHS, T)] = rng.integers(1, vocab, size=int((~_valid_bt(LENGTHS, T)).sum()))
     kw = {"lengths": LENGTHS} if how == "lengths" else {"mask": _valid_bt(LENGTHS, T)}
@@ -282,17 +365,32 @@ def test_sequential_lengths_override_what_the_ids_look_like(batch_first, how, pa
     def call(m, x):
         return m(x, **kw) if x.size == ids.size else m(x)
 
-    _check_batch_equals_sequences(model, ids, LENGTHS, dtype, rng, batch_first=batch_first,
-                                  per_step=True, call=call,
-                                  expect_fused=frozenset({0}) if path == "fused" else frozenset())
+    _check_batch_equals_sequences(
+        model,
+        ids,
+        LENGTHS,
+        dtype,
+        rng,
+        batch_first=batch_first,
+        per_step=True,
+        call=call,
+        expect_fused=frozenset({0}) if path == "fused" else frozenset(),
+    )
 
 
 class _LengthsTagger(Module):
     def __init__(self, vocab, batch_first, dtype=np.float64):
         super().__init__()
         self.embed = Embedding(vocab, E, dtype=dtype, seed=1)
-        self.rnn = RNN(E, H, batch_first=batch_first, bidirectional=True, return_sequences=True,
-                       dtype=dtype, seed=2)
+        self.rnn = RNN(
+            E,
+            H,
+            batch_first=batch_first,
+            bidirectional=True,
+            return_sequences=True,
+            dtype=dtype,
+            seed=2,
+        )
         self.head = Dense(2 * H, K, dtype=dtype, seed=3)
 
     def forward(self, ids):
@@ -310,8 +408,9 @@ def test_module_takes_lengths_or_mask(dtype, batch_first, how, rng):
     def call(m, x):
         return m(x, **kw) if x.size == ids.size else m(x)
 
-    _check_batch_equals_sequences(model, ids, LENGTHS, dtype, rng, batch_first=batch_first,
-                                  per_step=True, call=call)
+    _check_batch_equals_sequences(
+        model, ids, LENGTHS, dtype, rng, batch_first=batch_first, per_step=True, call=call
+    )
 
 
 class _LengthsInForward(Module):
@@ -333,14 +432,21 @@ def test_module_forward_with_a_lengths_parameter_gets_them(rng):
     out = model(x, lengths=LENGTHS)
     np.testing.assert_array_equal(model.seen, LENGTHS)
     for b, n in enumerate(LENGTHS):
-        _close(out[b], model(x[b:b + 1, :n])[0], F64, f"sequence {b}")
+        _close(out[b], model(x[b : b + 1, :n])[0], F64, f"sequence {b}")
 
 
 class _PerStepLengthsInForward(Module):
     def __init__(self, go_backwards=False):
         super().__init__()
-        self.rnn = RNN(E, H, batch_first=True, return_sequences=True, go_backwards=go_backwards,
-                       dtype=F64, seed=7)
+        self.rnn = RNN(
+            E,
+            H,
+            batch_first=True,
+            return_sequences=True,
+            go_backwards=go_backwards,
+            dtype=F64,
+            seed=7,
+        )
         self.head = Dense(H, K, dtype=F64, seed=8)
 
     def forward(self, x, lengths=None, mask=None):
@@ -361,7 +467,7 @@ def test_lengths_handed_to_the_rnn_by_forward_make_the_output_mask(how, go_backw
         valid = valid[:, ::-1]
     np.testing.assert_array_equal(model.output_mask, valid)
     for b, n in enumerate(LENGTHS):
-        _close(out[b][valid[b]], model(x[b:b + 1, :n])[0], F64, f"sequence {b}")
+        _close(out[b][valid[b]], model(x[b : b + 1, :n])[0], F64, f"sequence {b}")
 
 
 def test_lengths_and_mask_are_checked(rng):
@@ -390,8 +496,9 @@ def test_padding_inside_a_sequence_is_keras_masking(container, batch_first, rng)
     ids[3, 0] = 0  # sequence 3 (length 1) starts with padding
     ids[0, 2] = 0  # and sequence 0 has padding before real steps
     if container == "sequential":
-        model = _tagger(V_UNFUSED, F64, batch_first=batch_first, bidirectional=False,
-                        return_sequences=True)
+        model = _tagger(
+            V_UNFUSED, F64, batch_first=batch_first, bidirectional=False, return_sequences=True
+        )
         embed, rnn, head = model.layers
     else:
         model = _LengthsTagger(V_UNFUSED, batch_first)
@@ -432,8 +539,14 @@ def _no_warning(fn):
 @pytest.mark.parametrize("vocab", [V_FUSED, V_UNFUSED], ids=["fused", "unfused"])
 @pytest.mark.parametrize("batch_first", [True, False], ids=["bf", "tm"])
 def test_end_padded_ids_into_a_last_output_warn(batch_first, vocab, rng):
-    model = _tagger(vocab, np.float32, batch_first=batch_first, bidirectional=False,
-                    return_sequences=False, mask_zero=False)
+    model = _tagger(
+        vocab,
+        np.float32,
+        batch_first=batch_first,
+        bidirectional=False,
+        return_sequences=False,
+        mask_zero=False,
+    )
     ids = _layout(_trap_ids(rng, vocab), batch_first)
     with pytest.warns(PaddingWarning, match=r"lengths=.*mask_zero=True") as record:
         model(ids)
@@ -447,8 +560,14 @@ def test_end_padded_ids_into_a_last_output_warn(batch_first, vocab, rng):
 def test_end_padded_ids_to_a_fixed_length_warn(batch_first, rng):
     """Padded to a fixed length beyond every sequence (pad_sequences(maxlen=...)), so no row is
     full: still padding of different lengths at the end, still read by the last output."""
-    model = _tagger(V_UNFUSED, np.float32, batch_first=batch_first, bidirectional=False,
-                    return_sequences=False, mask_zero=False)
+    model = _tagger(
+        V_UNFUSED,
+        np.float32,
+        batch_first=batch_first,
+        bidirectional=False,
+        return_sequences=False,
+        mask_zero=False,
+    )
     ids = _padded_ids(rng, np.array([5, 3, 8, 6, 2]), V_UNFUSED, steps=10)
     with pytest.warns(PaddingWarning):
         model(_layout(ids, batch_first))
@@ -457,31 +576,42 @@ def test_end_padded_ids_to_a_fixed_length_warn(batch_first, rng):
 @pytest.mark.parametrize("how", ["mask_zero", "padding_idx", "lengths", "mask"])
 def test_no_warning_when_the_padding_is_told(how, rng):
     ids = _trap_ids(rng, V_UNFUSED)
-    model = _tagger(V_UNFUSED, np.float32, batch_first=True, bidirectional=True,
-                    return_sequences=False, mask_zero=how == "mask_zero",
-                    padding_idx=0 if how == "padding_idx" else None)
+    model = _tagger(
+        V_UNFUSED,
+        np.float32,
+        batch_first=True,
+        bidirectional=True,
+        return_sequences=False,
+        mask_zero=how == "mask_zero",
+        padding_idx=0 if how == "padding_idx" else None,
+    )
     lengths = np.count_nonzero(ids, axis=1)
     kw = {"lengths": {"lengths": lengths}, "mask": {"mask": ids != 0}}.get(how, {})
     out = _no_warning(lambda: model(ids, **kw))
     # and it is the unpadded answer
     for b, n in enumerate(lengths):
-        _close(out[b], _no_warning(lambda: model(ids[b:b + 1, :n]))[0], np.float32, f"seq {b}")
+        _close(out[b], _no_warning(lambda: model(ids[b : b + 1, :n]))[0], np.float32, f"seq {b}")
 
 
-@pytest.mark.parametrize("rnn_kw", [
-    {"bidirectional": True, "return_sequences": True},
-    {"bidirectional": False, "return_sequences": False},
-    {"bidirectional": True, "return_sequences": False},
-    {"bidirectional": False, "return_sequences": True, "go_backwards": True},
-], ids=["bi-seq", "uni-last", "bi-last", "go-backwards"])
+@pytest.mark.parametrize(
+    "rnn_kw",
+    [
+        {"bidirectional": True, "return_sequences": True},
+        {"bidirectional": False, "return_sequences": False},
+        {"bidirectional": True, "return_sequences": False},
+        {"bidirectional": False, "return_sequences": True, "go_backwards": True},
+    ],
+    ids=["bi-seq", "uni-last", "bi-last", "go-backwards"],
+)
 @pytest.mark.parametrize("batch_first", [True, False], ids=["bf", "tm"])
 def test_zero_feature_padding_into_a_reading_rnn_warns(batch_first, rnn_kw, rng):
     lengths = np.array([6, 2, 4, 6, 1])
     x = rng.standard_normal((5, 6, E)).astype(np.float32)
     x[~_valid_bt(lengths, 6)] = 0.0
     width = H * (2 if rnn_kw["bidirectional"] else 1)
-    model = Sequential([RNN(E, H, batch_first=batch_first, seed=1, **rnn_kw),
-                        Dense(width, K, seed=2)])
+    model = Sequential(
+        [RNN(E, H, batch_first=batch_first, seed=1, **rnn_kw), Dense(width, K, seed=2)]
+    )
     with pytest.warns(PaddingWarning, match="lengths="):
         model(_layout(x, batch_first))
     _no_warning(lambda: model(_layout(x, batch_first), lengths=lengths))
@@ -494,8 +624,14 @@ def test_no_warning_without_padding(case, rng):
     forward-only RNN that returns every step (the padding comes after what it reads)."""
     if case.startswith("ids"):
         vocab = 40
-        model = _tagger(vocab, np.float32, batch_first=True, bidirectional=True,
-                        return_sequences=False, mask_zero=False)
+        model = _tagger(
+            vocab,
+            np.float32,
+            batch_first=True,
+            bidirectional=True,
+            return_sequences=False,
+            mask_zero=False,
+        )
         x = rng.integers(1, vocab, size=(6, 9))
         x[rng.random(x.shape) < 0.15] = 0
         x[:, -2:] = rng.integers(1, vocab, size=(6, 2))
@@ -503,9 +639,19 @@ def test_no_warning_without_padding(case, rng):
             x[[1, 3, 4], -1] = 0
         assert np.any(x == 0)
     else:
-        model = Sequential([RNN(E, H, batch_first=True, bidirectional=case == "floats",
-                                return_sequences=True, seed=1),
-                            Dense(H * (2 if case == "floats" else 1), K, seed=2)])
+        model = Sequential(
+            [
+                RNN(
+                    E,
+                    H,
+                    batch_first=True,
+                    bidirectional=case == "floats",
+                    return_sequences=True,
+                    seed=1,
+                ),
+                Dense(H * (2 if case == "floats" else 1), K, seed=2),
+            ]
+        )
         x = rng.standard_normal((6, 9, E)).astype(np.float32)
         if case == "forward-sequences":
             x[~_valid_bt([9, 3, 5, 2, 9, 7], 9)] = 0.0
@@ -541,8 +687,15 @@ class _PackedNet(Module):
     def __init__(self, vocab, batch_first, bidirectional, num_layers):
         super().__init__()
         self.embed = Embedding(vocab, E, dtype=F64, seed=1, mask_zero=True)
-        self.rnn = RNN(E, H, num_layers=num_layers, batch_first=batch_first,
-                       bidirectional=bidirectional, dtype=F64, seed=2)
+        self.rnn = RNN(
+            E,
+            H,
+            num_layers=num_layers,
+            batch_first=batch_first,
+            bidirectional=bidirectional,
+            dtype=F64,
+            seed=2,
+        )
         self.head = Dense(H * (2 if bidirectional else 1), K, dtype=F64, seed=3)
 
     def forward(self, ids):
@@ -557,8 +710,14 @@ def _torch_packed(torch, model_layers, ids, lengths, batch_first, weights, weigh
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
     t_embed = torch.nn.Embedding(embed.num_embeddings, E, padding_idx=0, dtype=torch.float64)
-    t_rnn = torch.nn.RNN(E, H, num_layers=rnn.num_layers, batch_first=batch_first,
-                         bidirectional=rnn.bidirectional, dtype=torch.float64)
+    t_rnn = torch.nn.RNN(
+        E,
+        H,
+        num_layers=rnn.num_layers,
+        batch_first=batch_first,
+        bidirectional=rnn.bidirectional,
+        dtype=torch.float64,
+    )
     t_head = torch.nn.Linear(head.in_features, K, dtype=torch.float64)
     with torch.no_grad():
         t_embed.weight.copy_(torch.from_numpy(embed.weight))
@@ -567,17 +726,25 @@ def _torch_packed(torch, model_layers, ids, lengths, batch_first, weights, weigh
         t_head.weight.copy_(torch.from_numpy(head.state_dict()["weight"]))
         t_head.bias.copy_(torch.from_numpy(head.state_dict()["bias"]))
     steps = ids.shape[1 if batch_first else 0]
-    packed = pack_padded_sequence(t_embed(torch.from_numpy(ids)), torch.from_numpy(lengths),
-                                  batch_first=batch_first, enforce_sorted=False)
+    packed = pack_padded_sequence(
+        t_embed(torch.from_numpy(ids)),
+        torch.from_numpy(lengths),
+        batch_first=batch_first,
+        enforce_sorted=False,
+    )
     out_packed, h_n = t_rnn(packed)
     out, _ = pad_packed_sequence(out_packed, batch_first=batch_first, total_length=steps)
     logits = t_head(out)
     valid = torch.from_numpy(_layout(_valid_bt(lengths, steps), batch_first))[..., None]
-    loss = (logits * torch.from_numpy(weights) * valid).sum() + (h_n * torch.from_numpy(
-        weights_h)).sum()
+    loss = (logits * torch.from_numpy(weights) * valid).sum() + (
+        h_n * torch.from_numpy(weights_h)
+    ).sum()
     loss.backward()
-    grads = {"embed.weight": t_embed.weight.grad.numpy(),
-             "head.weight": t_head.weight.grad.numpy(), "head.bias": t_head.bias.grad.numpy()}
+    grads = {
+        "embed.weight": t_embed.weight.grad.numpy(),
+        "head.weight": t_head.weight.grad.numpy(),
+        "head.bias": t_head.bias.grad.numpy(),
+    }
     grads.update({f"rnn.{n}": p.grad.numpy() for n, p in t_rnn.named_parameters()})
     return logits.detach().numpy(), h_n.detach().numpy(), grads
 
@@ -598,8 +765,8 @@ def test_pack_padded_sequence_parity(torch, batch_first, bidirectional, num_laye
     model.backward((weights * valid[..., None], weights_h))
 
     t_logits, t_h_n, t_grads = _torch_packed(
-        torch, (model.embed, model.rnn, model.head), ids, LENGTHS, batch_first, weights,
-        weights_h)
+        torch, (model.embed, model.rnn, model.head), ids, LENGTHS, batch_first, weights, weights_h
+    )
     assert_close(logits[valid], t_logits[valid], F64, "logits at the valid steps")
     assert_close(h_n, t_h_n, F64, "h_n")
     assert sorted(t_grads) == sorted(model.grads)
@@ -612,8 +779,9 @@ def test_pack_padded_sequence_parity(torch, batch_first, bidirectional, num_laye
 def test_pack_padded_sequence_parity_through_sequential(torch, bidirectional, path, rng):
     """Sequential (Keras's outputs: return_sequences=True) on the fused and unfused paths."""
     vocab = V_FUSED if path == "fused" else V_UNFUSED
-    model = _tagger(vocab, F64, batch_first=True, bidirectional=bidirectional,
-                    return_sequences=True)
+    model = _tagger(
+        vocab, F64, batch_first=True, bidirectional=bidirectional, return_sequences=True
+    )
     ids = _padded_ids(rng, LENGTHS, vocab)
     out = model(ids)
     assert model._fused == (frozenset({0}) if path == "fused" else frozenset())
@@ -622,18 +790,17 @@ def test_pack_padded_sequence_parity_through_sequential(torch, bidirectional, pa
     model.zero_grad()
     model.backward(weights * valid[..., None])
     dirs = 2 if bidirectional else 1
-    t_logits, _, t_grads = _torch_packed(torch, model.layers, ids, LENGTHS, True, weights,
-                                         np.zeros((dirs, len(LENGTHS), H)))
+    t_logits, _, t_grads = _torch_packed(
+        torch, model.layers, ids, LENGTHS, True, weights, np.zeros((dirs, len(LENGTHS), H))
+    )
     assert_close(out[valid], t_logits[valid], F64, "logits at the valid steps")
     names = {"embed.": "0.", "rnn.": "1.", "head.": "2."}
     for name, g in t_grads.items():
-        prefix = name[:name.index(".") + 1]
-        assert_close(model.grads[names[prefix] + name[len(prefix):]], g, F64, f"d{name}")
+        prefix = name[: name.index(".") + 1]
+        assert_close(model.grads[names[prefix] + name[len(prefix) :]], g, F64, f"d{name}")
 
 
 # ---- Keras: mask_zero ----------------------------------------------------------------------------
-
-
 
 
 @pytest.mark.parametrize("batch_first", [True, False], ids=["bf", "tm"])
@@ -646,21 +813,27 @@ def test_keras_mask_zero_parity(keras, bidirectional, return_sequences, batch_fi
     vocab = 30
     simple = keras.layers.SimpleRNN(H, return_sequences=return_sequences, dtype="float32")
     rnn_k = keras.layers.Bidirectional(simple, dtype="float32") if bidirectional else simple
-    k_model = keras.Sequential([
-        keras.Input((T,), dtype="int32"),
-        keras.layers.Embedding(vocab, E, mask_zero=True, dtype="float32"),
-        rnn_k,
-        keras.layers.Dense(K, dtype="float32"),
-    ])
+    k_model = keras.Sequential(
+        [
+            keras.Input((T,), dtype="int32"),
+            keras.layers.Embedding(vocab, E, mask_zero=True, dtype="float32"),
+            rnn_k,
+            keras.layers.Dense(K, dtype="float32"),
+        ]
+    )
     weights = []  # the arrays set, layer by layer (get_weights() warns under NumPy 2)
     for layer in k_model.layers:
-        values = [rng.uniform(-0.6, 0.6, size=tuple(w.shape)).astype(dtype)
-                  for w in layer.weights]
+        values = [rng.uniform(-0.6, 0.6, size=tuple(w.shape)).astype(dtype) for w in layer.weights]
         layer.set_weights(values)
         weights.append(values)
     (table,), _, (kernel, bias) = weights
-    model = _tagger(vocab, dtype, batch_first=batch_first, bidirectional=bidirectional,
-                    return_sequences=return_sequences)
+    model = _tagger(
+        vocab,
+        dtype,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+        return_sequences=return_sequences,
+    )
     model[0].load_state_dict({"weight": table})
     interop.load_keras(model[1], rnn_k)  # kernel W_ih^T, recurrent kernel W_hh^T, one bias
     model[2].load_state_dict({"weight": kernel.T, "bias": bias})
@@ -682,8 +855,9 @@ def test_keras_mask_zero_parity(keras, bidirectional, return_sequences, batch_fi
 def test_random_ids_with_a_real_token_zero_do_not_warn():
     """A small vocabulary whose id 0 is a real token: chance runs of 0 at the end are short."""
     rng = np.random.default_rng(5)
-    model = Sequential([Embedding(10, 4, seed=0), RNN(4, 5, batch_first=True,
-                                                      return_sequences=False, seed=1)])
+    model = Sequential(
+        [Embedding(10, 4, seed=0), RNN(4, 5, batch_first=True, return_sequences=False, seed=1)]
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for _ in range(200):
@@ -692,8 +866,9 @@ def test_random_ids_with_a_real_token_zero_do_not_warn():
 
 def test_the_padding_warning_points_at_the_callers_line():
     ids = np.array([[3, 4, 5, 6, 7, 8], [3, 4, 0, 0, 0, 0]])
-    model = Sequential([Embedding(10, 4, seed=0), RNN(4, 5, batch_first=True,
-                                                      return_sequences=False, seed=1)])
+    model = Sequential(
+        [Embedding(10, 4, seed=0), RNN(4, 5, batch_first=True, return_sequences=False, seed=1)]
+    )
     with pytest.warns(PaddingWarning) as record:
         model(ids)
     assert record[0].filename == __file__

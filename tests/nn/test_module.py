@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import DTYPES, numerical_gradient, tol
+
+import rnnfast
 from rnnfast import RNN, Dense, Dropout, Embedding, Module, training
 from rnnfast.optim import Adam
 
@@ -27,8 +28,9 @@ def _close(actual, expected, dtype, what):
     actual, expected = np.asarray(actual, F64), np.asarray(expected, F64)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-    np.testing.assert_allclose(actual, expected, rtol=t["rtol"], atol=t["atol"] * scale,
-                               err_msg=what)
+    np.testing.assert_allclose(
+        actual, expected, rtol=t["rtol"], atol=t["atol"] * scale, err_msg=what
+    )
 
 
 def _padded_ids(rng, lengths=LENGTHS):
@@ -47,8 +49,15 @@ class Tagger(Module):
     def __init__(self, vocab=V, tags=K, dim=E, hidden=H, dtype=np.float32):
         super().__init__()
         self.embed = Embedding(vocab, dim, dtype=dtype, seed=1, mask_zero=True)
-        self.rnn = RNN(dim, hidden, bidirectional=True, batch_first=True, return_sequences=True,
-                       dtype=dtype, seed=2)
+        self.rnn = RNN(
+            dim,
+            hidden,
+            bidirectional=True,
+            batch_first=True,
+            return_sequences=True,
+            dtype=dtype,
+            seed=2,
+        )
         self.head = Dense(2 * hidden, tags, dtype=dtype, seed=3)
 
     def forward(self, ids):
@@ -69,8 +78,9 @@ class Classifier(Module):
     def __init__(self, dtype=np.float32):
         super().__init__()
         self.embed = Embedding(V, E, dtype=dtype, seed=4, mask_zero=True)
-        self.rnn = RNN(E, H, num_layers=2, batch_first=True, return_sequences=False,
-                       dtype=dtype, seed=5)
+        self.rnn = RNN(
+            E, H, num_layers=2, batch_first=True, return_sequences=False, dtype=dtype, seed=5
+        )
         self.head = Dense(H, K, dtype=dtype, seed=6)
 
     def forward(self, ids):
@@ -174,8 +184,13 @@ def _input(kind, rng, dtype):
     return rng.standard_normal((len(LENGTHS), T, E)).astype(dtype)
 
 
-MODELS = {"tagger": Tagger, "classifier": Classifier, "torch-form": TorchForm,
-          "nested": Nested, "two-heads": TwoHeads}
+MODELS = {
+    "tagger": Tagger,
+    "classifier": Classifier,
+    "torch-form": TorchForm,
+    "nested": Nested,
+    "two-heads": TwoHeads,
+}
 
 
 def _build(kind, dtype):
@@ -211,8 +226,10 @@ def test_forward_and_backward_equal_the_layers_by_hand(kind, dtype, rng):
     model.zero_grad()
     expected = model.by_hand(x)
     expected_dx = model.by_hand_backward(weights)
-    for a, b in zip(out if isinstance(out, tuple) else (out,),
-                    expected if isinstance(expected, tuple) else (expected,)):
+    for a, b in zip(
+        out if isinstance(out, tuple) else (out,),
+        expected if isinstance(expected, tuple) else (expected,),
+    ):
         _close(a, b, dtype, "output")
     assert sorted(grads) == sorted(model.grads)
     for name, g in model.grads.items():
@@ -237,11 +254,17 @@ def test_gradients_match_finite_differences(kind, rng):
         return _dot(model(x), weights)
 
     for name, p in model.named_parameters():
-        np.testing.assert_allclose(model.grads[name], numerical_gradient(loss, p),
-                                   rtol=FD_RTOL, atol=FD_ATOL, err_msg=f"d{name}")
+        np.testing.assert_allclose(
+            model.grads[name],
+            numerical_gradient(loss, p),
+            rtol=FD_RTOL,
+            atol=FD_ATOL,
+            err_msg=f"d{name}",
+        )
     if dx is not None:
-        np.testing.assert_allclose(dx, numerical_gradient(loss, x), rtol=FD_RTOL, atol=FD_ATOL,
-                                   err_msg="dx")
+        np.testing.assert_allclose(
+            dx, numerical_gradient(loss, x), rtol=FD_RTOL, atol=FD_ATOL, err_msg="dx"
+        )
 
 
 def test_padding_travels_through_the_container(rng):
@@ -253,12 +276,12 @@ def test_padding_travels_through_the_container(rng):
     valid = np.arange(T)[None, :] < LENGTHS[:, None]
     np.testing.assert_array_equal(model.output_mask, valid)
     for b, n in enumerate(LENGTHS):
-        _close(out[b, :n], model(ids[b:b + 1, :n])[0], F64, f"sequence {b}")
+        _close(out[b, :n], model(ids[b : b + 1, :n])[0], F64, f"sequence {b}")
     classifier = Classifier(dtype=F64)
     last = classifier(ids)
     assert classifier.output_mask is None
     for b, n in enumerate(LENGTHS):
-        _close(last[b], classifier(ids[b:b + 1, :n])[0], F64, f"sequence {b}")
+        _close(last[b], classifier(ids[b : b + 1, :n])[0], F64, f"sequence {b}")
 
 
 def test_torch_form_can_return_the_state(rng):
@@ -302,8 +325,9 @@ class EncoderDecoder(Module):
     def __init__(self):
         super().__init__()
         self.encoder = RNN(E, H, num_layers=2, batch_first=True, dtype=F64, seed=17)
-        self.decoder = RNN(K, H, num_layers=2, batch_first=True, return_sequences=True,
-                           dtype=F64, seed=18)
+        self.decoder = RNN(
+            K, H, num_layers=2, batch_first=True, return_sequences=True, dtype=F64, seed=18
+        )
         self.head = Dense(H, K, dtype=F64, seed=19)
 
     def forward(self, source, target):
@@ -337,8 +361,9 @@ def test_a_state_handed_from_one_rnn_to_another(rng):
 
     for name in ("encoder.weight_hh_l0", "encoder.bias_ih_l1", "decoder.weight_ih_l0"):
         p = dict(model.named_parameters())[name]
-        np.testing.assert_allclose(grads[name], numerical_gradient(loss, p), rtol=FD_RTOL,
-                                   atol=FD_ATOL, err_msg=f"d{name}")
+        np.testing.assert_allclose(
+            grads[name], numerical_gradient(loss, p), rtol=FD_RTOL, atol=FD_ATOL, err_msg=f"d{name}"
+        )
 
 
 # ---- parameters, state, modes --------------------------------------------------------------------
@@ -346,9 +371,16 @@ def test_a_state_handed_from_one_rnn_to_another(rng):
 
 def test_parameter_names_follow_the_attributes():
     tagger = Tagger()
-    rnn_names = ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
-                 "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
-                 "bias_hh_l0_reverse"]
+    rnn_names = [
+        "weight_ih_l0",
+        "weight_hh_l0",
+        "bias_ih_l0",
+        "bias_hh_l0",
+        "weight_ih_l0_reverse",
+        "weight_hh_l0_reverse",
+        "bias_ih_l0_reverse",
+        "bias_hh_l0_reverse",
+    ]
     expected = ["embed.weight", *(f"rnn.{n}" for n in rnn_names), "head.weight", "head.bias"]
     assert [n for n, _ in tagger.named_parameters()] == expected
     assert list(tagger.state_dict()) == expected
@@ -360,10 +392,19 @@ def test_parameter_names_follow_the_attributes():
 
     nested = Nested()
     names = [n for n, _ in nested.named_parameters()]
-    assert names == ["embed.weight", "encoder.rnn.weight_ih_l0", "encoder.rnn.weight_hh_l0",
-                     "encoder.rnn.bias_ih_l0", "encoder.rnn.bias_hh_l0", "encoder.proj.weight",
-                     "encoder.proj.bias", "blocks.0.weight", "blocks.0.bias", "blocks.1.weight",
-                     "blocks.1.bias"]
+    assert names == [
+        "embed.weight",
+        "encoder.rnn.weight_ih_l0",
+        "encoder.rnn.weight_hh_l0",
+        "encoder.rnn.bias_ih_l0",
+        "encoder.rnn.bias_hh_l0",
+        "encoder.proj.weight",
+        "encoder.proj.bias",
+        "blocks.0.weight",
+        "blocks.0.bias",
+        "blocks.1.weight",
+        "blocks.1.bias",
+    ]
     assert list(nested.state_dict()) == names
     assert [n for n, _ in nested.named_children()] == ["embed", "encoder", "blocks.0", "blocks.1"]
     assert "(encoder)" in repr(nested) and "(blocks.1)" in repr(nested)
@@ -385,7 +426,7 @@ def test_attributes_that_are_not_layers_are_not_children():
     del model.rnn
     assert [n for n, _ in model.named_children()] == ["embed"]
     with pytest.raises(AttributeError):
-        model.rnn
+        _ = model.rnn
 
 
 def test_zero_grad_clears_every_child_in_place(rng):
@@ -403,8 +444,14 @@ def test_zero_grad_clears_every_child_in_place(rng):
 def test_train_and_eval_reach_every_child(rng):
     model = Nested()
     model.encoder.drop.p = 0.5  # dropout shows the mode
-    layers = [model.embed, model.encoder, model.encoder.rnn, model.encoder.drop,
-              model.encoder.proj, *model.blocks]
+    layers = [
+        model.embed,
+        model.encoder,
+        model.encoder.rnn,
+        model.encoder.drop,
+        model.encoder.proj,
+        *model.blocks,
+    ]
     assert model.eval() is model
     assert not model.training and not any(layer.training for layer in layers)
     ids = _padded_ids(rng)
@@ -459,8 +506,14 @@ class Configured(Module):
     def __init__(self, vocab, tags, hidden=6, *, bidirectional=True, dtype=np.float64):
         super().__init__()
         self.embed = Embedding(vocab, E, dtype=dtype, mask_zero=True)
-        self.rnn = RNN(E, hidden, batch_first=True, bidirectional=bidirectional,
-                       return_sequences=True, dtype=dtype)
+        self.rnn = RNN(
+            E,
+            hidden,
+            batch_first=True,
+            bidirectional=bidirectional,
+            return_sequences=True,
+            dtype=dtype,
+        )
         self.head = Dense(hidden * (2 if bidirectional else 1), tags, dtype=dtype)
 
     def forward(self, ids):
@@ -469,8 +522,13 @@ class Configured(Module):
 
 def test_save_and_load_round_trip(tmp_path, rng):
     model = Configured(V, K, hidden=7, bidirectional=False)
-    assert model.get_config() == {"vocab": V, "tags": K, "hidden": 7, "bidirectional": False,
-                                  "dtype": np.float64}
+    assert model.get_config() == {
+        "vocab": V,
+        "tags": K,
+        "hidden": 7,
+        "bidirectional": False,
+        "dtype": np.float64,
+    }
     path = tmp_path / "tagger.npz"
     model.save(path)
     loaded = rnnfast.load(path, cls=Configured)
@@ -521,9 +579,18 @@ def test_fit_trains_a_module_on_ragged_data(rng):
     tags = [tags_of[s] for s in seqs]
     model = Tagger(hidden=16, dim=8)
     before = training.evaluate(model, seqs, tags, loss="cross_entropy", metrics=["accuracy"])
-    history = training.fit(model, seqs, tags, loss="cross_entropy",
-                           optimizer=Adam(model, lr=0.05), epochs=15, batch_size=16, seed=0,
-                           verbose=False, metrics=["accuracy"])
+    history = training.fit(
+        model,
+        seqs,
+        tags,
+        loss="cross_entropy",
+        optimizer=Adam(model, lr=0.05),
+        epochs=15,
+        batch_size=16,
+        seed=0,
+        verbose=False,
+        metrics=["accuracy"],
+    )
     after = training.evaluate(model, seqs, tags, loss="cross_entropy", metrics=["accuracy"])
     assert history["loss"][-1] < history["loss"][0] / 4
     assert after["loss"] < before["loss"] / 4

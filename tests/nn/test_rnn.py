@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import (
-    PLAIN,
     ACTIVATIONS,
     DTYPES,
+    PLAIN,
     assert_close,
     make_problem,
     reference_backward,
     reference_forward,
 )
+
+import rnnfast
 from rnnfast import functional as F
 
 T, B, D, H = 6, 3, 4, 9
@@ -187,8 +188,9 @@ def test_no_gradient_gives_zeros(rng):
     assert not dx.any() and not dh0.any()
     for k, g in layer.grads.items():
         assert not g.any(), k
-    g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, F.rnn_forward(**p.forward_args())[0],
-                       h0=p.h0, **PLAIN)
+    g = F.rnn_backward(
+        p.x, p.weight_ih, p.weight_hh, F.rnn_forward(**p.forward_args())[0], h0=p.h0, **PLAIN
+    )
     for name, a in zip(g._fields, g):
         assert not a.any(), name
 

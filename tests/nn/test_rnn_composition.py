@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import DTYPES, assert_close
+
+import rnnfast
 
 T, B, D, H = 5, 3, 4, 3
 F64 = np.float64
@@ -71,57 +72,101 @@ def _zero_length_batch(rng):
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 def test_fd_residual_stack(rng, nonlinearity, bidirectional):
-    layer = rnnfast.RNN(D, H, num_layers=3, residual=True, nonlinearity=nonlinearity,
-                        bidirectional=bidirectional, dtype=F64, seed=1)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=3,
+        residual=True,
+        nonlinearity=nonlinearity,
+        bidirectional=bidirectional,
+        dtype=F64,
+        seed=1,
+    )
     dirs = layer.num_directions
     _fd_check(layer, rng.standard_normal((T, B, D)), rng.uniform(-1, 1, (3 * dirs, B, H)), rng)
 
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 def test_fd_variable_lengths_with_an_empty_sequence(rng, bidirectional):
-    layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=bidirectional, dtype=F64, seed=2,
-                        batch_first=True)
+    layer = rnnfast.RNN(
+        D, H, num_layers=2, bidirectional=bidirectional, dtype=F64, seed=2, batch_first=True
+    )
     dirs = layer.num_directions
-    _fd_check(layer, rng.standard_normal((B, T, D)), rng.uniform(-1, 1, (2 * dirs, B, H)), rng,
-              lengths=_zero_length_batch(rng))
+    _fd_check(
+        layer,
+        rng.standard_normal((B, T, D)),
+        rng.uniform(-1, 1, (2 * dirs, B, H)),
+        rng,
+        lengths=_zero_length_batch(rng),
+    )
 
 
 def test_fd_dropout_masks(rng):
-    layer = rnnfast.RNN(D, H, num_layers=3, dropout=0.4, residual=True, bidirectional=True,
-                        dtype=F64, seed=3)
+    layer = rnnfast.RNN(
+        D, H, num_layers=3, dropout=0.4, residual=True, bidirectional=True, dtype=F64, seed=3
+    )
 
     def reset():  # the same masks for every evaluation
         layer._dropout_rng = np.random.default_rng(11)
 
-    _fd_check(layer, rng.standard_normal((T, B, D)), None, rng, reset=reset,
-              lengths=np.array([4, 5, 1]))
+    _fd_check(
+        layer, rng.standard_normal((T, B, D)), None, rng, reset=reset, lengths=np.array([4, 5, 1])
+    )
 
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 def test_fd_leaky_units(rng, bidirectional):
-    layer = rnnfast.RNN(D, H, num_layers=2, alpha=[0.5, 0.25], bidirectional=bidirectional,
-                        dtype=F64, seed=4)
+    layer = rnnfast.RNN(
+        D, H, num_layers=2, alpha=[0.5, 0.25], bidirectional=bidirectional, dtype=F64, seed=4
+    )
     dirs = layer.num_directions
-    _fd_check(layer, rng.standard_normal((T, B, D)), rng.uniform(-1, 1, (2 * dirs, B, H)), rng,
-              lengths=np.array([5, 3, 0]))
+    _fd_check(
+        layer,
+        rng.standard_normal((T, B, D)),
+        rng.uniform(-1, 1, (2 * dirs, B, H)),
+        rng,
+        lengths=np.array([5, 3, 0]),
+    )
 
 
 @pytest.mark.parametrize("merge_mode", ["concat", "sum", "mul", "ave"])
 @pytest.mark.parametrize("return_sequences", [None, True, False])
 def test_fd_merge_modes_and_keras_outputs(rng, merge_mode, return_sequences):
-    layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=True, merge_mode=merge_mode,
-                        return_sequences=return_sequences,
-                        return_state=None if return_sequences is None else True,
-                        dtype=F64, seed=5)
-    _fd_check(layer, rng.standard_normal((T, B, D)), rng.uniform(-1, 1, (4, B, H)), rng,
-              lengths=np.array([2, 5, 0]))
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=2,
+        bidirectional=True,
+        merge_mode=merge_mode,
+        return_sequences=return_sequences,
+        return_state=None if return_sequences is None else True,
+        dtype=F64,
+        seed=5,
+    )
+    _fd_check(
+        layer,
+        rng.standard_normal((T, B, D)),
+        rng.uniform(-1, 1, (4, B, H)),
+        rng,
+        lengths=np.array([2, 5, 0]),
+    )
 
 
 @pytest.mark.parametrize("return_sequences", [True, False])
 @pytest.mark.parametrize("use_lengths", [False, True], ids=["full", "lengths"])
 def test_fd_go_backwards(rng, return_sequences, use_lengths):
-    layer = rnnfast.RNN(D, H, num_layers=2, residual=True, go_backwards=True, batch_first=True,
-                        return_sequences=return_sequences, return_state=True, dtype=F64, seed=6)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=2,
+        residual=True,
+        go_backwards=True,
+        batch_first=True,
+        return_sequences=return_sequences,
+        return_state=True,
+        dtype=F64,
+        seed=6,
+    )
     kw = {"mask": np.arange(T)[None, :] < np.array([[3], [5], [1]])} if use_lengths else {}
     _fd_check(layer, rng.standard_normal((B, T, D)), None, rng, **kw)
 
@@ -132,8 +177,9 @@ def test_fd_go_backwards(rng, return_sequences, use_lengths):
 @pytest.mark.parametrize("merge_mode", ["sum", "mul", "ave"])
 def test_merge_modes_combine_the_directions(rng, merge_mode):
     concat = rnnfast.RNN(D, H, num_layers=2, bidirectional=True, dtype=F64, seed=7)
-    merged = rnnfast.RNN(D, H, num_layers=2, bidirectional=True, merge_mode=merge_mode,
-                         dtype=F64, seed=7)
+    merged = rnnfast.RNN(
+        D, H, num_layers=2, bidirectional=True, merge_mode=merge_mode, dtype=F64, seed=7
+    )
     assert merged.output_size == H and concat.output_size == 2 * H
     x = rng.standard_normal((T, B, D))
     y, h_n = concat(x)
@@ -156,8 +202,9 @@ def test_merge_mode_needs_bidirectional():
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 def test_padded_batch_equals_each_sequence_alone(rng, bidirectional):
-    layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=bidirectional, residual=True,
-                        dtype=F64, seed=8)
+    layer = rnnfast.RNN(
+        D, H, num_layers=2, bidirectional=bidirectional, residual=True, dtype=F64, seed=8
+    )
     lengths = np.array([5, 0, 2])
     seqs = [rng.standard_normal((n, D)) for n in lengths]
     x, got_lengths = rnnfast.pad_sequences(seqs, padding_value=7.0)  # padding is ignored
@@ -170,7 +217,7 @@ def test_padded_batch_equals_each_sequence_alone(rng, bidirectional):
             continue
         yb, hb = layer(s[:, None])
         assert_close(y[: len(s), b], yb[:, 0], F64, f"y of sequence {b}")
-        assert not y[len(s):, b].any()
+        assert not y[len(s) :, b].any()
         assert_close(h_n[:, b], hb[:, 0], F64, f"h_n of sequence {b}")
     assert h_n.shape == (2 * dirs, B, H)
 
@@ -205,8 +252,9 @@ def test_go_backwards_with_lengths_follows_keras(rng):
     padded sequence is reversed: their outputs are zeros, then each sequence's own steps
     reversed; the last output is the state after its first step."""
     plain = rnnfast.RNN(D, H, dtype=F64, seed=11)
-    back = rnnfast.RNN(D, H, dtype=F64, seed=11, go_backwards=True, return_sequences=True,
-                       return_state=True)
+    back = rnnfast.RNN(
+        D, H, dtype=F64, seed=11, go_backwards=True, return_sequences=True, return_state=True
+    )
     last = rnnfast.RNN(D, H, dtype=F64, seed=11, go_backwards=True, return_sequences=False)
     lengths = np.array([2, 5, 0])
     x = rng.standard_normal((T, B, D))
@@ -229,8 +277,9 @@ def test_go_backwards_with_lengths_follows_keras(rng):
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 @pytest.mark.parametrize("batch_first", [False, True], ids=["TBD", "BTD"])
 def test_return_forms(rng, bidirectional, batch_first):
-    kw = dict(num_layers=2, bidirectional=bidirectional, batch_first=batch_first, dtype=F64,
-              seed=12)
+    kw = dict(
+        num_layers=2, bidirectional=bidirectional, batch_first=batch_first, dtype=F64, seed=12
+    )
     torch_like = rnnfast.RNN(D, H, **kw)
     x = rng.standard_normal((B, T, D) if batch_first else (T, B, D))
     lengths = np.array([5, 2, 0])
@@ -252,7 +301,9 @@ def test_return_forms(rng, bidirectional, batch_first):
         assert np.array_equal(last[b, :H], y_tb[n - 1, b, :H])  # forward: its own last step
         if bidirectional:
             assert np.array_equal(last[b, H:], y_tb[0, b, H:])  # reverse: ends at step 0
-    assert np.array_equal(last[:, :H], h_n[-(2 if bidirectional else 1)][:, :H] * (lengths > 0)[:, None])
+    assert np.array_equal(
+        last[:, :H], h_n[-(2 if bidirectional else 1)][:, :H] * (lengths > 0)[:, None]
+    )
 
     both = rnnfast.RNN(D, H, return_sequences=True, return_state=True, **kw)(x, lengths=lengths)
     assert np.array_equal(both[0], y) and np.array_equal(both[1], h_n)
@@ -260,8 +311,9 @@ def test_return_forms(rng, bidirectional, batch_first):
 
 def test_keras_last_output_gradient_is_routed_to_each_sequences_end(rng):
     full = rnnfast.RNN(D, H, num_layers=2, bidirectional=True, dtype=F64, seed=13)
-    last = rnnfast.RNN(D, H, num_layers=2, bidirectional=True, dtype=F64, seed=13,
-                       return_sequences=False)
+    last = rnnfast.RNN(
+        D, H, num_layers=2, bidirectional=True, dtype=F64, seed=13, return_sequences=False
+    )
     x = rng.standard_normal((T, B, D))
     lengths = np.array([3, 5, 1])
     d_last = rng.standard_normal((B, 2 * H))
@@ -318,8 +370,16 @@ def test_stateful_carries_state_until_reset(rng, dtype):
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_step_equals_a_forward_over_one_step(rng, dtype, nonlinearity, num_layers, alpha):
-    layer = rnnfast.RNN(D, H, num_layers=num_layers, nonlinearity=nonlinearity, alpha=alpha,
-                        residual=num_layers > 1, dtype=dtype, seed=15)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=num_layers,
+        nonlinearity=nonlinearity,
+        alpha=alpha,
+        residual=num_layers > 1,
+        dtype=dtype,
+        seed=15,
+    )
     x_t = rng.standard_normal((B, D)).astype(dtype)
     h = rng.uniform(-1, 1, (num_layers, B, H)).astype(dtype)
     for state in (h, None):
@@ -371,10 +431,12 @@ def test_leaky_alpha_per_layer_matches_the_reference(rng):
     x = rng.standard_normal((T, B, D))
     y, h_n = layer(x)
     p = layer.state_dict()
-    y0, h0 = rnnfast.reference.rnn_forward(x, p["weight_ih_l0"], p["weight_hh_l0"],
-                                           p["bias_ih_l0"], p["bias_hh_l0"], alpha=0.3)
-    y1, h1 = rnnfast.reference.rnn_forward(y0, p["weight_ih_l1"], p["weight_hh_l1"],
-                                           p["bias_ih_l1"], p["bias_hh_l1"], alpha=0.9)
+    y0, h0 = rnnfast.reference.rnn_forward(
+        x, p["weight_ih_l0"], p["weight_hh_l0"], p["bias_ih_l0"], p["bias_hh_l0"], alpha=0.3
+    )
+    y1, h1 = rnnfast.reference.rnn_forward(
+        y0, p["weight_ih_l1"], p["weight_hh_l1"], p["bias_ih_l1"], p["bias_hh_l1"], alpha=0.9
+    )
     assert_close(y, y1, F64, "y")
     assert_close(h_n, np.stack([h0, h1]), F64, "h_n")
 
@@ -421,10 +483,25 @@ def test_load_state_dict_validates_every_key_first():
 def test_get_config_rebuilds_the_architecture(rng):
     import json
 
-    layer = rnnfast.RNN(D, H, num_layers=2, nonlinearity="relu", bias=False, batch_first=True,
-                        dropout=0.25, bidirectional=True, dtype=F64, seed=20, residual=True,
-                        merge_mode="ave", go_backwards=True, return_sequences=False,
-                        return_state=True, stateful=True, alpha=[1.0, 0.5])
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=2,
+        nonlinearity="relu",
+        bias=False,
+        batch_first=True,
+        dropout=0.25,
+        bidirectional=True,
+        dtype=F64,
+        seed=20,
+        residual=True,
+        merge_mode="ave",
+        go_backwards=True,
+        return_sequences=False,
+        return_state=True,
+        stateful=True,
+        alpha=[1.0, 0.5],
+    )
     config = json.loads(json.dumps(layer.get_config()))
     clone = rnnfast.RNN(**config)
     assert clone.get_config() == layer.get_config()
@@ -572,8 +649,11 @@ def test_bad_state_shapes(rng):
     layer.backward(np.ones_like(y), np.zeros((4, B, H)))
 
 
-@pytest.mark.parametrize("options", [{}, {"bidirectional": True}, {"go_backwards": True}],
-                         ids=["plain", "bidirectional", "go_backwards"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"bidirectional": True}, {"go_backwards": True}],
+    ids=["plain", "bidirectional", "go_backwards"],
+)
 def test_last_output_of_empty_sequences_is_zeros(options):
     """Found by fuzzing: T = 0 (or every length 0) with return_sequences=False."""
     layer = rnnfast.RNN(3, 4, return_sequences=False, **options)
@@ -590,18 +670,40 @@ def test_last_output_of_empty_sequences_is_zeros(options):
 def test_fd_last_output_and_state_together(rng, bidirectional, residual):
     """Keras's last output is the top layer's h_n: its gradient enters the kernels through
     dh_n (without residual connections), beside the caller's own dh_n, and must count once."""
-    layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=bidirectional, residual=residual,
-                        return_sequences=False, return_state=True, dtype=F64, seed=12)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=2,
+        bidirectional=bidirectional,
+        residual=residual,
+        return_sequences=False,
+        return_state=True,
+        dtype=F64,
+        seed=12,
+    )
     dirs = layer.num_directions
-    _fd_check(layer, rng.standard_normal((T, B, D)), rng.uniform(-1, 1, (2 * dirs, B, H)), rng,
-              lengths=_zero_length_batch(rng))
+    _fd_check(
+        layer,
+        rng.standard_normal((T, B, D)),
+        rng.uniform(-1, 1, (2 * dirs, B, H)),
+        rng,
+        lengths=_zero_length_batch(rng),
+    )
 
 
 @pytest.mark.parametrize("return_sequences", [True, False])
 def test_backward_of_the_state_alone_through_a_residual_stack(rng, return_sequences):
     """backward(None, dh_n): no gradient from the outputs, only from h_n."""
-    layer = rnnfast.RNN(D, H, num_layers=3, residual=True, return_sequences=return_sequences,
-                        return_state=True, dtype=F64, seed=13)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=3,
+        residual=True,
+        return_sequences=return_sequences,
+        return_state=True,
+        dtype=F64,
+        seed=13,
+    )
     x = rng.standard_normal((T, B, D))
     S = rng.standard_normal((3, B, H))
     layer(x)

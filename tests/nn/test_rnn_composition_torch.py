@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import assert_close
+
+import rnnfast
 
 T, B, D, H = 5, 3, 4, 6
 F64 = np.float64
@@ -16,9 +17,13 @@ F64 = np.float64
 def _torch_reference(torch, layer, x, h0, lengths, dy, dh_n):
     """Output, h_n and gradients of torch.nn.RNN with the layer's parameters."""
     module = torch.nn.RNN(
-        layer.input_size, layer.hidden_size, num_layers=layer.num_layers,
-        nonlinearity=layer.nonlinearity, batch_first=layer.batch_first,
-        bidirectional=layer.bidirectional, dtype=torch.float64,
+        layer.input_size,
+        layer.hidden_size,
+        num_layers=layer.num_layers,
+        nonlinearity=layer.nonlinearity,
+        batch_first=layer.batch_first,
+        bidirectional=layer.bidirectional,
+        dtype=torch.float64,
     )
     module.load_state_dict({k: torch.from_numpy(v) for k, v in layer.state_dict().items()})
     xt = torch.tensor(x, requires_grad=True)
@@ -36,8 +41,13 @@ def _torch_reference(torch, layer, x, h0, lengths, dy, dh_n):
     loss = (out * torch.from_numpy(dy)).sum() + (h_n * torch.from_numpy(dh_n)).sum()
     loss.backward()
     grads = {k: p.grad.numpy() for k, p in module.named_parameters()}
-    return (out.detach().numpy(), h_n.detach().numpy(), xt.grad.numpy(),
-            None if h0t is None else h0t.grad.numpy(), grads)
+    return (
+        out.detach().numpy(),
+        h_n.detach().numpy(),
+        xt.grad.numpy(),
+        None if h0t is None else h0t.grad.numpy(),
+        grads,
+    )
 
 
 @pytest.mark.parametrize("use_lengths", [False, True], ids=["full", "lengths"])
@@ -46,12 +56,20 @@ def _torch_reference(torch, layer, x, h0, lengths, dy, dh_n):
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
 @pytest.mark.parametrize("num_layers", [1, 2, 3])
-def test_matches_torch(torch, rng, num_layers, bidirectional, nonlinearity, batch_first, use_h0,
-                       use_lengths):
+def test_matches_torch(
+    torch, rng, num_layers, bidirectional, nonlinearity, batch_first, use_h0, use_lengths
+):
     dirs = 2 if bidirectional else 1
-    layer = rnnfast.RNN(D, H, num_layers=num_layers, nonlinearity=nonlinearity,
-                        batch_first=batch_first, bidirectional=bidirectional, dtype=F64,
-                        seed=int(rng.integers(1 << 30)))
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=num_layers,
+        nonlinearity=nonlinearity,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+        dtype=F64,
+        seed=int(rng.integers(1 << 30)),
+    )
     shape = (B, T, D) if batch_first else (T, B, D)
     x = rng.standard_normal(shape)
     h0 = rng.uniform(-1, 1, (num_layers * dirs, B, H)) if use_h0 else None

@@ -9,10 +9,10 @@ import warnings
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import DTYPES, assert_close
-from rnnfast import Dropout, Embedding, Linear, interop
 
+import rnnfast
+from rnnfast import Dropout, Embedding, Linear, interop
 
 T, B, D, H = 5, 3, 4, 6
 F32, F64 = np.float32, np.float64
@@ -30,10 +30,17 @@ def _torch_twin(torch, layer, **extra):
     dropout warning for one layer is expected and not under test here)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        module = torch.nn.RNN(layer.input_size, layer.hidden_size, num_layers=layer.num_layers,
-                              nonlinearity=layer.nonlinearity, bias=layer.bias,
-                              batch_first=layer.batch_first, dropout=layer.dropout,
-                              bidirectional=layer.bidirectional, **extra)
+        module = torch.nn.RNN(
+            layer.input_size,
+            layer.hidden_size,
+            num_layers=layer.num_layers,
+            nonlinearity=layer.nonlinearity,
+            bias=layer.bias,
+            batch_first=layer.batch_first,
+            dropout=layer.dropout,
+            bidirectional=layer.bidirectional,
+            **extra,
+        )
     module = module.to(_torch_dtype(torch, layer.dtype))
     with torch.no_grad():
         module.load_state_dict({k: torch.from_numpy(v) for k, v in layer.state_dict().items()})
@@ -55,8 +62,16 @@ def _assert_grads(layer, module, dtype):
 
 # ---- 1. flags are bools --------------------------------------------------------------------------
 
-RNN_FLAGS = ["bias", "batch_first", "bidirectional", "residual", "go_backwards", "stateful",
-             "return_sequences", "return_state"]
+RNN_FLAGS = [
+    "bias",
+    "batch_first",
+    "bidirectional",
+    "residual",
+    "go_backwards",
+    "stateful",
+    "return_sequences",
+    "return_state",
+]
 NOT_BOOLS = ["False", "True", 0, 1, 1.0, [True]]
 
 
@@ -117,19 +132,29 @@ def test_linear_bias_that_is_not_a_bool_is_a_type_error(value):
 # ---- 2. options assigned after construction ------------------------------------------------------
 
 BAD_ASSIGNMENTS = [
-    ("dropout", 1.5, ValueError), ("dropout", -0.1, ValueError), ("dropout", "0.1", ValueError),
-    ("nonlinearity", "sigmoid", ValueError), ("alpha", 0.0, ValueError),
-    ("alpha", [0.5, 0.5], ValueError), ("alpha", True, TypeError), ("merge_mode", "max", ValueError),
+    ("dropout", 1.5, ValueError),
+    ("dropout", -0.1, ValueError),
+    ("dropout", "0.1", ValueError),
+    ("nonlinearity", "sigmoid", ValueError),
+    ("alpha", 0.0, ValueError),
+    ("alpha", [0.5, 0.5], ValueError),
+    ("alpha", True, TypeError),
+    ("merge_mode", "max", ValueError),
     ("merge_mode", "sum", ValueError),  # the layer is unidirectional
-    ("merge_mode", None, ValueError), ("residual", True, ValueError),  # one layer
-    ("return_sequences", "yes", TypeError), ("return_state", 1, TypeError),
-    ("batch_first", 1, TypeError), ("go_backwards", "False", TypeError),
-    ("stateful", 0, TypeError), ("residual", 1, TypeError),
+    ("merge_mode", None, ValueError),
+    ("residual", True, ValueError),  # one layer
+    ("return_sequences", "yes", TypeError),
+    ("return_state", 1, TypeError),
+    ("batch_first", 1, TypeError),
+    ("go_backwards", "False", TypeError),
+    ("stateful", 0, TypeError),
+    ("residual", 1, TypeError),
 ]
 
 
-@pytest.mark.parametrize("name,value,exc", BAD_ASSIGNMENTS,
-                         ids=[f"{n}={v!r}" for n, v, _ in BAD_ASSIGNMENTS])
+@pytest.mark.parametrize(
+    "name,value,exc", BAD_ASSIGNMENTS, ids=[f"{n}={v!r}" for n, v, _ in BAD_ASSIGNMENTS]
+)
 def test_bad_assignment_raises_and_changes_nothing(name, value, exc):
     layer = rnnfast.RNN(D, H, seed=0)
     before = getattr(layer, name)
@@ -144,8 +169,9 @@ def test_assigned_dropout_above_one_no_longer_trains():
         layer.dropout = 1.5
 
 
-@pytest.mark.parametrize("name", ["input_size", "hidden_size", "num_layers", "bidirectional",
-                                  "bias", "dtype", "seed"])
+@pytest.mark.parametrize(
+    "name", ["input_size", "hidden_size", "num_layers", "bidirectional", "bias", "dtype", "seed"]
+)
 def test_options_that_shape_the_parameters_are_read_only(name):
     layer = rnnfast.RNN(D, H, seed=0)
     before = getattr(layer, name)
@@ -167,11 +193,24 @@ def test_assigned_options_act_as_constructed_ones(torch, rng):
     assert_close(h_n, h_t.detach().numpy(), F64, "h_n")
 
     keras_like = rnnfast.RNN(D, H, bidirectional=True, dtype=F64, seed=2)
-    for name, value in [("merge_mode", "ave"), ("return_sequences", False), ("alpha", 0.5),
-                        ("go_backwards", True)]:
+    for name, value in [
+        ("merge_mode", "ave"),
+        ("return_sequences", False),
+        ("alpha", 0.5),
+        ("go_backwards", True),
+    ]:
         setattr(keras_like, name, value)
-    built = rnnfast.RNN(D, H, bidirectional=True, dtype=F64, seed=2, merge_mode="ave",
-                        return_sequences=False, alpha=0.5, go_backwards=True)
+    built = rnnfast.RNN(
+        D,
+        H,
+        bidirectional=True,
+        dtype=F64,
+        seed=2,
+        merge_mode="ave",
+        return_sequences=False,
+        alpha=0.5,
+        go_backwards=True,
+    )
     np.testing.assert_array_equal(keras_like(x.swapaxes(0, 1)), built(x.swapaxes(0, 1)))
     assert repr(keras_like) == repr(built)
 
@@ -184,17 +223,32 @@ def test_turning_stateful_off_forgets_the_state(rng):
     assert layer.state is None
 
 
-ASSIGNED_BETWEEN = [("nonlinearity", "relu"), ("alpha", 0.5), ("go_backwards", True),
-                    ("batch_first", True), ("merge_mode", "mul"), ("return_sequences", False),
-                    ("residual", False)]
+ASSIGNED_BETWEEN = [
+    ("nonlinearity", "relu"),
+    ("alpha", 0.5),
+    ("go_backwards", True),
+    ("batch_first", True),
+    ("merge_mode", "mul"),
+    ("return_sequences", False),
+    ("residual", False),
+]
 
 
 @pytest.mark.parametrize("name,value", ASSIGNED_BETWEEN, ids=[n for n, _ in ASSIGNED_BETWEEN])
 def test_an_option_assigned_between_forward_and_backward_differentiates_the_forward(
-        name, value, rng):
+    name, value, rng
+):
     def make():
-        return rnnfast.RNN(D, H, num_layers=2, bidirectional=True, residual=True,
-                           return_sequences=True, dtype=F64, seed=4)
+        return rnnfast.RNN(
+            D,
+            H,
+            num_layers=2,
+            bidirectional=True,
+            residual=True,
+            return_sequences=True,
+            dtype=F64,
+            seed=4,
+        )
 
     x = rng.standard_normal((T, B, D))
     dy = rng.standard_normal((T, B, 2 * H))
@@ -229,8 +283,15 @@ def test_dropout_one_matches_torch(torch, assigned, bidirectional, rng):
     """torch zeroes every between-layer output for p = 1: the layers above see zeros, and the
     layers below get gradient only through their own h_n. Deterministic, so torch is an exact
     oracle."""
-    layer = rnnfast.RNN(D, H, num_layers=3, dropout=0.0 if assigned else 1, dtype=F64, seed=5,
-                        bidirectional=bidirectional)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=3,
+        dropout=0.0 if assigned else 1,
+        dtype=F64,
+        seed=5,
+        bidirectional=bidirectional,
+    )
     if assigned:
         layer.dropout = 1  # torch's p range; this was a ZeroDivisionError
     assert layer.dropout == 1.0
@@ -288,9 +349,12 @@ def test_dropout_layer_p_one_matches_torch(torch, dtype, rng):
 
 # ---- 4. unbatched input --------------------------------------------------------------------------
 
-UNBATCHED = [{}, {"num_layers": 2, "bidirectional": True}, {"batch_first": True},
-             {"num_layers": 3, "nonlinearity": "relu", "batch_first": True,
-              "bidirectional": True}]
+UNBATCHED = [
+    {},
+    {"num_layers": 2, "bidirectional": True},
+    {"batch_first": True},
+    {"num_layers": 3, "nonlinearity": "relu", "batch_first": True, "bidirectional": True},
+]
 
 
 @pytest.mark.parametrize("with_h0", [True, False], ids=["h0", "noh0"])
@@ -326,8 +390,14 @@ def test_unbatched_forward_and_backward_match_torch(torch, dtype, kw, with_h0, r
 @pytest.mark.parametrize("return_state", [False, True])
 def test_unbatched_keras_last_output(merge_mode, return_state, rng):
     """Keras's last output of an unbatched sequence is (out,): the batch of one's row."""
-    kw = {"bidirectional": True, "merge_mode": merge_mode, "return_sequences": False,
-          "return_state": return_state, "dtype": F64, "seed": 7}
+    kw = {
+        "bidirectional": True,
+        "merge_mode": merge_mode,
+        "return_sequences": False,
+        "return_state": return_state,
+        "dtype": F64,
+        "seed": 7,
+    }
     one, batched = rnnfast.RNN(D, H, **kw), rnnfast.RNN(D, H, **kw)
     x = rng.standard_normal((T, D))
     got, want = one(x), batched(x[:, None])
@@ -442,12 +512,25 @@ def test_unbatched_errors_name_the_argument(torch, rng):
 # ---- 5. repr -------------------------------------------------------------------------------------
 
 NON_DEFAULT = {
-    "num_layers": 2, "nonlinearity": "relu", "bias": False, "batch_first": True, "dropout": 0.25,
-    "bidirectional": True, "residual": True, "merge_mode": "sum", "go_backwards": True,
-    "return_sequences": False, "return_state": True, "stateful": True, "alpha": 0.5,
+    "num_layers": 2,
+    "nonlinearity": "relu",
+    "bias": False,
+    "batch_first": True,
+    "dropout": 0.25,
+    "bidirectional": True,
+    "residual": True,
+    "merge_mode": "sum",
+    "go_backwards": True,
+    "return_sequences": False,
+    "return_state": True,
+    "stateful": True,
+    "alpha": 0.5,
 }
-NEEDS = {"residual": {"num_layers": 2}, "merge_mode": {"bidirectional": True},
-         "dropout": {"num_layers": 2}}
+NEEDS = {
+    "residual": {"num_layers": 2},
+    "merge_mode": {"bidirectional": True},
+    "dropout": {"num_layers": 2},
+}
 
 
 @pytest.mark.parametrize("name", list(NON_DEFAULT))
@@ -473,8 +556,13 @@ def test_repr_follows_assignments():
 
 
 def test_repr_of_torch_options_reads_as_torchs(torch):
-    kw = {"num_layers": 2, "bias": False, "batch_first": True, "dropout": 0.5,
-          "bidirectional": True}
+    kw = {
+        "num_layers": 2,
+        "bias": False,
+        "batch_first": True,
+        "dropout": 0.5,
+        "bidirectional": True,
+    }
     ours = repr(rnnfast.RNN(D, H, **kw))
     assert ours == repr(torch.nn.RNN(D, H, **kw))[:-1] + ", dtype=float32)"
 
@@ -530,9 +618,13 @@ def test_no_layer_dtype_is_suggested_that_layers_lack():
 
 # ---- 7. merge_mode=None: [forward, backward] -----------------------------------------------------
 
-FORMS = {"torch": {}, "seq": {"return_sequences": True}, "seq-state": {"return_sequences": True,
-         "return_state": True}, "last": {"return_sequences": False},
-         "last-state": {"return_sequences": False, "return_state": True}}
+FORMS = {
+    "torch": {},
+    "seq": {"return_sequences": True},
+    "seq-state": {"return_sequences": True, "return_state": True},
+    "last": {"return_sequences": False},
+    "last-state": {"return_sequences": False, "return_state": True},
+}
 
 
 def _split_output(result, kw):
@@ -557,8 +649,17 @@ def test_merge_mode_none_matches_torch_split(torch, form, batch_first, num_layer
     the two halves (the last-output forms: the forward direction's last step, the backward
     direction's first, as Keras's Bidirectional)."""
     kw = FORMS[form]
-    layer = rnnfast.RNN(D, H, num_layers=num_layers, bidirectional=True, merge_mode=None,
-                        batch_first=batch_first, dtype=F64, seed=13, **kw)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=num_layers,
+        bidirectional=True,
+        merge_mode=None,
+        batch_first=batch_first,
+        dtype=F64,
+        seed=13,
+        **kw,
+    )
     module = _torch_twin(torch, layer)
     x = rng.standard_normal((B, T, D) if batch_first else (T, B, D))
     x_t = _leaf(torch, x)
@@ -592,8 +693,9 @@ def test_merge_mode_none_gradients_are_the_concat_modes(rng):
     dh_n = rng.standard_normal((4, B, H))
 
     def run(merge_mode, d):
-        layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=True, merge_mode=merge_mode,
-                            dtype=F64, seed=14)
+        layer = rnnfast.RNN(
+            D, H, num_layers=2, bidirectional=True, merge_mode=merge_mode, dtype=F64, seed=14
+        )
         out = layer(x, lengths=lengths)
         return out, layer.backward(d, dh_n), layer.grads
 
@@ -611,8 +713,9 @@ def test_merge_mode_none_gradients_are_the_concat_modes(rng):
 
 
 def test_merge_mode_none_unbatched(rng):
-    layer = rnnfast.RNN(D, H, bidirectional=True, merge_mode=None, return_sequences=False,
-                        dtype=F64, seed=15)
+    layer = rnnfast.RNN(
+        D, H, bidirectional=True, merge_mode=None, return_sequences=False, dtype=F64, seed=15
+    )
     fwd, bwd = layer(rng.standard_normal((T, D)))
     assert fwd.shape == bwd.shape == (H,)
     dx, dh0 = layer.backward([np.ones(H), None])
@@ -635,8 +738,6 @@ def test_merge_mode_none_backward_errors(rng):
         rnnfast.RNN(D, H, merge_mode=None)
 
 
-
-
 @pytest.mark.parametrize("return_sequences", [True, False], ids=["seq", "last"])
 def test_merge_mode_none_matches_keras(keras, return_sequences, rng):
     """Keras's own Bidirectional(merge_mode=None, return_state=True) returns (forward,
@@ -647,19 +748,30 @@ def test_merge_mode_none_matches_keras(keras, return_sequences, rng):
     x[~mask] = 0.0
     kl = keras.layers.Bidirectional(
         keras.layers.SimpleRNN(H, return_sequences=return_sequences, return_state=True),
-        merge_mode=None)
+        merge_mode=None,
+    )
     kl.build((None, T, D))
     kl.set_weights([rng.uniform(-0.6, 0.6, tuple(v.shape)).astype(F32) for v in kl.weights])
     expected = [o.detach().cpu().numpy() for o in kl(x, mask=mask)]
     assert len(expected) == 4
 
-    layer = rnnfast.RNN(D, H, batch_first=True, bidirectional=True, merge_mode=None,
-                        return_sequences=return_sequences, return_state=True)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        batch_first=True,
+        bidirectional=True,
+        merge_mode=None,
+        return_sequences=return_sequences,
+        return_state=True,
+    )
     interop.load_keras(layer, kl)
     fwd, bwd, h_n = layer(x, mask=mask)
-    for got, want, what in [(fwd, expected[0], "forward"), (bwd, expected[1], "backward"),
-                            (h_n[0], expected[2], "h_forward"), (h_n[1], expected[3],
-                                                                 "h_backward")]:
+    for got, want, what in [
+        (fwd, expected[0], "forward"),
+        (bwd, expected[1], "backward"),
+        (h_n[0], expected[2], "h_forward"),
+        (h_n[1], expected[3], "h_backward"),
+    ]:
         assert_close(got, want, F32, what)
 
 

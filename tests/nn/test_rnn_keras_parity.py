@@ -15,13 +15,12 @@ Keras's semantics that matter here:
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, assert_close
-from rnnfast import interop, persistence
 
+import rnnfast
+from rnnfast import interop, persistence
 
 T, B, D, H = 7, 4, 5, 6
 LENGTHS = np.array([7, 3, 1, 0])  # full, partial, one step, empty
@@ -29,8 +28,6 @@ MERGE_MODES = ["concat", "sum", "mul", "ave"]
 # Keras 3.15's torch backend computes ops.matmul of two float64 tensors in float32
 # (keras.backend.result_type("float64", "float64") == "float32"): a float64 SimpleRNN is only
 # float32-accurate there, so Keras is an oracle in float32 only.
-
-
 
 
 def _np(out):
@@ -56,8 +53,9 @@ def _random_weights(layer, rng, dtype):
 
 
 def _simple_rnn(keras, rng, dtype, *, activation="tanh", use_bias=True, input_dim=D, **kw):
-    kl = keras.layers.SimpleRNN(H, activation=activation, use_bias=use_bias,
-                                dtype=np.dtype(dtype).name, **kw)
+    kl = keras.layers.SimpleRNN(
+        H, activation=activation, use_bias=use_bias, dtype=np.dtype(dtype).name, **kw
+    )
     kl.build((None, T, input_dim))
     _random_weights(kl, rng, dtype)
     return kl
@@ -66,7 +64,8 @@ def _simple_rnn(keras, rng, dtype, *, activation="tanh", use_bias=True, input_di
 def _bidirectional(keras, rng, dtype, merge_mode, *, activation="tanh", input_dim=D, **kw):
     kl = keras.layers.Bidirectional(
         keras.layers.SimpleRNN(H, activation=activation, dtype=np.dtype(dtype).name, **kw),
-        merge_mode=merge_mode, dtype=np.dtype(dtype).name,
+        merge_mode=merge_mode,
+        dtype=np.dtype(dtype).name,
     )
     kl.build((None, T, input_dim))
     _random_weights(kl, rng, dtype)
@@ -93,21 +92,33 @@ def _mask(lengths):
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_simple_rnn(keras, activation, return_sequences, use_bias, rng):
     dtype = np.float32
-    kl = _simple_rnn(keras, rng, dtype, activation=activation, use_bias=use_bias,
-                     return_sequences=return_sequences)
+    kl = _simple_rnn(
+        keras,
+        rng,
+        dtype,
+        activation=activation,
+        use_bias=use_bias,
+        return_sequences=return_sequences,
+    )
     x = _x(rng, dtype)
     expected = _np(kl(x))
 
     # PyTorch's calling convention: (y, h_n)
-    layer = rnnfast.RNN(D, H, nonlinearity=activation, bias=use_bias, batch_first=True,
-                        dtype=dtype)
+    layer = rnnfast.RNN(D, H, nonlinearity=activation, bias=use_bias, batch_first=True, dtype=dtype)
     interop.load_keras(layer, kl)
     y, h_n = layer(x)
     assert_close(y if return_sequences else h_n[0], expected, dtype, "output")
 
     # Keras's: the output alone
-    layer = _rnnfast(input_size=D, hidden_size=H, nonlinearity=activation, bias=use_bias,
-                     batch_first=True, dtype=dtype, return_sequences=return_sequences)
+    layer = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        nonlinearity=activation,
+        bias=use_bias,
+        batch_first=True,
+        dtype=dtype,
+        return_sequences=return_sequences,
+    )
     interop.load_keras(layer, kl)
     assert_close(layer(x), expected, dtype, "output")
 
@@ -120,8 +131,13 @@ def test_simple_rnn_return_state_and_initial_state(keras, return_sequences, rng)
     h0 = rng.uniform(-1, 1, size=(B, H)).astype(dtype)
     out_k, state_k = _np(kl(x, initial_state=[h0]))
 
-    layer = _rnnfast(input_size=D, hidden_size=H, batch_first=True,
-                     return_sequences=return_sequences, return_state=True)
+    layer = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        batch_first=True,
+        return_sequences=return_sequences,
+        return_state=True,
+    )
     interop.load_keras(layer, kl)
     out, h_n = layer(x, h0[None])
     assert_close(out, out_k, dtype, "output")
@@ -138,15 +154,26 @@ def test_simple_rnn_masked(keras, activation, return_sequences, how, rng):
     # last output, Keras's default carries each sequence's last valid output there (with
     # zero_output_for_mask=True a padded sequence's last output would be zeros). Bidirectional
     # makes the same choice.
-    kl = _simple_rnn(keras, rng, dtype, activation=activation, return_sequences=return_sequences,
-                     zero_output_for_mask=return_sequences)
+    kl = _simple_rnn(
+        keras,
+        rng,
+        dtype,
+        activation=activation,
+        return_sequences=return_sequences,
+        zero_output_for_mask=return_sequences,
+    )
     if how == "Masking":
         expected = _np(kl(x, mask=keras.layers.Masking(0.0).compute_mask(x)))
     else:
         expected = _np(kl(x, mask=_mask(LENGTHS)))
 
-    layer = _rnnfast(input_size=D, hidden_size=H, nonlinearity=activation, batch_first=True,
-                     return_sequences=return_sequences)
+    layer = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        nonlinearity=activation,
+        batch_first=True,
+        return_sequences=return_sequences,
+    )
     interop.load_keras(layer, kl)
     kw = {"lengths": LENGTHS} if how == "lengths" else {"mask": _mask(LENGTHS)}
     assert_close(_call(layer, x, **kw), expected, dtype, "output")
@@ -182,13 +209,25 @@ def test_simple_rnn_masked_steps_repeat_the_output_by_default(keras, rng):
 def test_simple_rnn_go_backwards(keras, activation, return_sequences, masked, rng):
     dtype = np.float32
     x = _x(rng, dtype, LENGTHS if masked else None)
-    kl = _simple_rnn(keras, rng, dtype, activation=activation, return_sequences=return_sequences,
-                     go_backwards=True)
+    kl = _simple_rnn(
+        keras,
+        rng,
+        dtype,
+        activation=activation,
+        return_sequences=return_sequences,
+        go_backwards=True,
+    )
     kw = {"mask": _mask(LENGTHS)} if masked else {}
     expected = _np(kl(x, **kw))
 
-    layer = _rnnfast(input_size=D, hidden_size=H, nonlinearity=activation, batch_first=True,
-                     go_backwards=True, return_sequences=return_sequences)
+    layer = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        nonlinearity=activation,
+        batch_first=True,
+        go_backwards=True,
+        return_sequences=return_sequences,
+    )
     interop.load_keras(layer, kl)
     assert_close(_call(layer, x, **kw), expected, dtype, "output")
 
@@ -203,13 +242,21 @@ def test_simple_rnn_go_backwards(keras, activation, return_sequences, masked, rn
 def test_bidirectional(keras, activation, merge_mode, return_sequences, masked, rng):
     dtype = np.float32
     x = _x(rng, dtype, LENGTHS if masked else None)
-    kl = _bidirectional(keras, rng, dtype, merge_mode, activation=activation,
-                        return_sequences=return_sequences)
+    kl = _bidirectional(
+        keras, rng, dtype, merge_mode, activation=activation, return_sequences=return_sequences
+    )
     kw = {"mask": _mask(LENGTHS)} if masked else {}
     expected = _np(kl(x, **kw))
 
-    layer = _rnnfast(input_size=D, hidden_size=H, nonlinearity=activation, batch_first=True,
-                     bidirectional=True, merge_mode=merge_mode, return_sequences=return_sequences)
+    layer = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        nonlinearity=activation,
+        batch_first=True,
+        bidirectional=True,
+        merge_mode=merge_mode,
+        return_sequences=return_sequences,
+    )
     interop.load_keras(layer, kl)
     assert_close(_call(layer, x, **kw), expected, dtype, "output")
 
@@ -220,8 +267,15 @@ def test_bidirectional_return_state(keras, rng):
     kl = _bidirectional(keras, rng, dtype, "concat", return_sequences=True, return_state=True)
     out_k, h_fwd, h_bwd = _np(kl(x, mask=_mask(LENGTHS)))
 
-    layer = _rnnfast(input_size=D, hidden_size=H, batch_first=True, bidirectional=True,
-                     dtype=dtype, return_sequences=True, return_state=True)
+    layer = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        batch_first=True,
+        bidirectional=True,
+        dtype=dtype,
+        return_sequences=True,
+        return_state=True,
+    )
     interop.load_keras(layer, kl)
     out, h_n = _call(layer, x, lengths=LENGTHS)
     assert_close(out, out_k, dtype, "output")
@@ -240,22 +294,37 @@ def test_stacked_model(keras, bidirectional, rng):
         cell = keras.layers.SimpleRNN(H, activation="relu", return_sequences=return_sequences)
         return keras.layers.Bidirectional(cell) if bidirectional else cell
 
-    model = keras.Sequential([keras.Input((T, D)), keras.layers.Masking(0.0), rnn(True),
-                              rnn(True), rnn(False)])
+    model = keras.Sequential(
+        [keras.Input((T, D)), keras.layers.Masking(0.0), rnn(True), rnn(True), rnn(False)]
+    )
     for kl in model.layers:
         if kl.weights:
             _random_weights(kl, rng, dtype)
     x = _x(rng, dtype, LENGTHS)
     expected = _np(model(x))
 
-    layer = _rnnfast(input_size=D, hidden_size=H, num_layers=3, nonlinearity="relu",
-                     batch_first=True, bidirectional=bidirectional, return_sequences=False)
+    layer = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        num_layers=3,
+        nonlinearity="relu",
+        batch_first=True,
+        bidirectional=bidirectional,
+        return_sequences=False,
+    )
     interop.load_keras(layer, model)  # the Masking layer has no weights: passed over
     assert_close(_call(layer, x, lengths=LENGTHS), expected, dtype, "model output")
 
     # model.get_weights() order = interop.keras_weights order
-    other = _rnnfast(input_size=D, hidden_size=H, num_layers=3, nonlinearity="relu",
-                     batch_first=True, bidirectional=bidirectional, return_sequences=False)
+    other = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        num_layers=3,
+        nonlinearity="relu",
+        batch_first=True,
+        bidirectional=bidirectional,
+        return_sequences=False,
+    )
     interop.load_keras(other, [w for kl in model.layers for w in interop._keras_layer_weights(kl)])
     for k, v in other.state_dict().items():
         np.testing.assert_array_equal(v, layer.state_dict()[k])
@@ -265,10 +334,19 @@ def test_stacked_model(keras, bidirectional, rng):
 def test_rnnfast_weights_into_keras(keras, bidirectional, rng):
     """PyTorch layout -> Keras (bias_ih + bias_hh in Keras's one bias) computes the same."""
     dtype = np.float32
-    layer = _rnnfast(input_size=D, hidden_size=H, batch_first=True, bidirectional=bidirectional,
-                     dtype=dtype, seed=4)
-    kl = (_bidirectional(keras, rng, dtype, "concat", return_sequences=True) if bidirectional
-          else _simple_rnn(keras, rng, dtype, return_sequences=True))
+    layer = _rnnfast(
+        input_size=D,
+        hidden_size=H,
+        batch_first=True,
+        bidirectional=bidirectional,
+        dtype=dtype,
+        seed=4,
+    )
+    kl = (
+        _bidirectional(keras, rng, dtype, "concat", return_sequences=True)
+        if bidirectional
+        else _simple_rnn(keras, rng, dtype, return_sequences=True)
+    )
     kl.set_weights(interop.keras_weights(layer))
     x = _x(rng, dtype)
     assert_close(layer(x)[0], _np(kl(x)), dtype, "output")
@@ -277,10 +355,17 @@ def test_rnnfast_weights_into_keras(keras, bidirectional, rng):
 # ---- parameter counts and mismatches -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("d, h, bidirectional, use_bias", [
-    (1, 50, False, True), (50, 100, False, True), (8, 64, False, True), (64, 32, False, True),
-    (3, 5, False, False), (1, 50, True, True),
-])
+@pytest.mark.parametrize(
+    "d, h, bidirectional, use_bias",
+    [
+        (1, 50, False, True),
+        (50, 100, False, True),
+        (8, 64, False, True),
+        (64, 32, False, True),
+        (3, 5, False, False),
+        (1, 50, True, True),
+    ],
+)
 def test_summary_counts_are_keras_counts(keras, d, h, bidirectional, use_bias):
     cell = keras.layers.SimpleRNN(h, use_bias=use_bias)
     kl = keras.layers.Bidirectional(cell) if bidirectional else cell

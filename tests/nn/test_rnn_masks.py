@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import assert_close, numerical_gradient
+
+import rnnfast
 from rnnfast import Embedding, Sequential, functional, interop
 
 T, B, D, H = 7, 4, 5, 6
@@ -18,9 +19,9 @@ F64 = np.float64
 def _random_mask(rng, shape=(B, T)):
     """Masked steps anywhere: at the start, in the middle, at the end, a whole sequence."""
     mask = rng.random(shape) > 0.35
-    mask[0] = True          # one sequence with every step
-    mask[1, :2] = False     # one that starts masked
-    mask[-1] = False        # and one with no kept step at all
+    mask[0] = True  # one sequence with every step
+    mask[1, :2] = False  # one that starts masked
+    mask[-1] = False  # and one with no kept step at all
     return mask
 
 
@@ -33,23 +34,31 @@ def _np(out):
 def _keras_simple_rnn(keras, rng, **kw):
     kl = keras.layers.SimpleRNN(H, dtype="float32", **kw)
     kl.build((None, T, D))
-    kl.set_weights([rng.uniform(-0.6, 0.6, size=tuple(v.shape)).astype(np.float32)
-                    for v in kl.weights])
+    kl.set_weights(
+        [rng.uniform(-0.6, 0.6, size=tuple(v.shape)).astype(np.float32) for v in kl.weights]
+    )
     return kl
 
 
 @pytest.mark.parametrize("go_backwards", [False, True], ids=["fwd", "go_backwards"])
 @pytest.mark.parametrize("zero_output", [False, True], ids=["carry", "zeros"])
 @pytest.mark.parametrize("return_sequences", [True, False], ids=["seq", "last"])
-def test_general_mask_matches_keras_simple_rnn(keras, return_sequences, zero_output,
-                                               go_backwards, rng):
-    kl = _keras_simple_rnn(keras, rng, return_sequences=return_sequences,
-                           zero_output_for_mask=zero_output, go_backwards=go_backwards)
+def test_general_mask_matches_keras_simple_rnn(
+    keras, return_sequences, zero_output, go_backwards, rng
+):
+    kl = _keras_simple_rnn(
+        keras,
+        rng,
+        return_sequences=return_sequences,
+        zero_output_for_mask=zero_output,
+        go_backwards=go_backwards,
+    )
     x = rng.standard_normal((B, T, D)).astype(np.float32)
     mask = _random_mask(rng)
     expected = _np(kl(x, mask=mask))
-    layer = rnnfast.RNN(D, H, batch_first=True, return_sequences=return_sequences,
-                        go_backwards=go_backwards)
+    layer = rnnfast.RNN(
+        D, H, batch_first=True, return_sequences=return_sequences, go_backwards=go_backwards
+    )
     interop.load_keras(layer, kl)  # maps zero_output_for_mask too
     assert layer.zero_output_for_mask is zero_output
     assert_close(layer(x, mask=mask), expected, np.float32, "output")
@@ -59,13 +68,15 @@ def test_general_mask_matches_keras_simple_rnn(keras, return_sequences, zero_out
 def test_general_mask_matches_keras_bidirectional(keras, return_sequences, rng):
     kb = keras.layers.Bidirectional(keras.layers.SimpleRNN(H, return_sequences=return_sequences))
     kb.build((None, T, D))
-    kb.set_weights([rng.uniform(-0.6, 0.6, size=tuple(v.shape)).astype(np.float32)
-                    for v in kb.weights])
+    kb.set_weights(
+        [rng.uniform(-0.6, 0.6, size=tuple(v.shape)).astype(np.float32) for v in kb.weights]
+    )
     x = rng.standard_normal((B, T, D)).astype(np.float32)
     mask = _random_mask(rng)
     expected = _np(kb(x, mask=mask))
-    layer = rnnfast.RNN(D, H, batch_first=True, bidirectional=True,
-                        return_sequences=return_sequences)
+    layer = rnnfast.RNN(
+        D, H, batch_first=True, bidirectional=True, return_sequences=return_sequences
+    )
     interop.load_keras(layer, kb)
     assert_close(layer(x, mask=mask), expected, np.float32, "output")
 
@@ -74,8 +85,9 @@ def test_general_mask_matches_a_keras_stack(keras, rng):
     k1 = _keras_simple_rnn(keras, rng, return_sequences=True)
     k2 = keras.layers.SimpleRNN(H, dtype="float32")
     k2.build((None, T, H))
-    k2.set_weights([rng.uniform(-0.6, 0.6, size=tuple(v.shape)).astype(np.float32)
-                    for v in k2.weights])
+    k2.set_weights(
+        [rng.uniform(-0.6, 0.6, size=tuple(v.shape)).astype(np.float32) for v in k2.weights]
+    )
     x = rng.standard_normal((B, T, D)).astype(np.float32)
     mask = _random_mask(rng)
     expected = _np(k2(k1(x, mask=mask), mask=mask))
@@ -108,19 +120,29 @@ def test_mask_zero_ids_inside_sequences_match_keras(keras, rng):
 
 def _loss_of(layer, x, weights, **kw):
     """A scalar loss of one training forward, and the layer's backward of it."""
+
     def loss():
         out = layer(x, **kw)
         out = out[0] if isinstance(out, tuple) else out
         return float(np.sum(out * weights))
+
     return loss
 
 
 @pytest.mark.parametrize("zero_output", [False, True], ids=["carry", "zeros"])
 @pytest.mark.parametrize("return_sequences", [True, False], ids=["seq", "last"])
 def test_general_mask_gradients_match_finite_differences(return_sequences, zero_output, rng):
-    layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=True, batch_first=True, dtype=F64,
-                        return_sequences=return_sequences, zero_output_for_mask=zero_output,
-                        seed=3)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=2,
+        bidirectional=True,
+        batch_first=True,
+        dtype=F64,
+        return_sequences=return_sequences,
+        zero_output_for_mask=zero_output,
+        seed=3,
+    )
     x = rng.standard_normal((B, T, D))
     mask = _random_mask(rng)
     out = layer(x, mask=mask)
@@ -133,8 +155,9 @@ def test_general_mask_gradients_match_finite_differences(return_sequences, zero_
         layer(x, mask=mask)
         layer.backward(weights)
         got = layer.grads[name].copy()
-        np.testing.assert_allclose(got, numerical_gradient(loss, layer._params[name]),
-                                   rtol=1e-6, atol=1e-8, err_msg=name)
+        np.testing.assert_allclose(
+            got, numerical_gradient(loss, layer._params[name]), rtol=1e-6, atol=1e-8, err_msg=name
+        )
 
 
 @pytest.mark.parametrize("which", ["input", "recurrent", "both"])
@@ -142,8 +165,16 @@ def test_dropout_masks_give_exact_gradients(which, rng):
     """With the generator reset before every forward, each call draws the same masks: the
     backward is the exact gradient of that (fixed-mask) function."""
     p_in, p_rec = (0.3 if which != "recurrent" else 0.0), (0.4 if which != "input" else 0.0)
-    layer = rnnfast.RNN(D, H, num_layers=2, bidirectional=True, dtype=F64, seed=1,
-                        input_dropout=p_in, recurrent_dropout=p_rec)
+    layer = rnnfast.RNN(
+        D,
+        H,
+        num_layers=2,
+        bidirectional=True,
+        dtype=F64,
+        seed=1,
+        input_dropout=p_in,
+        recurrent_dropout=p_rec,
+    )
     x = rng.standard_normal((T, B, D))
     lengths = np.array([7, 3, 5, 1])
     weights = rng.standard_normal((T, B, 2 * H))
@@ -164,8 +195,9 @@ def test_dropout_masks_give_exact_gradients(which, rng):
     forward()
     layer.backward(weights_out)
     got = layer.grads["weight_hh_l1_reverse"].copy()
-    np.testing.assert_allclose(got, numerical_gradient(loss, layer._params["weight_hh_l1_reverse"]),
-                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        got, numerical_gradient(loss, layer._params["weight_hh_l1_reverse"]), rtol=1e-6, atol=1e-8
+    )
 
 
 def test_recurrent_dropout_is_the_kernels_recurrent_mask(rng):
@@ -178,13 +210,20 @@ def test_recurrent_dropout_is_the_kernels_recurrent_mask(rng):
     m_rec = cache.layers[0][0][0][4]
     assert m_rec.shape == (B, H) and set(np.unique(m_rec)) <= {0.0, 2.0}
     p = layer.state_dict()
-    expected, _ = functional.rnn_forward(x, p["weight_ih_l0"], p["weight_hh_l0"],
-                                         p["bias_ih_l0"], p["bias_hh_l0"], recurrent_mask=m_rec)
+    expected, _ = functional.rnn_forward(
+        x,
+        p["weight_ih_l0"],
+        p["weight_hh_l0"],
+        p["bias_ih_l0"],
+        p["bias_hh_l0"],
+        recurrent_mask=m_rec,
+    )
     np.testing.assert_allclose(y, expected, rtol=1e-13, atol=1e-13)
     assert run.training
     layer.eval()
-    plain, _ = functional.rnn_forward(x, p["weight_ih_l0"], p["weight_hh_l0"], p["bias_ih_l0"],
-                                      p["bias_hh_l0"])
+    plain, _ = functional.rnn_forward(
+        x, p["weight_ih_l0"], p["weight_hh_l0"], p["bias_ih_l0"], p["bias_hh_l0"]
+    )
     np.testing.assert_allclose(layer(x)[0], plain, rtol=1e-13, atol=1e-13)
 
 
@@ -227,8 +266,10 @@ def test_load_keras_maps_the_dropouts(keras, rng):
     kl = _keras_simple_rnn(keras, rng, dropout=0.2, recurrent_dropout=0.3)
     layer = rnnfast.RNN(D, H, batch_first=True)
     interop.load_keras(layer, kl)
-    assert (layer.input_dropout, layer.recurrent_dropout) == (pytest.approx(0.2),
-                                                              pytest.approx(0.3))
+    assert (layer.input_dropout, layer.recurrent_dropout) == (
+        pytest.approx(0.2),
+        pytest.approx(0.3),
+    )
 
 
 def test_summary_names_the_dropouts_as_keras(capsys):

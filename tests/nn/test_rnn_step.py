@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import ACTIVATIONS, DTYPES, assert_close, make_problem
+
 from rnnfast import functional as F
 from rnnfast import reference as R
 
@@ -15,14 +16,15 @@ SIZES = [(1, 1, 1), (1, 32, 64), (3, 17, 33), (2, 100, 7), (16, 3, 256)]
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_step_equals_one_step_of_the_sequence_kernel(dtype, nonlinearity, alpha, B, D, H, isa,
-                                                     rng):
+def test_step_equals_one_step_of_the_sequence_kernel(dtype, nonlinearity, alpha, B, D, H, isa, rng):
     p = make_problem(rng, 1, B, D, H, dtype)
-    h_next = F.rnn_step(p.x[0], p.h0, p.weight_ih, p.weight_hh, p.bias_ih, p.bias_hh,
-                        nonlinearity, alpha)
+    h_next = F.rnn_step(
+        p.x[0], p.h0, p.weight_ih, p.weight_hh, p.bias_ih, p.bias_hh, nonlinearity, alpha
+    )
     _, h_seq = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity, alpha=alpha)
-    _, h_ref = R.rnn_forward(**p.astype(np.float64).forward_args(), nonlinearity=nonlinearity,
-                             alpha=alpha)
+    _, h_ref = R.rnn_forward(
+        **p.astype(np.float64).forward_args(), nonlinearity=nonlinearity, alpha=alpha
+    )
     assert h_next.dtype == dtype and h_next.shape == (B, H)
     assert_close(h_next, h_ref, dtype, "h_next vs reference")
     assert_close(h_next, h_seq, dtype, "h_next vs rnn_forward")
@@ -52,8 +54,14 @@ def test_step_accepts_strided_and_list_input_and_leaves_it_unchanged(rng):
 )
 def test_step_rejects_bad_input(change, error, match, rng):
     p = make_problem(rng, 1, 2, 3, 4, np.float64)
-    args = {"x_t": p.x[0], "h": p.h0, "weight_ih": p.weight_ih, "weight_hh": p.weight_hh,
-            "nonlinearity": "tanh", "alpha": 1.0}
+    args = {
+        "x_t": p.x[0],
+        "h": p.h0,
+        "weight_ih": p.weight_ih,
+        "weight_hh": p.weight_hh,
+        "nonlinearity": "tanh",
+        "alpha": 1.0,
+    }
     args.update(change)
     with pytest.raises(error, match=match):
         F.rnn_step(**args)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rnnfast
 from conftest import ACTIVATIONS, DTYPES, assert_close, make_problem_away_from_kink
+
+import rnnfast
 
 T, B, D, H = 7, 3, 5, 11
 

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+
 from rnnfast import decoding, losses, optim
 from rnnfast.nn.seq2seq import Seq2Seq, teacher_forcing_schedule
 
@@ -112,7 +113,7 @@ def test_intermediate_ratio_mixes_truth_and_predictions():
     fed = m.last_fed_tokens
     m.train_batch(src, sl, tin, tout, tl, teacher_forcing_ratio=0.0, rng=rng)
     own = m.last_fed_tokens  # parameters unchanged: no optimizer step in between
-    differ = (own[:, 1:] != tin[:, 1:])
+    differ = own[:, 1:] != tin[:, 1:]
     took_truth = (fed[:, 1:] == tin[:, 1:])[differ].mean()
     assert 0.3 < took_truth < 0.7
 
@@ -156,7 +157,8 @@ def test_schedule_values():
     for k in (1.0, 10.0, 100.0):
         for i in (0, 5, 37, 400):
             assert teacher_forcing_schedule("inverse_sigmoid", i, k=k) == pytest.approx(
-                k / (k + math.exp(i / k)))
+                k / (k + math.exp(i / k))
+            )
     assert teacher_forcing_schedule("inverse_sigmoid", 1e9) == 0.0  # no overflow
 
 
@@ -190,8 +192,9 @@ def test_beam_width_one_without_length_penalty_is_greedy(context, eos):
     src, sl, *_ = tiny_batch()
     m = model(context, np.float32)
     greedy, g_scores = m.generate(src, sl, 7, "greedy", bos=0, eos=eos)
-    beam, b_scores = m.generate(src, sl, 7, "beam", beam_width=1, length_penalty=0.0, bos=0,
-                                eos=eos)
+    beam, b_scores = m.generate(
+        src, sl, 7, "beam", beam_width=1, length_penalty=0.0, bos=0, eos=eos
+    )
     np.testing.assert_array_equal(beam, greedy)
     np.testing.assert_allclose(b_scores, g_scores, rtol=1e-12)
 

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+
 import rnnfast
 from rnnfast.optim import (
     SGD,
@@ -586,8 +587,20 @@ def test_adam_kernel_rounds_like_numpy_step_for_step(dtype, wd, decoupled):
     want = [a.copy() for a in (p, m, v)]
     for t in range(1, 6):
         g = rng.standard_normal(n).astype(dtype)
-        _core.adam_update(p, g, m, v, 1e-2, 0.9, 0.999, 1e-8, wd, decoupled,
-                          1e-2 / (1.0 - 0.9**t), (1.0 - 0.999**t) ** 0.5)
+        _core.adam_update(
+            p,
+            g,
+            m,
+            v,
+            1e-2,
+            0.9,
+            0.999,
+            1e-8,
+            wd,
+            decoupled,
+            1e-2 / (1.0 - 0.9**t),
+            (1.0 - 0.999**t) ** 0.5,
+        )
         _adam_numpy(*want[:1], g, *want[1:], 1e-2, 0.9, 0.999, 1e-8, wd, decoupled, t)
         for got, exp, name in zip((p, m, v), want, ("param", "exp_avg", "exp_avg_sq")):
             assert np.array_equal(got, exp), f"{name} at step {t}"

@@ -89,8 +89,9 @@ def read_conllu(path_or_file) -> list[Sentence]:
         with open(path_or_file, encoding="utf-8-sig", newline="") as f:
             return _parse(f, name)
     if not hasattr(path_or_file, "read"):
-        raise TypeError(f"path_or_file: expected a path or an open file, got "
-                        f"{type(path_or_file).__name__}")
+        raise TypeError(
+            f"path_or_file: expected a path or an open file, got {type(path_or_file).__name__}"
+        )
     return _parse(path_or_file, str(getattr(path_or_file, "name", "<file>")))
 
 
@@ -118,20 +119,26 @@ def _parse(lines, name):
             continue
         fields = line.split("\t")
         if len(fields) != len(FIELDS):
-            raise ValueError(f"{where}: expected {len(FIELDS)} tab-separated fields "
-                             f"({' '.join(f.upper() for f in FIELDS)}), got {len(fields)}: "
-                             f"{_show(line)}")
+            raise ValueError(
+                f"{where}: expected {len(FIELDS)} tab-separated fields "
+                f"({' '.join(f.upper() for f in FIELDS)}), got {len(fields)}: "
+                f"{_show(line)}"
+            )
         empty = [FIELDS[i].upper() for i, value in enumerate(fields) if value == ""]
         if empty:
-            raise ValueError(f"{where}: empty field {', '.join(empty)} (CoNLL-U writes an "
-                             f"unspecified value as '_'): {_show(line)}")
+            raise ValueError(
+                f"{where}: empty field {', '.join(empty)} (CoNLL-U writes an "
+                f"unspecified value as '_'): {_show(line)}"
+            )
         token_id = fields[0]
         if token_id.isdigit() and token_id.isascii():
             expected = len(current.forms) + 1
             if int(token_id) != expected:
-                raise ValueError(f"{where}: expected word ID {expected} (IDs run 1, 2, 3, ... "
-                                 f"in each sentence; is a blank line missing?), got "
-                                 f"{token_id!r}")
+                raise ValueError(
+                    f"{where}: expected word ID {expected} (IDs run 1, 2, 3, ... "
+                    f"in each sentence; is a blank line missing?), got "
+                    f"{token_id!r}"
+                )
             current.forms.append(fields[1])
             current.lemmas.append(fields[2])
             current.upos.append(fields[3])
@@ -139,8 +146,10 @@ def _parse(lines, name):
         elif _is_pair(token_id, "-") or _is_pair(token_id, "."):
             other_lines += 1  # a multiword token's range, or an empty node: not a word
         else:
-            raise ValueError(f"{where}: expected an ID such as 3, 3-4 (a multiword token) or "
-                             f"3.1 (an empty node), got {token_id!r}")
+            raise ValueError(
+                f"{where}: expected an ID such as 3, 3-4 (a multiword token) or "
+                f"3.1 (an empty node), got {token_id!r}"
+            )
     if current is not None:
         _finish(current, other_lines, f"{name}, end of file", sentences)
     return sentences
@@ -150,8 +159,10 @@ def _finish(sentence, other_lines, where, sentences):
     if sentence.forms:
         sentences.append(sentence)
     elif other_lines:
-        raise ValueError(f"{where}: the sentence starting at line {sentence.line} has "
-                         "multiword tokens or empty nodes but no words")
+        raise ValueError(
+            f"{where}: the sentence starting at line {sentence.line} has "
+            "multiword tokens or empty nodes but no words"
+        )
     # comments alone (a file's header, say) make no sentence
 
 

@@ -13,8 +13,9 @@ __all__ = ["SequenceData"]
 
 
 def _is_ragged(value):
-    return isinstance(value, (list, tuple)) and len(value) > 0 and all(
-        np.ndim(v) >= 1 for v in value)
+    return (
+        isinstance(value, (list, tuple)) and len(value) > 0 and all(np.ndim(v) >= 1 for v in value)
+    )
 
 
 class SequenceData:
@@ -40,30 +41,39 @@ class SequenceData:
         self.axis = batch_axis
         if self.ragged:
             if lengths is not None or mask is not None:
-                raise ValueError("lengths, mask: a ragged list of sequences carries its own "
-                                 "lengths; give them only with a padded array")
+                raise ValueError(
+                    "lengths, mask: a ragged list of sequences carries its own "
+                    "lengths; give them only with a padded array"
+                )
             self.x = [np.asarray(s) for s in x]
             self.n = len(self.x)
             self.lengths = np.array([s.shape[0] for s in self.x], dtype=np.int64)
         else:
             self.x = np.asarray(x)
             if self.x.ndim <= self.axis:
-                raise ValueError(f"x: expected a batch along axis {self.axis}, got shape "
-                                 f"{self.x.shape}")
+                raise ValueError(
+                    f"x: expected a batch along axis {self.axis}, got shape {self.x.shape}"
+                )
             self.n = self.x.shape[self.axis]
             self.lengths = self._padded_lengths(lengths, mask)
         self.y_ragged = _is_ragged(y)
         if self.y_ragged:
             self.y = [np.asarray(t) for t in y]
             if len(self.y) != self.n:
-                raise ValueError(f"y: expected {self.n} target sequences (one per input), got "
-                                 f"{len(self.y)}")
-            bad = [i for i, t in enumerate(self.y) if self.lengths is not None
-                   and t.shape[0] != self.lengths[i]]
+                raise ValueError(
+                    f"y: expected {self.n} target sequences (one per input), got {len(self.y)}"
+                )
+            bad = [
+                i
+                for i, t in enumerate(self.y)
+                if self.lengths is not None and t.shape[0] != self.lengths[i]
+            ]
             if bad:
                 i = bad[0]
-                raise ValueError(f"y[{i}]: expected {self.lengths[i]} per-step targets (x[{i}]'s "
-                                 f"length), got shape {self.y[i].shape}")
+                raise ValueError(
+                    f"y[{i}]: expected {self.lengths[i]} per-step targets (x[{i}]'s "
+                    f"length), got shape {self.y[i].shape}"
+                )
         elif y is not None:
             self.y = np.asarray(y)
             # per-step targets of a padded x are cut along x's batch axis; one target per
@@ -72,8 +82,10 @@ class SequenceData:
             if self.y.ndim <= y_axis or self.y.shape[y_axis] != self.n:
                 y_axis = 0
             if self.y.ndim == 0 or self.y.shape[y_axis] != self.n:
-                raise ValueError(f"y: expected {self.n} samples along axis {y_axis} (as x), got "
-                                 f"shape {self.y.shape}")
+                raise ValueError(
+                    f"y: expected {self.n} samples along axis {y_axis} (as x), got "
+                    f"shape {self.y.shape}"
+                )
             self.y_axis = y_axis
         else:
             self.y = None
@@ -85,14 +97,16 @@ class SequenceData:
             raise ValueError("lengths, mask: give one of them, not both")
         time_axis = 1 - self.axis if self.axis in (0, 1) else None
         if time_axis is None or self.x.ndim < 2:
-            raise ValueError(f"lengths: need a padded batch of sequences, got x of shape "
-                             f"{self.x.shape}")
+            raise ValueError(
+                f"lengths: need a padded batch of sequences, got x of shape {self.x.shape}"
+            )
         steps = self.x.shape[time_axis]
         if mask is not None:
             m = np.asarray(mask)
             if m.shape != (self.n, steps):
-                raise ValueError(f"mask: expected shape (N, T) = {(self.n, steps)}, got shape "
-                                 f"{m.shape}")
+                raise ValueError(
+                    f"mask: expected shape (N, T) = {(self.n, steps)}, got shape {m.shape}"
+                )
             return mask_to_lengths(m)
         return check_lengths(lengths, steps, self.n)
 
@@ -124,8 +138,11 @@ class SequenceData:
     def _per_step(self, y):
         """Whether targets cut from a padded y have x's time axis (many-to-many)."""
         time_axis = 1 - self.axis
-        return (self.lengths is not None and y.ndim > time_axis
-                and y.shape[time_axis] == self.x.shape[time_axis])
+        return (
+            self.lengths is not None
+            and y.ndim > time_axis
+            and y.shape[time_axis] == self.x.shape[time_axis]
+        )
 
     def _pad(self, seqs, steps):
         steps = max((s.shape[0] for s in seqs), default=0) if steps is None else steps

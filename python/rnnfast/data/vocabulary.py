@@ -255,15 +255,17 @@ class Vocabulary:
         if not isinstance(other, Vocabulary):
             return NotImplemented
         return (self._tokens, self._pad, self._unk, self._counts) == (
-            other._tokens, other._pad, other._unk, other._counts
+            other._tokens,
+            other._pad,
+            other._unk,
+            other._counts,
         )
 
     def __repr__(self) -> str:
         head = ", ".join(repr(t) for t in self._tokens[:5])
         more = ", ..." if len(self._tokens) > 5 else ""
         return (
-            f"Vocabulary({len(self)} tokens: [{head}{more}], pad={self._pad!r}, "
-            f"unk={self._unk!r})"
+            f"Vocabulary({len(self)} tokens: [{head}{more}], pad={self._pad!r}, unk={self._unk!r})"
         )
 
     # ---- attributes (read-only: the ids must not change under an encoded data set) ------------
@@ -344,7 +346,7 @@ class Vocabulary:
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise ValueError(
                 f"path: {os.fspath(path)!r} is not an rnnfast vocabulary file "
-                f"(expected \"format\": {FORMAT!r})"
+                f'(expected "format": {FORMAT!r})'
             )
         version = document.get("version")
         if version != FORMAT_VERSION:

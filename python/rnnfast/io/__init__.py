@@ -6,5 +6,13 @@ from . import interop, persistence
 from .interop import from_torch, keras_weights, load_keras, to_torch
 from .persistence import load, save
 
-__all__ = ["from_torch", "interop", "keras_weights", "load", "load_keras", "persistence",
-           "save", "to_torch"]
+__all__ = [
+    "from_torch",
+    "interop",
+    "keras_weights",
+    "load",
+    "load_keras",
+    "persistence",
+    "save",
+    "to_torch",
+]

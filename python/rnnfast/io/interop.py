@@ -25,7 +25,13 @@ __all__ = [
 
 # the constructor arguments that torch.nn.RNN and rnnfast.RNN share, in torch's order
 _TORCH_CONFIG = (
-    "input_size", "hidden_size", "num_layers", "nonlinearity", "bias", "batch_first", "dropout",
+    "input_size",
+    "hidden_size",
+    "num_layers",
+    "nonlinearity",
+    "bias",
+    "batch_first",
+    "dropout",
     "bidirectional",
 )
 
@@ -357,8 +363,10 @@ def load_keras(layer, keras_layer_or_weights):
     """
     dirs = _num_directions(layer)
     state, options = {}, {}  # options: only Keras layers carry them, not bare weights
-    if isinstance(keras_layer_or_weights, (list, tuple)) and keras_layer_or_weights and all(
-        not hasattr(w, "get_weights") for w in keras_layer_or_weights
+    if (
+        isinstance(keras_layer_or_weights, (list, tuple))
+        and keras_layer_or_weights
+        and all(not hasattr(w, "get_weights") for w in keras_layer_or_weights)
     ):
         weights = list(keras_layer_or_weights)
         per = 3 if layer.bias else 2
@@ -371,7 +379,7 @@ def load_keras(layer, keras_layer_or_weights):
         for g in range(layer.num_layers * dirs):
             state.update(
                 keras_simple_rnn_to_state_dict(
-                    weights[g * per:(g + 1) * per], g // dirs, bool(g % dirs)
+                    weights[g * per : (g + 1) * per], g // dirs, bool(g % dirs)
                 )
             )
     else:
@@ -395,7 +403,8 @@ def load_keras(layer, keras_layer_or_weights):
                 # concatenated
                 merge_mode = (
                     getattr(layer, "merge_mode", kl.merge_mode)
-                    if k == layer.num_layers - 1 else "concat"
+                    if k == layer.num_layers - 1
+                    else "concat"
                 )
                 if merge_mode != kl.merge_mode:
                     raise ValueError(
@@ -429,8 +438,11 @@ def _keras_options(keras_layers):
     Bidirectional's from its forward layer, where Keras sets it). One value for the stack:
     ValueError when its layers' dropouts differ. zero_output_for_mask is the last layer's:
     inside a stack a masked step's output is never read (the next layer skips that step)."""
-    keys = {"dropout": "input_dropout", "recurrent_dropout": "recurrent_dropout",
-            "zero_output_for_mask": "zero_output_for_mask"}
+    keys = {
+        "dropout": "input_dropout",
+        "recurrent_dropout": "recurrent_dropout",
+        "zero_output_for_mask": "zero_output_for_mask",
+    }
     found = {}
     for k, kl in enumerate(keras_layers):
         cell_owner = kl.forward_layer if _keras_kind(kl) == "bidirectional" else kl
@@ -444,5 +456,6 @@ def _keras_options(keras_layers):
             if found.setdefault(ours, value) != value:
                 raise ValueError(
                     f"keras layers: {keras_name} differs between the stacked layers "
-                    f"({found[ours]} and {value}); rnnfast has one {ours} for its stack")
+                    f"({found[ours]} and {value}); rnnfast has one {ours} for its stack"
+                )
     return found

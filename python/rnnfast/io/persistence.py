@@ -29,8 +29,15 @@ _CONFIG_KEY = "__rnnfast_config__"
 
 # the configuration a layer has before it offers get_config()
 _BASIC_CONFIG = (
-    "input_size", "hidden_size", "num_layers", "nonlinearity", "bias", "batch_first", "dropout",
-    "bidirectional", "dtype",
+    "input_size",
+    "hidden_size",
+    "num_layers",
+    "nonlinearity",
+    "bias",
+    "batch_first",
+    "dropout",
+    "bidirectional",
+    "dtype",
 )
 
 
@@ -136,8 +143,10 @@ def build_layer(config):
     name = config.pop("__class__", "RNN")
     classes = _layer_classes()
     if name not in classes:
-        raise ValueError(f"config: unknown layer class {name!r}; known: {sorted(classes)} "
-                         f"(a model class of your own: load(path, cls={name}))")
+        raise ValueError(
+            f"config: unknown layer class {name!r}; known: {sorted(classes)} "
+            f"(a model class of your own: load(path, cls={name}))"
+        )
     cls = classes[name]
     return cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
 
@@ -169,8 +178,18 @@ def _read_arrays(source, where):
             return {name: data[name] for name in data.files}
     # A damaged archive can fail in many ways inside zipfile and NumPy's header parser
     # (encrypted or unsupported entries, malformed .npy headers): all mean "not readable".
-    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, KeyError, OSError,
-            RuntimeError, NotImplementedError, SyntaxError, tokenize.TokenError) as exc:
+    except (
+        ValueError,
+        zipfile.BadZipFile,
+        zlib.error,
+        EOFError,
+        KeyError,
+        OSError,
+        RuntimeError,
+        NotImplementedError,
+        SyntaxError,
+        tokenize.TokenError,
+    ) as exc:
         if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
             raise
         raise ValueError(
@@ -324,9 +343,14 @@ def summary_text(layer):
         kind = "Bidirectional RNN" if dirs == 2 else "RNN"
         # Keras's dropout / recurrent_dropout (rnnfast's input_ / recurrent_dropout) shown
         # where set: they change what training computes, not the parameters
-        drops = "".join(f", {keras_name} {getattr(layer, ours)}" for keras_name, ours in
-                        (("dropout", "input_dropout"), ("recurrent_dropout", "recurrent_dropout"))
-                        if getattr(layer, ours, 0.0))
+        drops = "".join(
+            f", {keras_name} {getattr(layer, ours)}"
+            for keras_name, ours in (
+                ("dropout", "input_dropout"),
+                ("recurrent_dropout", "recurrent_dropout"),
+            )
+            if getattr(layer, ours, 0.0)
+        )
         rows.append((f"rnn_l{k} ({kind}, {layer.nonlinearity}{drops})", shape, f"{count:,}"))
     other_total = sum(p.size for p in others.values())
     if others:

@@ -7,7 +7,6 @@ accumulated), ``zero_grad()``, ``state_dict()`` / ``load_state_dict()``, ``train
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .._parameters import ParameterOwner
@@ -70,5 +69,3 @@ class Layer(ParameterOwner):
 
     def keras_param_count(self):
         return sum(p.size for p in self._params.values())
-
-

@@ -28,22 +28,35 @@ class Embedding(Layer):
         the model derives the lengths from it. An RNN needs the padding at each sequence's end.
     """
 
-    def __init__(self, num_embeddings, embedding_dim, dtype=np.float32, seed=None, *,
-                 padding_idx=None, mask_zero=False):
+    def __init__(
+        self,
+        num_embeddings,
+        embedding_dim,
+        dtype=np.float32,
+        seed=None,
+        *,
+        padding_idx=None,
+        mask_zero=False,
+    ):
         super().__init__(dtype)
         self.num_embeddings = positive_int("num_embeddings", num_embeddings)
         self.embedding_dim = positive_int("embedding_dim", embedding_dim)
         self.seed = seed
         if not isinstance(mask_zero, (bool, np.bool_)):
-            raise TypeError(f"mask_zero: expected a bool, got {type(mask_zero).__name__} "
-                            f"{mask_zero!r}")
+            raise TypeError(
+                f"mask_zero: expected a bool, got {type(mask_zero).__name__} {mask_zero!r}"
+            )
         self.mask_zero = bool(mask_zero)
         if padding_idx is not None:
-            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) \
-                    or not -self.num_embeddings <= padding_idx < self.num_embeddings:
+            if (
+                isinstance(padding_idx, bool)
+                or not isinstance(padding_idx, (int, np.integer))
+                or not -self.num_embeddings <= padding_idx < self.num_embeddings
+            ):
                 raise ValueError(
                     f"padding_idx: expected an int in [-{self.num_embeddings}, "
-                    f"{self.num_embeddings}) (num_embeddings), got {padding_idx!r}")
+                    f"{self.num_embeddings}) (num_embeddings), got {padding_idx!r}"
+                )
             padding_idx = int(padding_idx) % self.num_embeddings
         self.padding_idx = padding_idx
         rng = np.random.default_rng(seed)
@@ -108,14 +121,23 @@ class Embedding(Layer):
         return None  # ids have no gradient
 
     def get_config(self):
-        return {"num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim,
-                "dtype": self.dtype.name, "seed": self.seed, "padding_idx": self.padding_idx,
-                "mask_zero": self.mask_zero}
+        return {
+            "num_embeddings": self.num_embeddings,
+            "embedding_dim": self.embedding_dim,
+            "dtype": self.dtype.name,
+            "seed": self.seed,
+            "padding_idx": self.padding_idx,
+            "mask_zero": self.mask_zero,
+        }
 
     def output_shape(self, input_shape):
         return tuple(input_shape) + (self.embedding_dim,)
 
     def __repr__(self):
-        options = "".join([f", padding_idx={self.padding_idx}" if self.padding_idx is not None
-                           else "", ", mask_zero=True" if self.mask_zero else ""])
+        options = "".join(
+            [
+                f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "",
+                ", mask_zero=True" if self.mask_zero else "",
+            ]
+        )
         return f"Embedding({self.num_embeddings}, {self.embedding_dim}{options})"

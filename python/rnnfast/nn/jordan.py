@@ -64,16 +64,21 @@ def _as_fed_values(name, value, classes, dtype, leading):
     arr = np.asarray(value)
     if arr.dtype.kind in "iu":
         if arr.shape != leading:
-            raise ValueError(f"{name}: expected class ids of shape {leading}, got shape "
-                             f"{arr.shape}")
+            raise ValueError(
+                f"{name}: expected class ids of shape {leading}, got shape {arr.shape}"
+            )
         if arr.size and (arr.min() < 0 or arr.max() >= classes):
-            raise ValueError(f"{name}: expected class ids in [0, {classes}) (output_size), got "
-                             f"min {arr.min()}, max {arr.max()}")
+            raise ValueError(
+                f"{name}: expected class ids in [0, {classes}) (output_size), got "
+                f"min {arr.min()}, max {arr.max()}"
+            )
         return _one_hot(arr.astype(np.int64), classes, dtype)
     arr = as_float_array(name, arr, dtype)
     if arr.shape != leading + (classes,):
-        raise ValueError(f"{name}: expected shape {leading + (classes,)} (or integer class ids "
-                         f"{leading}), got shape {arr.shape}")
+        raise ValueError(
+            f"{name}: expected shape {leading + (classes,)} (or integer class ids "
+            f"{leading}), got shape {arr.shape}"
+        )
     return arr
 
 
@@ -98,23 +103,29 @@ def previous_targets(y, y0=None, *, output_size=None, batch_first=False, dtype=N
         if output_size is None:
             raise ValueError("output_size: needed to one-hot integer targets")
         if arr.ndim != 2:
-            raise ValueError(f"y: expected class ids of 2 dimensions ((B, T) or (T, B)), got "
-                             f"shape {arr.shape}")
+            raise ValueError(
+                f"y: expected class ids of 2 dimensions ((B, T) or (T, B)), got shape {arr.shape}"
+            )
         classes = _positive_int("output_size", output_size)
         leading = arr.shape
     else:
         if arr.ndim != 3:
-            raise ValueError(f"y: expected 3 dimensions ((T, B, O), or (B, T, O) batch-first), "
-                             f"or integer class ids (T, B), got shape {arr.shape}")
-        classes = arr.shape[2] if output_size is None else _positive_int("output_size",
-                                                                          output_size)
+            raise ValueError(
+                f"y: expected 3 dimensions ((T, B, O), or (B, T, O) batch-first), "
+                f"or integer class ids (T, B), got shape {arr.shape}"
+            )
+        classes = arr.shape[2] if output_size is None else _positive_int("output_size", output_size)
         leading = arr.shape[:2]
-    dtype = layer_dtype(dtype if dtype is not None else
-                        (arr.dtype if arr.dtype.kind == "f" else np.float32))
+    dtype = layer_dtype(
+        dtype if dtype is not None else (arr.dtype if arr.dtype.kind == "f" else np.float32)
+    )
     fed = _as_fed_values("y", arr, classes, dtype, leading)
     batch = leading[0] if batch_first else leading[1]
-    start = (np.zeros((batch, classes), dtype=dtype) if y0 is None
-             else _as_fed_values("y0", y0, classes, dtype, (batch,)))
+    start = (
+        np.zeros((batch, classes), dtype=dtype)
+        if y0 is None
+        else _as_fed_values("y0", y0, classes, dtype, (batch,))
+    )
     out = np.empty_like(fed)
     if batch_first:
         out[:, 1:] = fed[:, :-1]
@@ -130,12 +141,13 @@ def previous_targets(y, y0=None, *, output_size=None, batch_first=False, dtype=N
 def teacher_forcing_inputs(x, y, y0=None, *, output_size=None, batch_first=False, dtype=None):
     """``[x, y_prev]`` concatenated on the feature axis: the packed input a JordanRNN built
     with ``teacher_forced=True`` reads (see :func:`previous_targets` for ``y``, ``y0``)."""
-    y_prev = previous_targets(y, y0, output_size=output_size, batch_first=batch_first,
-                              dtype=dtype)
+    y_prev = previous_targets(y, y0, output_size=output_size, batch_first=batch_first, dtype=dtype)
     x = as_float_array("x", x, y_prev.dtype)
     if x.ndim != 3 or x.shape[:2] != y_prev.shape[:2]:
-        raise ValueError(f"x: expected 3 dimensions with leading axes {y_prev.shape[:2]} (y's), "
-                         f"got shape {x.shape}")
+        raise ValueError(
+            f"x: expected 3 dimensions with leading axes {y_prev.shape[:2]} (y's), "
+            f"got shape {x.shape}"
+        )
     return np.concatenate([x, y_prev], axis=2)
 
 
@@ -216,9 +228,21 @@ class JordanRNN(ParameterOwner):
     makes a step function for ``rnnfast.decoding``.
     """
 
-    def __init__(self, input_size, hidden_size, output_size, nonlinearity="tanh", bias=True,
-                 batch_first=False, dtype=np.float32, seed=None, *, teacher_forced=False,
-                 feedback="output", teacher_forcing_ratio=1.0):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        output_size,
+        nonlinearity="tanh",
+        bias=True,
+        batch_first=False,
+        dtype=np.float32,
+        seed=None,
+        *,
+        teacher_forced=False,
+        feedback="output",
+        teacher_forcing_ratio=1.0,
+    ):
         self._input_size = _positive_int("input_size", input_size)
         self._hidden_size = _positive_int("hidden_size", hidden_size)
         self._output_size = _positive_int("output_size", output_size)
@@ -239,8 +263,9 @@ class JordanRNN(ParameterOwner):
         shapes.append(("weight_ho", (O, H)))
         if self._bias:
             shapes.append(("bias_o", (O,)))
-        self._params = {name: rng.uniform(-bound, bound, shape).astype(self._dtype)
-                        for name, shape in shapes}
+        self._params = {
+            name: rng.uniform(-bound, bound, shape).astype(self._dtype) for name, shape in shapes
+        }
         self.grads = {name: np.zeros_like(p) for name, p in self._params.items()}
         self._rng = rng  # continues the seeded stream: the coin flips are reproducible too
         self.training = True
@@ -252,8 +277,11 @@ class JordanRNN(ParameterOwner):
 
     def _fixed(name):
         def refuse(self, value):
-            raise AttributeError(f"{name} is fixed at construction (the parameters depend on "
-                                 "it); build a new layer instead")
+            raise AttributeError(
+                f"{name} is fixed at construction (the parameters depend on "
+                "it); build a new layer instead"
+            )
+
         return property(lambda self: getattr(self, "_" + name), refuse)
 
     input_size = _fixed("input_size")
@@ -310,14 +338,21 @@ class JordanRNN(ParameterOwner):
 
     def previous_targets(self, y, y0=None):
         """:func:`previous_targets` in this layer's layout, output size and dtype."""
-        return previous_targets(y, y0, output_size=self._output_size,
-                                batch_first=self._batch_first, dtype=self._dtype)
+        return previous_targets(
+            y, y0, output_size=self._output_size, batch_first=self._batch_first, dtype=self._dtype
+        )
 
     def teacher_forcing_inputs(self, x, y, y0=None):
         """:func:`teacher_forcing_inputs` in this layer's layout, output size and dtype: the
         packed input of a ``teacher_forced=True`` layer (what to give ``fit`` as x)."""
-        return teacher_forcing_inputs(x, y, y0, output_size=self._output_size,
-                                      batch_first=self._batch_first, dtype=self._dtype)
+        return teacher_forcing_inputs(
+            x,
+            y,
+            y0,
+            output_size=self._output_size,
+            batch_first=self._batch_first,
+            dtype=self._dtype,
+        )
 
     def _act(self, z):
         if self._nonlinearity == "tanh":
@@ -335,16 +370,27 @@ class JordanRNN(ParameterOwner):
         return np.multiply(dh, d, out=dh)
 
     def _w_cat(self):
-        return np.ascontiguousarray(np.concatenate(
-            [self._params["weight_ih"], self._params["weight_yh"]], axis=1))
+        return np.ascontiguousarray(
+            np.concatenate([self._params["weight_ih"], self._params["weight_yh"]], axis=1)
+        )
 
     # ---- forward ------------------------------------------------------------------------------
 
     def __call__(self, x, y_prev=None, lengths=None, mask=None, **kwargs):
         return self.forward(x, y_prev, lengths, mask, **kwargs)
 
-    def forward(self, x, y_prev=None, lengths=None, mask=None, *, y0=None, mode=None,
-                teacher_forcing_ratio=None, rng=None):
+    def forward(
+        self,
+        x,
+        y_prev=None,
+        lengths=None,
+        mask=None,
+        *,
+        y0=None,
+        mode=None,
+        teacher_forcing_ratio=None,
+        rng=None,
+    ):
         """Run the layer over a batch of sequences; returns y (T, B, O) (or (B, T, O)).
 
         Parameters
@@ -373,55 +419,77 @@ class JordanRNN(ParameterOwner):
         """
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode: expected None or one of {MODES}, got {mode!r}")
-        ratio = (self._ratio if teacher_forcing_ratio is None
-                 else check_probability("teacher_forcing_ratio", teacher_forcing_ratio))
+        ratio = (
+            self._ratio
+            if teacher_forcing_ratio is None
+            else check_probability("teacher_forcing_ratio", teacher_forcing_ratio)
+        )
         D, O = self._input_size, self._output_size
         packed = self._teacher_forced and mode != "free"
         if packed and y_prev is not None:
-            raise ValueError("y_prev: a teacher_forced=True layer reads the fed outputs from its "
-                             "packed input [x, y_prev] (teacher_forcing_inputs); pass x alone")
+            raise ValueError(
+                "y_prev: a teacher_forced=True layer reads the fed outputs from its "
+                "packed input [x, y_prev] (teacher_forcing_inputs); pass x alone"
+            )
         width = D + O if packed else D
         x_user = x
         x = as_float_array("x", x, self._dtype)
         layout = "(B, T, F)" if self._batch_first else "(T, B, F)"
         if x.ndim != 3 or x.shape[2] != width:
-            what = (f"D + O = {D} + {O} (the packed [x, y_prev] of teacher_forced=True; "
-                    "mode='free' takes x alone)" if packed else f"input_size = {D}")
-            raise ValueError(f"x: expected 3 dimensions {layout} with F = {what}, got shape "
-                             f"{x.shape}")
+            what = (
+                f"D + O = {D} + {O} (the packed [x, y_prev] of teacher_forced=True; "
+                "mode='free' takes x alone)"
+                if packed
+                else f"input_size = {D}"
+            )
+            raise ValueError(
+                f"x: expected 3 dimensions {layout} with F = {what}, got shape {x.shape}"
+            )
         lead = x.shape[:2]
         steps, batch = (lead[1], lead[0]) if self._batch_first else lead
         fed_given = packed or y_prev is not None
         if mode is None:
-            mode = ("scheduled" if fed_given and self.training and ratio < 1.0 else
-                    "teacher" if fed_given else "free")
+            mode = (
+                "scheduled"
+                if fed_given and self.training and ratio < 1.0
+                else "teacher"
+                if fed_given
+                else "free"
+            )
         if mode == "free" and y_prev is not None:
-            raise ValueError("y_prev: a free-running call feeds its own outputs; leave y_prev "
-                             "out, or use mode='teacher'")
+            raise ValueError(
+                "y_prev: a free-running call feeds its own outputs; leave y_prev "
+                "out, or use mode='teacher'"
+            )
         if mode in ("teacher", "scheduled") and not fed_given:
-            raise ValueError(f"y_prev: mode={mode!r} needs the fed outputs (the targets shifted "
-                             "by one step: layer.previous_targets(y)), or teacher_forced=True "
-                             "with packed input")
+            raise ValueError(
+                f"y_prev: mode={mode!r} needs the fed outputs (the targets shifted "
+                "by one step: layer.previous_targets(y)), or teacher_forced=True "
+                "with packed input"
+            )
         if mode != "free" and y0 is not None:
-            raise ValueError("y0: the fed outputs give step 0's y_prev already; y0 is for "
-                             "free-running calls")
+            raise ValueError(
+                "y0: the fed outputs give step 0's y_prev already; y0 is for free-running calls"
+            )
         if y_prev is not None:
             y_prev = as_float_array("y_prev", y_prev, self._dtype)
             if y_prev.shape != lead + (O,):
-                raise ValueError(f"y_prev: expected shape {lead + (O,)} (like the output), got "
-                                 f"shape {y_prev.shape}")
+                raise ValueError(
+                    f"y_prev: expected shape {lead + (O,)} (like the output), got "
+                    f"shape {y_prev.shape}"
+                )
         if y0 is not None:
             y0 = as_float_array("y0", y0, self._dtype)
             if y0.shape != (batch, O):
-                raise ValueError(f"y0: expected shape (B, O) = {(batch, O)}, got shape "
-                                 f"{y0.shape}")
+                raise ValueError(f"y0: expected shape (B, O) = {(batch, O)}, got shape {y0.shape}")
         if lengths is not None and mask is not None:
             raise ValueError("lengths, mask: give one of them, not both")
         if mask is not None:
             m = np.asarray(mask)
             if m.shape != (batch, steps):
-                raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)}, got shape "
-                                 f"{m.shape}")
+                raise ValueError(
+                    f"mask: expected shape (B, T) = {(batch, steps)}, got shape {m.shape}"
+                )
             from ..data import mask_to_lengths
 
             lengths = mask_to_lengths(m)
@@ -515,9 +583,17 @@ class JordanRNN(ParameterOwner):
         steps, batch = xt.shape[0], xt.shape[1]
         fed = np.zeros((steps, batch, O), dtype=self._dtype)
         vt = self._time_major(valid)
-        prev = (tgt[0] if tgt is not None else
-                y0 if y0 is not None else np.zeros((batch, O), dtype=self._dtype)) \
-            if steps else None
+        prev = (
+            (
+                tgt[0]
+                if tgt is not None
+                else y0
+                if y0 is not None
+                else np.zeros((batch, O), dtype=self._dtype)
+            )
+            if steps
+            else None
+        )
         for t in range(steps):
             fed[t] = prev
             _, y_t = self._step_core(np.ascontiguousarray(xt[t]), prev)
@@ -578,8 +654,7 @@ class JordanRNN(ParameterOwner):
             hs[t], ys[t] = h, y
             prev = ys[t]
         self.last_fed = fed.swapaxes(0, 1) if self._batch_first else fed
-        run = _Run(kind="free-output", x=xrows if training else None, h=hs, y_prev=fed,
-                   valid=vt)
+        run = _Run(kind="free-output", x=xrows if training else None, h=hs, y_prev=fed, valid=vt)
         y = ys.swapaxes(0, 1) if self._batch_first else ys
         return y, run
 
@@ -593,8 +668,10 @@ class JordanRNN(ParameterOwner):
         forward for a retry."""
         run = self._cache
         if run is None:
-            raise RuntimeError("backward: no training forward to differentiate; call the layer "
-                               "in training mode first (each forward allows one backward)")
+            raise RuntimeError(
+                "backward: no training forward to differentiate; call the layer "
+                "in training mode first (each forward allows one backward)"
+            )
         lead = run.shape[:2]
         expected = lead + (self._output_size,)
         if dy is None:
@@ -602,8 +679,9 @@ class JordanRNN(ParameterOwner):
         dy = np.asarray(dy)
         if dy.shape != expected:
             as_float_array("dy", dy, self._dtype)  # a dtype error first: it names the fix
-            raise ValueError(f"dy: expected shape {expected} (like the output), got shape "
-                             f"{dy.shape}")
+            raise ValueError(
+                f"dy: expected shape {expected} (like the output), got shape {dy.shape}"
+            )
         dy = as_float_array("dy", dy, self._dtype)
         self._cache = None
         if run.kind == "free-output":
@@ -671,7 +749,7 @@ class JordanRNN(ParameterOwner):
             g["bias_h"] += dz_rows.sum(axis=0)
         dx = _core.dense_backward(run.x, p["weight_ih"], dz_rows, g["weight_ih"])
         g["weight_yh"] += dz_rows.T @ run.y_prev.reshape(-1, O)
-        dy0 = (dz[0] @ w_yh if steps else np.zeros((batch, O), dtype=self._dtype))
+        dy0 = dz[0] @ w_yh if steps else np.zeros((batch, O), dtype=self._dtype)
         dx = dx.reshape(steps, batch, D)
         if self._batch_first:
             dx = np.ascontiguousarray(dx.swapaxes(0, 1))
@@ -684,8 +762,10 @@ class JordanRNN(ParameterOwner):
         None) or class ids (B,) (fed one-hot). Nothing is kept for backward."""
         x_t = as_float_array("x_t", x_t, self._dtype)
         if x_t.ndim != 2 or x_t.shape[1] != self._input_size:
-            raise ValueError(f"x_t: expected shape (B, input_size) = (B, {self._input_size}), "
-                             f"got shape {x_t.shape}")
+            raise ValueError(
+                f"x_t: expected shape (B, input_size) = (B, {self._input_size}), "
+                f"got shape {x_t.shape}"
+            )
         batch = x_t.shape[0]
         if y_prev is None:
             y_prev = np.zeros((batch, self._output_size), dtype=self._dtype)
@@ -718,17 +798,22 @@ class JordanRNN(ParameterOwner):
             if inputs != "tokens":
                 raise ValueError(f"inputs: expected None, 'tokens' or an array, got {inputs!r}")
             if self._input_size != O:
-                raise ValueError(f"inputs='tokens': feeds one-hot tokens as x_t, needs "
-                                 f"input_size == output_size, got {self._input_size} and {O}")
+                raise ValueError(
+                    f"inputs='tokens': feeds one-hot tokens as x_t, needs "
+                    f"input_size == output_size, got {self._input_size} and {O}"
+                )
         elif inputs is not None:
             table = as_float_array("inputs", inputs, self._dtype)
             if table.ndim != 3 or table.shape[2] != self._input_size:
-                raise ValueError(f"inputs: expected 3 dimensions with last input_size = "
-                                 f"{self._input_size}, got shape {table.shape}")
+                raise ValueError(
+                    f"inputs: expected 3 dimensions with last input_size = "
+                    f"{self._input_size}, got shape {table.shape}"
+                )
             table = self._time_major(table)
             if batch_size is not None and batch_size != table.shape[1]:
-                raise ValueError(f"batch_size: the inputs hold {table.shape[1]} sequences, got "
-                                 f"{batch_size}")
+                raise ValueError(
+                    f"batch_size: the inputs hold {table.shape[1]} sequences, got {batch_size}"
+                )
             batch_size = table.shape[1]
         if batch_size is None:
             raise ValueError("batch_size: needed when inputs is None or 'tokens'")
@@ -740,8 +825,10 @@ class JordanRNN(ParameterOwner):
             t, b = state[:, 0], state[:, 1]
             if table is not None:
                 if t.size and t.max() >= table.shape[0]:
-                    raise ValueError(f"inputs: hold {table.shape[0]} steps; decoding asked for "
-                                     f"step {int(t.max()) + 1}")
+                    raise ValueError(
+                        f"inputs: hold {table.shape[0]} steps; decoding asked for "
+                        f"step {int(t.max()) + 1}"
+                    )
                 x_t = table[t, b]
             elif mode == "tokens":
                 x_t = _one_hot(tokens, O, self._dtype)
@@ -812,19 +899,32 @@ class JordanRNN(ParameterOwner):
         D, H, O = self._input_size, self._hidden_size, self._output_size
         b = 1 if self._bias else 0
         seq = "(B, T, {})" if self._batch_first else "(T, B, {})"
-        rows = [("Layer (type)", "Output Shape", "Param #"),
-                (f"hidden (JordanRNN, {self._nonlinearity}: W_ih x_t + W_yh y_t-1 + b_h)",
-                 seq.format(H), f"{H * (D + O) + b * H:,}"),
-                ("output (Dense: V h_t + c)", seq.format(O), f"{O * H + b * O:,}")]
+        rows = [
+            ("Layer (type)", "Output Shape", "Param #"),
+            (
+                f"hidden (JordanRNN, {self._nonlinearity}: W_ih x_t + W_yh y_t-1 + b_h)",
+                seq.format(H),
+                f"{H * (D + O) + b * H:,}",
+            ),
+            ("output (Dense: V h_t + c)", seq.format(O), f"{O * H + b * O:,}"),
+        ]
         widths = [max(len(r[i]) for r in rows) + 3 for i in range(3)]
         width = sum(widths)
 
         def fmt(row):
             return " " + "".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
 
-        lines = ['Model: "JordanRNN"', "_" * width, fmt(rows[0]), "=" * width,
-                 fmt(rows[1]), "_" * width, fmt(rows[2]), "=" * width,
-                 f"Total params: {self.keras_param_count():,}"]
+        lines = [
+            'Model: "JordanRNN"',
+            "_" * width,
+            fmt(rows[0]),
+            "=" * width,
+            fmt(rows[1]),
+            "_" * width,
+            fmt(rows[2]),
+            "=" * width,
+            f"Total params: {self.keras_param_count():,}",
+        ]
         text = "\n".join(lines)
         print(text)
         return text
@@ -836,13 +936,17 @@ class JordanRNN(ParameterOwner):
         save(self, path)
 
     def __repr__(self):
-        extra = "".join([
-            f", nonlinearity={self._nonlinearity!r}" if self._nonlinearity != "tanh" else "",
-            ", bias=False" if not self._bias else "",
-            ", batch_first=True" if self._batch_first else "",
-            ", teacher_forced=True" if self._teacher_forced else "",
-            f", feedback={self._feedback!r}" if self._feedback != "output" else "",
-            f", teacher_forcing_ratio={self._ratio}" if self._ratio != 1.0 else "",
-        ])
-        return (f"JordanRNN({self._input_size}, {self._hidden_size}, {self._output_size}{extra}, "
-                f"dtype={self._dtype.name})")
+        extra = "".join(
+            [
+                f", nonlinearity={self._nonlinearity!r}" if self._nonlinearity != "tanh" else "",
+                ", bias=False" if not self._bias else "",
+                ", batch_first=True" if self._batch_first else "",
+                ", teacher_forced=True" if self._teacher_forced else "",
+                f", feedback={self._feedback!r}" if self._feedback != "output" else "",
+                f", teacher_forcing_ratio={self._ratio}" if self._ratio != 1.0 else "",
+            ]
+        )
+        return (
+            f"JordanRNN({self._input_size}, {self._hidden_size}, {self._output_size}{extra}, "
+            f"dtype={self._dtype.name})"
+        )

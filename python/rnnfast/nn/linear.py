@@ -28,8 +28,9 @@ class Linear(Layer):
         self.seed = seed
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.in_features)
-        self._add_parameter("weight", rng.uniform(-bound, bound, (self.out_features,
-                                                                  self.in_features)))
+        self._add_parameter(
+            "weight", rng.uniform(-bound, bound, (self.out_features, self.in_features))
+        )
         if self.bias:
             self._add_parameter("bias", rng.uniform(-bound, bound, self.out_features))
 
@@ -63,8 +64,7 @@ class Linear(Layer):
         try:
             dy = np.asarray(dy)
             fits = dy.shape == expected
-            dy_rows = as_float_array("dy", dy.swapaxes(0, 1) if swap and fits else dy,
-                                     self.dtype)
+            dy_rows = as_float_array("dy", dy.swapaxes(0, 1) if swap and fits else dy, self.dtype)
             if not fits:
                 raise ValueError(f"dy: expected shape {expected}, got shape {dy.shape}")
         except (TypeError, ValueError):
@@ -72,16 +72,22 @@ class Linear(Layer):
             raise
         rows = dy_rows.reshape(-1, self.out_features)
         # rnnfast's own GEMM, not NumPy's: one thread pool for the whole model
-        dx = _core.dense_backward(x.reshape(-1, self.in_features), self._params["weight"],
-                                  rows, self.grads["weight"])
+        dx = _core.dense_backward(
+            x.reshape(-1, self.in_features), self._params["weight"], rows, self.grads["weight"]
+        )
         if self.bias:
             self.grads["bias"] += rows.sum(axis=0)
         dx = dx.reshape(x.shape)
         return dx.swapaxes(0, 1) if swap else dx
 
     def get_config(self):
-        return {"in_features": self.in_features, "out_features": self.out_features,
-                "bias": self.bias, "dtype": self.dtype.name, "seed": self.seed}
+        return {
+            "in_features": self.in_features,
+            "out_features": self.out_features,
+            "bias": self.bias,
+            "dtype": self.dtype.name,
+            "seed": self.seed,
+        }
 
     def output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.out_features,)

@@ -92,8 +92,13 @@ def input_suspect(x, valid):
     """The steps of a model's input that look like padding, when no lengths came with it:
     all-zero feature vectors of a float batch (ids are judged by the Embedding that reads
     them). Only the input is judged: inside a model, a relu layer's zeros are real outputs."""
-    if valid is not None or not isinstance(x, np.ndarray) or x.dtype.kind != "f" \
-            or x.ndim != 3 or x.shape[2] < 2:
+    if (
+        valid is not None
+        or not isinstance(x, np.ndarray)
+        or x.dtype.kind != "f"
+        or x.ndim != 3
+        or x.shape[2] < 2
+    ):
         return None  # one-feature series have real zeros; a real all-zero vector is rare
     return ~np.any(x != 0, axis=2)
 
@@ -115,19 +120,29 @@ def _warn_if_padded(rnn, suspect, who):
         return
     bt = suspect if rnn.batch_first else suspect.T
     if _looks_end_padded(bt):
-        what = ("its last output" if rnn.return_sequences is False else
-                "its reverse direction" if rnn.bidirectional else "go_backwards")
+        what = (
+            "its last output"
+            if rnn.return_sequences is False
+            else "its reverse direction"
+            if rnn.bidirectional
+            else "go_backwards"
+        )
         warnings.warn(
             f"{who}: the batch looks padded at the end (trailing steps of id 0 or all-zero "
             f"features, of different lengths per sequence), but no lengths reached this RNN, so "
             f"{what} reads the padding. Pass lengths= or mask= to the model (or fit), build the "
             "Embedding with mask_zero=True or padding_idx=, or give fit the ragged sequences",
-            PaddingWarning, stacklevel=_caller_level())
+            PaddingWarning,
+            stacklevel=_caller_level(),
+        )
 
 
 def _keeps_leading_axes(x, out):
-    return (valid_shape(x) is not None and isinstance(out, np.ndarray)
-            and out.shape[:2] == np.shape(x)[:2])
+    return (
+        valid_shape(x) is not None
+        and isinstance(out, np.ndarray)
+        and out.shape[:2] == np.shape(x)[:2]
+    )
 
 
 def valid_shape(x):
@@ -152,8 +167,10 @@ def call_layer(layer, x, valid, suspect, who, **kwargs):
         # its lengths (padding at the end): padded steps output zeros, as the RNN's
         lengths = prefix_lengths(valid, layer.batch_first)
         if lengths is None:
-            raise ValueError(f"{who}: JordanRNN takes lengths, padding at the end of each "
-                             "sequence; this batch has masked steps inside sequences")
+            raise ValueError(
+                f"{who}: JordanRNN takes lengths, padding at the end of each "
+                "sequence; this batch has masked steps inside sequences"
+            )
         kwargs["lengths"] = lengths
     out = layer(x, **kwargs)
     if _keeps_leading_axes(x, out):
@@ -181,8 +198,11 @@ def embedding_padding(layer, ids, valid):
 
 def prefix_lengths(valid, batch_first):
     """The lengths of a valid mask whose rows are prefixes (padding at the end), else None."""
-    if isinstance(valid, _PrefixMask) and valid.batch_first == batch_first \
-            and valid.lengths is not None:
+    if (
+        isinstance(valid, _PrefixMask)
+        and valid.batch_first == batch_first
+        and valid.lengths is not None
+    ):
         return valid.lengths
     bt = valid if batch_first else valid.T
     lengths = bt.sum(axis=1, dtype=np.int64)
@@ -202,8 +222,10 @@ def call_rnn(rnn, x, valid, suspect, who, embedding=None, **kwargs):
     elif valid is not None:
         expected = valid_shape(x)
         if valid.shape != expected:
-            raise ValueError(f"{who}: expected a valid mask of shape {expected} (x's leading "
-                             f"axes), got shape {valid.shape}")
+            raise ValueError(
+                f"{who}: expected a valid mask of shape {expected} (x's leading "
+                f"axes), got shape {valid.shape}"
+            )
         lengths = prefix_lengths(valid, rnn.batch_first)
         if lengths is not None:
             kwargs["lengths"] = lengths
@@ -251,8 +273,9 @@ def batch_first_of(layers, who):
             seen.setdefault(layer.batch_first, name)
         for child_name, child in getattr(layer, "named_children", lambda: [])():
             visit(child, f"{name}.{child_name}")
-        for i, child in enumerate(getattr(layer, "layers", []) if not isinstance(layer, RNN)
-                                  else []):
+        for i, child in enumerate(
+            getattr(layer, "layers", []) if not isinstance(layer, RNN) else []
+        ):
             visit(child, f"{name}[{i}]")
 
     for i, layer in enumerate(layers):
@@ -260,7 +283,8 @@ def batch_first_of(layers, who):
     if len(seen) > 1:
         raise ValueError(
             f"{who}: its RNNs disagree on batch_first ({seen[True]} is batch-first, "
-            f"{seen[False]} time-major); build them with the same batch_first")
+            f"{seen[False]} time-major); build them with the same batch_first"
+        )
     return next(iter(seen), None)
 
 
@@ -282,9 +306,11 @@ def input_valid_mask(model, x, lengths, mask):
     if mask is not None:
         m = np.asarray(mask)
         if m.shape != (batch, steps):
-            raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)} (the model is "
-                             f"{'batch-first' if batch_first else 'time-major'}), got shape "
-                             f"{m.shape}")
+            raise ValueError(
+                f"mask: expected shape (B, T) = {(batch, steps)} (the model is "
+                f"{'batch-first' if batch_first else 'time-major'}), got shape "
+                f"{m.shape}"
+            )
         if m.dtype.kind not in "biu" or (m.size and (m.min() < 0 or m.max() > 1)):
             raise TypeError(f"mask: expected a boolean (B, T) array, got dtype {m.dtype}")
         m = m.astype(bool)  # Keras's mask: any steps may be masked, not only the end

@@ -37,8 +37,12 @@ __all__ = ["Module"]
 
 
 def _is_layer(value):
-    return (callable(value) and hasattr(value, "backward") and hasattr(value, "named_parameters")
-            and not isinstance(value, type))
+    return (
+        callable(value)
+        and hasattr(value, "backward")
+        and hasattr(value, "named_parameters")
+        and not isinstance(value, type)
+    )
 
 
 def _is_layer_list(value):
@@ -61,8 +65,8 @@ class _Tape:
         self.training = training
         self.calls = []
         self.padding = {}  # id(array) -> (valid, suspect)
-        self.inputs = []   # the model's own input arrays
-        self._keep = []    # keeps every array in ``padding`` alive, so ids stay unique
+        self.inputs = []  # the model's own input arrays
+        self._keep = []  # keeps every array in ``padding`` alive, so ids stay unique
 
     def note(self, array, valid, suspect):
         self.padding[id(array)] = (valid, suspect)
@@ -73,7 +77,8 @@ class _Tape:
             raise RuntimeError(
                 f"{name}: called twice in one training forward; a layer keeps one forward for "
                 "its backward, so give each use a layer of its own (or share the weights "
-                "with a backward written by hand)")
+                "with a backward written by hand)"
+            )
         from .rnn import RNN
 
         x = args[0] if args else kwargs.pop("x")
@@ -100,8 +105,11 @@ class _Tape:
         return out
 
     def _produced(self):
-        return {id(a) for c in self.calls
-                for a in (c.output if isinstance(c.output, tuple) else (c.output,))}
+        return {
+            id(a)
+            for c in self.calls
+            for a in (c.output if isinstance(c.output, tuple) else (c.output,))
+        }
 
     def input_gradient_incomplete(self):
         """Whether the model's input gradient is unknown: the first call's input was made by
@@ -111,8 +119,11 @@ class _Tape:
             return False
         inputs = {id(a) for a in self.inputs}
         first = self.calls[0].inputs[0]
-        if (first is not None and np.asarray(first).dtype.kind == "f"
-                and id(first) not in self._produced() | inputs):
+        if (
+            first is not None
+            and np.asarray(first).dtype.kind == "f"
+            and id(first) not in self._produced() | inputs
+        ):
             return True
         return any(id(c.inputs[0]) in inputs and _nested_incomplete(c.layer) for c in self.calls)
 
@@ -139,12 +150,14 @@ class _Tape:
                     f"{owner}.backward: the input of {call.name} was made by an operation "
                     "between layers (slicing, concatenation, arithmetic) that the container "
                     f"cannot differentiate; write {owner}.backward(d_out) yourself, or feed "
-                    f"{call.name} a layer's output or the model's input as it is")
+                    f"{call.name} a layer's output or the model's input as it is"
+                )
             if id(inp) in produced and _nested_incomplete(call.layer):
                 raise RuntimeError(
                     f"{owner}.backward: {call.name} cannot give the gradient of its input: its "
                     "forward feeds its first layer an array made by NumPy from that input; "
-                    f"write its backward yourself, or feed its first layer its input as it is")
+                    f"write its backward yourself, or feed its first layer its input as it is"
+                )
             needed.add(id(inp))
 
     def backward(self, output, d_out, owner):
@@ -158,7 +171,8 @@ class _Tape:
                 raise RuntimeError(
                     f"{owner}.backward: forward returned an array that no child layer returned "
                     "(NumPy arithmetic after the last layer?); the container can only route "
-                    f"gradients between layers, so write {owner}.backward(d_out) yourself")
+                    f"gradients between layers, so write {owner}.backward(d_out) yourself"
+                )
             if d is not None:
                 grads[id(o)] = d
         self._check_routes(outputs, d_outs, owner)
@@ -170,8 +184,11 @@ class _Tape:
             d = [grads.pop(id(o), None) for o in outs]
             if all(g is None for g in d):
                 continue  # this call's output did not reach the loss
-            result = call.layer.backward(*d) if isinstance(call.output, tuple) else \
-                call.layer.backward(d[0])
+            result = (
+                call.layer.backward(*d)
+                if isinstance(call.output, tuple)
+                else call.layer.backward(d[0])
+            )
             in_grads = result if isinstance(result, tuple) else (result,)
             for inp, g in zip(call.inputs, in_grads):
                 if g is None or inp is None or np.asarray(inp).dtype.kind != "f":
@@ -183,7 +200,8 @@ class _Tape:
                         f"{owner}.backward: the input of {call.name} was made by an operation "
                         "between layers (slicing, concatenation, arithmetic) that the container "
                         f"cannot differentiate; write {owner}.backward(d_out) yourself, or feed "
-                        f"{call.name} a layer's output or the model's input as it is")
+                        f"{call.name} a layer's output or the model's input as it is"
+                    )
                 grads[id(inp)] = g if id(inp) not in grads else grads[id(inp)] + g
         if not self.inputs or incomplete:
             return None
@@ -259,8 +277,10 @@ class Module:
     def __setattr__(self, name, value):
         children = self.__dict__.get("_children")
         if children is None:
-            raise RuntimeError(f"{type(self).__name__}: call super().__init__() first in "
-                               "__init__, before assigning attributes")
+            raise RuntimeError(
+                f"{type(self).__name__}: call super().__init__() first in "
+                "__init__, before assigning attributes"
+            )
         if _is_layer(value) or _is_layer_list(value):
             children[name] = list(value) if isinstance(value, (list, tuple)) else value
             self.__dict__.pop(name, None)
@@ -307,8 +327,9 @@ class Module:
 
     def __call__(self, x, *args, lengths=None, mask=None, **kwargs):
         valid = input_valid_mask(self, x, lengths, mask)
-        out, self.output_mask, _ = self._run(x, args, kwargs, valid, input_suspect(x, valid),
-                                             lengths, mask)
+        out, self.output_mask, _ = self._run(
+            x, args, kwargs, valid, input_suspect(x, valid), lengths, mask
+        )
         return out
 
     def call_with_padding(self, x, valid, suspect, **kwargs):
@@ -337,8 +358,10 @@ class Module:
         """Gradients of the last training forward: the children's backwards in reverse order.
         Returns the gradient with respect to the forward's input (None for token ids)."""
         if self._last is None:
-            raise RuntimeError(f"{type(self).__name__}.backward: no training forward to "
-                               "differentiate; call the model in training mode first")
+            raise RuntimeError(
+                f"{type(self).__name__}.backward: no training forward to "
+                "differentiate; call the model in training mode first"
+            )
         tape, out = self._last
         object.__setattr__(self, "_last", None)
         return tape.backward(out, d_out, type(self).__name__)
@@ -351,8 +374,11 @@ class Module:
     # ---- parameters, modes, state ---------------------------------------------------------
 
     def named_parameters(self):
-        return [(f"{name}.{p}", v) for name, child in self.named_children()
-                for p, v in child.named_parameters()]
+        return [
+            (f"{name}.{p}", v)
+            for name, child in self.named_children()
+            for p, v in child.named_parameters()
+        ]
 
     def parameters(self):
         return [p for _, p in self.named_parameters()]
@@ -360,8 +386,11 @@ class Module:
     @property
     def grads(self):
         """The children's live gradient arrays under this model's parameter names."""
-        return {f"{name}.{k}": g for name, child in self.named_children()
-                for k, g in child.grads.items()}
+        return {
+            f"{name}.{k}": g
+            for name, child in self.named_children()
+            for k, g in child.grads.items()
+        }
 
     def zero_grad(self):
         for child in self.children():
@@ -379,8 +408,11 @@ class Module:
         return self.train(False)
 
     def state_dict(self):
-        return {f"{name}.{k}": v for name, child in self.named_children()
-                for k, v in child.state_dict().items()}
+        return {
+            f"{name}.{k}": v
+            for name, child in self.named_children()
+            for k, v in child.state_dict().items()
+        }
 
     def load_state_dict(self, state_dict):
         """Checks every key and shape first; on an error nothing changes."""
@@ -391,15 +423,17 @@ class Module:
             raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
         for key, current in expected.items():
             if np.shape(state_dict[key]) != current.shape:
-                raise ValueError(f"{key}: expected shape {current.shape}, got shape "
-                                 f"{np.shape(state_dict[key])}")
+                raise ValueError(
+                    f"{key}: expected shape {current.shape}, got shape {np.shape(state_dict[key])}"
+                )
         named = self.named_children()
         previous = [child.state_dict() for _, child in named]
         try:
             for name, child in named:
                 prefix = f"{name}."
-                child.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
-                                       if k.startswith(prefix)})
+                child.load_state_dict(
+                    {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
+                )
         except BaseException:
             for (_, child), values in zip(named, previous):
                 child.load_state_dict(values)

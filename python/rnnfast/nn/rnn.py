@@ -69,8 +69,7 @@ def _read_only(name, why):
         )
 
     # attrgetter: a C-level getter, as fast as reading the attribute itself
-    return property(operator.attrgetter("_" + name), refuse,
-                    doc=f"Fixed at construction ({why}).")
+    return property(operator.attrgetter("_" + name), refuse, doc=f"Fixed at construction ({why}).")
 
 
 def _output_batch_axis(batch_first, last):
@@ -145,11 +144,30 @@ class RNN(ParameterOwner):
     a padded batch; ``mask`` is the same as a Keras (B, T) prefix mask.
     """
 
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
-                 batch_first=False, dropout=0.0, bidirectional=False, dtype=np.float32,
-                 seed=None, *, residual=False, merge_mode="concat", go_backwards=False,
-                 return_sequences=None, return_state=None, stateful=False, alpha=1.0,
-                 input_dropout=0.0, recurrent_dropout=0.0, zero_output_for_mask=None):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        nonlinearity="tanh",
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        dtype=np.float32,
+        seed=None,
+        *,
+        residual=False,
+        merge_mode="concat",
+        go_backwards=False,
+        return_sequences=None,
+        return_state=None,
+        stateful=False,
+        alpha=1.0,
+        input_dropout=0.0,
+        recurrent_dropout=0.0,
+        zero_output_for_mask=None,
+    ):
         self._input_size = _positive_int("input_size", input_size)
         self._hidden_size = _positive_int("hidden_size", hidden_size)
         self._num_layers = _positive_int("num_layers", num_layers)
@@ -182,9 +200,12 @@ class RNN(ParameterOwner):
             width = self.input_size if layer == 0 else H * self.num_directions
             for direction in range(self.num_directions):
                 sfx = f"_l{layer}" + ("_reverse" if direction else "")
-                names = ("weight_ih" + sfx, "weight_hh" + sfx,
-                         ("bias_ih" + sfx) if self.bias else None,
-                         ("bias_hh" + sfx) if self.bias else None)
+                names = (
+                    "weight_ih" + sfx,
+                    "weight_hh" + sfx,
+                    ("bias_ih" + sfx) if self.bias else None,
+                    ("bias_hh" + sfx) if self.bias else None,
+                )
                 self._names.append(names)
                 shapes[names[0]] = (H, width)
                 shapes[names[1]] = (H, H)
@@ -248,7 +269,10 @@ class RNN(ParameterOwner):
             warnings.warn(
                 "dropout option adds dropout after all but last recurrent layer, so non-zero "
                 f"dropout expects num_layers greater than 1, but got dropout={value} and "
-                f"num_layers={self.num_layers}", UserWarning, stacklevel=3)
+                f"num_layers={self.num_layers}",
+                UserWarning,
+                stacklevel=3,
+            )
         return value
 
     @property
@@ -383,9 +407,18 @@ class RNN(ParameterOwner):
 
     def _options(self):
         """The options as they are now, for one forward and its backward."""
-        return _Options(self.nonlinearity, list(self._alphas), self.batch_first,
-                        self.go_backwards, self.residual, self.merge_mode, self._keras(),
-                        self.return_sequences, self.return_state, self.zero_output_for_mask)
+        return _Options(
+            self.nonlinearity,
+            list(self._alphas),
+            self.batch_first,
+            self.go_backwards,
+            self.residual,
+            self.merge_mode,
+            self._keras(),
+            self.return_sequences,
+            self.return_state,
+            self.zero_output_for_mask,
+        )
 
     @property
     def num_directions(self):
@@ -473,7 +506,8 @@ class RNN(ParameterOwner):
             raise ValueError(
                 "embedding: input_dropout drops units of the embedded sequence, which token "
                 "input never builds; call layer(embedding(ids)) instead (Sequential does so "
-                "for such a layer)")
+                "for such a layer)"
+            )
         reorder = _BatchOrder(lengths)
         # go_backwards reverses the caller's batch (its order); the reverse direction of a
         # bidirectional layer runs on the sorted batch (in the stack runner).
@@ -491,8 +525,16 @@ class RNN(ParameterOwner):
                 x = x.copy()
             if h0 is not None and h0_user is not None and np.may_share_memory(h0, h0_user):
                 h0 = h0.copy()
-        run = Run(o.nonlinearity, o.alphas, o.residual, run_lengths, step_mask,
-                  self._zero_output(o), table, training)
+        run = Run(
+            o.nonlinearity,
+            o.alphas,
+            o.residual,
+            run_lengths,
+            step_mask,
+            self._zero_output(o),
+            table,
+            training,
+        )
         out, h_n, stack_cache = stack_forward(self, x, h0, run)
         h_n = reorder.unsort(h_n, 1)
 
@@ -505,8 +547,20 @@ class RNN(ParameterOwner):
         if training:
             merge_src = (o_last if last else out) if o.merge_mode == "mul" else None
             tokens = None if table is None else (embedding, table)
-            self._cache = (o, run, stack_cache, lengths, reorder, merge_src, out_shape, last,
-                           steps, batch, tokens, unbatched)
+            self._cache = (
+                o,
+                run,
+                stack_cache,
+                lengths,
+                reorder,
+                merge_src,
+                out_shape,
+                last,
+                steps,
+                batch,
+                tokens,
+                unbatched,
+            )
             result = result.view()
             result.flags.writeable = False
         else:
@@ -570,8 +624,10 @@ class RNN(ParameterOwner):
             x = as_float_array("x", x, self.dtype)
             layout = "(B, T, D)" if batch_first else "(T, B, D)"
             if x.ndim not in (2, 3):
-                raise ValueError(f"x: expected 3 dimensions {layout}, or 2 (T, D) for one "
-                                 f"unbatched sequence, got shape {x.shape}")
+                raise ValueError(
+                    f"x: expected 3 dimensions {layout}, or 2 (T, D) for one "
+                    f"unbatched sequence, got shape {x.shape}"
+                )
             if x.shape[-1] != self.input_size:
                 raise ValueError(
                     f"x: expected last dimension input_size={self.input_size} in {layout}, "
@@ -666,8 +722,20 @@ class RNN(ParameterOwner):
                 "backward: no training forward to differentiate; call the layer in training "
                 "mode first (each forward allows one backward)"
             )
-        (o, run, stack_cache, lengths, reorder, merge_src, out_shape, last, steps, batch,
-         tokens, unbatched) = self._cache
+        (
+            o,
+            run,
+            stack_cache,
+            lengths,
+            reorder,
+            merge_src,
+            out_shape,
+            last,
+            steps,
+            batch,
+            tokens,
+            unbatched,
+        ) = self._cache
         d_output = self._output_gradient(d_output, o, out_shape, last, unbatched)
         if unbatched and dh_n is not None:
             dh_n = self._unbatched_state("dh_n", dh_n, self.num_layers * self.num_directions)
@@ -675,8 +743,19 @@ class RNN(ParameterOwner):
 
         # go_backwards reverses the caller's batch (its order), as in forward.
         rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
-        d_out, dh_n = self._top_gradient(d_output, reorder.sort(dh_n, 1), last, run, reorder,
-                                         rev, lengths, merge_src, o, steps, batch)
+        d_out, dh_n = self._top_gradient(
+            d_output,
+            reorder.sort(dh_n, 1),
+            last,
+            run,
+            reorder,
+            rev,
+            lengths,
+            merge_src,
+            o,
+            steps,
+            batch,
+        )
         d_out, dh0, new_grads = stack_backward(self, stack_cache, run, d_out, dh_n)
         dh0 = reorder.unsort(dh0, 1)
         if tokens is None:
@@ -699,8 +778,9 @@ class RNN(ParameterOwner):
             dh0 = np.ascontiguousarray(dh0[:, 0])
         return dx, dh0
 
-    def _top_gradient(self, d_output, dh_n, last, run, reorder, rev, lengths, merge_src, o,
-                      steps, batch):
+    def _top_gradient(
+        self, d_output, dh_n, last, run, reorder, rev, lengths, merge_src, o, steps, batch
+    ):
         """``(d_out, dh_n)`` for the stack: the gradient of the returned output as one of the
         top layer's output sequence, in processing order with the batch sorted (None: zero),
         or, for a last output that is each direction's h_n, added into dh_n instead."""
@@ -727,7 +807,7 @@ class RNN(ParameterOwner):
         forward's batched output ``out_shape`` (directions concatenated); None stays None."""
         name = "dy" if not o.keras else "d_output"
         axis = _output_batch_axis(o.batch_first, last) if unbatched else None
-        shown = out_shape if axis is None else out_shape[:axis] + out_shape[axis + 1:]
+        shown = out_shape if axis is None else out_shape[:axis] + out_shape[axis + 1 :]
         if o.merge_mode is None:
             d_output = self._join_directions(name, d_output, shown)
         if d_output is None:
@@ -744,8 +824,7 @@ class RNN(ParameterOwner):
         # is time-major in memory already (one computed from our own output, the usual case)
         # then goes to the kernels without a copy.
         swap = o.batch_first and not last
-        d_output = as_float_array(name, d_output.swapaxes(0, 1) if swap else d_output,
-                                  self.dtype)
+        d_output = as_float_array(name, d_output.swapaxes(0, 1) if swap else d_output, self.dtype)
         return d_output.swapaxes(0, 1) if swap else d_output
 
     def _join_directions(self, name, d_output, shape):
@@ -755,8 +834,11 @@ class RNN(ParameterOwner):
         if d_output is None:
             return None
         if not isinstance(d_output, (list, tuple)) or len(d_output) != 2:
-            what = (f"a {type(d_output).__name__} of {len(d_output)}"
-                    if isinstance(d_output, (list, tuple)) else type(d_output).__name__)
+            what = (
+                f"a {type(d_output).__name__} of {len(d_output)}"
+                if isinstance(d_output, (list, tuple))
+                else type(d_output).__name__
+            )
             raise TypeError(
                 f"{name}: merge_mode=None returns [forward, backward]; expected the list "
                 f"[d_forward, d_backward] of their gradients, got {what}"
@@ -798,8 +880,10 @@ class RNN(ParameterOwner):
         ids = embedding.check_ids(ids)
         if ids.ndim not in (1, 2):
             layout = "(B, T)" if batch_first else "(T, B)"
-            raise ValueError(f"x: expected token ids {layout} (or (T,) unbatched) with "
-                             f"embedding, got shape {ids.shape}")
+            raise ValueError(
+                f"x: expected token ids {layout} (or (T,) unbatched) with "
+                f"embedding, got shape {ids.shape}"
+            )
         table = embedding.weight if not self.training else embedding.weight.copy()
         return np.array(ids, dtype=np.int64), table
 
@@ -819,12 +903,15 @@ class RNN(ParameterOwner):
         """dh_n (num_layers*dirs, B, H) plus the gradient of Keras's last output, which is the
         top layer's h_n of each direction (zero for an empty sequence, whose h_n is h0)."""
         dirs, H = self.num_directions, self.hidden_size
-        total = (np.zeros((self.num_layers * dirs, batch, H), dtype=self.dtype) if dh_n is None
-                 else dh_n.copy())  # never the caller's array
+        total = (
+            np.zeros((self.num_layers * dirs, batch, H), dtype=self.dtype)
+            if dh_n is None
+            else dh_n.copy()
+        )  # never the caller's array
         extra = d_last.reshape(batch, dirs, H).swapaxes(0, 1)
         if lengths is not None:
             extra = extra * (lengths > 0)[None, :, None]
-        total[(self.num_layers - 1) * dirs:] += extra
+        total[(self.num_layers - 1) * dirs :] += extra
         return total
 
     def _mask_arg(self, lengths, mask, steps, batch, o):
@@ -839,8 +926,7 @@ class RNN(ParameterOwner):
         if m.dtype.kind not in "biu":
             raise TypeError(f"mask: expected a boolean (B, T) array, got dtype {m.dtype}")
         if m.shape != (batch, steps):
-            raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)}, got shape "
-                             f"{m.shape}")
+            raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)}, got shape {m.shape}")
         if m.dtype.kind != "b":
             if m.size and (m.min() < 0 or m.max() > 1):
                 raise ValueError("mask: expected boolean or 0/1 values")
@@ -916,7 +1002,8 @@ class RNN(ParameterOwner):
             if zeros is None or zeros.shape[1] != batch:
                 # never handed out, so never written: reused across calls
                 zeros = self._zero_state = np.zeros(
-                    (self._num_layers, batch, self._hidden_size), dtype=self._dtype)
+                    (self._num_layers, batch, self._hidden_size), dtype=self._dtype
+                )
             h = zeros
         else:
             if type(h) is not np.ndarray or h.dtype is not self._dtype:
@@ -933,8 +1020,16 @@ class RNN(ParameterOwner):
         step = functional.rnn_step
         if self._num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
             n_ih, n_hh, n_bi, n_bh = self._names[0]
-            h1 = step(x_t, h[0], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
-                      p[n_bh] if n_bh else None, self._nonlinearity, self._alphas[0])
+            h1 = step(
+                x_t,
+                h[0],
+                p[n_ih],
+                p[n_hh],
+                p[n_bi] if n_bi else None,
+                p[n_bh] if n_bh else None,
+                self._nonlinearity,
+                self._alphas[0],
+            )
             h_next = h1[None]
             if self._stateful:
                 self._state = h_next
@@ -942,8 +1037,16 @@ class RNN(ParameterOwner):
         states = []
         inp = x_t
         for layer, (n_ih, n_hh, n_bi, n_bh) in enumerate(self._names):
-            h_l = step(inp, h[layer], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
-                       p[n_bh] if n_bh else None, self._nonlinearity, self._alphas[layer])
+            h_l = step(
+                inp,
+                h[layer],
+                p[n_ih],
+                p[n_hh],
+                p[n_bi] if n_bi else None,
+                p[n_bh] if n_bh else None,
+                self._nonlinearity,
+                self._alphas[layer],
+            )
             states.append(h_l)
             inp = h_l + inp if (self._residual and layer > 0) else h_l
         h_next = np.stack(states)
@@ -973,9 +1076,7 @@ class RNN(ParameterOwner):
             if arr.dtype.kind not in "fiu":
                 raise TypeError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
             if arr.shape != current.shape:
-                raise ValueError(
-                    f"{name}: expected shape {current.shape}, got shape {arr.shape}"
-                )
+                raise ValueError(f"{name}: expected shape {current.shape}, got shape {arr.shape}")
             loaded[name] = np.array(arr, dtype=self.dtype)
         for name, arr in loaded.items():
             self._params[name][...] = arr
@@ -1050,14 +1151,20 @@ class RNN(ParameterOwner):
     def __repr__(self):
         """Sizes, every option that differs from the constructor's default, and the dtype:
         two layers that compute differently never look the same."""
-        shown = [f"{name}={getattr(self, name)!r}" for name, default in _OPTION_DEFAULTS.items()
-                 if getattr(self, name) != default]
-        return (f"RNN({', '.join([str(self.input_size), str(self.hidden_size), *shown])}, "
-                f"dtype={self.dtype.name})")
+        shown = [
+            f"{name}={getattr(self, name)!r}"
+            for name, default in _OPTION_DEFAULTS.items()
+            if getattr(self, name) != default
+        ]
+        return (
+            f"RNN({', '.join([str(self.input_size), str(self.hidden_size), *shown])}, "
+            f"dtype={self.dtype.name})"
+        )
 
 
 # The options repr compares with their defaults, read from the constructor: one source.
 _OPTION_DEFAULTS = {
-    name: param.default for name, param in inspect.signature(RNN.__init__).parameters.items()
+    name: param.default
+    for name, param in inspect.signature(RNN.__init__).parameters.items()
     if name not in ("self", "input_size", "hidden_size", "dtype", "seed")
 }

@@ -99,7 +99,9 @@ def teacher_forcing_schedule(kind, step, *, k=None, slope=None, minimum=0.0):
     elif kind == "exponential":
         k = 0.99 if k is None else _real("k", k)
         if not 0.0 < k < 1.0:
-            raise ValueError(f"k: expected a number in (0, 1) for the exponential schedule, got {k}")
+            raise ValueError(
+                f"k: expected a number in (0, 1) for the exponential schedule, got {k}"
+            )
         eps = k**i
     else:
         k = 10.0 if k is None else _real("k", k)
@@ -121,8 +123,9 @@ def _tokens(name, value, vocab=None):
     if arr.ndim != 2:
         raise ValueError(f"{name}: expected shape (B, T), got shape {arr.shape}")
     if vocab is not None and arr.size and (arr.min() < 0 or arr.max() >= vocab):
-        raise ValueError(f"{name}: expected ids in [0, {vocab}), got min {arr.min()}, "
-                         f"max {arr.max()}")
+        raise ValueError(
+            f"{name}: expected ids in [0, {vocab}), got min {arr.min()}, max {arr.max()}"
+        )
     return arr.astype(np.int64)
 
 
@@ -135,8 +138,10 @@ def _lengths(name, value, batch, steps):
     if arr.shape != (batch,):
         raise ValueError(f"{name}: expected shape (B,) = ({batch},), got shape {arr.shape}")
     if arr.size and (arr.min() < 0 or arr.max() > steps):
-        raise ValueError(f"{name}: expected values in [0, T] = [0, {steps}], got min "
-                         f"{arr.min()}, max {arr.max()}")
+        raise ValueError(
+            f"{name}: expected values in [0, T] = [0, {steps}], got min "
+            f"{arr.min()}, max {arr.max()}"
+        )
     return arr.astype(np.int64)
 
 
@@ -178,8 +183,18 @@ class Seq2Seq:
     ``optim.Adam(model)`` and ``optim.clip_grad_norm(model, ...)`` work.
     """
 
-    def __init__(self, src_vocab, tgt_vocab, embed_dim, hidden_size, *, context="init",
-                 nonlinearity="tanh", dtype=np.float32, seed=None):
+    def __init__(
+        self,
+        src_vocab,
+        tgt_vocab,
+        embed_dim,
+        hidden_size,
+        *,
+        context="init",
+        nonlinearity="tanh",
+        dtype=np.float32,
+        seed=None,
+    ):
         if context not in CONTEXT_MODES:
             raise ValueError(f"context: expected one of {CONTEXT_MODES}, got {context!r}")
         self.context = context
@@ -188,8 +203,9 @@ class Seq2Seq:
         seeds = np.random.SeedSequence(seed).generate_state(6)
         s = [int(x) for x in seeds]
         self.encoder_embedding = Embedding(src_vocab, embed_dim, dtype=dtype, seed=s[0])
-        self.encoder = RNN(embed_dim, hidden_size, nonlinearity=nonlinearity, dtype=dtype,
-                           seed=s[1])
+        self.encoder = RNN(
+            embed_dim, hidden_size, nonlinearity=nonlinearity, dtype=dtype, seed=s[1]
+        )
         self.decoder_embedding = Embedding(tgt_vocab, embed_dim, dtype=dtype, seed=s[2])
         dec_in = embed_dim + (hidden_size if self.context_as_input else 0)
         self.decoder = RNN(dec_in, hidden_size, nonlinearity=nonlinearity, dtype=dtype, seed=s[3])
@@ -214,9 +230,13 @@ class Seq2Seq:
     @property
     def modules(self):
         """The sub-layers by prefix, in state_dict order."""
-        return {"encoder_embedding": self.encoder_embedding, "encoder": self.encoder,
-                "decoder_embedding": self.decoder_embedding, "decoder": self.decoder,
-                "output": self.output}
+        return {
+            "encoder_embedding": self.encoder_embedding,
+            "encoder": self.encoder,
+            "decoder_embedding": self.decoder_embedding,
+            "decoder": self.decoder,
+            "output": self.output,
+        }
 
     # ---- forward and backward ---------------------------------------------------------------
 
@@ -263,8 +283,9 @@ class Seq2Seq:
         batch, steps = tgt_in.shape
         src = _tokens("src", src, self.src_vocab)
         if src.shape[0] != batch:
-            raise ValueError(f"tgt_in: expected the batch of src, B = {src.shape[0]}, got shape "
-                             f"{tgt_in.shape}")
+            raise ValueError(
+                f"tgt_in: expected the batch of src, B = {src.shape[0]}, got shape {tgt_in.shape}"
+            )
         tgt_lengths = _lengths("tgt_lengths", tgt_lengths, batch, steps)
         c = self.encode(src, src_lengths)
         emb = self.decoder_embedding(np.ascontiguousarray(tgt_in.T))
@@ -280,8 +301,10 @@ class Seq2Seq:
         """Back-propagate ``d_logits`` (B, T, tgt_vocab) of the last training forward through
         decoder and encoder, adding into ``grads``."""
         if self._cache is None:
-            raise RuntimeError("backward: no training forward to differentiate; call the model "
-                               "in training mode first (each forward allows one backward)")
+            raise RuntimeError(
+                "backward: no training forward to differentiate; call the model "
+                "in training mode first (each forward allows one backward)"
+            )
         self._cache = None
         d_logits = np.asarray(d_logits, dtype=self.dtype)
         dy = self.output.backward(np.ascontiguousarray(d_logits.swapaxes(0, 1)))
@@ -299,8 +322,9 @@ class Seq2Seq:
 
     # ---- training ---------------------------------------------------------------------------
 
-    def train_batch(self, src, src_lengths, tgt_in, tgt_out, tgt_lengths,
-                    teacher_forcing_ratio=1.0, rng=None):
+    def train_batch(
+        self, src, src_lengths, tgt_in, tgt_out, tgt_lengths, teacher_forcing_ratio=1.0, rng=None
+    ):
         """Forward and backward of one batch; returns the loss (the caller steps the optimizer).
 
         The loss is the softmax cross-entropy averaged over the target tokens within
@@ -336,8 +360,9 @@ class Seq2Seq:
         tgt_in = _tokens("tgt_in", tgt_in, self.tgt_vocab)
         tgt_out = _tokens("tgt_out", tgt_out)
         if tgt_out.shape != tgt_in.shape:
-            raise ValueError(f"tgt_out: expected the shape of tgt_in {tgt_in.shape}, got shape "
-                             f"{tgt_out.shape}")
+            raise ValueError(
+                f"tgt_out: expected the shape of tgt_in {tgt_in.shape}, got shape {tgt_out.shape}"
+            )
         tgt_lengths = _lengths("tgt_lengths", tgt_lengths, *tgt_in.shape)
         fed = tgt_in
         if ratio < 1.0 and tgt_in.shape[1] > 1:
@@ -361,8 +386,7 @@ class Seq2Seq:
         step_fn, state = self._inference(src, src_lengths)
         for t in range(steps - 1):
             log_probs, state = step_fn(fed[:, t], state)
-            fed[:, t + 1] = np.where(teacher[:, t + 1], tgt_in[:, t + 1],
-                                     log_probs.argmax(axis=1))
+            fed[:, t + 1] = np.where(teacher[:, t + 1], tgt_in[:, t + 1], log_probs.argmax(axis=1))
         return fed
 
     # ---- generation -------------------------------------------------------------------------
@@ -402,8 +426,21 @@ class Seq2Seq:
 
         return step_fn, (h0, c)
 
-    def generate(self, src, src_lengths=None, max_len=20, method="greedy", *, bos, eos=None,
-                 beam_width=4, temperature=1.0, top_k=None, length_penalty=1.0, rng=None):
+    def generate(
+        self,
+        src,
+        src_lengths=None,
+        max_len=20,
+        method="greedy",
+        *,
+        bos,
+        eos=None,
+        beam_width=4,
+        temperature=1.0,
+        top_k=None,
+        length_penalty=1.0,
+        rng=None,
+    ):
         """Decode target sequences for a batch of sources with :mod:`rnnfast.decoding`.
 
         Parameters
@@ -433,24 +470,39 @@ class Seq2Seq:
         if method == "greedy":
             return decoding.greedy_decode(step_fn, state, bos, max_len, eos_token=eos)
         if method == "sample":
-            return decoding.sample_decode(step_fn, state, bos, max_len, temperature=temperature,
-                                          top_k=top_k, eos_token=eos, rng=rng)
-        return decoding.beam_search(step_fn, state, bos, max_len, beam_width, eos_token=eos,
-                                    length_penalty=length_penalty)
+            return decoding.sample_decode(
+                step_fn,
+                state,
+                bos,
+                max_len,
+                temperature=temperature,
+                top_k=top_k,
+                eos_token=eos,
+                rng=rng,
+            )
+        return decoding.beam_search(
+            step_fn, state, bos, max_len, beam_width, eos_token=eos, length_penalty=length_penalty
+        )
 
     # ---- parameters and modes ---------------------------------------------------------------
 
     def named_parameters(self):
-        return [(f"{prefix}.{name}", p) for prefix, m in self.modules.items()
-                for name, p in m.named_parameters()]
+        return [
+            (f"{prefix}.{name}", p)
+            for prefix, m in self.modules.items()
+            for name, p in m.named_parameters()
+        ]
 
     def parameters(self):
         return [p for _, p in self.named_parameters()]
 
     @property
     def grads(self):
-        return {f"{prefix}.{name}": g for prefix, m in self.modules.items()
-                for name, g in m.grads.items()}
+        return {
+            f"{prefix}.{name}": g
+            for prefix, m in self.modules.items()
+            for name, g in m.grads.items()
+        }
 
     def zero_grad(self):
         for m in self.modules.values():
@@ -485,19 +537,28 @@ class Seq2Seq:
             if shape != current.shape:
                 raise ValueError(f"{k}: expected shape {current.shape}, got shape {shape}")
         for prefix, m in self.modules.items():
-            m.load_state_dict({name: state_dict[f"{prefix}.{name}"]
-                               for name, _ in m.named_parameters()})
+            m.load_state_dict(
+                {name: state_dict[f"{prefix}.{name}"] for name, _ in m.named_parameters()}
+            )
 
     def num_parameters(self):
         return sum(p.size for p in self.parameters())
 
     def get_config(self):
-        return {"src_vocab": self.src_vocab, "tgt_vocab": self.tgt_vocab,
-                "embed_dim": self.embed_dim, "hidden_size": self.hidden_size,
-                "context": self.context, "nonlinearity": self.nonlinearity,
-                "dtype": self.dtype.name, "seed": self.seed}
+        return {
+            "src_vocab": self.src_vocab,
+            "tgt_vocab": self.tgt_vocab,
+            "embed_dim": self.embed_dim,
+            "hidden_size": self.hidden_size,
+            "context": self.context,
+            "nonlinearity": self.nonlinearity,
+            "dtype": self.dtype.name,
+            "seed": self.seed,
+        }
 
     def __repr__(self):
-        return (f"Seq2Seq({self.src_vocab}, {self.tgt_vocab}, embed_dim={self.embed_dim}, "
-                f"hidden_size={self.hidden_size}, context={self.context!r}, "
-                f"dtype={self.dtype.name})")
+        return (
+            f"Seq2Seq({self.src_vocab}, {self.tgt_vocab}, embed_dim={self.embed_dim}, "
+            f"hidden_size={self.hidden_size}, context={self.context!r}, "
+            f"dtype={self.dtype.name})"
+        )

@@ -27,11 +27,16 @@ def embedding_feeds_rnn(layer, following, ids):
     if not (isinstance(layer, Embedding) and isinstance(following, RNN)):
         return False
     ids = np.asarray(ids)
-    return (ids.ndim == 2 and ids.dtype.kind in "iu" and layer.num_embeddings < ids.size
-            and layer.embedding_dim == following.input_size and layer.dtype == following.dtype
-            and layer.training == following.training
-            # input dropout acts on the embedded sequence, which token input never builds
-            and not (following.training and following.input_dropout > 0.0))
+    return (
+        ids.ndim == 2
+        and ids.dtype.kind in "iu"
+        and layer.num_embeddings < ids.size
+        and layer.embedding_dim == following.input_size
+        and layer.dtype == following.dtype
+        and layer.training == following.training
+        # input dropout acts on the embedded sequence, which token input never builds
+        and not (following.training and following.input_dropout > 0.0)
+    )
 
 
 class Sequential:
@@ -87,8 +92,9 @@ class Sequential:
         while i < len(self.layers):
             layer = self.layers[i]
             if i + 1 < len(self.layers) and embedding_feeds_rnn(layer, self.layers[i + 1], x):
-                x, valid, suspect = call_rnn(self.layers[i + 1], x, valid, suspect,
-                                             f"layers[{i + 1}]", embedding=layer)
+                x, valid, suspect = call_rnn(
+                    self.layers[i + 1], x, valid, suspect, f"layers[{i + 1}]", embedding=layer
+                )
                 fused.add(i)
                 i += 2
             else:
@@ -122,8 +128,11 @@ class Sequential:
     # ---- parameters ---------------------------------------------------------------------------
 
     def named_parameters(self):
-        return [(f"{i}.{name}", p) for i, layer in enumerate(self.layers)
-                for name, p in layer.named_parameters()]
+        return [
+            (f"{i}.{name}", p)
+            for i, layer in enumerate(self.layers)
+            for name, p in layer.named_parameters()
+        ]
 
     def parameters(self):
         return [p for _, p in self.named_parameters()]
@@ -131,16 +140,22 @@ class Sequential:
     @property
     def grads(self):
         """The layers' live gradient arrays under this model's parameter names."""
-        return {f"{i}.{name}": g for i, layer in enumerate(self.layers)
-                for name, g in layer.grads.items()}
+        return {
+            f"{i}.{name}": g
+            for i, layer in enumerate(self.layers)
+            for name, g in layer.grads.items()
+        }
 
     def zero_grad(self):
         for layer in self.layers:
             layer.zero_grad()
 
     def state_dict(self):
-        return {f"{i}.{name}": v for i, layer in enumerate(self.layers)
-                for name, v in layer.state_dict().items()}
+        return {
+            f"{i}.{name}": v
+            for i, layer in enumerate(self.layers)
+            for name, v in layer.state_dict().items()
+        }
 
     def load_state_dict(self, state_dict):
         """Checks every key and shape of every layer first; on an error nothing changes."""
@@ -157,8 +172,9 @@ class Sequential:
         try:
             for i, layer in enumerate(self.layers):
                 prefix = f"{i}."
-                layer.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items()
-                                       if k.startswith(prefix)})
+                layer.load_state_dict(
+                    {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
+                )
         except BaseException:
             for layer, values in zip(self.layers, previous):
                 layer.load_state_dict(values)
@@ -200,8 +216,13 @@ class Sequential:
         for i, layer in enumerate(self.layers):
             shape = None if shape is None else output_shape(layer, shape)
             shown = "?" if shape is None else str(shape).replace("None", "None")
-            rows.append((f"{type(layer).__name__.lower()}_{i} ({type(layer).__name__})", shown,
-                         f"{layer.keras_param_count():,}"))
+            rows.append(
+                (
+                    f"{type(layer).__name__.lower()}_{i} ({type(layer).__name__})",
+                    shown,
+                    f"{layer.keras_param_count():,}",
+                )
+            )
         widths = [max(len(r[c]) for r in rows) + 3 for c in range(3)]
 
         def fmt(r):
@@ -209,11 +230,18 @@ class Sequential:
 
         total = self.keras_param_count()
         stored = sum(p.size for p in self.parameters())
-        lines = [fmt(rows[0]), "=" * sum(widths), *(fmt(r) for r in rows[1:]), "=" * sum(widths),
-                 f"Total params: {total:,} (Keras layout)"]
+        lines = [
+            fmt(rows[0]),
+            "=" * sum(widths),
+            *(fmt(r) for r in rows[1:]),
+            "=" * sum(widths),
+            f"Total params: {total:,} (Keras layout)",
+        ]
         if stored != total:
-            lines.append(f"Stored: {stored:,} (RNNs keep PyTorch's two bias vectors, bias_ih and "
-                         "bias_hh; Keras's one bias is their sum)")
+            lines.append(
+                f"Stored: {stored:,} (RNNs keep PyTorch's two bias vectors, bias_ih and "
+                "bias_hh; Keras's one bias is their sum)"
+            )
         text = "\n".join(lines)
         print(text)
         return text

@@ -107,10 +107,16 @@ def _draw_masks(layer, run, batch, width):
     if not run.training:
         return None, None
     rng, dtype = layer._dropout_rng, layer.dtype
-    m_in = (dropout_mask(rng, (batch, width), layer.input_dropout, dtype)
-            if layer.input_dropout > 0.0 and width is not None else None)
-    m_rec = (dropout_mask(rng, (batch, layer.hidden_size), layer.recurrent_dropout, dtype)
-             if layer.recurrent_dropout > 0.0 else None)
+    m_in = (
+        dropout_mask(rng, (batch, width), layer.input_dropout, dtype)
+        if layer.input_dropout > 0.0 and width is not None
+        else None
+    )
+    m_rec = (
+        dropout_mask(rng, (batch, layer.hidden_size), layer.recurrent_dropout, dtype)
+        if layer.recurrent_dropout > 0.0
+        else None
+    )
     return m_in, m_rec
 
 
@@ -137,9 +143,21 @@ def stack_forward(layer, x, h0, run):
             fed = xin if m_in is None else xin * m_in[None]
             h0_d = None if h0 is None else h0[idx]
             y_d, h_n[idx] = functional.rnn_forward(
-                run.table if tokens else fed, w_ih, w_hh, b_ih, b_hh, h0_d, run.nonlinearity,
-                True, run.lengths, run.alphas[k], ids=xin if tokens else None,
-                step_mask=mask, zero_output_for_mask=run.zero_output, recurrent_mask=m_rec)
+                run.table if tokens else fed,
+                w_ih,
+                w_hh,
+                b_ih,
+                b_hh,
+                h0_d,
+                run.nonlinearity,
+                True,
+                run.lengths,
+                run.alphas[k],
+                ids=xin if tokens else None,
+                step_mask=mask,
+                zero_output_for_mask=run.zero_output,
+                recurrent_mask=m_rec,
+            )
             runs.append((fed, h0_d, y_d, m_in, m_rec))
             outs.append(rev(y_d) if d else y_d)
         out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
@@ -160,7 +178,7 @@ def stack_backward(layer, cache, run, d_out, dh_n):
     the embedding table's gradient (V, D) with token input. ``grads`` maps parameter names to
     this call's gradients (the caller adds them, so a failed call adds nothing)."""
     H, dirs = layer.hidden_size, _directions(layer)
-    steps, batch = (cache.layers[0][0][0][2].shape[:2])
+    steps, batch = cache.layers[0][0][0][2].shape[:2]
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
     grads = {}
     dh0 = np.empty((layer.num_layers * dirs, batch, H), dtype=layer.dtype)
@@ -173,17 +191,26 @@ def stack_backward(layer, cache, run, d_out, dh_n):
             idx = k * dirs + d
             names = layer._names[idx]
             fed, h0_d, y_d, m_in, m_rec = runs[d]
-            dy = None if d_out is None else d_out[..., d * H:(d + 1) * H]
+            dy = None if d_out is None else d_out[..., d * H : (d + 1) * H]
             if dy is not None:
                 dy = rev(dy) if d else np.ascontiguousarray(dy)
             tokens = run.table is not None and k == 0
             g = functional.rnn_backward(
-                run.table if tokens else fed, layer._params[names[0]], layer._params[names[1]],
-                y_d, dy, None if dh_n is None else dh_n[idx], h0=h0_d,
-                nonlinearity=run.nonlinearity, lengths=run.lengths, alpha=run.alphas[k],
+                run.table if tokens else fed,
+                layer._params[names[0]],
+                layer._params[names[1]],
+                y_d,
+                dy,
+                None if dh_n is None else dh_n[idx],
+                h0=h0_d,
+                nonlinearity=run.nonlinearity,
+                lengths=run.lengths,
+                alpha=run.alphas[k],
                 step_mask=rev(run.step_mask) if d else run.step_mask,
-                zero_output_for_mask=run.zero_output, recurrent_mask=m_rec,
-                ids=fed if tokens else None)
+                zero_output_for_mask=run.zero_output,
+                recurrent_mask=m_rec,
+                ids=fed if tokens else None,
+            )
             grads[names[0]] = g.dweight_ih
             grads[names[1]] = g.dweight_hh
             if layer.bias:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 class _Slot:
     """One parameter array and where its gradient lives. A module's gradient is looked up at
     each use, not once: a module may replace an entry of ``grads`` rather than add into it."""

@@ -55,11 +55,20 @@ class Adam(Optimizer):
         # as torch.optim.Adam orders them); it works on flat contiguous arrays, so a strided
         # parameter is updated through a contiguous copy.
         flat = p.reshape(-1) if p.flags.c_contiguous else np.ascontiguousarray(p).reshape(-1)
-        _core.adam_update(flat, np.ascontiguousarray(g).reshape(-1),
-                          self._buffers["exp_avg"][i].reshape(-1),
-                          self._buffers["exp_avg_sq"][i].reshape(-1), lr, beta1, beta2,
-                          h["eps"], h["weight_decay"], self._DECOUPLED,
-                          lr / (1.0 - beta1**t), (1.0 - beta2**t) ** 0.5)
+        _core.adam_update(
+            flat,
+            np.ascontiguousarray(g).reshape(-1),
+            self._buffers["exp_avg"][i].reshape(-1),
+            self._buffers["exp_avg_sq"][i].reshape(-1),
+            lr,
+            beta1,
+            beta2,
+            h["eps"],
+            h["weight_decay"],
+            self._DECOUPLED,
+            lr / (1.0 - beta1**t),
+            (1.0 - beta2**t) ** 0.5,
+        )
         if not np.shares_memory(flat, p):
             p[...] = flat.reshape(p.shape)
 

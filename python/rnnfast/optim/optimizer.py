@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ._checks import _at_least, _int_at_least
-from ._params import _current_grads, _collect
+from ._params import _collect, _current_grads
 
 __all__ = ["Optimizer"]
 
@@ -148,8 +147,10 @@ class Optimizer:
 
     def _initial_buffers(self):
         # C-contiguous whatever the parameter's layout: the kernels update flat views
-        return {name: [np.zeros(s.param.shape, s.param.dtype) for s in self._slots]
-                for name in self._BUFFERS}
+        return {
+            name: [np.zeros(s.param.shape, s.param.dtype) for s in self._slots]
+            for name in self._BUFFERS
+        }
 
     def _check_hyper(self, hyper):  # pragma: no cover - every subclass overrides it
         raise NotImplementedError

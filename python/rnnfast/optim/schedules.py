@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._checks import _real, _at_least, _int_at_least
+from ._checks import _at_least, _int_at_least, _real
 from .optimizer import Optimizer
 
 __all__ = ["CosineAnnealingLR", "ReduceLROnPlateau", "StepLR"]
