@@ -17,6 +17,7 @@ import statistics
 import time
 
 import numpy as np
+
 import rnnfast
 
 # (label, vocabulary, T, B, D, H): charlm's window, then a vocabulary the size of T * B
@@ -54,9 +55,11 @@ def time_pair(shape, repeats: int, calls: int) -> dict:
                 step(emb, rnn, ids, dy, fused)
             samples[fused].append((time.perf_counter() - start) / calls * 1e3)
     ratios = [f / u for f, u in zip(samples[True], samples[False])]
-    return {"fused": statistics.median(samples[True]),
-            "unfused": statistics.median(samples[False]),
-            "ratio": statistics.median(ratios)}
+    return {
+        "fused": statistics.median(samples[True]),
+        "unfused": statistics.median(samples[False]),
+        "ratio": statistics.median(ratios),
+    }
 
 
 def main(argv=None):
@@ -66,15 +69,21 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=rnnfast.get_num_threads())
     args = parser.parse_args(argv)
     rnnfast.set_num_threads(args.threads)
-    print(f"{args.threads} thread(s); medians of {args.repeats} alternating samples of "
-          f"{args.calls} steps (forward + backward, float32)")
-    print(f"{'shape':<16}{'V':>6}{'T':>5}{'B':>4}{'D':>5}{'H':>5}{'fused ms':>10}"
-          f"{'unfused ms':>12}{'fused/unfused':>15}")
+    print(
+        f"{args.threads} thread(s); medians of {args.repeats} alternating samples of "
+        f"{args.calls} steps (forward + backward, float32)"
+    )
+    print(
+        f"{'shape':<16}{'V':>6}{'T':>5}{'B':>4}{'D':>5}{'H':>5}{'fused ms':>10}"
+        f"{'unfused ms':>12}{'fused/unfused':>15}"
+    )
     for shape in SHAPES:
         r = time_pair(shape, args.repeats, args.calls)
         label, vocab, steps, batch, dim, hidden = shape
-        print(f"{label:<16}{vocab:>6}{steps:>5}{batch:>4}{dim:>5}{hidden:>5}{r['fused']:>10.2f}"
-              f"{r['unfused']:>12.2f}{r['ratio']:>15.2f}")
+        print(
+            f"{label:<16}{vocab:>6}{steps:>5}{batch:>4}{dim:>5}{hidden:>5}{r['fused']:>10.2f}"
+            f"{r['unfused']:>12.2f}{r['ratio']:>15.2f}"
+        )
 
 
 if __name__ == "__main__":

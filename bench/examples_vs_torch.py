@@ -38,8 +38,13 @@ SHARED = ROOT.parent / "shared" / "data"
 def result_line(script: str, cwd: str, data) -> dict:
     """The key=value pairs of the script's RESULT line (it runs with its defaults)."""
     extra = ["--data", str(data)] if data is not None else []
-    out = subprocess.run([sys.executable, str(ROOT / script), *extra], cwd=cwd,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / script), *extra],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     line = next(ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("RESULT "))
     return {k: float(v) for k, v in (field.split("=") for field in line.split()[1:])}
 
@@ -48,12 +53,18 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="+", choices=list(PAIRS), default=list(PAIRS))
-    parser.add_argument("--data", type=Path, default=SHARED if SHARED.is_dir() else None,
-                        help="the datasets root given to every script")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=SHARED if SHARED.is_dir() else None,
+        help="the datasets root given to every script",
+    )
     args = parser.parse_args(argv)
     print(f"{os.cpu_count()} cores; medians of {args.repeats} alternating runs of each pair")
-    print(f"{'example':10s} {'metric':>15s} {'rnnfast':>9s} {'torch':>9s} "
-          f"{'rnnfast s':>10s} {'torch s':>9s} {'ratio':>6s}  target <= 0.5")
+    print(
+        f"{'example':10s} {'metric':>15s} {'rnnfast':>9s} {'torch':>9s} "
+        f"{'rnnfast s':>10s} {'torch s':>9s} {'ratio':>6s}  target <= 0.5"
+    )
     with tempfile.TemporaryDirectory() as cwd:  # the examples' plots land here
         for name in args.only:
             ours, twin, metric = PAIRS[name]
@@ -61,14 +72,18 @@ def main(argv=None) -> None:
             for _ in range(args.repeats):
                 runs["rnnfast"].append(result_line(ours, cwd, args.data))
                 runs["torch"].append(result_line(twin, cwd, args.data))
-            med = {side: {k: statistics.median(r[k] for r in rs) for k in (metric, "time_s")}
-                   for side, rs in runs.items()}
+            med = {
+                side: {k: statistics.median(r[k] for r in rs) for k in (metric, "time_s")}
+                for side, rs in runs.items()
+            }
             ratio = med["rnnfast"]["time_s"] / med["torch"]["time_s"]
             times = {side: ", ".join(f"{r['time_s']:.1f}" for r in rs) for side, rs in runs.items()}
-            print(f"{name:10s} {metric:>15s} {med['rnnfast'][metric]:9.4f} "
-                  f"{med['torch'][metric]:9.4f} {med['rnnfast']['time_s']:10.1f} "
-                  f"{med['torch']['time_s']:9.1f} {ratio:6.2f}  {'met' if ratio <= 0.5 else 'MISSED'}"
-                  f"   (rnnfast {times['rnnfast']}; torch {times['torch']})")
+            print(
+                f"{name:10s} {metric:>15s} {med['rnnfast'][metric]:9.4f} "
+                f"{med['torch'][metric]:9.4f} {med['rnnfast']['time_s']:10.1f} "
+                f"{med['torch']['time_s']:9.1f} {ratio:6.2f}  {'met' if ratio <= 0.5 else 'MISSED'}"
+                f"   (rnnfast {times['rnnfast']}; torch {times['torch']})"
+            )
 
 
 if __name__ == "__main__":

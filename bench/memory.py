@@ -86,9 +86,20 @@ def run_case(case, inp):
     return (
         y,
         h_n,
-        functional.rnn_backward(inp["x"], inp["weight_ih"], inp["weight_hh"], y, dy=inp["dy"],
-                                h0=None, nonlinearity="tanh", lengths=None, alpha=1.0,
-                                step_mask=None, zero_output_for_mask=False, recurrent_mask=None),
+        functional.rnn_backward(
+            inp["x"],
+            inp["weight_ih"],
+            inp["weight_hh"],
+            y,
+            dy=inp["dy"],
+            h0=None,
+            nonlinearity="tanh",
+            lengths=None,
+            alpha=1.0,
+            step_mask=None,
+            zero_output_for_mask=False,
+            recurrent_mask=None,
+        ),
     )
 
 

@@ -44,8 +44,9 @@ def evaluate(model, tokens, batch_size, bptt):
     with torch.no_grad():
         for xb, yb in zip(xs, ys):
             logits, h = model(torch.from_numpy(xb), h)
-            total += nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                 torch.from_numpy(yb).reshape(-1)).item()
+            total += nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), torch.from_numpy(yb).reshape(-1)
+            ).item()
     return total / len(xs)
 
 
@@ -60,22 +61,29 @@ def decode(model, prompt_ids, length, mode, temperature=0.8, width=4, seed=0):
                 logits, h = model(torch.tensor([[token]]), h)
                 lp = torch.log_softmax(logits[0, -1], -1)
                 probs = torch.softmax(lp / temperature, -1)
-                token = (int(lp.argmax()) if mode == "greedy" else
-                         int(torch.multinomial(probs, 1, generator=gen)))
+                token = (
+                    int(lp.argmax())
+                    if mode == "greedy"
+                    else int(torch.multinomial(probs, 1, generator=gen))
+                )
                 out.append(token)
             return out
         beams = [(0.0, [prompt_ids[-1]])]
         hs = h
         for _ in range(length):
             tokens = torch.tensor([[b[1][-1]] for b in beams])
-            logits, hs = model(tokens, hs.expand(-1, len(beams), -1).contiguous()
-                               if hs.shape[1] != len(beams) else hs)
+            logits, hs = model(
+                tokens,
+                hs.expand(-1, len(beams), -1).contiguous() if hs.shape[1] != len(beams) else hs,
+            )
             lp = torch.log_softmax(logits[:, -1], -1)
             scores = torch.tensor([b[0] for b in beams])[:, None] + lp
             top = torch.topk(scores.reshape(-1), width)
             rows = top.indices // lp.shape[1]
-            beams = [(float(s), beams[r][1] + [int(t)]) for s, r, t in
-                     zip(top.values, rows, top.indices % lp.shape[1])]
+            beams = [
+                (float(s), beams[r][1] + [int(t)])
+                for s, r, t in zip(top.values, rows, top.indices % lp.shape[1])
+            ]
             hs = hs[:, rows]
         return beams[0][1][1:]
 
@@ -114,22 +122,26 @@ def main(argv=None):
             optimizer.zero_grad()
             logits, h = model(torch.from_numpy(xs[i]), h)
             h = h.detach()
-            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                               torch.from_numpy(ys[i]).reshape(-1))
+            loss = nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), torch.from_numpy(ys[i]).reshape(-1)
+            )
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), args.clip)
             optimizer.step()
             total += loss.item()
             bar.set_postfix(loss=f"{loss.item():.4f}")
         val = evaluate(model, val_ids, args.batch_size, args.bptt)
-        print(f"epoch {epoch + 1}: train loss {total / len(xs):.4f}, validation loss {val:.4f} "
-              f"(perplexity {math.exp(val):.3f})")
+        print(
+            f"epoch {epoch + 1}: train loss {total / len(xs):.4f}, validation loss {val:.4f} "
+            f"(perplexity {math.exp(val):.3f})"
+        )
     model.eval()
     index = {c: i for i, c in enumerate(alphabet)}
     prompt_ids = [index[c] for c in args.prompt if c in index]
     for mode in ("greedy", "sample", "beam"):
-        ids = decode(model, prompt_ids, args.length, mode, args.temperature, args.beam_width,
-                     args.seed)
+        ids = decode(
+            model, prompt_ids, args.length, mode, args.temperature, args.beam_width, args.seed
+        )
         print(f"\n---- {mode} ----\n{args.prompt}{''.join(alphabet[i] for i in ids)}")
     print(f"RESULT val_perplexity={math.exp(val):.4f} time_s={time.perf_counter() - start:.1f}")
 

@@ -97,8 +97,12 @@ def main(argv=None):
     model.eval()
     test_names = [names[i] for i in test_idx]
     with torch.no_grad():
-        logits = torch.cat([model(*batch_tensors(test_names[i:i + 512], alphabet))
-                            for i in range(0, len(test_names), 512)])
+        logits = torch.cat(
+            [
+                model(*batch_tensors(test_names[i : i + 512], alphabet))
+                for i in range(0, len(test_names), 512)
+            ]
+        )
     accuracy = float((logits.argmax(1).numpy() == labels[test_idx]).mean())
     print(f"test accuracy {accuracy:.4f} on {len(test_idx)} names")
     print(f"RESULT test_accuracy={accuracy:.4f} time_s={time.perf_counter() - start:.1f}")

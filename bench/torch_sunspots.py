@@ -69,7 +69,7 @@ def main(argv=None):
     for epoch in range(args.epochs):
         model.train()
         order = torch.from_numpy(rng.permutation(n))
-        batches = [order[i:i + args.batch_size] for i in range(0, n, args.batch_size)]
+        batches = [order[i : i + args.batch_size] for i in range(0, n, args.batch_size)]
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch")
         total = 0.0
         for index in bar:
@@ -85,8 +85,10 @@ def main(argv=None):
     truth = values[test_idx]
     test_rmse, base_rmse = rmse(pred, truth), rmse(values[test_idx - 1], truth)
     print(f"test RMSE {test_rmse:.2f} sunspots, persistence {base_rmse:.2f}")
-    print(f"RESULT test_rmse={test_rmse:.3f} persistence_rmse={base_rmse:.3f} "
-          f"time_s={time.perf_counter() - start:.1f}")
+    print(
+        f"RESULT test_rmse={test_rmse:.3f} persistence_rmse={base_rmse:.3f} "
+        f"time_s={time.perf_counter() - start:.1f}"
+    )
 
 
 if __name__ == "__main__":

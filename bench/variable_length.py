@@ -36,8 +36,9 @@ from rnnfast.nn.sequential import embedding_feeds_rnn
 def names_data(root):
     xs, labels = [], []
     text = datasets.load("names", root)
-    alphabet = {c: i for i, c in enumerate(sorted({c for ws in text.values() for w in ws
-                                                   for c in w}))}
+    alphabet = {
+        c: i for i, c in enumerate(sorted({c for ws in text.values() for w in ws for c in w}))
+    }
     for label, lang in enumerate(text):
         for w in text[lang]:
             x = np.zeros((len(w), len(alphabet)), dtype=np.float32)
@@ -68,7 +69,7 @@ class Batches:
     def __init__(self, n, batch_size, seed):
         rng = np.random.default_rng(seed)
         order = rng.permutation(n)
-        self.batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+        self.batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
 def names_by_hand(model, opt, xs, labels, batches):
@@ -112,44 +113,83 @@ def measure(label, make_model, by_hand, xs, ys, epochs, batch_size):
             if path == "hand":
                 by_hand(models[path], opts[path], xs, ys, batches)
             else:
-                training.fit(models[path], xs, ys, loss="cross_entropy", optimizer=opts[path],
-                             epochs=1, batch_size=batch_size, seed=epoch, verbose=False)
+                training.fit(
+                    models[path],
+                    xs,
+                    ys,
+                    loss="cross_entropy",
+                    optimizer=opts[path],
+                    epochs=1,
+                    batch_size=batch_size,
+                    seed=epoch,
+                    verbose=False,
+                )
             if epoch:
                 times[path].append(time.perf_counter() - start)
     ratios = [f / h for f, h in zip(times["fit"], times["hand"])]
-    print(f"| {label} | {statistics.median(times['hand']):.3f} | "
-          f"{statistics.median(times['fit']):.3f} | {statistics.median(ratios):.3f} | "
-          f"{min(ratios):.3f}-{max(ratios):.3f} |")
+    print(
+        f"| {label} | {statistics.median(times['hand']):.3f} | "
+        f"{statistics.median(times['fit']):.3f} | {statistics.median(ratios):.3f} | "
+        f"{min(ratios):.3f}-{max(ratios):.3f} |"
+    )
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--epochs", type=int, default=5, help="timed epochs per path")
-    parser.add_argument("--data", type=Path, default=None,
-                        help="the datasets root (default: rnnfast.datasets' lookup)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the datasets root (default: rnnfast.datasets' lookup)",
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per batch")
     args = parser.parse_args(argv)
-    print(f"rnnfast {rnnfast.__version__}, ISA {rnnfast._core.active_isa()}, "
-          f"{rnnfast.get_num_threads()} threads")
-    print("| task | hand-written loop, s/epoch | Sequential + fit, s/epoch | fit / hand "
-          "(median) | range |")
+    print(
+        f"rnnfast {rnnfast.__version__}, ISA {rnnfast._core.active_isa()}, "
+        f"{rnnfast.get_num_threads()} threads"
+    )
+    print(
+        "| task | hand-written loop, s/epoch | Sequential + fit, s/epoch | fit / hand "
+        "(median) | range |"
+    )
     print("|---|---:|---:|---:|---|")
     xs, labels, letters, languages = names_data(args.data)
-    measure("names (many-to-one, H=128)",
-            lambda: rnnfast.Sequential([
+    measure(
+        "names (many-to-one, H=128)",
+        lambda: rnnfast.Sequential(
+            [
                 rnnfast.RNN(letters, 128, batch_first=True, return_sequences=False, seed=0),
-                rnnfast.Dense(128, languages, seed=1)]),
-            names_by_hand, xs, labels, args.epochs, args.batch_size)
+                rnnfast.Dense(128, languages, seed=1),
+            ]
+        ),
+        names_by_hand,
+        xs,
+        labels,
+        args.epochs,
+        args.batch_size,
+    )
     rng = np.random.default_rng(0)
     ts, tags, vocab, n_tags = tagging_data(rng)
-    measure("tagging (bidirectional, many-to-many, H=128)",
-            lambda: rnnfast.Sequential([
+    measure(
+        "tagging (bidirectional, many-to-many, H=128)",
+        lambda: rnnfast.Sequential(
+            [
                 rnnfast.Embedding(vocab, 64, mask_zero=True, seed=0),
-                rnnfast.RNN(64, 128, bidirectional=True, batch_first=True,
-                            return_sequences=True, seed=1),
-                rnnfast.Dense(256, n_tags, seed=2)]),
-            tagging_by_hand, ts, tags, args.epochs, args.batch_size)
+                rnnfast.RNN(
+                    64, 128, bidirectional=True, batch_first=True, return_sequences=True, seed=1
+                ),
+                rnnfast.Dense(256, n_tags, seed=2),
+            ]
+        ),
+        tagging_by_hand,
+        ts,
+        tags,
+        args.epochs,
+        args.batch_size,
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,14 @@ def polarity(directory):
     vocab = Vocabulary.build([texts[i] for i in train], min_count=2)
     ids = vocab.encode_batch(texts)
     labels = np.array(labels)
-    return ([ids[i] for i in train], labels[train], [ids[i] for i in test], labels[test],
-            len(vocab), 2)
+    return (
+        [ids[i] for i in train],
+        labels[train],
+        [ids[i] for i in test],
+        labels[test],
+        len(vocab),
+        2,
+    )
 
 
 def tagging(directory):
@@ -57,20 +63,33 @@ def tagging(directory):
     test = read_conllu(next(Path(directory).glob("*-ud-test.conllu")))
     words = Vocabulary.build([s.forms for s in train], min_count=2)
     tags = Vocabulary.build([s.upos for s in train + test], pad=None, unk=None)
-    return ([words.encode(s.forms) for s in train], [tags.encode(s.upos) for s in train],
-            [words.encode(s.forms) for s in test], [tags.encode(s.upos) for s in test],
-            len(words), len(tags))
+    return (
+        [words.encode(s.forms) for s in train],
+        [tags.encode(s.upos) for s in train],
+        [words.encode(s.forms) for s in test],
+        [tags.encode(s.upos) for s in test],
+        len(words),
+        len(tags),
+    )
 
 
 def build(vocab, classes, per_step, mask_zero=True):
     """Embedding -> RNN -> Dense; the same weights for every seed-0 build."""
     hidden = 128
-    return rnnfast.Sequential([
-        rnnfast.Embedding(vocab, 100, mask_zero=mask_zero, seed=0),
-        rnnfast.RNN(100, hidden, batch_first=True, bidirectional=per_step,
-                    return_sequences=per_step, seed=1),
-        rnnfast.Dense(hidden * (2 if per_step else 1), classes, seed=2),
-    ])
+    return rnnfast.Sequential(
+        [
+            rnnfast.Embedding(vocab, 100, mask_zero=mask_zero, seed=0),
+            rnnfast.RNN(
+                100,
+                hidden,
+                batch_first=True,
+                bidirectional=per_step,
+                return_sequences=per_step,
+                seed=1,
+            ),
+            rnnfast.Dense(hidden * (2 if per_step else 1), classes, seed=2),
+        ]
+    )
 
 
 def hand_epoch(model, opt, xs, ys, per_step, rng, batch_size):
@@ -79,7 +98,7 @@ def hand_epoch(model, opt, xs, ys, per_step, rng, batch_size):
     model.train()
     order = rng.permutation(len(xs))
     for start in range(0, len(xs), batch_size):
-        index = order[start:start + batch_size]
+        index = order[start : start + batch_size]
         ids, lengths = pad_sequences([xs[i] for i in index], batch_first=True, dtype=np.int64)
         model.zero_grad()
         fused = embedding_feeds_rnn(emb, rnn, ids)
@@ -100,15 +119,15 @@ def hand_accuracy(model, xs, ys, per_step):
     model.eval()
     hits = counted = 0
     for start in range(0, len(xs), 256):
-        chunk = xs[start:start + 256]
+        chunk = xs[start : start + 256]
         ids, lengths = pad_sequences(chunk, batch_first=True, dtype=np.int64)
         emb, rnn, dense = model.layers
         logits = dense(rnn(emb(ids), lengths=lengths))
         if per_step:
-            tags, _ = pad_sequences(ys[start:start + 256], batch_first=True, dtype=np.int64)
+            tags, _ = pad_sequences(ys[start : start + 256], batch_first=True, dtype=np.int64)
             h, c = metrics.accuracy_counts(logits, tags, lengths=lengths, batch_first=True)
         else:
-            h, c = metrics.accuracy_counts(logits, ys[start:start + 256])
+            h, c = metrics.accuracy_counts(logits, ys[start : start + 256])
         hits, counted = hits + h, counted + c
     return hits / counted
 
@@ -127,16 +146,29 @@ def run(task, data, epochs, batch_size):
         hand_epoch(models["hand"], opts["hand"], xs, ys, per_step, hand_rng, batch_size)
         times["hand"].append(time.perf_counter() - start)
         start = time.perf_counter()
-        training.fit(models["fit"], xs, ys, loss="cross_entropy", optimizer=opts["fit"],
-                     epochs=1, batch_size=batch_size, seed=fit_rng, verbose=False)
+        training.fit(
+            models["fit"],
+            xs,
+            ys,
+            loss="cross_entropy",
+            optimizer=opts["fit"],
+            epochs=1,
+            batch_size=batch_size,
+            seed=fit_rng,
+            verbose=False,
+        )
         times["fit"].append(time.perf_counter() - start)
     acc_hand = hand_accuracy(models["hand"], xt, yt, per_step)
-    acc_fit = training.evaluate(models["fit"], xt, yt, loss="cross_entropy",
-                                metrics=["accuracy"])["accuracy"]
+    acc_fit = training.evaluate(models["fit"], xt, yt, loss="cross_entropy", metrics=["accuracy"])[
+        "accuracy"
+    ]
     ratios = [f / h for f, h in zip(times["fit"][1:], times["hand"][1:])] or [
-        times["fit"][0] / times["hand"][0]]
-    print(f"| {task} | {acc_hand:.4f} | {acc_fit:.4f} | {statistics.median(times['hand']):.2f} | "
-          f"{statistics.median(times['fit']):.2f} | {statistics.median(ratios):.3f} |")
+        times["fit"][0] / times["hand"][0]
+    ]
+    print(
+        f"| {task} | {acc_hand:.4f} | {acc_fit:.4f} | {statistics.median(times['hand']):.2f} | "
+        f"{statistics.median(times['fit']):.2f} | {statistics.median(ratios):.3f} |"
+    )
 
 
 def trap(data):
@@ -146,15 +178,23 @@ def trap(data):
     model = build(vocab, classes, per_step=False, mask_zero=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        training.fit(model, padded[:256], ys[:256], loss="cross_entropy",
-                     optimizer=optim.Adam(model), epochs=1, verbose=False)
+        training.fit(
+            model,
+            padded[:256],
+            ys[:256],
+            loss="cross_entropy",
+            optimizer=optim.Adam(model),
+            epochs=1,
+            verbose=False,
+        )
     names = sorted({type(w.message).__name__ for w in caught})
     print(f"end-padded ids without lengths: warnings {names or 'none'}")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--polarity", type=Path, help="folder of rt-polarity.pos/.neg")
     parser.add_argument("--conllu", type=Path, help="a UD treebank folder")
     parser.add_argument("--epochs", type=int, default=5, help="epochs per path")
@@ -162,10 +202,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.polarity is None and args.conllu is None:
         parser.error("give --polarity DIR and/or --conllu DIR")
-    print(f"rnnfast {rnnfast.__version__}, ISA {rnnfast._core.active_isa()}, "
-          f"{rnnfast.get_num_threads()} threads, python {sys.version.split()[0]}")
-    print("| task | hand loop accuracy | fit accuracy | hand s/epoch | fit s/epoch | "
-          "fit / hand |")
+    print(
+        f"rnnfast {rnnfast.__version__}, ISA {rnnfast._core.active_isa()}, "
+        f"{rnnfast.get_num_threads()} threads, python {sys.version.split()[0]}"
+    )
+    print("| task | hand loop accuracy | fit accuracy | hand s/epoch | fit s/epoch | fit / hand |")
     print("|---|---:|---:|---:|---:|---:|")
     if args.polarity is not None:
         data = polarity(args.polarity)
