@@ -49,23 +49,5 @@ class Layer(ParameterOwner):
         cache, self._cache = self._cache, None
         return cache
 
-    def load_state_dict(self, state_dict):
-        """Checks every key and shape first; on an error nothing changes."""
-        missing = [k for k in self._params if k not in state_dict]
-        extra = [k for k in state_dict if k not in self._params]
-        if missing or extra:
-            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
-        loaded = {}
-        for name, current in self._params.items():
-            value = state_dict[name]
-            arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
-            if arr.dtype.kind not in "fiu":
-                raise TypeError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
-            if arr.shape != current.shape:
-                raise ValueError(f"{name}: expected shape {current.shape}, got shape {arr.shape}")
-            loaded[name] = np.array(arr, dtype=self.dtype)
-        for name, arr in loaded.items():
-            self._params[name][...] = arr
-
     def keras_param_count(self):
         return sum(p.size for p in self._params.values())

@@ -31,6 +31,7 @@ import inspect
 
 import numpy as np
 
+from ._children import ChildOwner
 from .masking import batch_first_of, call_layer, input_suspect, input_valid_mask
 
 __all__ = ["Module"]
@@ -226,7 +227,7 @@ def _read_only(out):
     return out
 
 
-class Module:
+class Module(ChildOwner):
     """Base class of models with named children; see the module's documentation.
 
     Example
@@ -317,6 +318,9 @@ class Module:
                 out.append((name, child))
         return out
 
+    def _forget_forward(self):
+        object.__setattr__(self, "_last", None)
+
     def children(self):
         return [c for _, c in self.named_children()]
 
@@ -372,72 +376,6 @@ class Module:
         return batch_first_of(self.children(), type(self).__name__)
 
     # ---- parameters, modes, state ---------------------------------------------------------
-
-    def named_parameters(self):
-        return [
-            (f"{name}.{p}", v)
-            for name, child in self.named_children()
-            for p, v in child.named_parameters()
-        ]
-
-    def parameters(self):
-        return [p for _, p in self.named_parameters()]
-
-    @property
-    def grads(self):
-        """The children's live gradient arrays under this model's parameter names."""
-        return {
-            f"{name}.{k}": g
-            for name, child in self.named_children()
-            for k, g in child.grads.items()
-        }
-
-    def zero_grad(self):
-        for child in self.children():
-            child.zero_grad()
-
-    def train(self, mode=True):
-        self.training = bool(mode)
-        for child in self.children():
-            child.train(mode)
-        if not self.training:
-            object.__setattr__(self, "_last", None)
-        return self
-
-    def eval(self):
-        return self.train(False)
-
-    def state_dict(self):
-        return {
-            f"{name}.{k}": v
-            for name, child in self.named_children()
-            for k, v in child.state_dict().items()
-        }
-
-    def load_state_dict(self, state_dict):
-        """Checks every key and shape first; on an error nothing changes."""
-        expected = self.state_dict()
-        missing = [k for k in expected if k not in state_dict]
-        extra = [k for k in state_dict if k not in expected]
-        if missing or extra:
-            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
-        for key, current in expected.items():
-            if np.shape(state_dict[key]) != current.shape:
-                raise ValueError(
-                    f"{key}: expected shape {current.shape}, got shape {np.shape(state_dict[key])}"
-                )
-        named = self.named_children()
-        previous = [child.state_dict() for _, child in named]
-        try:
-            for name, child in named:
-                prefix = f"{name}."
-                child.load_state_dict(
-                    {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
-                )
-        except BaseException:
-            for (_, child), values in zip(named, previous):
-                child.load_state_dict(values)
-            raise
 
     # ---- description and persistence ------------------------------------------------------
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import decoding
 from ..losses import cross_entropy, log_softmax
+from ._children import ChildOwner
 from .embedding import Embedding
 from .linear import Linear
 from .rnn import RNN
@@ -155,7 +156,7 @@ def _ratio(value):
 # ---- the model ------------------------------------------------------------------------------
 
 
-class Seq2Seq:
+class Seq2Seq(ChildOwner):
     """Encoder-decoder Elman RNN: Embedding -> RNN encodes the source; its state after each
     source sequence's own last token is the context ``c`` (B, H); Embedding -> RNN -> Linear
     decodes the target one token at a time.
@@ -226,6 +227,12 @@ class Seq2Seq:
     @property
     def context_as_input(self):
         return self.context in ("input", "both")
+
+    def named_children(self):
+        return list(self.modules.items())
+
+    def _forget_forward(self):
+        self._cache = None
 
     @property
     def modules(self):
@@ -485,61 +492,6 @@ class Seq2Seq:
         )
 
     # ---- parameters and modes ---------------------------------------------------------------
-
-    def named_parameters(self):
-        return [
-            (f"{prefix}.{name}", p)
-            for prefix, m in self.modules.items()
-            for name, p in m.named_parameters()
-        ]
-
-    def parameters(self):
-        return [p for _, p in self.named_parameters()]
-
-    @property
-    def grads(self):
-        return {
-            f"{prefix}.{name}": g
-            for prefix, m in self.modules.items()
-            for name, g in m.grads.items()
-        }
-
-    def zero_grad(self):
-        for m in self.modules.values():
-            m.zero_grad()
-
-    def train(self, mode=True):
-        self.training = bool(mode)
-        for m in self.modules.values():
-            m.train(mode)
-        if not self.training:
-            self._cache = None
-        return self
-
-    def eval(self):
-        return self.train(False)
-
-    def state_dict(self):
-        return {k: p.copy() for k, p in self.named_parameters()}
-
-    def load_state_dict(self, state_dict):
-        """Load parameters saved by :meth:`state_dict` (prefixed keys). Every key and shape is
-        checked before anything changes."""
-        if not hasattr(state_dict, "keys"):
-            raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
-        own = dict(self.named_parameters())
-        missing = [k for k in own if k not in state_dict]
-        extra = [k for k in state_dict if k not in own]
-        if missing or extra:
-            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
-        for k, current in own.items():
-            shape = np.shape(state_dict[k])
-            if shape != current.shape:
-                raise ValueError(f"{k}: expected shape {current.shape}, got shape {shape}")
-        for prefix, m in self.modules.items():
-            m.load_state_dict(
-                {name: state_dict[f"{prefix}.{name}"] for name, _ in m.named_parameters()}
-            )
 
     def num_parameters(self):
         return sum(p.size for p in self.parameters())

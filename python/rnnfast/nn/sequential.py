@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._children import ChildOwner
 from .masking import (
     batch_first_of,
     call_layer,
@@ -39,7 +40,7 @@ def embedding_feeds_rnn(layer, following, ids):
     )
 
 
-class Sequential:
+class Sequential(ChildOwner):
     """``Sequential([layer, ...])``: the output of each layer feeds the next; ``backward`` runs
     them in reverse. Parameters are named ``"{index}.{name}"`` (PyTorch's convention).
 
@@ -119,6 +120,10 @@ class Sequential:
         """The layout of the model's sequences: its RNNs' ``batch_first`` (None without RNNs)."""
         return batch_first_of(self.layers, "Sequential")
 
+    def named_children(self):
+        """``(index, layer)`` of every layer: its parameters are named ``"{index}.{name}"``."""
+        return [(str(i), layer) for i, layer in enumerate(self.layers)]
+
     def __getitem__(self, index):
         return self.layers[index]
 
@@ -126,68 +131,6 @@ class Sequential:
         return len(self.layers)
 
     # ---- parameters ---------------------------------------------------------------------------
-
-    def named_parameters(self):
-        return [
-            (f"{i}.{name}", p)
-            for i, layer in enumerate(self.layers)
-            for name, p in layer.named_parameters()
-        ]
-
-    def parameters(self):
-        return [p for _, p in self.named_parameters()]
-
-    @property
-    def grads(self):
-        """The layers' live gradient arrays under this model's parameter names."""
-        return {
-            f"{i}.{name}": g
-            for i, layer in enumerate(self.layers)
-            for name, g in layer.grads.items()
-        }
-
-    def zero_grad(self):
-        for layer in self.layers:
-            layer.zero_grad()
-
-    def state_dict(self):
-        return {
-            f"{i}.{name}": v
-            for i, layer in enumerate(self.layers)
-            for name, v in layer.state_dict().items()
-        }
-
-    def load_state_dict(self, state_dict):
-        """Checks every key and shape of every layer first; on an error nothing changes."""
-        expected = self.state_dict()
-        missing = [k for k in expected if k not in state_dict]
-        extra = [k for k in state_dict if k not in expected]
-        if missing or extra:
-            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
-        for key, current in expected.items():
-            shape = np.shape(state_dict[key])
-            if shape != current.shape:
-                raise ValueError(f"{key}: expected shape {current.shape}, got shape {shape}")
-        previous = [layer.state_dict() for layer in self.layers]
-        try:
-            for i, layer in enumerate(self.layers):
-                prefix = f"{i}."
-                layer.load_state_dict(
-                    {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
-                )
-        except BaseException:
-            for layer, values in zip(self.layers, previous):
-                layer.load_state_dict(values)
-            raise
-
-    def train(self, mode=True):
-        self.training = bool(mode)
-        for layer in self.layers:
-            layer.train(mode)
-        return self
-
-    def eval(self):
-        return self.train(False)
 
     # ---- description and persistence ----------------------------------------------------------
 

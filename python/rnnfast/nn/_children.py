@@ -1,0 +1,84 @@
+"""What every container does the same way over its children (Sequential's layers, a Module's
+attributes, Seq2Seq's parts): parameters and gradients under prefixed names ("0.weight",
+"rnn.weight_ih_l0"), zero_grad, state dicts loaded all or nothing, and the training mode."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ChildOwner"]
+
+
+class ChildOwner:
+    """Mixin for containers: they define ``named_children() -> [(prefix, layer), ...]`` and keep
+    ``self.training``; ``_forget_forward()`` drops what a training forward kept (optional)."""
+
+    def named_parameters(self):
+        return [
+            (f"{prefix}.{name}", p)
+            for prefix, child in self.named_children()
+            for name, p in child.named_parameters()
+        ]
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    @property
+    def grads(self):
+        """The children's live gradient arrays under this model's parameter names."""
+        return {
+            f"{prefix}.{name}": g
+            for prefix, child in self.named_children()
+            for name, g in child.grads.items()
+        }
+
+    def zero_grad(self):
+        for _, child in self.named_children():
+            child.zero_grad()
+
+    def state_dict(self):
+        return {
+            f"{prefix}.{name}": v
+            for prefix, child in self.named_children()
+            for name, v in child.state_dict().items()
+        }
+
+    def load_state_dict(self, state_dict):
+        """Checks every key and shape first; on an error nothing changes."""
+        if not hasattr(state_dict, "keys"):
+            raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
+        expected = self.state_dict()
+        missing = [k for k in expected if k not in state_dict]
+        extra = [k for k in state_dict if k not in expected]
+        if missing or extra:
+            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
+        for key, current in expected.items():
+            shape = np.shape(state_dict[key])
+            if shape != current.shape:
+                raise ValueError(f"{key}: expected shape {current.shape}, got shape {shape}")
+        named = self.named_children()
+        previous = [child.state_dict() for _, child in named]
+        try:
+            for prefix, child in named:
+                start = f"{prefix}."
+                child.load_state_dict(
+                    {k[len(start) :]: v for k, v in state_dict.items() if k.startswith(start)}
+                )
+        except BaseException:
+            for (_, child), values in zip(named, previous):
+                child.load_state_dict(values)
+            raise
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        for _, child in self.named_children():
+            child.train(mode)
+        if not self.training:
+            self._forget_forward()
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def _forget_forward(self):
+        """Eval mode keeps no training forward: containers that keep one drop it here."""
