@@ -1,0 +1,275 @@
+"""The documentation site (docs/, Sphinx with autodoc and numpydoc) builds with warnings as
+errors, documents every public name through its public path, and each of its python code blocks
+runs as written, on its own, in a fresh interpreter.
+
+The build needs the ``docs`` extra (``pip install ".[docs]"``: sphinx, numpydoc); without it
+those tests skip, unless RNNFAST_REQUIRE_DOCS=1 (as in CI), which makes them fail instead. The
+code blocks need only rnnfast; a block that imports an optional package (torch, keras,
+threadpoolctl: all in the test extra) is skipped where that package is missing, unless
+RNNFAST_REQUIRE_TORCH=1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import types
+import zlib
+from pathlib import Path
+
+import pytest
+
+import rnnfast
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+PAGES = (
+    "index",
+    "quickstart",
+    "pytorch",
+    "keras",
+    "variable_length",
+    "performance",
+    "threads",
+    "reliability",
+    "api/index",
+)
+OPTIONAL = ("torch", "keras", "threadpoolctl")
+CODE_BLOCK = re.compile(r"^([ \t]*)\.\. code-block::[ \t]+(\w+)[ \t]*$")
+
+
+# ---- the build --------------------------------------------------------------------------------
+
+
+def _require_sphinx():
+    missing = [name for name in ("sphinx", "numpydoc") if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    why = f"{' and '.join(missing)} not installed (pip install '.[docs]')"
+    if os.environ.get("RNNFAST_REQUIRE_DOCS") == "1":
+        pytest.fail(f"{why}; RNNFAST_REQUIRE_DOCS=1 requires the docs build")
+    pytest.skip(f"{why}; set RNNFAST_REQUIRE_DOCS=1 to fail instead")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The HTML site built from docs/ with -W into a temporary folder, and the build's log."""
+    _require_sphinx()
+    out = tmp_path_factory.mktemp("docs") / "html"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # nothing written into docs/_ext
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(DOCS), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    seconds = time.perf_counter() - start
+    return out, done, seconds
+
+
+def test_the_site_builds_with_warnings_as_errors(site):
+    out, done, seconds = site
+    assert done.returncode == 0, f"sphinx -W failed:\n{done.stdout[-4000:]}\n{done.stderr}"
+    assert "build succeeded" in done.stdout, done.stdout[-2000:]
+    assert seconds < 300, f"the docs build took {seconds:.0f} s"
+
+
+def test_every_page_is_built(site):
+    out, done, _ = site
+    assert done.returncode == 0, done.stderr
+    for page in PAGES:
+        assert (out / f"{page}.html").is_file(), page
+    for page in ("layers", "functional", "training", "data", "io", "config"):
+        assert (out / "api" / f"{page}.html").is_file(), page
+
+
+def _inventory(path):
+    """{name: role} of the Python objects in a Sphinx objects.inv (format version 2)."""
+    with open(path, "rb") as f:
+        header = [f.readline() for _ in range(4)]
+        body = zlib.decompress(f.read()).decode("utf-8")
+    assert header[0].startswith(b"# Sphinx inventory version 2"), header[0]
+    found = {}
+    for line in body.splitlines():
+        match = re.match(r"(.+?)\s+py:(\w+)\s+-?\d+\s", line)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def _resolve(path):
+    """The object a dotted path below rnnfast names, or None."""
+    parts = path.split(".")
+    if parts[0] != "rnnfast":
+        return None
+    obj = rnnfast
+    for part in parts[1:]:
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            try:
+                obj = importlib.import_module(f"{obj.__name__}.{part}")
+            except (AttributeError, ImportError):
+                return None
+    return obj
+
+
+def _public_modules():
+    """rnnfast and every module its __all__ names, with the names each exports."""
+    modules = {"rnnfast": rnnfast}
+    for name in rnnfast.__all__:
+        value = getattr(rnnfast, name)
+        if isinstance(value, types.ModuleType):
+            modules[f"rnnfast.{name}"] = value
+    return modules
+
+
+def test_every_public_name_is_documented_through_a_public_path(site):
+    """Each name of rnnfast.__all__ and of each public module's __all__ has an entry: under its
+    own path, or (a class, function or module) under another public path for the same object,
+    as ``rnnfast.pad_sequences`` is documented as ``rnnfast.data.pad_sequences``."""
+    out, done, _ = site
+    assert done.returncode == 0, done.stderr
+    documented = _inventory(out / "objects.inv")
+    objects = {}
+    for path, role in documented.items():
+        if role in ("class", "exception", "function", "module"):
+            obj = _resolve(path)
+            if obj is not None:
+                objects.setdefault(id(obj), path)
+    missing = []
+    for modname, module in _public_modules().items():
+        assert f"{modname}" in documented, f"{modname}: no module entry"
+        for name in getattr(module, "__all__", ()):
+            path = f"{modname}.{name}"
+            obj = getattr(module, name)
+            routine = inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj)
+            if path in documented or (routine and id(obj) in objects):
+                continue
+            missing.append(path)
+    assert not missing, (
+        f"public names without an entry in the docs: {missing}; add them to docs/api/ "
+        "(a module's automodule lists its __all__ itself; top-level names and data are listed "
+        "by hand)"
+    )
+
+
+def test_documented_paths_are_public(site):
+    """No page documents a name under a private module path (one with a part starting with an
+    underscore): a module move inside the package must not change what the docs say. (autodoc's
+    canonical entries, the real locations it adds for cross-references, are not pages' names.)"""
+    out, done, _ = site
+    assert done.returncode == 0, done.stderr
+    html = "\n".join(p.read_text(encoding="utf-8") for p in out.rglob("*.html"))
+    ids = set(re.findall(r'<dt class="sig sig-object py" id="([^"]+)"', html))
+    assert ids, "no documented objects found in the HTML"
+    private = sorted(
+        i for i in ids if any(p.startswith("_") and not p.startswith("__") for p in i.split("."))
+    )
+    assert not private, private
+    top = {i for i in ids if i.count(".") == 1}
+    assert {
+        "rnnfast.RNN",
+        "rnnfast.Sequential",
+        "rnnfast.Module",
+        "rnnfast.Linear",
+        "rnnfast.Dense",
+        "rnnfast.Embedding",
+        "rnnfast.Dropout",
+        "rnnfast.Seq2Seq",
+        "rnnfast.load",
+        "rnnfast.save",
+    } <= top, sorted(top)
+
+
+def test_the_files_the_pages_name_exist():
+    """The tests, scripts and examples the pages point to (``tests/nn/test_rnn_masks.py``,
+    ``python bench/compare.py``) are where they say: a file moved or renamed fails here, so the
+    pages follow it. (Outputs such as bench/results/ are made by the scripts, not looked for.)"""
+    root = DOCS.parent
+    named = set()
+    for path in DOCS.rglob("*.rst"):
+        if "_build" not in path.parts:
+            text = path.read_text(encoding="utf-8")
+            named |= set(re.findall(r"(?<![\w/-])((?:tests|bench|examples|tools)/[\w*./-]*)", text))
+    named = {n.rstrip(".") for n in named if not n.startswith("bench/results")}
+    assert len(named) > 10, sorted(named)
+    missing = sorted(n for n in named if not list(root.glob(n)))
+    assert not missing, f"the pages name files that are not in the repository: {missing}"
+
+
+# ---- the code blocks --------------------------------------------------------------------------
+
+
+def python_blocks():
+    """(id, code) of every ``.. code-block:: python`` of the pages: its id the page and the
+    block's number there; the code dedented (a block may sit in a list item)."""
+    blocks = []
+    for path in sorted(DOCS.rglob("*.rst")):
+        if "_build" in path.parts:
+            continue
+        page = path.relative_to(DOCS).with_suffix("").as_posix().replace("/", "-")
+        lines = path.read_text(encoding="utf-8").splitlines()
+        count, i = 0, 0
+        while i < len(lines):
+            match = CODE_BLOCK.match(lines[i])
+            i += 1
+            if not match:
+                continue
+            indent = len(match.group(1).expandtabs())
+            body = []
+            while i < len(lines) and (
+                not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > indent
+            ):
+                body.append(lines[i])
+                i += 1
+            code = [line for line in body if not re.match(r"^\s+:\w[\w-]*:", line)]
+            if match.group(2) == "python":
+                count += 1
+                blocks.append((f"{page}-{count}", textwrap.dedent("\n".join(code)).strip()))
+    return blocks
+
+
+BLOCKS = python_blocks()
+
+
+def test_the_guides_have_their_python_blocks():
+    ids = [i for i, _ in BLOCKS]
+    for page in ("quickstart", "pytorch", "keras", "variable_length", "threads"):
+        assert any(i.startswith(page + "-") for i in ids), (page, ids)
+
+
+def _closed_port_url():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("block, code", BLOCKS, ids=[i for i, _ in BLOCKS])
+def test_block_runs_on_its_own(block, code, tmp_path):
+    imported = set(re.findall(r"^\s*(?:import|from)\s+(\w+)", code, re.M))
+    for name in sorted(imported & set(OPTIONAL)):
+        if importlib.util.find_spec(name) is None:
+            if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":
+                pytest.fail(f"{name} is not installed (RNNFAST_REQUIRE_TORCH=1)")
+            pytest.skip(f"{name} is not installed")
+    env = {k: v for k, v in os.environ.items() if k != "RNNFAST_DATA"}
+    env.update(XDG_CACHE_HOME=str(tmp_path / "cache"), RNNFAST_DATA_URL=_closed_port_url())
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
