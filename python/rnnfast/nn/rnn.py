@@ -41,6 +41,14 @@ def _positive_int(name, value):
     return int(value)
 
 
+# A dilated layer's next step reads the state d steps back: carrying it from one call to the
+# next (stateful) or one step at a time (step) needs the last d states of every layer.
+_DILATED_STREAMING = (
+    "dilation: a dilated layer (dilation > 1) reads h_{t-d}, so stateful layers and step() "
+    "would carry the last d states of every layer; not supported: run whole sequences"
+)
+
+
 class _Options(NamedTuple):
     """The options one forward ran with. Its backward reads them from here, not from the
     layer, so an option assigned between the two cannot make the gradient differ from the
@@ -167,6 +175,7 @@ class RNN(ParameterOwner):
         input_dropout=0.0,
         recurrent_dropout=0.0,
         zero_output_for_mask=None,
+        dilation=1,
     ):
         self._input_size = _positive_int("input_size", input_size)
         self._hidden_size = _positive_int("hidden_size", hidden_size)
@@ -190,6 +199,7 @@ class RNN(ParameterOwner):
         self.input_dropout = input_dropout
         self.recurrent_dropout = recurrent_dropout
         self.zero_output_for_mask = zero_output_for_mask
+        self.dilation = dilation
 
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.hidden_size)
@@ -341,6 +351,8 @@ class RNN(ParameterOwner):
     @stateful.setter
     def stateful(self, value):
         value = check_bool("stateful", value)
+        if value and any(d > 1 for d in getattr(self, "_dilations", ())):
+            raise ValueError(_DILATED_STREAMING)
         if value != getattr(self, "_stateful", value):
             # a state carried before the change belongs to another way of running: forget it
             self._state = None
@@ -398,6 +410,31 @@ class RNN(ParameterOwner):
     @zero_output_for_mask.setter
     def zero_output_for_mask(self, value):
         self._zero_output_for_mask = check_optional_bool("zero_output_for_mask", value)
+
+    @property
+    def dilation(self):
+        """Temporal skip of the recurrence: ``h_t`` reads ``h_{t-d}`` (d interleaved sequences,
+        run as one batch on the same kernels). An int, or a list of one per layer (for
+        example ``[1, 2, 4, 8]``, a stack over multiple time scales)."""
+        return self._dilation
+
+    @dilation.setter
+    def dilation(self, value):
+        values = list(value) if isinstance(value, (list, tuple)) else [value] * self.num_layers
+        if len(values) != self.num_layers:
+            raise ValueError(
+                f"dilation: expected an int or a list of num_layers={self.num_layers} ints, got "
+                f"a list of {len(values)}"
+            )
+        for v in values:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"dilation: expected a positive int, got {type(v).__name__} {v!r}")
+            if v < 1:
+                raise ValueError(f"dilation: expected a positive int, got {v}")
+        if any(v > 1 for v in values) and getattr(self, "_stateful", False):
+            raise ValueError(_DILATED_STREAMING)
+        self._dilation = [int(v) for v in value] if isinstance(value, (list, tuple)) else int(value)
+        self._dilations = tuple(int(v) for v in values)
 
     def _zero_output(self, o):
         if o.zero_output_for_mask is not None:
@@ -534,6 +571,7 @@ class RNN(ParameterOwner):
             self._zero_output(o),
             table,
             training,
+            self._dilations,
         )
         out, h_n, stack_cache = stack_forward(self, x, h0, run)
         h_n = reorder.unsort(h_n, 1)
@@ -967,6 +1005,8 @@ class RNN(ParameterOwner):
         no per-call checks of them: only x_t and h are checked. out_t and h_next[-1] may be the
         same memory (copy before writing into either).
         """
+        if any(d > 1 for d in self._dilations):
+            raise ValueError(_DILATED_STREAMING)
         if self._bidirectional:  # the private attributes: no property calls on this hot path
             raise ValueError(
                 "step: a bidirectional layer needs the whole sequence (its reverse direction "
@@ -1105,6 +1145,7 @@ class RNN(ParameterOwner):
             "input_dropout": self.input_dropout,
             "recurrent_dropout": self.recurrent_dropout,
             "zero_output_for_mask": self.zero_output_for_mask,
+            "dilation": self.dilation,
         }
 
     # ---- description --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import numpy as np
 from .. import functional
 from .._validation import dropout_mask
 from ..data import reversal_index
+from . import dilation as dil
 
 __all__ = ["BatchOrder", "Reverser", "Run", "StackCache", "stack_backward", "stack_forward"]
 
@@ -72,7 +73,7 @@ class Run(NamedTuple):
     lengths: (B,) sorted, or None. step_mask: (T, B) bool in processing order, or None.
     zero_output: Keras's zero_output_for_mask for the masked steps. table: the embedding
     table of token input (layer 0 reads ids), or None. training: masks are drawn and caches
-    kept."""
+    kept. dilations: each layer's dilation (h_t reads h_{t-d}; empty: 1 everywhere)."""
 
     nonlinearity: str
     alphas: list
@@ -82,6 +83,7 @@ class Run(NamedTuple):
     zero_output: bool
     table: object
     training: bool
+    dilations: tuple = ()
 
 
 class StackCache(NamedTuple):
@@ -142,23 +144,10 @@ def stack_forward(layer, x, h0, run):
             m_in, m_rec = _draw_masks(layer, run, batch, None if tokens else xin.shape[2])
             fed = xin if m_in is None else xin * m_in[None]
             h0_d = None if h0 is None else h0[idx]
-            y_d, h_n[idx] = functional.rnn_forward(
-                run.table if tokens else fed,
-                w_ih,
-                w_hh,
-                b_ih,
-                b_hh,
-                h0_d,
-                run.nonlinearity,
-                True,
-                run.lengths,
-                run.alphas[k],
-                ids=xin if tokens else None,
-                step_mask=mask,
-                zero_output_for_mask=run.zero_output,
-                recurrent_mask=m_rec,
+            y_d, h_n[idx], record = _direction_forward(
+                layer, run, k, idx, fed, mask, h0_d, m_rec, tokens
             )
-            runs.append((fed, h0_d, y_d, m_in, m_rec))
+            runs.append((record, m_in))
             outs.append(rev(y_d) if d else y_d)
         out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
         if run.residual and k > 0:
@@ -178,7 +167,7 @@ def stack_backward(layer, cache, run, d_out, dh_n):
     the embedding table's gradient (V, D) with token input. ``grads`` maps parameter names to
     this call's gradients (the caller adds them, so a failed call adds nothing)."""
     H, dirs = layer.hidden_size, _directions(layer)
-    steps, batch = cache.layers[0][0][0][2].shape[:2]
+    steps, batch = cache.layers[0][0][0][0].steps_batch  # layer 0, direction 0's record
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
     grads = {}
     dh0 = np.empty((layer.num_layers * dirs, batch, H), dtype=layer.dtype)
@@ -190,34 +179,19 @@ def stack_backward(layer, cache, run, d_out, dh_n):
         for d in range(dirs):
             idx = k * dirs + d
             names = layer._names[idx]
-            fed, h0_d, y_d, m_in, m_rec = runs[d]
+            record, m_in = runs[d]
             dy = None if d_out is None else d_out[..., d * H : (d + 1) * H]
             if dy is not None:
                 dy = rev(dy) if d else np.ascontiguousarray(dy)
             tokens = run.table is not None and k == 0
-            g = functional.rnn_backward(
-                run.table if tokens else fed,
-                layer._params[names[0]],
-                layer._params[names[1]],
-                y_d,
-                dy,
-                None if dh_n is None else dh_n[idx],
-                h0=h0_d,
-                nonlinearity=run.nonlinearity,
-                lengths=run.lengths,
-                alpha=run.alphas[k],
-                step_mask=rev(run.step_mask) if d else run.step_mask,
-                zero_output_for_mask=run.zero_output,
-                recurrent_mask=m_rec,
-                ids=fed if tokens else None,
+            g, dx, dh0[idx] = _direction_backward(
+                layer, run, k, idx, record, dy, None if dh_n is None else dh_n[idx], tokens
             )
             grads[names[0]] = g.dweight_ih
             grads[names[1]] = g.dweight_hh
             if layer.bias:
                 grads[names[2]] = g.dbias
                 grads[names[3]] = g.dbias
-            dh0[idx] = g.dh0
-            dx = g.dx
             if m_in is not None:
                 dx = dx * m_in[None]
             # with token input, dx is the table's gradient: no time or batch order in it
@@ -225,3 +199,95 @@ def stack_backward(layer, cache, run, d_out, dh_n):
             d_in = dx if d_in is None else d_in + dx
         d_out = d_in
     return d_out, dh0, grads
+
+
+class _Record(NamedTuple):
+    """One (layer, direction) as the kernels ran it: (T, B) shapes for an undilated layer; for
+    a dilated one, its d interleaved chains as d*B rows (nn.dilation)."""
+
+    steps_batch: tuple
+    fed: object
+    h0: object
+    y: object
+    lengths: object
+    step_mask: object
+    recurrent_mask: object
+    dilation: int
+    last_rows: object
+
+
+def _kernel_options(run, k, record):
+    return dict(
+        nonlinearity=run.nonlinearity,
+        lengths=record.lengths,
+        alpha=run.alphas[k],
+        step_mask=record.step_mask,
+        zero_output_for_mask=run.zero_output,
+        recurrent_mask=record.recurrent_mask,
+    )
+
+
+def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
+    """One (layer, direction): ``(y (T, B, H), h_n (B, H), record)``. A dilated layer runs
+    its chains as one batch of d*B rows; h_n is then each sequence's state after its own last
+    step, in the chain that holds that step."""
+    steps, batch = fed.shape[0], fed.shape[1]
+    d = run.dilations[k] if run.dilations else 1
+    lengths, last = run.lengths, None
+    if d > 1:
+        lengths = dil.chain_lengths(run.lengths, steps, batch, d)
+        last = dil.last_rows(run.lengths, steps, batch, d)
+        fed, mask = dil.to_chains(fed, d), dil.to_chains(mask, d, fill=False)
+        h0_d, m_rec = dil.chain_h0(h0_d, d), dil.chain_h0(m_rec, d)
+    record = _Record((steps, batch), fed, h0_d, None, lengths, mask, m_rec, d, last)
+    w_ih, w_hh, b_ih, b_hh = _weights(layer, idx)
+    y, h_n = functional.rnn_forward(
+        run.table if tokens else fed,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+        h0_d,
+        run.nonlinearity,
+        True,
+        lengths,
+        run.alphas[k],
+        ids=fed if tokens else None,
+        step_mask=mask,
+        zero_output_for_mask=run.zero_output,
+        recurrent_mask=m_rec,
+    )
+    record = record._replace(y=y)
+    if d == 1:
+        return y, h_n, record
+    return dil.from_chains(y, d, steps), h_n[last], record
+
+
+def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens):
+    """``(kernel gradients, dx (T, B, D) or the table's (V, D), dh0 (B, H))`` of one (layer,
+    direction) from the gradients of its outputs dy (T, B, H) and its h_n."""
+    names = layer._names[idx]
+    d = record.dilation
+    steps, batch = record.steps_batch
+    if d > 1:
+        dy = None if dy is None else dil.to_chains(dy, d)
+        if dh_n is not None:
+            chained = np.zeros((d * batch, dh_n.shape[1]), dtype=dh_n.dtype)
+            chained[record.last_rows] = dh_n  # h_n is the last step's chain's state
+            dh_n = chained
+    g = functional.rnn_backward(
+        run.table if tokens else record.fed,
+        layer._params[names[0]],
+        layer._params[names[1]],
+        record.y,
+        dy,
+        dh_n,
+        h0=record.h0,
+        ids=record.fed if tokens else None,
+        **_kernel_options(run, k, record),
+    )
+    if d == 1:
+        return g, g.dx, g.dh0
+    dx = g.dx if tokens else dil.from_chains(g.dx, d, steps)
+    # every chain started from the one h0: its gradient is the chains' sum
+    return g, dx, g.dh0.reshape(d, batch, -1).sum(axis=0)
