@@ -207,7 +207,7 @@ def test_recurrent_dropout_is_the_kernels_recurrent_mask(rng):
     x = rng.standard_normal((T, B, D))
     y, _ = layer(x)
     run, cache = layer._cache[1], layer._cache[2]
-    m_rec = cache.layers[0][0][0][4]
+    m_rec = cache.layers[0][0][0][0].recurrent_mask  # layer 0, direction 0
     assert m_rec.shape == (B, H) and set(np.unique(m_rec)) <= {0.0, 2.0}
     p = layer.state_dict()
     expected, _ = functional.rnn_forward(
