@@ -2,9 +2,10 @@
 batches (torch with PackedSequence), forward inference and a training step, 1 and 2 threads.
 Then the masked kernels against rnnfast's own plain kernels of the same shape (torch has no
 general masks nor recurrent dropout): a Keras-style (T, B) step mask, recurrent dropout, both;
-their cost over the plain layer is the figure (target: at most 10%).
+their cost over the plain layer is the figure (target: at most 10%). Then dilated layers against
+the plain layer of the same shape (target: at least as fast).
 
-    python bench/compare_composition.py [--repeats 7] [--threads 1,2] [--cases torch,masks]
+    python bench/compare_composition.py [--repeats 7] [--threads 1,2] [--cases torch,masks,dilation]
                                         [--out PATH]
 
 Every case is first checked for agreement (outputs, h_n, input and weight gradients: against
@@ -260,6 +261,63 @@ def masks_table(args, rows):
     print(f"target overhead <= 10%: {met}/{len(rows)} rows")
 
 
+# ---- dilated layers against the plain layer of the same shape --------------------------------
+
+DILATIONS = {
+    # name: dilation (an int, or one per layer of a 4-layer stack)
+    "dilation 2": 2,
+    "dilation 4": 4,
+    "dilation 10 (T/5 steps per chain)": 10,
+    "4-layer stack, dilations 1, 2, 4, 8": [1, 2, 4, 8],
+}
+
+
+def dilation_table(args, rows):
+    """A dilated layer does the plain layer's FLOPs in T/d sequential steps of d*B rows: the
+    figure is dilated time / plain time (target: at most 1)."""
+    print(
+        "\ndilated layer vs the plain layer of the same T, B, D, H (and layers); x = plain / dilated"
+    )
+    print(f"{'case':<42} {'threads':>7} {'mode':<8} {'dilated ms':>11} {'plain ms':>9} {'x':>6}")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((T, B, D)).astype(np.float32)
+    for threads in args.threads:
+        with harness.thread_count(threads):
+            for name, dilation in DILATIONS.items():
+                layers = 4 if isinstance(dilation, list) else 1
+                dilated = rnnfast.RNN(D, H, num_layers=layers, dilation=dilation, seed=0)
+                plain = rnnfast.RNN(D, H, num_layers=layers, seed=0)
+                worst = check_dilated_chains(dilated, x) if layers == 1 else 0.0
+                fast_d, fast_p = rnnfast_runners(dilated, x, None), rnnfast_runners(plain, x, None)
+                for mode, i in (("forward", 0), ("train", 1)):
+                    fns = {"plain": fast_p[i], "dilated": fast_d[i]}
+                    t = timed_ms(harness.time_alternating, fns, args)
+                    ms = {"dilated": t["dilated"], "plain": t["plain"]}
+                    ratio = ms["plain"] / ms["dilated"]
+                    add_row(
+                        rows, name, threads, mode, ms, ("speedup", ratio, f"{ratio:>6.2f}"), worst
+                    )
+    met = sum(r["speedup"] >= 1.0 for r in rows)
+    print(f"target dilated at least as fast as plain: {met}/{len(rows)} rows")
+
+
+def check_dilated_chains(layer, x):
+    """A one-layer dilated output equals torch.nn.RNN run on each interleaved subsequence."""
+    module = rnnfast.RNN(D, H, seed=0).to_torch()
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in layer.state_dict().items()})
+    layer.eval()
+    y, _ = layer(x)
+    d = layer.dilation
+    worst = 0.0
+    with torch.no_grad():
+        for j in range(d):
+            yt, _ = module(torch.from_numpy(np.ascontiguousarray(x[j::d])))
+            worst = max(worst, relative_error(y[j::d], yt.numpy()))
+    if not worst <= TOLERANCE:
+        raise SystemExit(f"DISAGREEMENT in dilation {d}: {worst}")
+    return worst
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -270,8 +328,9 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--cases",
-        default="torch,masks",
-        help="which tables: torch (composition vs torch), masks (masked kernels vs plain), or both",
+        default="torch,masks,dilation",
+        help="which tables, comma-separated: torch (composition vs torch), masks (masked "
+        "kernels vs plain), dilation (dilated layers vs plain)",
     )
     args = parser.parse_args(argv)
     args.threads = [int(t) for t in args.threads.split(",")]
@@ -282,15 +341,18 @@ def main(argv=None):
     args = parse_args(argv)
     harness.reexec_without_blas_overrides()
     tables = set(args.cases.split(","))
-    rows, mask_rows = [], []
+    rows, mask_rows, dilation_rows = [], [], []
     print(f"T={T} B={B} D={D} H={H} float32; isa {rnnfast._core.active_isa()}")
     if "torch" in tables:
         torch_table(args, rows)
     if "masks" in tables:
         masks_table(args, mask_rows)
+    if "dilation" in tables:
+        dilation_table(args, dilation_rows)
     doc = {"shape": [T, B, D, H], "isa": rnnfast._core.active_isa()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**doc, "rows": rows, "mask_rows": mask_rows}, indent=2))
+    doc.update(rows=rows, mask_rows=mask_rows, dilation_rows=dilation_rows)
+    args.out.write_text(json.dumps(doc, indent=2))
     print(f"wrote {args.out}")
 
 
