@@ -6,31 +6,24 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
-import operator
-import warnings
-from typing import NamedTuple
 
 import numpy as np
 
-from .. import functional
 from .._parameters import ParameterOwner
 from .._validation import (
     as_float_array,
-    check_alpha,
     check_bool,
     check_lengths,
-    check_nonlinearity,
-    check_optional_bool,
-    check_probability,
     layer_dtype,
 )
+from .rnn_forms import RNNForms, output_batch_axis, without_axis
+from .rnn_options import RNNOptions
+from .rnn_streaming import RNNStreaming
 from .stack import BatchOrder as _BatchOrder
 from .stack import Reverser as _Reverser
 from .stack import Run, stack_backward, stack_forward
 
 __all__ = ["RNN"]
-
-MERGE_MODES = ("concat", "sum", "mul", "ave", None)
 
 
 def _positive_int(name, value):
@@ -41,57 +34,7 @@ def _positive_int(name, value):
     return int(value)
 
 
-# A dilated layer's next step reads the state d steps back: carrying it from one call to the
-# next (stateful) or one step at a time (step) needs the last d states of every layer.
-_DILATED_STREAMING = (
-    "dilation: a dilated layer (dilation > 1) reads h_{t-d}, so stateful layers and step() "
-    "would carry the last d states of every layer; not supported: run whole sequences"
-)
-
-
-class _Options(NamedTuple):
-    """The options one forward ran with. Its backward reads them from here, not from the
-    layer, so an option assigned between the two cannot make the gradient differ from the
-    forward it differentiates."""
-
-    nonlinearity: str
-    alphas: list
-    batch_first: bool
-    go_backwards: bool
-    residual: bool
-    merge_mode: str | None
-    keras: bool
-    return_sequences: bool | None
-    return_state: bool | None
-    zero_output_for_mask: bool | None
-
-
-def _read_only(name, why):
-    """A property fixed at construction: reading gives the value, assigning raises an
-    AttributeError that says to build a new layer."""
-
-    def refuse(self, value):
-        raise AttributeError(
-            f"{name} is fixed at construction ({why}); build a new layer instead: "
-            f"RNN(**{{**layer.get_config(), {name!r}: {value!r}}})"
-        )
-
-    # attrgetter: a C-level getter, as fast as reading the attribute itself
-    return property(operator.attrgetter("_" + name), refuse, doc=f"Fixed at construction ({why}).")
-
-
-def _output_batch_axis(batch_first, last):
-    """Where a returned output has its batch axis: Keras's last output (B, out) and batch-first
-    sequences (B, T, out) first, time-major sequences (T, B, out) second."""
-    return 0 if (last or batch_first) else 1
-
-
-def _without_axis(a, axis):
-    """The view of ``a`` at index 0 of ``axis`` (of length one): the axis dropped."""
-    return a[(slice(None),) * axis + (0,)]
-
-
-class RNN(ParameterOwner):
+class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
     """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface (and Keras's options), on NumPy
     arrays.
 
@@ -232,253 +175,6 @@ class RNN(ParameterOwner):
         self._cache = None
         self._zero_state = None
 
-    # ---- options ------------------------------------------------------------------------------
-    # What shapes the parameters (or their initialisation) is fixed; every other option may be
-    # assigned later and is checked exactly as the constructor checks it.
-
-    input_size = _read_only("input_size", "the parameters' shapes depend on it")
-    hidden_size = _read_only("hidden_size", "the parameters' shapes depend on it")
-    num_layers = _read_only("num_layers", "the parameters depend on it")
-    bidirectional = _read_only("bidirectional", "the reverse direction has its own parameters")
-    bias = _read_only("bias", "the bias parameters exist or not")
-    dtype = _read_only("dtype", "the parameters are stored in it")
-    seed = _read_only("seed", "it drew the initial parameters")
-
-    @property
-    def nonlinearity(self):
-        """``"tanh"`` or ``"relu"``."""
-        return self._nonlinearity
-
-    @nonlinearity.setter
-    def nonlinearity(self, value):
-        self._nonlinearity = check_nonlinearity(value)
-
-    @property
-    def batch_first(self):
-        """Sequences as (B, T, ...) instead of (T, B, ...)."""
-        return self._batch_first
-
-    @batch_first.setter
-    def batch_first(self, value):
-        self._batch_first = check_bool("batch_first", value)
-
-    @property
-    def dropout(self):
-        """Drop probability in [0, 1] between stacked layers, in training mode."""
-        return self._dropout
-
-    @dropout.setter
-    def dropout(self, value):
-        self._dropout = self._checked_dropout(value)
-
-    def _checked_dropout(self, value):
-        """dropout checked; with one layer, torch's warning that it has nothing to act on
-        (pointed at the user's line: the constructor and the setter call this alike)."""
-        value = check_probability("dropout", value)
-        if value > 0.0 and self.num_layers == 1:
-            warnings.warn(
-                "dropout option adds dropout after all but last recurrent layer, so non-zero "
-                f"dropout expects num_layers greater than 1, but got dropout={value} and "
-                f"num_layers={self.num_layers}",
-                UserWarning,
-                stacklevel=3,
-            )
-        return value
-
-    @property
-    def residual(self):
-        """Skip connections around the layers k > 0."""
-        return self._residual
-
-    @residual.setter
-    def residual(self, value):
-        value = check_bool("residual", value)
-        if value and self.num_layers < 2:
-            raise ValueError(
-                "residual: skip connections join the layers k > 0 of a stack to their inputs; "
-                f"num_layers={self.num_layers} has none (use num_layers >= 2)"
-            )
-        self._residual = value
-
-    @property
-    def merge_mode(self):
-        """How the last layer's two directions are combined: "concat", "sum", "mul", "ave",
-        or None (Keras's: the two returned separately, [forward, backward])."""
-        return self._merge_mode
-
-    @merge_mode.setter
-    def merge_mode(self, value):
-        if not isinstance(value, (str, type(None))) or value not in MERGE_MODES:
-            raise ValueError(f"merge_mode: expected one of {MERGE_MODES}, got {value!r}")
-        if value != "concat" and not self.bidirectional:
-            raise ValueError(
-                f"merge_mode={value!r}: merges the two directions, needs bidirectional=True"
-            )
-        self._merge_mode = value
-
-    @property
-    def go_backwards(self):
-        """Keras's: read the sequences in reverse, return the outputs in that order."""
-        return self._go_backwards
-
-    @go_backwards.setter
-    def go_backwards(self, value):
-        self._go_backwards = check_bool("go_backwards", value)
-
-    @property
-    def return_sequences(self):
-        """Keras's: True, False, or None (with return_state None too: PyTorch's forms)."""
-        return self._return_sequences
-
-    @return_sequences.setter
-    def return_sequences(self, value):
-        self._return_sequences = check_optional_bool("return_sequences", value)
-
-    @property
-    def return_state(self):
-        """Keras's: True, False, or None (with return_sequences None too: PyTorch's forms)."""
-        return self._return_state
-
-    @return_state.setter
-    def return_state(self, value):
-        self._return_state = check_optional_bool("return_state", value)
-
-    @property
-    def stateful(self):
-        """Carry h_n from one call to the next as its h0."""
-        return self._stateful
-
-    @stateful.setter
-    def stateful(self, value):
-        value = check_bool("stateful", value)
-        if value and any(d > 1 for d in getattr(self, "_dilations", ())):
-            raise ValueError(_DILATED_STREAMING)
-        if value != getattr(self, "_stateful", value):
-            # a state carried before the change belongs to another way of running: forget it
-            self._state = None
-        self._stateful = value
-
-    @property
-    def alpha(self):
-        """Leak rate in (0, 1], or a list of one per layer."""
-        return self._alpha
-
-    @alpha.setter
-    def alpha(self, value):
-        if isinstance(value, (list, tuple)):
-            if len(value) != self.num_layers:
-                raise ValueError(
-                    f"alpha: expected a float or a list of num_layers={self.num_layers} floats, "
-                    f"got a list of {len(value)}"
-                )
-            alpha = [check_alpha(a) for a in value]
-            alphas = alpha
-        else:
-            alpha = check_alpha(value)
-            alphas = [alpha] * self.num_layers
-        self._alpha, self._alphas = alpha, alphas
-
-    @property
-    def input_dropout(self):
-        """Keras's ``dropout``: the probability of dropping each input unit, one mask per
-        sequence shared by every step (variational), each layer of the stack its own; in
-        training mode only."""
-        return self._input_dropout
-
-    @input_dropout.setter
-    def input_dropout(self, value):
-        self._input_dropout = check_probability("input_dropout", value)
-
-    @property
-    def recurrent_dropout(self):
-        """Keras's ``recurrent_dropout``: drops units of h_{t-1} in the recurrent product
-        ``W_hh (h_{t-1} * m)``, one mask per sequence shared by every step, inside the
-        kernels; in training mode only."""
-        return self._recurrent_dropout
-
-    @recurrent_dropout.setter
-    def recurrent_dropout(self, value):
-        self._recurrent_dropout = check_probability("recurrent_dropout", value)
-
-    @property
-    def zero_output_for_mask(self):
-        """Keras's: the output of a step a ``mask`` skips is zeros (True) or the previous
-        output (False). None: Keras's choice, False but for a bidirectional layer returning
-        sequences (Keras's Bidirectional sets it)."""
-        return self._zero_output_for_mask
-
-    @zero_output_for_mask.setter
-    def zero_output_for_mask(self, value):
-        self._zero_output_for_mask = check_optional_bool("zero_output_for_mask", value)
-
-    @property
-    def dilation(self):
-        """Temporal skip of the recurrence: ``h_t`` reads ``h_{t-d}`` (d interleaved sequences,
-        run as one batch on the same kernels). An int, or a list of one per layer (for
-        example ``[1, 2, 4, 8]``, a stack over multiple time scales)."""
-        return self._dilation
-
-    @dilation.setter
-    def dilation(self, value):
-        values = list(value) if isinstance(value, (list, tuple)) else [value] * self.num_layers
-        if len(values) != self.num_layers:
-            raise ValueError(
-                f"dilation: expected an int or a list of num_layers={self.num_layers} ints, got "
-                f"a list of {len(values)}"
-            )
-        for v in values:
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-                raise TypeError(f"dilation: expected a positive int, got {type(v).__name__} {v!r}")
-            if v < 1:
-                raise ValueError(f"dilation: expected a positive int, got {v}")
-        if any(v > 1 for v in values) and getattr(self, "_stateful", False):
-            raise ValueError(_DILATED_STREAMING)
-        self._dilation = [int(v) for v in value] if isinstance(value, (list, tuple)) else int(value)
-        self._dilations = tuple(int(v) for v in values)
-
-    def _zero_output(self, o):
-        if o.zero_output_for_mask is not None:
-            return o.zero_output_for_mask
-        sequences = not o.keras or bool(o.return_sequences)
-        return self.bidirectional and sequences
-
-    def _options(self):
-        """The options as they are now, for one forward and its backward."""
-        return _Options(
-            self.nonlinearity,
-            list(self._alphas),
-            self.batch_first,
-            self.go_backwards,
-            self.residual,
-            self.merge_mode,
-            self._keras(),
-            self.return_sequences,
-            self.return_state,
-            self.zero_output_for_mask,
-        )
-
-    @property
-    def num_directions(self):
-        return 2 if self.bidirectional else 1
-
-    @property
-    def output_size(self):
-        """Width of the output sequence: H, or 2H for concatenated directions."""
-        concat = self.bidirectional and self.merge_mode == "concat"
-        return self.hidden_size * (2 if concat else 1)
-
-    @property
-    def state(self):
-        """The state carried to the next call of a stateful layer (layers*dirs, B, H), or None."""
-        return None if self._state is None else self._state.copy()
-
-    def reset_state(self):
-        """Forget the carried state of a stateful layer: the next call starts from zeros."""
-        self._state = None
-
-    def _keras(self):
-        return self.return_sequences is not None or self.return_state is not None
-
     # ---- forward and backward ---------------------------------------------------------------
 
     def __call__(self, x, h0=None, lengths=None, mask=None, *, embedding=None):
@@ -604,7 +300,7 @@ class RNN(ParameterOwner):
         else:
             self._cache = None
         if unbatched:  # views: a training output stays read-only
-            result = _without_axis(result, _output_batch_axis(o.batch_first, last))
+            result = without_axis(result, output_batch_axis(o.batch_first, last))
             h_n = h_n[:, 0]
         return self._output_form(result, h_n, o)
 
@@ -622,36 +318,6 @@ class RNN(ParameterOwner):
         elif unbatched and h0 is not None:
             h0 = self._unbatched_state("h0", h0, self.num_layers * self.num_directions)
         return self._state_arg("h0", h0, batch), h0_user
-
-    def _returned_output(self, out, last, reorder, rev, lengths, o):
-        """``(result, out, o_last)`` from the stack's output sequence (processing order, the
-        batch sorted): Keras's last output or the whole sequence, merged, in the caller's batch
-        order and layout; ``out`` unsorted (the sequence) and ``o_last`` (the last output) are
-        what the merge's gradient reads."""
-        if last:
-            o_last = reorder.unsort(self._last_of(out, reorder.lengths), 0)
-            return self._merge(o_last, o.merge_mode), out, o_last
-        out = reorder.unsort(out, 1)  # the caller's batch order from here on
-        result = self._merge(out, o.merge_mode)
-        if o.go_backwards and lengths is not None:
-            # Keras order: the reversed valid steps, after the padded ones (zeros)
-            result = np.ascontiguousarray(rev(result)[::-1])
-        if o.batch_first:
-            result = result.swapaxes(0, 1)
-        return result, out, None
-
-    def _output_form(self, result, h_n, o):
-        """What a call returns: PyTorch's ``(y, h_n)`` or Keras's forms, with the two
-        directions' outputs as ``[forward, backward]`` for merge_mode=None (Keras flattens
-        the states after them: ``[forward, backward, h_n]``)."""
-        if o.merge_mode is None:
-            H = self.hidden_size
-            result = [result[..., :H], result[..., H:]]
-        if not o.keras:
-            return result, h_n
-        if not o.return_state:
-            return result
-        return [*result, h_n] if o.merge_mode is None else (result, h_n)
 
     def _sequence_input(self, x, embedding, batch_first):
         """The sequence as the layer loop runs it, time-major: ``(x (T, B, D) or token ids
@@ -692,49 +358,6 @@ class RNN(ParameterOwner):
                 f"(num_layers*dirs, H) = {expected}, got shape {arr.shape}"
             )
         return arr[:, None]
-
-    def _last_of(self, out, lengths):
-        """Keras's last output of each direction (B, dirs*H): the forward direction at each
-        sequence's own last step, the reverse direction at its first (where it ends); zeros
-        for an empty sequence."""
-        H = self.hidden_size
-        steps, batch = out.shape[0], out.shape[1]
-        if steps == 0:  # every sequence is empty
-            return np.zeros((batch, out.shape[2]), dtype=self.dtype)
-        if lengths is None:
-            fwd = out[steps - 1, :, :H]
-            rev = out[0, :, H:] if self.bidirectional else None
-        else:
-            ran = (lengths > 0)[:, None]
-            fwd = np.where(ran, out[np.maximum(lengths - 1, 0), np.arange(batch), :H], 0)
-            rev = np.where(ran, out[0, :, H:], 0) if self.bidirectional else None
-        res = fwd if rev is None else np.concatenate([fwd, rev], axis=1)
-        return np.ascontiguousarray(res, dtype=self.dtype)
-
-    def _merge(self, o, merge_mode):
-        """The two directions of the last layer (..., 2H) merged as ``merge_mode`` says;
-        concatenated ones (and merge_mode=None's, split only when returned) pass as they are."""
-        if not self.bidirectional or merge_mode in ("concat", None):
-            return o
-        H = self.hidden_size
-        f, r = o[..., :H], o[..., H:]
-        if merge_mode == "sum":
-            return f + r
-        if merge_mode == "mul":
-            return f * r
-        return (f + r) * 0.5
-
-    def _unmerge(self, d, src, merge_mode):
-        """Gradient of the merge: from d (..., out) to (..., dirs*H)."""
-        if not self.bidirectional or merge_mode in ("concat", None):
-            return d
-        H = self.hidden_size
-        if merge_mode == "sum":
-            return np.concatenate([d, d], axis=-1)
-        if merge_mode == "ave":
-            half = d * 0.5
-            return np.concatenate([half, half], axis=-1)
-        return np.concatenate([d * src[..., H:], d * src[..., :H]], axis=-1)
 
     def backward(self, d_output, dh_n=None):
         """Gradients of one training forward.
@@ -816,88 +439,6 @@ class RNN(ParameterOwner):
             dh0 = np.ascontiguousarray(dh0[:, 0])
         return dx, dh0
 
-    def _top_gradient(
-        self, d_output, dh_n, last, run, reorder, rev, lengths, merge_src, o, steps, batch
-    ):
-        """``(d_out, dh_n)`` for the stack: the gradient of the returned output as one of the
-        top layer's output sequence, in processing order with the batch sorted (None: zero),
-        or, for a last output that is each direction's h_n, added into dh_n instead."""
-        if d_output is None:
-            return None, dh_n
-        if not last:
-            d = d_output.swapaxes(0, 1) if o.batch_first else d_output
-            if o.go_backwards and lengths is not None:
-                d = rev(d[::-1])
-            return reorder.sort(self._unmerge(d, merge_src, o.merge_mode), 1), dh_n
-        d_last = reorder.sort(self._unmerge(d_output, merge_src, o.merge_mode), 0)
-        if steps == 0:
-            return None, dh_n  # every sequence is empty: its (zero) last output depends on nothing
-        if (o.residual and self.num_layers > 1) or run.step_mask is not None:
-            # the last output is the output sequence's last step (with a mask it can differ
-            # from h_n: zeros for a sequence without a kept step)
-            return self._last_gradient_sequence(d_last, run.lengths, steps, batch), dh_n
-        # Each direction's last output is its state at the sequence's end, h_n: the gradient
-        # enters there, and no (T, B, H) gradient of zeros is built.
-        return None, self._add_last_gradient_to_state(d_last, run.lengths, dh_n, batch)
-
-    def _output_gradient(self, d_output, o, out_shape, last, unbatched):
-        """The gradient of what the forward returned, checked, as one array shaped like the
-        forward's batched output ``out_shape`` (directions concatenated); None stays None."""
-        name = "dy" if not o.keras else "d_output"
-        axis = _output_batch_axis(o.batch_first, last) if unbatched else None
-        shown = out_shape if axis is None else out_shape[:axis] + out_shape[axis + 1 :]
-        if o.merge_mode is None:
-            d_output = self._join_directions(name, d_output, shown)
-        if d_output is None:
-            return None
-        d_output = np.asarray(d_output)
-        got = d_output.shape
-        if got != shown:
-            # dtype first: a float64 gradient for a float32 layer gets the message with the fix
-            as_float_array(name, d_output, self.dtype)
-            raise ValueError(f"{name}: expected shape {shown} (like the output), got shape {got}")
-        if axis is not None:
-            d_output = np.expand_dims(d_output, axis)
-        # Batch-first sequences are converted through their time-major view: a gradient that
-        # is time-major in memory already (one computed from our own output, the usual case)
-        # then goes to the kernels without a copy.
-        swap = o.batch_first and not last
-        d_output = as_float_array(name, d_output.swapaxes(0, 1) if swap else d_output, self.dtype)
-        return d_output.swapaxes(0, 1) if swap else d_output
-
-    def _join_directions(self, name, d_output, shape):
-        """merge_mode=None: the gradients ``[d_forward, d_backward]`` of the two outputs as
-        one of their concatenation, ``shape`` (..., 2H); None parts are zeros, None for both
-        (or for the whole) stays None."""
-        if d_output is None:
-            return None
-        if not isinstance(d_output, (list, tuple)) or len(d_output) != 2:
-            what = (
-                f"a {type(d_output).__name__} of {len(d_output)}"
-                if isinstance(d_output, (list, tuple))
-                else type(d_output).__name__
-            )
-            raise TypeError(
-                f"{name}: merge_mode=None returns [forward, backward]; expected the list "
-                f"[d_forward, d_backward] of their gradients, got {what}"
-            )
-        if d_output[0] is None and d_output[1] is None:
-            return None
-        part = shape[:-1] + (self.hidden_size,)
-        parts = []
-        for i, d in enumerate(d_output):
-            if d is None:
-                parts.append(np.zeros(part, dtype=self.dtype))
-                continue
-            arr = as_float_array(f"{name}[{i}]", d, self.dtype)
-            if arr.shape != part:
-                raise ValueError(
-                    f"{name}[{i}]: expected shape {part} (like the "
-                    f"{('forward', 'backward')[i]} output), got shape {arr.shape}"
-                )
-            parts.append(arr)
-        return np.concatenate(parts, axis=-1)
-
     def _token_input(self, ids, embedding, batch_first):
         """Checked token ids (a private int64 copy), (T, B) or (B, T), or (T,) unbatched, and
         the table they index (a copy in training mode: backward's dW_ih reads the table as the
@@ -924,33 +465,6 @@ class RNN(ParameterOwner):
             )
         table = embedding.weight if not self.training else embedding.weight.copy()
         return np.array(ids, dtype=np.int64), table
-
-    def _last_gradient_sequence(self, d_last, lengths, steps, batch):
-        """The gradient of Keras's last output (B, dirs*H) as one of the whole output sequence
-        (T, B, dirs*H): zero but at each sequence's last step (the reverse direction: its first)."""
-        H = self.hidden_size
-        d_out = np.zeros((steps, batch, d_last.shape[1]), dtype=self.dtype)
-        ran = np.arange(batch) if lengths is None else np.nonzero(lengths > 0)[0]
-        ends = steps - 1 if lengths is None else lengths[ran] - 1
-        d_out[ends, ran, :H] = d_last[ran, :H]
-        if self.bidirectional:
-            d_out[0, ran, H:] = d_last[ran, H:]
-        return d_out
-
-    def _add_last_gradient_to_state(self, d_last, lengths, dh_n, batch):
-        """dh_n (num_layers*dirs, B, H) plus the gradient of Keras's last output, which is the
-        top layer's h_n of each direction (zero for an empty sequence, whose h_n is h0)."""
-        dirs, H = self.num_directions, self.hidden_size
-        total = (
-            np.zeros((self.num_layers * dirs, batch, H), dtype=self.dtype)
-            if dh_n is None
-            else dh_n.copy()
-        )  # never the caller's array
-        extra = d_last.reshape(batch, dirs, H).swapaxes(0, 1)
-        if lengths is not None:
-            extra = extra * (lengths > 0)[None, :, None]
-        total[(self.num_layers - 1) * dirs :] += extra
-        return total
 
     def _mask_arg(self, lengths, mask, steps, batch, o):
         """``(lengths, step_mask)`` of a call: the lengths checked, or Keras's (B, T) mask as a
@@ -990,109 +504,6 @@ class RNN(ParameterOwner):
                 f"{arr.shape}{hint}"
             )
         return arr
-
-    # ---- streaming ----------------------------------------------------------------------------
-
-    def step(self, x_t, h=None):
-        """One time step for streaming inference: ``out_t, h_next = layer.step(x_t, h)``.
-
-        x_t (B, input_size); h and h_next (num_layers, B, H) (zeros, or a stateful layer's
-        carried state, when h is None); out_t (B, H) is the last layer's output (plus its input
-        with ``residual``). Unbatched, as torch: x_t (input_size,) with h (num_layers, H) gives
-        out_t (H,) and h_next (num_layers, H) (a stateful layer carries it as a batch of one).
-        No dropout, nothing kept for backward; unidirectional layers only.
-        A stateful layer carries h_next to its next call. The parameters are read live, with
-        no per-call checks of them: only x_t and h are checked. out_t and h_next[-1] may be the
-        same memory (copy before writing into either).
-        """
-        if any(d > 1 for d in self._dilations):
-            raise ValueError(_DILATED_STREAMING)
-        if self._bidirectional:  # the private attributes: no property calls on this hot path
-            raise ValueError(
-                "step: a bidirectional layer needs the whole sequence (its reverse direction "
-                "starts at the end); use a forward call"
-            )
-        if (x_t.ndim if type(x_t) is np.ndarray else np.ndim(x_t)) == 1:
-            return self._step_unbatched(x_t, h)
-        return self._step_batched(x_t, h)
-
-    def _step_unbatched(self, x_t, h):
-        """step() of one sequence without a batch axis, run as a batch of one."""
-        x_t = as_float_array("x_t", x_t, self.dtype)[None]
-        if h is not None:
-            h = self._unbatched_state("h", h, self.num_layers)
-        out, h_next = self._step_batched(x_t, h)
-        return out[0], h_next[:, 0]
-
-    def _step_batched(self, x_t, h):
-        """step() of a batch: x_t (B, input_size), h (num_layers, B, H) or None. The streaming
-        hot path: it reads the options' private attributes (no property calls)."""
-        if h is None and self._stateful:
-            h = self._state
-        if h is None:
-            shape = x_t.shape if type(x_t) is np.ndarray else np.shape(x_t)
-            if len(shape) != 2:
-                shape = as_float_array("x_t", x_t, self._dtype).shape  # TypeError if not float
-                raise ValueError(
-                    f"x_t: expected shape (B, input_size) = (B, {self.input_size}), or "
-                    f"(input_size,) unbatched, got shape {shape}"
-                )
-            batch = shape[0]
-            zeros = self._zero_state
-            if zeros is None or zeros.shape[1] != batch:
-                # never handed out, so never written: reused across calls
-                zeros = self._zero_state = np.zeros(
-                    (self._num_layers, batch, self._hidden_size), dtype=self._dtype
-                )
-            h = zeros
-        else:
-            if type(h) is not np.ndarray or h.dtype is not self._dtype:
-                h = as_float_array("h", h, self._dtype)
-            if h.ndim != 3 or h.shape[0] != self._num_layers:
-                hint = ""
-                if h.ndim == 2:
-                    hint = " (a state without a batch axis goes with x_t (input_size,))"
-                raise ValueError(
-                    f"h: expected shape (num_layers*dirs, B, H) = "
-                    f"({self._num_layers}, B, {self._hidden_size}), got shape {h.shape}{hint}"
-                )
-        p = self._params
-        step = functional.rnn_step
-        if self._num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
-            n_ih, n_hh, n_bi, n_bh = self._names[0]
-            h1 = step(
-                x_t,
-                h[0],
-                p[n_ih],
-                p[n_hh],
-                p[n_bi] if n_bi else None,
-                p[n_bh] if n_bh else None,
-                self._nonlinearity,
-                self._alphas[0],
-            )
-            h_next = h1[None]
-            if self._stateful:
-                self._state = h_next
-            return h1, h_next
-        states = []
-        inp = x_t
-        for layer, (n_ih, n_hh, n_bi, n_bh) in enumerate(self._names):
-            h_l = step(
-                inp,
-                h[layer],
-                p[n_ih],
-                p[n_hh],
-                p[n_bi] if n_bi else None,
-                p[n_bh] if n_bh else None,
-                self._nonlinearity,
-                self._alphas[layer],
-            )
-            states.append(h_l)
-            inp = h_l + inp if (self._residual and layer > 0) else h_l
-        h_next = np.stack(states)
-        if self._stateful:
-            self._state = h_next
-        return inp, h_next
 
     # ---- parameters -------------------------------------------------------------------------
 

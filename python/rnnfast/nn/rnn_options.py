@@ -1,0 +1,314 @@
+"""The RNN layer's options, checked at construction and again on every assignment, and fixed
+where changing them makes no sense (the parameters' shapes depend on them). A forward reads
+them once into ``_Options``, which its backward uses: an option assigned between the two cannot
+make the gradient differ from the forward it differentiates."""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from .._validation import (
+    check_alpha,
+    check_bool,
+    check_nonlinearity,
+    check_optional_bool,
+    check_probability,
+)
+
+__all__ = ["MERGE_MODES", "RNNOptions"]
+
+MERGE_MODES = ("concat", "sum", "mul", "ave", None)
+
+
+# A dilated layer's next step reads the state d steps back: carrying it from one call to the
+# next (stateful) or one step at a time (step) needs the last d states of every layer.
+_DILATED_STREAMING = (
+    "dilation: a dilated layer (dilation > 1) reads h_{t-d}, so stateful layers and step() "
+    "would carry the last d states of every layer; not supported: run whole sequences"
+)
+
+
+class _Options(NamedTuple):
+    """The options one forward ran with. Its backward reads them from here, not from the
+    layer, so an option assigned between the two cannot make the gradient differ from the
+    forward it differentiates."""
+
+    nonlinearity: str
+    alphas: list
+    batch_first: bool
+    go_backwards: bool
+    residual: bool
+    merge_mode: str | None
+    keras: bool
+    return_sequences: bool | None
+    return_state: bool | None
+    zero_output_for_mask: bool | None
+
+
+def _read_only(name, why):
+    """A property fixed at construction: reading gives the value, assigning raises an
+    AttributeError that says to build a new layer."""
+
+    def refuse(self, value):
+        raise AttributeError(
+            f"{name} is fixed at construction ({why}); build a new layer instead: "
+            f"RNN(**{{**layer.get_config(), {name!r}: {value!r}}})"
+        )
+
+    # attrgetter: a C-level getter, as fast as reading the attribute itself
+    return property(operator.attrgetter("_" + name), refuse, doc=f"Fixed at construction ({why}).")
+
+
+class RNNOptions:
+    """Mixin of rnnfast.RNN: its options as checked properties."""
+
+    # ---- options ------------------------------------------------------------------------------
+    # What shapes the parameters (or their initialisation) is fixed; every other option may be
+    # assigned later and is checked exactly as the constructor checks it.
+
+    input_size = _read_only("input_size", "the parameters' shapes depend on it")
+    hidden_size = _read_only("hidden_size", "the parameters' shapes depend on it")
+    num_layers = _read_only("num_layers", "the parameters depend on it")
+    bidirectional = _read_only("bidirectional", "the reverse direction has its own parameters")
+    bias = _read_only("bias", "the bias parameters exist or not")
+    dtype = _read_only("dtype", "the parameters are stored in it")
+    seed = _read_only("seed", "it drew the initial parameters")
+
+    @property
+    def nonlinearity(self):
+        """``"tanh"`` or ``"relu"``."""
+        return self._nonlinearity
+
+    @nonlinearity.setter
+    def nonlinearity(self, value):
+        self._nonlinearity = check_nonlinearity(value)
+
+    @property
+    def batch_first(self):
+        """Sequences as (B, T, ...) instead of (T, B, ...)."""
+        return self._batch_first
+
+    @batch_first.setter
+    def batch_first(self, value):
+        self._batch_first = check_bool("batch_first", value)
+
+    @property
+    def dropout(self):
+        """Drop probability in [0, 1] between stacked layers, in training mode."""
+        return self._dropout
+
+    @dropout.setter
+    def dropout(self, value):
+        self._dropout = self._checked_dropout(value)
+
+    def _checked_dropout(self, value):
+        """dropout checked; with one layer, torch's warning that it has nothing to act on
+        (pointed at the user's line: the constructor and the setter call this alike)."""
+        value = check_probability("dropout", value)
+        if value > 0.0 and self.num_layers == 1:
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero "
+                f"dropout expects num_layers greater than 1, but got dropout={value} and "
+                f"num_layers={self.num_layers}",
+                UserWarning,
+                stacklevel=3,
+            )
+        return value
+
+    @property
+    def residual(self):
+        """Skip connections around the layers k > 0."""
+        return self._residual
+
+    @residual.setter
+    def residual(self, value):
+        value = check_bool("residual", value)
+        if value and self.num_layers < 2:
+            raise ValueError(
+                "residual: skip connections join the layers k > 0 of a stack to their inputs; "
+                f"num_layers={self.num_layers} has none (use num_layers >= 2)"
+            )
+        self._residual = value
+
+    @property
+    def merge_mode(self):
+        """How the last layer's two directions are combined: "concat", "sum", "mul", "ave",
+        or None (Keras's: the two returned separately, [forward, backward])."""
+        return self._merge_mode
+
+    @merge_mode.setter
+    def merge_mode(self, value):
+        if not isinstance(value, (str, type(None))) or value not in MERGE_MODES:
+            raise ValueError(f"merge_mode: expected one of {MERGE_MODES}, got {value!r}")
+        if value != "concat" and not self.bidirectional:
+            raise ValueError(
+                f"merge_mode={value!r}: merges the two directions, needs bidirectional=True"
+            )
+        self._merge_mode = value
+
+    @property
+    def go_backwards(self):
+        """Keras's: read the sequences in reverse, return the outputs in that order."""
+        return self._go_backwards
+
+    @go_backwards.setter
+    def go_backwards(self, value):
+        self._go_backwards = check_bool("go_backwards", value)
+
+    @property
+    def return_sequences(self):
+        """Keras's: True, False, or None (with return_state None too: PyTorch's forms)."""
+        return self._return_sequences
+
+    @return_sequences.setter
+    def return_sequences(self, value):
+        self._return_sequences = check_optional_bool("return_sequences", value)
+
+    @property
+    def return_state(self):
+        """Keras's: True, False, or None (with return_sequences None too: PyTorch's forms)."""
+        return self._return_state
+
+    @return_state.setter
+    def return_state(self, value):
+        self._return_state = check_optional_bool("return_state", value)
+
+    @property
+    def stateful(self):
+        """Carry h_n from one call to the next as its h0."""
+        return self._stateful
+
+    @stateful.setter
+    def stateful(self, value):
+        value = check_bool("stateful", value)
+        if value and any(d > 1 for d in getattr(self, "_dilations", ())):
+            raise ValueError(_DILATED_STREAMING)
+        if value != getattr(self, "_stateful", value):
+            # a state carried before the change belongs to another way of running: forget it
+            self._state = None
+        self._stateful = value
+
+    @property
+    def alpha(self):
+        """Leak rate in (0, 1], or a list of one per layer."""
+        return self._alpha
+
+    @alpha.setter
+    def alpha(self, value):
+        if isinstance(value, (list, tuple)):
+            if len(value) != self.num_layers:
+                raise ValueError(
+                    f"alpha: expected a float or a list of num_layers={self.num_layers} floats, "
+                    f"got a list of {len(value)}"
+                )
+            alpha = [check_alpha(a) for a in value]
+            alphas = alpha
+        else:
+            alpha = check_alpha(value)
+            alphas = [alpha] * self.num_layers
+        self._alpha, self._alphas = alpha, alphas
+
+    @property
+    def input_dropout(self):
+        """Keras's ``dropout``: the probability of dropping each input unit, one mask per
+        sequence shared by every step (variational), each layer of the stack its own; in
+        training mode only."""
+        return self._input_dropout
+
+    @input_dropout.setter
+    def input_dropout(self, value):
+        self._input_dropout = check_probability("input_dropout", value)
+
+    @property
+    def recurrent_dropout(self):
+        """Keras's ``recurrent_dropout``: drops units of h_{t-1} in the recurrent product
+        ``W_hh (h_{t-1} * m)``, one mask per sequence shared by every step, inside the
+        kernels; in training mode only."""
+        return self._recurrent_dropout
+
+    @recurrent_dropout.setter
+    def recurrent_dropout(self, value):
+        self._recurrent_dropout = check_probability("recurrent_dropout", value)
+
+    @property
+    def zero_output_for_mask(self):
+        """Keras's: the output of a step a ``mask`` skips is zeros (True) or the previous
+        output (False). None: Keras's choice, False but for a bidirectional layer returning
+        sequences (Keras's Bidirectional sets it)."""
+        return self._zero_output_for_mask
+
+    @zero_output_for_mask.setter
+    def zero_output_for_mask(self, value):
+        self._zero_output_for_mask = check_optional_bool("zero_output_for_mask", value)
+
+    @property
+    def dilation(self):
+        """Temporal skip of the recurrence: ``h_t`` reads ``h_{t-d}`` (d interleaved sequences,
+        run as one batch on the same kernels). An int, or a list of one per layer (for
+        example ``[1, 2, 4, 8]``, a stack over multiple time scales)."""
+        return self._dilation
+
+    @dilation.setter
+    def dilation(self, value):
+        values = list(value) if isinstance(value, (list, tuple)) else [value] * self.num_layers
+        if len(values) != self.num_layers:
+            raise ValueError(
+                f"dilation: expected an int or a list of num_layers={self.num_layers} ints, got "
+                f"a list of {len(values)}"
+            )
+        for v in values:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"dilation: expected a positive int, got {type(v).__name__} {v!r}")
+            if v < 1:
+                raise ValueError(f"dilation: expected a positive int, got {v}")
+        if any(v > 1 for v in values) and getattr(self, "_stateful", False):
+            raise ValueError(_DILATED_STREAMING)
+        self._dilation = [int(v) for v in value] if isinstance(value, (list, tuple)) else int(value)
+        self._dilations = tuple(int(v) for v in values)
+
+    def _zero_output(self, o):
+        if o.zero_output_for_mask is not None:
+            return o.zero_output_for_mask
+        sequences = not o.keras or bool(o.return_sequences)
+        return self.bidirectional and sequences
+
+    def _options(self):
+        """The options as they are now, for one forward and its backward."""
+        return _Options(
+            self.nonlinearity,
+            list(self._alphas),
+            self.batch_first,
+            self.go_backwards,
+            self.residual,
+            self.merge_mode,
+            self._keras(),
+            self.return_sequences,
+            self.return_state,
+            self.zero_output_for_mask,
+        )
+
+    @property
+    def num_directions(self):
+        return 2 if self.bidirectional else 1
+
+    @property
+    def output_size(self):
+        """Width of the output sequence: H, or 2H for concatenated directions."""
+        concat = self.bidirectional and self.merge_mode == "concat"
+        return self.hidden_size * (2 if concat else 1)
+
+    @property
+    def state(self):
+        """The state carried to the next call of a stateful layer (layers*dirs, B, H), or None."""
+        return None if self._state is None else self._state.copy()
+
+    def reset_state(self):
+        """Forget the carried state of a stateful layer: the next call starts from zeros."""
+        self._state = None
+
+    def _keras(self):
+        return self.return_sequences is not None or self.return_state is not None
