@@ -241,23 +241,10 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
                 "input never builds; call layer(embedding(ids)) instead (Sequential does so "
                 "for such a layer)"
             )
-        reorder = _BatchOrder(lengths)
-        # go_backwards reverses the caller's batch (its order); the reverse direction of a
-        # bidirectional layer runs on the sorted batch (in the stack runner).
-        rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
-        if o.go_backwards:
-            x, step_mask = rev(x), rev(step_mask)
-        # From here to the end of the stack the batch runs longest first.
-        x, h0 = reorder.sort(x, 1), reorder.sort(h0, 1)
-        step_mask = reorder.sort(step_mask, 1)
+        x, h0, step_mask, reorder, rev = self._processing_order(
+            x, x_user, h0, h0_user, lengths, step_mask, o, training
+        )
         run_lengths = reorder.lengths
-        if training:
-            # backward reads the inputs: keep copies of the caller's arrays, so a later
-            # in-place change cannot silently alter the gradients.
-            if np.may_share_memory(x, x_user):
-                x = x.copy()
-            if h0 is not None and h0_user is not None and np.may_share_memory(h0, h0_user):
-                h0 = h0.copy()
         run = Run(
             o.nonlinearity,
             o.alphas,
@@ -281,20 +268,8 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
         if training:
             merge_src = (o_last if last else out) if o.merge_mode == "mul" else None
             tokens = None if table is None else (embedding, table)
-            self._cache = (
-                o,
-                run,
-                stack_cache,
-                lengths,
-                reorder,
-                merge_src,
-                out_shape,
-                last,
-                steps,
-                batch,
-                tokens,
-                unbatched,
-            )
+            self._cache = (o, run, stack_cache, lengths, reorder, merge_src, out_shape)
+            self._cache += (last, steps, batch, tokens, unbatched)
             result = result.view()
             result.flags.writeable = False
         else:
@@ -303,6 +278,27 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             result = without_axis(result, output_batch_axis(o.batch_first, last))
             h_n = h_n[:, 0]
         return self._output_form(result, h_n, o)
+
+    def _processing_order(self, x, x_user, h0, h0_user, lengths, step_mask, o, training):
+        """``(x, h0, step_mask, reorder, rev)`` in the order the stack runs: go_backwards's
+        reversal (of the caller's batch, within its lengths), then the batch sorted longest
+        first; in training, copies where the caller's arrays would otherwise be kept."""
+        steps, batch = x.shape[0], x.shape[1]
+        reorder = _BatchOrder(lengths)
+        # the reverse direction of a bidirectional layer runs on the sorted batch (in the stack)
+        rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
+        if o.go_backwards:
+            x, step_mask = rev(x), rev(step_mask)
+        x, h0 = reorder.sort(x, 1), reorder.sort(h0, 1)
+        step_mask = reorder.sort(step_mask, 1)
+        if training:
+            # backward reads the inputs: keep copies of the caller's arrays, so a later
+            # in-place change cannot silently alter the gradients.
+            if np.may_share_memory(x, x_user):
+                x = x.copy()
+            if h0 is not None and h0_user is not None and np.may_share_memory(h0, h0_user):
+                h0 = h0.copy()
+        return x, h0, step_mask, reorder, rev
 
     def _initial_state(self, h0, batch, unbatched):
         """``(h0, the caller's array)``: the given state checked (an unbatched one as a batch of
