@@ -1,0 +1,301 @@
+"""rnnfast.distributed: data-parallel training on MPI.
+
+The MPI tests start ``mpiexec -n N`` (N = 1, 2, 3) on 127.0.0.1 with this interpreter running
+tests/distributed_worker.py, once per N for all the cases (each rank writes its verdicts to a
+JSON file), and stop it (the whole process group) when it is done or past its time limit. They
+skip where mpi4py or mpiexec is missing (``pip install ".[mpi]"`` installs both), unless
+RNNFAST_REQUIRE_MPI=1, which makes them fail instead (as in CI).
+
+The sampler and the checks that need no MPI run everywhere.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from small_data import write_text
+
+from rnnfast import distributed as dist
+
+WORKER = Path(__file__).with_name("distributed_worker.py")
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+REQUIRE = os.environ.get("RNNFAST_REQUIRE_MPI") == "1"
+LIMIT_S = 60  # one launch runs all the cases (about 1 s here); a hang fails instead of waiting
+CASES = [
+    "broadcast_parameters",
+    "model_mismatch",
+    "identical_after_step",
+    "step_equals_whole_batch",
+    "fit_equals_training_fit",
+    "fit_ragged_equals_training_fit",
+    "fit_stream_equals",
+    "broadcast_optimizer_state",
+    "overlap_order",
+]
+SIZES = [1, 2, 3]
+
+
+def _mpiexec():
+    """The mpiexec beside this interpreter (the mpich wheel's, in a virtual environment), else
+    the one on PATH; None where mpi4py or mpiexec is missing."""
+    if importlib.util.find_spec("mpi4py") is None:
+        return None
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+MPIEXEC = _mpiexec()
+
+
+def _need_mpi():
+    if MPIEXEC is None:
+        reason = (
+            "mpi4py or mpiexec is missing: pip install '.[mpi]' (mpi4py and mpich) to run "
+            "the data-parallel tests"
+        )
+        if REQUIRE:
+            pytest.fail(f"RNNFAST_REQUIRE_MPI=1: {reason}")
+        pytest.skip(reason)
+
+
+def _host_args(n):
+    """Every rank on this machine, 127.0.0.1: MPICH's hydra or Open MPI's mpirun."""
+    version = subprocess.run(
+        [MPIEXEC, "--version"], capture_output=True, text=True, timeout=30
+    ).stdout
+    if "Open MPI" in version or "OpenRTE" in version:
+        return ["--host", f"127.0.0.1:{n}", "--oversubscribe"]
+    return ["-hosts", "127.0.0.1"]
+
+
+def launch(n, cases, outdir, limit=LIMIT_S):
+    """Run the worker on n ranks: (return code, stdout + stderr, seconds, {rank: results})."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    rc, output, seconds = run_ranks(n, [str(WORKER), str(outdir), ",".join(cases)], limit)
+    results = {}
+    for r in range(n):
+        path = outdir / f"rank{r}.json"
+        if path.exists():
+            results[r] = json.loads(path.read_text())
+    return rc, output, seconds, results
+
+
+def run_ranks(n, args, limit, cwd=None):
+    """``mpiexec -n n python ARGS`` on 127.0.0.1: (return code, stdout + stderr, seconds)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    command = [MPIEXEC, *_host_args(n), "-n", str(n), sys.executable, *args]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,  # its own process group: stopped whole below
+    )
+    try:
+        output, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"mpiexec -n {n} still running after {limit} s (a hang?):\n{output}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, output, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One launch per number of ranks, made when a test first asks for it."""
+    done = {}
+
+    def get(n):
+        if n not in done:
+            done[n] = launch(n, CASES, tmp_path_factory.mktemp(f"ranks{n}"))
+        return done[n]
+
+    return get
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("n", SIZES)
+def test_ranks(runs, n, case):
+    """Each case on every rank of an n-rank run (the cases are in distributed_worker.py):
+    broadcasts, a model that differs between ranks, identical parameters after steps, N ranks
+    equal to one process on the whole batch (SGD / Adam / AdamW, clipping, a Module, one layer,
+    two backwards per step), fit / fit_stream equal to training's on the whole batch (and
+    rank 0 alone printing and checkpointing), the order of the overlapped reductions."""
+    _need_mpi()
+    rc, output, _, results = runs(n)
+    for r in range(n):
+        verdict = results.get(r, {}).get(case, {}).get("verdict")
+        if verdict is None:
+            pytest.fail(f"rank {r} of {n} did not report case {case} (rc={rc}):\n{output}")
+        if verdict.startswith("skip:"):
+            pytest.skip(f"{n} rank(s): {verdict[5:].strip()}")
+        assert verdict == "ok", f"rank {r} of {n}, case {case}:\n{verdict}\n{output}"
+    assert rc == 0, output
+
+
+def test_a_rank_that_raises_aborts_every_rank(tmp_path):
+    """Rank 1 raises while rank 0 waits in a barrier: init()'s hook aborts both, quickly."""
+    _need_mpi()
+    rc, output, seconds, _ = launch(2, ["raise_on_rank1"], tmp_path, limit=30)
+    assert rc != 0, output
+    assert "[rank 1] RuntimeError: rank 1 fails on purpose" in output, output
+    assert "aborting all 2 ranks" in output, output
+    assert seconds < 30
+
+
+def test_distributed_charlm_example_matches_charlm(tmp_path):
+    """examples/distributed_charlm.py on 2 ranks x 2 streams takes charlm.py's steps on 4
+    streams: the same validation perplexity (float32 rounding apart); rank 0 alone reports."""
+    _need_mpi()
+    root, vocab = write_text(tmp_path / "data", np.random.default_rng(0), lines=60)
+    small = ["--data", str(root), "--epochs", "2", "--embed", "8", "--hidden", "16"]
+    small += ["--batch-size", "4", "--bptt", "10", "--lr", "0.01"]
+    example = [str(EXAMPLES / "distributed_charlm.py"), *small, "--out", str(tmp_path / "d")]
+    rc, output, _ = run_ranks(2, example, limit=120, cwd=tmp_path)
+    assert rc == 0, output
+    found = re.findall(r"RESULT val_perplexity=([0-9.]+) time_s=[0-9.]+ ranks=2", output)
+    assert len(found) == 1, output  # rank 0 only
+    assert (tmp_path / "d" / "distributed_charlm.npz").is_file()
+    single = subprocess.run(
+        [sys.executable, str(EXAMPLES / "charlm.py"), *small, "--out", str(tmp_path / "s")]
+        + ["--length", "5", "--beam-width", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert single.returncode == 0, single.stderr
+    expected = re.search(r"RESULT val_perplexity=([0-9.]+)", single.stdout).group(1)
+    assert float(found[0]) < vocab / 3  # it learned (the uniform guess: vocab)
+    assert float(found[0]) == pytest.approx(float(expected), rel=1e-3), (found, expected)
+
+
+def test_mpi4py_is_imported_only_by_init():
+    code = "import sys, rnnfast.distributed; assert 'mpi4py' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_fit_without_init_says_so():
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match=r"call rnnfast\.distributed\.init\(\) first"):
+        dist.fit(None, [[1]], [[1]], loss="mse", optimizer=None)
+    with pytest.raises(RuntimeError, match=r"init\(\) first"):
+        dist.rank()
+    with pytest.raises(RuntimeError, match=r"init\(\) first"):
+        dist.DistributedSampler(10, 2)  # rank and size come from init unless given
+
+
+# ---- the sampler: no MPI needed (rank and size given) -------------------------------------------
+
+
+def _epoch(n, batch_size, size, **kwargs):
+    """Each rank's batches of one epoch."""
+    return [
+        list(dist.DistributedSampler(n, batch_size, rank=r, size=size, **kwargs))
+        for r in range(size)
+    ]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+@pytest.mark.parametrize("n", [12, 24, 60])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_sampler_covers_every_item_once(size, n, shuffle):
+    """n a multiple of size: no padding; every item exactly once per epoch; the same number of
+    batches, of the same sizes, on every rank."""
+    per_rank = _epoch(n, 5, size, shuffle=shuffle, seed=3)
+    counts = {len(b) for b in per_rank}
+    assert len(counts) == 1, counts
+    assert len(per_rank[0]) == len(dist.DistributedSampler(n, 5, rank=0, size=size))
+    for k in range(len(per_rank[0])):
+        assert len({len(b[k]) for b in per_rank}) == 1, f"batch {k}: sizes differ"
+    items = np.concatenate([i for b in per_rank for i in b])
+    assert sorted(items.tolist()) == list(range(n))
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_sampler_pads_by_repeating(size):
+    n = 10 * size + 1  # one item too many: the last global batch is padded
+    per_rank = _epoch(n, 4, size, seed=1)
+    assert len({len(b) for b in per_rank}) == 1
+    last = [b[-1] for b in per_rank]
+    assert len({len(b) for b in last}) == 1
+    items = np.concatenate([i for b in per_rank for i in b])
+    assert set(items.tolist()) == set(range(n))
+    assert len(items) == n + (-n % size)  # size - 1 repeats
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_sampler_drop_last(size):
+    n = 7 * size * 3 + 5
+    per_rank = _epoch(n, 3, size, seed=2, drop_last=True)
+    assert {len(b) for b in per_rank} == {7}
+    assert {len(i) for b in per_rank for i in b} == {3}
+    items = np.concatenate([i for b in per_rank for i in b])
+    assert len(set(items.tolist())) == len(items) == 7 * size * 3
+    with pytest.raises(ValueError, match="no full global batch"):
+        dist.DistributedSampler(5, 3, rank=0, size=2, drop_last=True)
+
+
+def test_sampler_global_batches_are_one_process_batches():
+    """Global batch k (the ranks' batches k, in rank order) is batch k of one process with
+    batch_size * size, in the same shuffled order; epochs differ, seeds repeat."""
+    size, B, n = 3, 4, 50 * 3
+    per_rank = _epoch(n, B, size, seed=7)
+    single = list(dist.DistributedSampler(n, B * size, rank=0, size=1, seed=7))
+    for k, whole in enumerate(single):
+        np.testing.assert_array_equal(np.concatenate([b[k] for b in per_rank]), whole)
+    sampler = dist.DistributedSampler(n, B, rank=0, size=size, seed=7)
+    first, second = list(sampler), list(sampler)  # iterating moves to the next epoch
+    assert not all(np.array_equal(a, b) for a, b in zip(first, second))
+    sampler.set_epoch(0)
+    assert all(np.array_equal(a, b) for a, b in zip(first, list(sampler)))
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_sampler_buckets_by_length(size):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 40, size=120 * size)
+    per_rank = _epoch(len(lengths), 6, size, seed=4, lengths=lengths)
+    assert len({len(b) for b in per_rank}) == 1
+    items = np.concatenate([i for b in per_rank for i in b])
+    assert sorted(items.tolist()) == list(range(len(lengths)))
+    spread = np.mean([np.ptp(lengths[i]) for b in per_rank for i in b])
+    assert spread < np.ptp(lengths) / 4  # similar lengths together
+    tokens = _epoch(len(lengths), 64, size, seed=4, lengths=lengths, max_tokens=100)
+    assert len({len(b) for b in tokens}) == 1
+    assert len(tokens[0]) == len(
+        dist.DistributedSampler(
+            len(lengths), 64, rank=0, size=size, seed=4, lengths=lengths, max_tokens=100
+        )
+    )
+
+
+def test_sampler_checks_its_arguments():
+    with pytest.raises(ValueError, match="rank: expected 0 <= rank < size=2, got 2"):
+        dist.DistributedSampler(10, 2, rank=2, size=2)
+    with pytest.raises(ValueError, match="seed: expected an int >= 0"):
+        dist.DistributedSampler(10, 2, rank=0, size=2, seed=None)
+    with pytest.raises(ValueError, match="batch_size: expected an int >= 1"):
+        dist.DistributedSampler(10, 0, rank=0, size=2)
+    with pytest.raises(TypeError, match="shuffle: expected a bool"):
+        dist.DistributedSampler(10, 2, rank=0, size=2, shuffle=1)
+    with pytest.raises(ValueError, match=r"lengths: expected shape \(10,\)"):
+        dist.DistributedSampler(10, 2, rank=0, size=2, lengths=[1, 2])
