@@ -425,6 +425,60 @@ class JordanRNN(ParameterOwner):
             else check_probability("teacher_forcing_ratio", teacher_forcing_ratio)
         )
         D, O = self._input_size, self._output_size
+        x_user = x
+        x, y_prev, y0, lengths, mode, packed = self._checked_call(
+            x, y_prev, y0, lengths, mask, mode, ratio
+        )
+        lead = x.shape[:2]
+        steps, batch = (lead[1], lead[0]) if self._batch_first else lead
+        valid = None
+        if lengths is not None and np.any(lengths < steps):
+            bt = np.arange(steps)[None, :] < lengths[:, None]
+            valid = bt if self._batch_first else np.ascontiguousarray(bt.T)
+        if lengths is not None:
+            from .masking import valid_from_lengths
+
+            self.output_mask = valid_from_lengths(lengths, steps, self._batch_first)
+        else:
+            self.output_mask = None
+        self.last_fed = None
+        training = self.training
+        if training and np.may_share_memory(x, np.asarray(x_user)):
+            x = x.copy()  # backward reads it: the caller may change its array meanwhile
+        nl = self._nonlinearity
+
+        if mode == "free" and self._feedback == "output":
+            y, run = self._free_output(x, y0, valid, training)
+        else:
+            explicit = y_prev is not None
+            if packed:
+                rows = x.reshape(-1, D + O)
+            else:
+                if mode == "free":
+                    y_prev = self._own_fed(x, None, None, y0, valid)  # onehot feedback
+                    self.last_fed = y_prev
+                rows = np.concatenate([x, y_prev], axis=2).reshape(-1, D + O)
+            fed_mask = None
+            self.last_fed = rows.reshape(lead + (D + O,))[..., D:] if packed else y_prev
+            if mode == "scheduled":
+                rows, fed_mask = self._scheduled_rows(rows, lead, ratio, rng, valid)
+            y, run = self._teacher(rows, lead, valid, training)
+            run.packed, run.explicit, run.fed_mask = packed, explicit, fed_mask
+            run.kind = "free-onehot" if mode == "free" else "teacher"
+        if training:
+            run.nonlinearity = nl
+            run.shape = x.shape
+            self._cache = run
+            y = y.view()
+            y.flags.writeable = False
+        else:
+            self._cache = None
+        return y
+
+    def _checked_call(self, x, y_prev, y0, lengths, mask, mode, ratio):
+        """The arguments of a forward checked: ``(x, y_prev, y0, lengths, mode, packed)``, the
+        mode resolved (teacher, scheduled or free) from what was given."""
+        D, O = self._input_size, self._output_size
         packed = self._teacher_forced and mode != "free"
         if packed and y_prev is not None:
             raise ValueError(
@@ -432,7 +486,6 @@ class JordanRNN(ParameterOwner):
                 "packed input [x, y_prev] (teacher_forcing_inputs); pass x alone"
             )
         width = D + O if packed else D
-        x_user = x
         x = as_float_array("x", x, self._dtype)
         layout = "(B, T, F)" if self._batch_first else "(T, B, F)"
         if x.ndim != 3 or x.shape[2] != width:
@@ -494,49 +547,7 @@ class JordanRNN(ParameterOwner):
 
             lengths = mask_to_lengths(m)
         lengths = check_lengths(lengths, steps, batch)
-        valid = None
-        if lengths is not None and np.any(lengths < steps):
-            bt = np.arange(steps)[None, :] < lengths[:, None]
-            valid = bt if self._batch_first else np.ascontiguousarray(bt.T)
-        if lengths is not None:
-            from .masking import valid_from_lengths
-
-            self.output_mask = valid_from_lengths(lengths, steps, self._batch_first)
-        else:
-            self.output_mask = None
-        self.last_fed = None
-        training = self.training
-        if training and np.may_share_memory(x, np.asarray(x_user)):
-            x = x.copy()  # backward reads it: the caller may change its array meanwhile
-        nl = self._nonlinearity
-
-        if mode == "free" and self._feedback == "output":
-            y, run = self._free_output(x, y0, valid, training)
-        else:
-            explicit = y_prev is not None
-            if packed:
-                rows = x.reshape(-1, D + O)
-            else:
-                if mode == "free":
-                    y_prev = self._own_fed(x, None, None, y0, valid)  # onehot feedback
-                    self.last_fed = y_prev
-                rows = np.concatenate([x, y_prev], axis=2).reshape(-1, D + O)
-            fed_mask = None
-            self.last_fed = rows.reshape(lead + (D + O,))[..., D:] if packed else y_prev
-            if mode == "scheduled":
-                rows, fed_mask = self._scheduled_rows(rows, lead, ratio, rng, valid)
-            y, run = self._teacher(rows, lead, valid, training)
-            run.packed, run.explicit, run.fed_mask = packed, explicit, fed_mask
-            run.kind = "free-onehot" if mode == "free" else "teacher"
-        if training:
-            run.nonlinearity = nl
-            run.shape = x.shape
-            self._cache = run
-            y = y.view()
-            y.flags.writeable = False
-        else:
-            self._cache = None
-        return y
+        return x, y_prev, y0, lengths, mode, packed
 
     def _teacher(self, rows, lead, valid, training):
         """h = act(rows [W_ih, W_yh]^T + b_h), y = h V^T + c over all rows: two GEMMs."""
