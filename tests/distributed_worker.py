@@ -10,6 +10,7 @@ on rank 1 only, uncaught, to test the abort of rnnfast.distributed.init.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -296,6 +297,96 @@ def case_fit_stream_equals(comm, r, n, out):
     np.testing.assert_allclose(history["loss"], expected["loss"], rtol=1e-12)
     np.testing.assert_allclose(history["val_loss"], expected["val_loss"], rtol=1e-12)
     out["figures"] = {"fit_stream vs training.fit_stream": worst}
+
+
+def dropout_model(seed=0, p=0.3, dtype=F64):
+    """Embedding -> RNN(2 layers, dropout between them, input and recurrent dropout) ->
+    Dropout -> Linear: two dropout generators, the RNN's (0) and the Dropout's (1)."""
+    return rnnfast.Sequential(
+        [
+            rnnfast.Embedding(11, 5, dtype=dtype, seed=seed),
+            rnnfast.RNN(
+                5,
+                7,
+                num_layers=2,
+                dropout=p,
+                recurrent_dropout=p,
+                batch_first=True,
+                return_sequences=True,
+                dtype=dtype,
+                seed=seed + 1,
+            ),
+            rnnfast.Dropout(p, dtype=dtype, seed=seed + 2),
+            rnnfast.Linear(7, 11, dtype=dtype, seed=seed + 3),
+        ]
+    )
+
+
+def _dropout_fit(n, seed):
+    B, T = 2, 6
+    x, y = tokens(21, (4 * n * B, T)), tokens(22, (4 * n * B, T))
+    model = dropout_model(seed=4)
+    args = {"loss": "cross_entropy", "epochs": 2, "batch_size": B, "verbose": False}
+    dist.fit(model, x, y, optimizer=optim.Adam(model, lr=1e-2), seed=seed, **args)
+    return model
+
+
+def _digest(arrays):
+    return hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()
+
+
+def case_dropout_per_rank(comm, r, n, out):
+    """Dropout under dist.fit: each rank's generators are default_rng([seed, rank, i]); the
+    masks differ between ranks, the parameters stay equal on every rank, and a second fit
+    (and a second launch: test_dropout_repeats_across_runs) repeats them bitwise."""
+    model = _dropout_fit(n, seed=5)
+    assert gathered_equal(comm, model.parameters()), "parameters differ between ranks"
+    again = _dropout_fit(n, seed=5)
+    assert max_diff(model.parameters(), again.parameters()) == 0.0, "a second fit differs"
+    other = _dropout_fit(n, seed=6)
+    assert max_diff(model.parameters(), other.parameters()) > 0.0, "the seed changes nothing"
+    probe = dropout_model(seed=4)
+    assert dist.seed_dropout(probe, 5) == 2  # the RNN's generator, then the Dropout's
+    expected = np.random.default_rng([5, r, 1]).random(3)
+    assert np.array_equal(probe.layers[2]._rng.random(3), expected)
+    dist.seed_dropout(probe, 5)
+    probe.train()
+    masks = probe(tokens(30, (3, 6)))  # the same input everywhere: only the masks differ
+    everyone = comm.allgather(masks.tobytes())
+    assert len(set(everyone)) == n, "two ranks drew the same dropout masks"
+    out["figures"] = {"parameters": _digest(model.parameters()), "masks": _digest([masks])}
+
+
+def case_dropout_p0_equals_whole_batch(comm, r, n, out):
+    """Dropout layers with p = 0 (no mask drawn): N ranks equal one process again."""
+    B, T = 3, 5
+    x, y = tokens(23, (3 * n * B, T)), tokens(24, (3 * n * B, T))
+    model, whole = dropout_model(seed=7, p=0.0), dropout_model(seed=7, p=0.0)
+    args = {"loss": "cross_entropy", "epochs": 2, "clip_norm": 0.5, "shuffle": False}
+    args["verbose"] = False
+    dist.fit(model, x, y, optimizer=optim.AdamW(model, lr=1e-2), batch_size=B, **args)
+    training.fit(whole, x, y, optimizer=optim.AdamW(whole, lr=1e-2), batch_size=B * n, **args)
+    worst = max_diff(model.parameters(), whole.parameters())
+    assert worst < TOL, f"p = 0: parameters differ from training.fit's by {worst:.3g}"
+    out["figures"] = {"dropout p=0, fit vs training.fit": worst}
+
+
+def case_training_fit_distributed(comm, r, n, out):
+    """training.fit(..., distributed=True) is dist.fit: the same parameters bitwise, and
+    those of one process on the whole batch to rounding."""
+    B, T = 2, 5
+    x, y = tokens(25, (3 * n * B, T)), tokens(26, (3 * n * B, T))
+    a, b, whole = charlm(seed=8), charlm(seed=8), charlm(seed=8)
+    args = {"loss": "cross_entropy", "epochs": 2, "shuffle": False, "verbose": False}
+    ha = training.fit(a, x, y, optimizer=optim.Adam(a, lr=1e-2), batch_size=B,
+                      distributed=True, **args)  # fmt: skip
+    hb = dist.fit(b, x, y, optimizer=optim.Adam(b, lr=1e-2), batch_size=B, **args)
+    hw = training.fit(whole, x, y, optimizer=optim.Adam(whole, lr=1e-2), batch_size=B * n, **args)
+    assert max_diff(a.parameters(), b.parameters()) == 0.0 and ha == hb
+    worst = max_diff(a.parameters(), whole.parameters())
+    assert worst < TOL, f"training.fit(distributed=True) differs by {worst:.3g}"
+    np.testing.assert_allclose(ha["loss"], hw["loss"], rtol=1e-12)
+    out["figures"] = {"training.fit(distributed=True) vs whole batch": worst}
 
 
 def case_broadcast_optimizer_state(comm, r, n, out):

@@ -42,6 +42,9 @@ CASES = [
     "fit_stream_equals",
     "broadcast_optimizer_state",
     "overlap_order",
+    "dropout_per_rank",
+    "dropout_p0_equals_whole_batch",
+    "training_fit_distributed",
 ]
 SIZES = [1, 2, 3]
 
@@ -159,6 +162,49 @@ def test_a_rank_that_raises_aborts_every_rank(tmp_path):
     assert "[rank 1] RuntimeError: rank 1 fails on purpose" in output, output
     assert "aborting all 2 ranks" in output, output
     assert seconds < 30
+
+
+def test_dropout_repeats_across_runs(tmp_path):
+    """Two launches of 2 ranks training with dropout: the same parameters (on both ranks, in
+    both runs) and the same masks in both runs, different masks on the two ranks."""
+    _need_mpi()
+    figures = []
+    for run in ("a", "b"):
+        rc, output, _, results = launch(2, ["dropout_per_rank"], tmp_path / run)
+        assert rc == 0, output
+        figures.append([results[r]["dropout_per_rank"]["figures"] for r in range(2)])
+    assert figures[0] == figures[1], figures
+    (first, second) = figures[0]
+    assert first["parameters"] == second["parameters"]
+    assert first["masks"] != second["masks"]
+
+
+def test_seed_dropout_without_mpi():
+    """seed_dropout with rank= given: rank r's generator i is default_rng([seed, r, i])."""
+    import rnnfast
+
+    def model():
+        rnn = rnnfast.RNN(3, 4, num_layers=2, dropout=0.5, batch_first=True, seed=1)
+        return rnnfast.Sequential([rnn, rnnfast.Dropout(0.5, seed=2)])
+
+    x = np.ones((2, 5, 3), dtype=np.float32)
+    outs = {}
+    for r in (0, 1, 0):
+        m = model()
+        assert dist.seed_dropout(m, 9, rank=r) == 2
+        m.train()
+        outs.setdefault(r, []).append(m(x))
+    np.testing.assert_array_equal(*outs[0])  # the same rank: the same masks
+    assert not np.array_equal(outs[0][0], outs[1][0])  # another rank: others
+    with pytest.raises(ValueError, match="seed: expected an int >= 0"):
+        dist.seed_dropout(model(), -1, rank=0)
+
+
+def test_training_fit_distributed_without_init_says_so():
+    from rnnfast import training
+
+    with pytest.raises(RuntimeError, match=r"call rnnfast\.distributed\.init\(\) first"):
+        training.fit(None, [[1]], [[1]], loss="mse", optimizer=None, distributed=True)
 
 
 def test_distributed_charlm_example_matches_charlm(tmp_path):

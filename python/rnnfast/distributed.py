@@ -30,6 +30,21 @@ print and checkpoint on rank 0 only) with the arguments of ``training.fit`` / ``
 
 N ranks on the N equal parts of a global batch take the step one process takes on the whole
 batch (the mean loss's gradient is the mean of the parts' mean gradients), to float rounding.
+
+Dropout: :func:`seed_dropout` (which :func:`fit` and :func:`fit_stream` call) gives every
+dropout generator of the model a stream of its own on each rank, drawn from
+``(seed, rank, the generator's position in the model)``. What is guaranteed:
+
+- a run repeats: the same seed, number of ranks and data give bitwise the same masks, steps
+  and parameters on every run (rnnfast's results do not depend on the thread count);
+- the ranks' masks differ (independent streams), and the parameters stay the same on every
+  rank (the gradients are averaged as without dropout);
+- with every dropout probability 0 (or in eval mode) no mask is drawn and N ranks equal one
+  process on the whole batch as above.
+
+With dropout N ranks do *not* equal one process on the whole batch: that process draws one
+mask for the whole batch from one stream, and its rows are not the ranks' masks. A step is
+one of the same expected value (the masks have the same distribution), not the same numbers.
 """
 
 from __future__ import annotations
@@ -43,6 +58,7 @@ import numpy as np
 
 from . import training as _training
 from .data.batching import BucketedBatches
+from .nn.dropout import Dropout
 from .nn.module import Module
 from .nn.sequential import Sequential
 from .optim import clip_grad_norm
@@ -60,6 +76,7 @@ __all__ = [
     "init",
     "is_initialized",
     "rank",
+    "seed_dropout",
     "size",
 ]
 
@@ -160,6 +177,48 @@ def average(value):
     comm.Allreduce(arr, out, op=_mpi().SUM)
     out /= comm.Get_size()
     return float(out) if out.ndim == 0 else out
+
+
+# ---- dropout ----------------------------------------------------------------------------------
+
+
+def _walk(obj, seen):
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    yield obj
+    children = getattr(obj, "named_children", None)
+    if callable(children):
+        for _, child in children():
+            yield from _walk(child, seen)
+
+
+def seed_dropout(model, seed=0, rank=None):
+    """Reseed every dropout generator of ``model`` for this rank: generator i (in the order of
+    the model's children, depth first) becomes ``np.random.default_rng([seed, rank, i])``.
+
+    The generators are those of the Dropout layers (their masks) and of the RNN layers (the
+    masks of ``dropout`` between stacked layers, ``input_dropout`` and ``recurrent_dropout``);
+    the initialisation is not touched, nor a JordanRNN's or Seq2Seq's teacher-forcing coin
+    flips, which stay those of the layer's own seed (the same on every rank). Call it with the
+    same ``seed`` on every rank: each rank then draws masks of its own, and a run repeats.
+
+    ``rank``: this process's rank (by default :func:`rank`; give it to seed without MPI).
+    Returns the number of generators reseeded.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: expected an int >= 0 (the same on every rank), got {seed!r}")
+    if rank is None:
+        rank = get_comm().Get_rank()
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
+        raise ValueError(f"rank: expected an int >= 0, got {rank!r}")
+    count = 0
+    for obj in _walk(model, set()):
+        for attribute in ("_rng",) if isinstance(obj, Dropout) else ("_dropout_rng",):
+            if isinstance(getattr(obj, attribute, None), np.random.Generator):
+                setattr(obj, attribute, np.random.default_rng([int(seed), int(rank), count]))
+                count += 1
+    return count
 
 
 # ---- broadcasts ---------------------------------------------------------------------------------
@@ -892,6 +951,7 @@ def fit(
     max_tokens=None,
     drop_last=False,
     broadcast=True,
+    reseed_dropout=True,
 ):
     """``training.fit`` on every rank of :func:`init`: each rank trains on its part of each
     global batch of ``size() * batch_size`` (:class:`DistributedSampler`), the gradients are
@@ -904,6 +964,10 @@ def fit(
 
     - ``batch_size`` is per rank; ``seed`` (shuffling) must be the same on every rank (None:
       rank 0 draws one);
+    - ``reseed_dropout``: the model's dropout generators are reseeded from ``(seed, rank)``
+      first (:func:`seed_dropout`): different masks on every rank, the same on every run;
+      False leaves them as they are (then seed them per rank yourself: with the layers' own
+      seeds every rank would draw the same masks);
     - ``broadcast``: rank 0's parameters and optimizer state are given to all first;
     - a step is that of the mean loss over every counted position of the global batch (each
       rank's loss gradient weighted by its share), so N ranks match one process with
@@ -931,11 +995,14 @@ def fit(
                 "bucket: batches by length need variable-length data (ragged "
                 "sequences, or lengths= / mask=)"
             )
+        seed = _shared_seed(seed)
+        if reseed_dropout:
+            seed_dropout(model, seed)
         sampler = DistributedSampler(
             len(data),
             batch_size,
             shuffle=shuffle,
-            seed=_shared_seed(seed),
+            seed=seed,
             drop_last=drop_last,
             lengths=data.lengths if (bucket or max_tokens is not None) else None,
             max_tokens=max_tokens,
@@ -1003,15 +1070,22 @@ def fit_stream(
     callbacks=(),
     verbose=True,
     broadcast=True,
+    seed=0,
+    reseed_dropout=True,
 ):
     """``training.fit_stream`` on every rank of :func:`init`: the stream is cut into
     ``size() * batch_size`` parallel streams and rank r trains on streams
     ``r * batch_size .. (r + 1) * batch_size - 1`` (its stateful layers carry their state),
     so N ranks match one process with ``batch_size * N`` streams to rounding. Losses (and the
     validation loss, split the same way) are means over all streams; printing and checkpoints
-    as :func:`fit`. Call it on every rank with the whole stream."""
+    as :func:`fit`. Call it on every rank with the whole stream.
+
+    ``seed`` (the same on every rank; None: rank 0 draws one) and ``reseed_dropout``: the
+    dropout generators are reseeded from ``(seed, rank)`` as in :func:`fit`."""
     dopt, owned = _prepare(model, optimizer, broadcast, "fit_stream")
     try:
+        if reseed_dropout:
+            seed_dropout(model, _shared_seed(seed))
         loss_fn = _training._resolve(loss, _training._LOSSES, "loss")
         r, n = rank(), size()
         xs, ys = _training.stream_windows(tokens, batch_size * n, bptt)

@@ -278,6 +278,7 @@ def fit(
     bucket=False,
     max_tokens=None,
     drop_last=False,
+    distributed=False,
 ):
     """Train ``model`` and return the history: ``{"loss": [...], "val_loss": [...], ...}``.
 
@@ -315,7 +316,15 @@ def fit(
         run over; ``max_tokens`` makes batches by padded token count instead of by count.
     drop_last : bool
         Leave out the last, smaller batch.
+    distributed : bool
+        Train data-parallel on the MPI ranks of ``rnnfast.distributed.init()``, which must have
+        run: ``rnnfast.distributed.fit`` with these arguments (``batch_size`` per rank).
     """
+    if distributed:  # every argument but this one, to rnnfast.distributed.fit
+        arguments = {k: v for k, v in locals().items() if k != "distributed"}
+        from . import distributed as _distributed
+
+        return _distributed.fit(**arguments)
     loss_fn = _resolve(loss, _LOSSES, "loss")
     _Metrics(metrics)  # unknown names fail before any training
     rng = np.random.default_rng(seed)
