@@ -11,6 +11,18 @@ start. Adam with gradient clipping. Prints the validation perplexity (last 10% o
 samples generated from a prompt by greedy, temperature and beam-search decoding, draws the
 loss curves and saves the model into ``--out``, and ends with a line ``RESULT val_perplexity=... time_s=...`` (time_s: loading,
 training, validation and decoding, the work bench/torch_charlm.py times; not the plot).
+
+Data-parallel on MPI ranks (``pip install "rnnfast[mpi]"``)::
+
+    mpiexec -n 2 python examples/charlm.py --distributed [the options above]
+
+``--distributed`` shares the ``--batch-size`` streams out over the ranks
+(``rnnfast.distributed.fit_stream``, ``--batch-size`` a multiple of the number of ranks): each
+rank trains on batch-size / N of them and the gradients are averaged before each step, so the
+run takes the steps of one process with the same options, to float32 rounding, and reaches its
+validation perplexity. Each rank runs ``--threads`` rnnfast threads (1 when 0: one rank per
+core). Rank 0 alone prints, decodes, plots (the training curve of its own streams) and saves;
+its RESULT line ends with ``ranks=N``.
 """
 
 from __future__ import annotations
@@ -131,17 +143,32 @@ def main(argv=None):
     parser.add_argument(
         "--temperature", type=float, default=0.8, help="temperature of the sampled text"
     )
+    parser.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel on the MPI ranks of mpiexec: the streams shared out over them",
+    )
     args = parser.parse_args(argv)
-    out = _cli.out_dir(parser, args.out)
+    rank, size = 0, 1
+    if args.distributed:
+        from rnnfast import distributed
 
-    if args.threads:
-        rnnfast.set_num_threads(args.threads)
+        distributed.init()
+        rank, size = distributed.rank(), distributed.size()
+        if args.batch_size % size:
+            _cli.fail(parser, f"--batch-size {args.batch_size}: not a multiple of {size} ranks")
+    out = _cli.out_dir(parser, args.out) if rank == 0 else args.out
+
+    if args.threads or args.distributed:
+        rnnfast.set_num_threads(args.threads or 1)
     start = time.perf_counter()
     train_ids, val_ids, alphabet = encode_text(_cli.load(parser, "tinyshakespeare", args.data))
-    print(
-        f"{len(train_ids):,} training and {len(val_ids):,} validation characters, "
-        f"vocabulary {len(alphabet)}"
-    )
+    if rank == 0:
+        print(
+            f"{len(train_ids):,} training and {len(val_ids):,} validation characters, "
+            f"vocabulary {len(alphabet)}"
+            + (f"; {size} ranks x {args.batch_size // size} streams" if args.distributed else "")
+        )
     index = {c: i for i, c in enumerate(alphabet)}
     prompt_ids = [index[c] for c in args.prompt if c in index]
     if not prompt_ids:
@@ -157,18 +184,20 @@ def main(argv=None):
             window_losses.append(value)
         return value, grad
 
-    history = training.fit_stream(
+    history = (distributed.fit_stream if args.distributed else training.fit_stream)(
         model,
         train_ids,
         loss=recorded_loss,
         optimizer=optimizer,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size // size,
         bptt=args.bptt,
         epochs=args.epochs,
         clip_norm=args.clip,
         validation_tokens=val_ids,
     )
     train_time = time.perf_counter() - start
+    if rank != 0:
+        return
     val_ppl = math.exp(history["val_loss"][-1])
     for epoch, (lo, vl) in enumerate(zip(history["loss"], history["val_loss"])):
         print(
@@ -209,7 +238,8 @@ def main(argv=None):
         f"validation perplexity {val_ppl:.3f} after {len(history['loss'])} epochs "
         f"(training {train_time:.1f} s)"
     )
-    print(f"RESULT val_perplexity={val_ppl:.4f} time_s={elapsed:.1f}")
+    ranks = f" ranks={size}" if args.distributed else ""
+    print(f"RESULT val_perplexity={val_ppl:.4f} time_s={elapsed:.1f}{ranks}")
 
 
 if __name__ == "__main__":
