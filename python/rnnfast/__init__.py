@@ -1,4 +1,9 @@
-"""rnnfast: fast CPU Elman recurrent layers (forward and fused BPTT) for NumPy code."""
+"""rnnfast: fast CPU Elman recurrent layers (forward and fused BPTT) for NumPy code.
+
+Imported on first use, so that rnnfast itself needs neither: ``rnnfast.onnx`` (the module
+``rnnfast.io.onnx``: ONNX export and load; the onnx package) and, by ``import rnnfast.torch``,
+the PyTorch bridge (``rnnfast.torch.RNN``, a drop-in ``torch.nn.RNN`` on rnnfast's kernels).
+"""
 
 from __future__ import annotations
 
@@ -56,6 +61,15 @@ from .nn import (  # noqa: E402
 __version__ = "0.1.0"
 
 _register_with_threadpoolctl()
+
+
+def __getattr__(name):
+    if name == "onnx":  # rnnfast.onnx is rnnfast.io.onnx, imported on first use
+        import importlib
+
+        return importlib.import_module(".io.onnx", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "RNN",

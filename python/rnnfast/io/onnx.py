@@ -1,0 +1,104 @@
+"""ONNX export and import: ``rnnfast.io.onnx.export(model, path)`` and
+``rnnfast.io.onnx.load(path)`` (also reachable as ``rnnfast.onnx``, imported on first use).
+
+The ``onnx`` package is imported inside these functions only (``pip install onnx``; serving
+the exported file needs ``onnxruntime``, or rnnfast itself through ``load``).
+
+Export
+------
+``export(model, path, *, lengths=False, h0=False, opset=None, padding_at_end=False,
+example=None)`` writes the inference graph of
+
+- ``RNN``: stacked, bidirectional, tanh / relu, with or without bias, ``batch_first``,
+  ``go_backwards``, ``residual``, PyTorch's ``(y, h_n)`` and Keras's forms (the last output,
+  ``return_state``, every ``merge_mode``), as one ONNX ``RNN`` node per layer;
+- ``Embedding`` (``Gather``), ``Linear`` / ``Dense`` (``MatMul`` + ``Add``), ``Dropout`` (gone:
+  the graph is the eval-mode model);
+- ``Sequential`` and ``Module`` whose forward is a plain chain of children (each reads the
+  previous one's output; a Module's forward is run once in eval mode on a small input, or on
+  ``example``, to see it), nested in each other as well.
+
+Graph inputs: ``x``, float (T, B, D), or (B, T, D) when the model is batch_first, or int64 token
+ids (T, B) / (B, T) for a model that starts with an Embedding; ``h0`` (num_layers*dirs, B, H)
+with ``h0=True`` (a standalone RNN only); ``lengths``, int64 (B,), with ``lengths=True``: the
+ONNX RNN op's ``sequence_lens`` (int32, cast in the graph), reaching every RNN as the model's
+lengths do. Outputs: ``y`` (``y_forward`` and ``y_backward`` for ``merge_mode=None``) and, for a
+standalone RNN that returns it, ``h_n``. T and B are dynamic. Every graph passes
+``onnx.checker.check_model(model, full_check=True)``; the ONNX model is returned (and written
+to ``path`` unless it is None). A float64 model gives a float64 graph (valid ONNX; onnxruntime
+has no float64 RNN kernel, so serve float32).
+
+What the ONNX ops cannot express raises a ValueError naming the option: leaky units
+(``alpha != 1``), dilation, dropouts in training mode (call ``model.eval()``), a stateful RNN
+without ``h0=True``, Keras's general masks (padding inside a sequence: an RNN reading a
+go_backwards RNN's padded output, or an Embedding's ``mask_zero`` / ``padding_idx`` unless
+``padding_at_end=True`` promises the padding comes at each sequence's end, when the graph
+counts the other ids as the lengths); other layers (JordanRNN, Seq2Seq) and forwards that are
+not chains raise too.
+
+Load
+----
+``load(path_or_model)`` reads graphs of ONNX ``RNN`` nodes with ``Gather`` (an embedding),
+``MatMul`` / ``Gemm`` + ``Add`` (a linear layer) and the glue around them: everything
+``export`` writes, and what torch.onnx's TorchScript exporter (``dynamo=False``) writes for
+``nn.RNN`` with ``nn.Embedding`` and ``nn.Linear`` (Transpose, Reshape, Squeeze, Concat, Slice,
+Gather, Shape, Unsqueeze, Constant, ConstantOfShape). It returns an ``rnnfast.RNN`` for a graph
+that is one RNN, a ``Sequential`` for a chain with one output, else an ``OnnxModel`` (a
+``Module``) whose call returns the graph's outputs in order; in eval mode. Any other op, or a
+use of these that is not an rnnfast layer, raises a ValueError naming the node.
+"""
+
+from __future__ import annotations
+
+from ._onnx_load import OnnxLoadError, OnnxModel
+
+__all__ = ["OnnxLoadError", "OnnxModel", "export", "load"]
+
+
+def export(model, path, *, lengths=False, h0=False, opset=None, padding_at_end=False, example=None):
+    """Write ``model``'s inference graph to ``path`` as ONNX; returns the ``onnx.ModelProto``.
+
+    Parameters
+    ----------
+    model : RNN, Embedding, Linear, Dropout, Sequential or Module (a chain of those)
+    path : str or os.PathLike, or None (do not write)
+    lengths : bool
+        Add the graph input ``lengths`` (int64, (B,)): each sequence's length, as
+        ``model(x, lengths=...)`` takes them.
+    h0 : bool
+        Add the graph input ``h0`` (num_layers*dirs, B, H) (a standalone RNN only).
+    opset : int, optional
+        The ONNX opset (default 17; 14 up to the installed onnx's newest).
+    padding_at_end : bool
+        For an Embedding with ``mask_zero`` / ``padding_idx`` feeding an RNN: promise that the
+        padding ids come only at each sequence's end (see the module's documentation).
+    example : array_like, optional
+        An input of the model, to run a Module's forward on (default: one made from its first
+        child).
+
+    Raises
+    ------
+    ValueError
+        An option, layer or forward that the ONNX ops cannot express, named in the message.
+    TypeError
+        A layer export cannot write, or a non-bool flag.
+    """
+    from ._onnx_export import export_model
+
+    return export_model(
+        model,
+        path,
+        lengths=lengths,
+        h0=h0,
+        opset=opset,
+        padding_at_end=padding_at_end,
+        example=example,
+    )
+
+
+def load(path):
+    """An rnnfast model computing the ONNX graph at ``path`` (or an ``onnx.ModelProto``);
+    see the module's documentation for the graphs it reads."""
+    from ._onnx_load import load_model
+
+    return load_model(path)
