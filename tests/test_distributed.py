@@ -369,3 +369,29 @@ def test_sampler_checks_its_arguments():
         dist.DistributedSampler(10, 2, rank=0, size=2, shuffle=1)
     with pytest.raises(ValueError, match=r"lengths: expected shape \(10,\)"):
         dist.DistributedSampler(10, 2, rank=0, size=2, lengths=[1, 2])
+
+
+def test_bench_cost_model():
+    """bench/distributed.py's cost model: the charlm model's 404 KiB, the ring allreduce's
+    formula, and the batch for 90% efficiency (no MPI needed)."""
+    path = Path(__file__).resolve().parents[1] / "bench" / "distributed.py"
+    spec = importlib.util.spec_from_file_location("bench_distributed", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    grad = bench.gradient_bytes(64, 256)
+    assert round(grad / 1024) == 404
+    rows = bench.cost_model(0.02, 32, grad, latency_s=30e-6)
+    row = next(r for r in rows if r["gbit"] == 10 and r["machines"] == 8)
+    expected = 2 * 7 / 8 * grad / 1.25e9 + 14 * 30e-6
+    assert row["allreduce_s"] == pytest.approx(expected)
+    assert row["efficiency"] == pytest.approx(0.02 / (0.02 + expected))
+    need = row["streams_for_target"]
+    assert 9 * expected <= need * 0.02 / 32 < 9 * expected + 0.02 / 32
+    done = subprocess.run(
+        [sys.executable, str(path), "--cost-model", "--compute-ms", "20"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "64" in done.stdout and "efficiency" in done.stdout, done.stdout

@@ -1,6 +1,7 @@
 """Data-parallel scaling of a charlm training step on 1, 2, ... local MPI ranks.
 
-    python bench/distributed_scaling.py [--ranks 1,2] [--steps 40] [--json FILE]
+    python bench/distributed.py [--ranks 1,2] [--steps 40] [--json FILE]
+    python bench/distributed.py --cost-model [--compute-ms MS] [--latency-us 30]
 
 The model is examples/charlm.py's (Embedding(V, 64) -> RNN(64, 256, stateful) -> Linear(256, V),
 float32, Adam, clipping at 5) on windows of --bptt characters of tinyshakespeare
@@ -24,7 +25,14 @@ loss-count allreduce and the wait for the gradient buckets (rank means of median
 waits include waiting for a slower rank, not only the transfer). Figures
 from a machine that others use too are noisy: the load average is printed with them.
 
-The script launches itself as ``mpiexec -n N python bench/distributed_scaling.py --worker``
+``--cost-model`` measures the compute of one step on 1 rank (or takes ``--compute-ms``) and
+prints what it implies across machines (:func:`cost_model`): a ring allreduce of the gradient
+bytes B over N machines takes ``2 (N-1)/N x B / bandwidth + 2 (N-1) x latency``; a step's
+efficiency is ``compute / (compute + allreduce)`` (no overlap: the bound from below; the
+overlap with the backward only helps), and 90% needs ``compute >= 9 x allreduce``, so a batch
+per rank of at least ``9 x allreduce / (compute per sequence)``.
+
+The script launches itself as ``mpiexec -n N python bench/distributed.py --worker``
 (mpi4py and mpiexec: ``pip install ".[mpi]"``); it prints a table and writes --json.
 """
 
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -58,6 +67,16 @@ def arguments(argv=None):
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a text file")
     p.add_argument("--json", type=Path, default=None, help="write the results here")
+    p.add_argument("--cost-model", action="store_true", help="print the cost model's table")
+    p.add_argument(
+        "--compute-ms",
+        type=float,
+        default=None,
+        help="compute per step of --batch streams for --cost-model (default: measured, 1 rank)",
+    )
+    p.add_argument(
+        "--latency-us", type=float, default=30.0, help="per-message latency for --cost-model"
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -148,6 +167,73 @@ def measure(args, streams, mode):
     return out
 
 
+def gradient_bytes(embed, hidden, vocab=65, itemsize=4):
+    """The bytes of the charlm model's gradients (float32; tinyshakespeare's 65 characters)."""
+    count = vocab * embed + embed * hidden + hidden**2 + 2 * hidden + hidden * vocab + vocab
+    return count * itemsize
+
+
+def cost_model(
+    compute_s,
+    streams,
+    grad_bytes,
+    *,
+    machines=(8, 64),
+    gbits=(10, 25),
+    latency_s=30e-6,
+    target=0.9,
+):
+    """Rows of the cost model: for each network (Gbit/s) and number of machines N, the ring
+    allreduce time ``2 (N-1)/N x grad_bytes / bandwidth + 2 (N-1) x latency_s``, the
+    efficiency ``compute_s / (compute_s + allreduce)`` of a step of ``streams`` sequences per
+    rank with no overlap, and the sequences per rank for ``target`` efficiency:
+    ``target / (1 - target) x allreduce / (compute_s / streams)``, rounded up."""
+    per_sequence = compute_s / streams
+    rows = []
+    for gbit in gbits:
+        bandwidth = gbit * 1e9 / 8  # bytes per second
+        for n in machines:
+            transfer = 2 * (n - 1) / n * grad_bytes / bandwidth
+            latency = 2 * (n - 1) * latency_s
+            allreduce = transfer + latency
+            need = math.ceil(target / (1 - target) * allreduce / per_sequence)
+            rows.append(
+                {
+                    "gbit": gbit,
+                    "machines": n,
+                    "transfer_s": transfer,
+                    "latency_s": latency,
+                    "allreduce_s": allreduce,
+                    "efficiency": compute_s / (compute_s + allreduce),
+                    "streams_for_target": need,
+                }
+            )
+    return rows
+
+
+def print_cost_model(compute_s, streams, grad_bytes, latency_s, source):
+    rows = cost_model(compute_s, streams, grad_bytes, latency_s=latency_s)
+    print(
+        f"cost model: gradients {grad_bytes / 1024:.0f} KiB per step; compute "
+        f"{1e3 * compute_s:.1f} ms per step of {streams} sequences per rank "
+        f"({1e3 * compute_s / streams:.3f} ms per sequence; {source}); ring allreduce "
+        f"2 (N-1)/N x bytes / bandwidth + 2 (N-1) x {1e6 * latency_s:.0f} us"
+    )
+    header = (
+        f"{'network':>8} {'machines':>8} {'transfer ms':>11} {'latency ms':>10} "
+        f"{'allreduce ms':>12} {'efficiency':>10} {'batch/rank for 90%':>18}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['gbit']:>4} Gb/s {r['machines']:>8} {1e3 * r['transfer_s']:>11.3f} "
+            f"{1e3 * r['latency_s']:>10.3f} {1e3 * r['allreduce_s']:>12.3f} "
+            f"{100 * r['efficiency']:>9.1f}% {r['streams_for_target']:>18}"
+        )
+    return rows
+
+
 def allreduce_alone(args, repeats=50):
     """The median time of one blocking Allreduce of the model's gradient bytes (float32), the
     ranks lined up by a barrier before each: the transfer alone, no waiting for a slow rank."""
@@ -155,10 +241,7 @@ def allreduce_alone(args, repeats=50):
 
     from rnnfast import distributed as dist
 
-    vocab = 65
-    count = vocab * args.embed + args.embed * args.hidden + args.hidden**2 + 2 * args.hidden
-    count += args.hidden * vocab + vocab
-    buf = np.ones(count, dtype=np.float32)
+    buf = np.ones(gradient_bytes(args.embed, args.hidden) // 4, dtype=np.float32)
     comm, times = dist.get_comm(), []
     for _ in range(repeats):
         comm.Barrier()
@@ -223,7 +306,25 @@ def main(argv=None):
     try:
         import mpi4py  # noqa: F401
     except ImportError:
-        sys.exit("bench/distributed_scaling.py needs mpi4py and mpiexec: pip install '.[mpi]'")
+        if not (args.cost_model and args.compute_ms is not None):
+            sys.exit("bench/distributed.py needs mpi4py and mpiexec: pip install '.[mpi]'")
+    if args.cost_model:
+        if args.compute_ms is not None:
+            compute, source = args.compute_ms / 1e3, "--compute-ms"
+        else:
+            print("[1 rank: the compute of a step]", file=sys.stderr, flush=True)
+            row = next(
+                r
+                for r in launch(args, 1)["rows"]
+                if r["scaling"] == "strong" and r["reduce"] == "none"
+            )
+            compute = row["compute"]
+            source = f"measured: 1 rank, 1 thread, median of {args.steps} steps"
+        grad = gradient_bytes(args.embed, args.hidden)
+        rows = print_cost_model(compute, args.batch, grad, args.latency_us / 1e6, source)
+        if args.json:
+            args.json.write_text(json.dumps({"compute_s": compute, "rows": rows}, indent=1))
+        return
     load_before = os.getloadavg()
     results, info = [], {}
     for n in [int(v) for v in args.ranks.split(",")]:
