@@ -395,3 +395,100 @@ def test_bench_cost_model():
     )
     assert done.returncode == 0, done.stderr
     assert "64" in done.stdout and "efficiency" in done.stdout, done.stdout
+
+
+# ---- across machines: two network namespaces of this machine -------------------------------------
+
+NETNS_CASES = ["broadcast_parameters", "step_equals_whole_batch", "fit_equals_training_fit"]
+LAUNCHER = """#!/bin/sh
+# hydra's ssh launcher, into a namespace: [options] HOST COMMAND... runs COMMAND in HOST's
+while [ "${1#-}" != "$1" ]; do shift; done
+host=$1; shift
+case $host in
+  10.77.0.1) ns=NS_A;;
+  10.77.0.2) ns=NS_B;;
+  *) echo "netns launcher: unknown host $host" >&2; exit 1;;
+esac
+exec ip netns exec $ns sh -c "$*"
+"""
+
+
+def _ip(*args, check=True):
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+    return done
+
+
+def _veth_bytes(ns, direction):
+    path = f"/sys/class/net/rn0/statistics/{direction}_bytes"
+    return int(_ip("netns", "exec", ns, "cat", path).stdout)
+
+
+def test_two_network_namespaces_over_tcp(tmp_path):
+    """Two "machines": network namespaces A (10.77.0.1) and B (10.77.0.2) joined by a veth
+    pair (rn0 in each). mpiexec runs in A with hydra's ssh launcher replaced by a script that
+    enters the host's namespace (`ip netns exec`), so rank 0 runs in A and rank 1 in B; MPICH
+    is kept off shared memory (MPIR_CVAR_NOLOCAL=1) and on libfabric's TCP provider over rn0.
+    The ranks then pass the equality cases (N ranks = one process on the whole batch, float64)
+    and their bytes go through the veth. Skips where `ip` is missing or namespaces cannot be
+    made (no CAP_SYS_ADMIN / CAP_NET_ADMIN: not root, or a container without them)."""
+    _need_mpi()
+    if shutil.which("ip") is None:
+        pytest.skip("the `ip` command (iproute2) is missing: no network namespaces")
+    if "Open MPI" in subprocess.run([MPIEXEC, "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("the namespace launch uses MPICH's hydra (-launcher-exec); this is Open MPI")
+    tag = f"rnf{os.getpid() % 100000}"
+    ns_a, ns_b = f"{tag}a", f"{tag}b"
+    probe = _ip("netns", "add", ns_a, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"`ip netns add` is not permitted here: {probe.stderr.strip()}")
+    try:
+        _ip("netns", "add", ns_b)
+        _ip("link", "add", f"{tag}x", "type", "veth", "peer", "name", f"{tag}y")
+        for ns, dev, addr in ((ns_a, f"{tag}x", "10.77.0.1"), (ns_b, f"{tag}y", "10.77.0.2")):
+            _ip("link", "set", dev, "netns", ns)
+            _ip("-n", ns, "link", "set", dev, "name", "rn0")
+            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "rn0")
+            _ip("-n", ns, "link", "set", "rn0", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        launcher = tmp_path / "netns_launcher.sh"
+        launcher.write_text(LAUNCHER.replace("NS_A", ns_a).replace("NS_B", ns_b))
+        launcher.chmod(0o755)
+        outdir = tmp_path / "out"
+        outdir.mkdir()
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        env.update(MPIR_CVAR_NOLOCAL="1", MPIR_CVAR_CH4_NETMOD="ofi", FI_PROVIDER="tcp")
+        env.update(FI_TCP_IFACE="rn0", UCX_NET_DEVICES="rn0", UCX_TLS="tcp")
+        command = ["ip", "netns", "exec", ns_a, MPIEXEC, "-launcher", "ssh"]
+        command += ["-launcher-exec", str(launcher), "-iface", "rn0"]
+        command += ["-hosts", "10.77.0.1,10.77.0.2", "-n", "2", "-ppn", "1"]
+        command += [sys.executable, str(WORKER), str(outdir), ",".join(NETNS_CASES)]
+        sent_before = _veth_bytes(ns_b, "tx")
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            output, _ = proc.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            pytest.fail(f"the namespace run still runs after {LIMIT_S} s:\n{output}")
+        sent = _veth_bytes(ns_b, "tx") - sent_before
+        print(f"rank 1 sent {sent} bytes over the veth")
+        assert proc.returncode == 0, output
+        for r in range(2):
+            results = json.loads((outdir / f"rank{r}.json").read_text())
+            for case in NETNS_CASES:
+                assert results[case]["verdict"] == "ok", (r, case, results[case], output)
+        figures = results["step_equals_whole_batch"]["figures"]
+        assert max(figures.values()) < 1e-10, figures
+        assert sent > 10_000, f"rank 1 sent only {sent} bytes over the veth"
+    finally:
+        for ns in (ns_a, ns_b):
+            _ip("netns", "del", ns, check=False)  # the veth pair goes with them
