@@ -387,6 +387,34 @@ def test_leaves_export_alone():
     assert isinstance(rx.load(model), rnnfast.Sequential)
 
 
+class StartsWithDropout(rnnfast.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = rnnfast.Dropout(0.2)
+        self.rnn = rnnfast.RNN(D, H, seed=0, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(self.drop(x))
+
+
+def test_module_traced_on_an_example_and_lengths_without_an_rnn():
+    model = StartsWithDropout().eval()
+    with pytest.raises(ValueError, match="pass example="):
+        rx.export(model, None)
+    x = sequences(np.random.default_rng(0), 5, 2, batch_first=True)
+    exported = rx.export(model, None, example=x[:, :2])
+    assert [o.name for o in exported.graph.output] == ["y", "h_n"]  # the RNN's whole return
+    assert_outputs(run_ort(exported, {"x": x}), model(x))
+    back = rx.load(exported)
+    assert isinstance(back, rnnfast.RNN) and back.batch_first
+    assert_outputs(back(x), model(x), atol=1e-6)
+    dense = rnnfast.Sequential([rnnfast.Dense(D, 3, seed=0)])
+    exported = rx.export(dense, None, lengths=True)  # no RNN reads them: nothing changes
+    x = sequences(np.random.default_rng(1), 4, 2, batch_first=False)
+    assert_outputs(run_ort(exported, {"x": x, "lengths": np.array([4, 1])}), dense(x))
+    assert_outputs(rx.load(exported)(x), dense(x), atol=1e-6)
+
+
 def test_export_leaves_the_model_as_it_was():
     model = Tagger().train()
     model.drop.p = 0.0  # no random masks: a training-mode model may be exported

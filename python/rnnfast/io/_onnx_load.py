@@ -924,9 +924,7 @@ class _Reader:
                     live = "start"
         for layer in layers:
             layer.train(False)
-        unused = [n for n, v in self.inputs.items() if v.role is None]
-        if unused:
-            raise OnnxLoadError(f"onnx graph: the graph input(s) {unused} are not read")
+        # a graph input nothing reads (lengths of a model without an RNN) changes nothing
         got = [(k, p) for k, p, _ in spec]
         if len(layers) == 1 and isinstance(layers[0], RNN):
             rnn = layers[0]
