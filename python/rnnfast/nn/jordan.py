@@ -33,10 +33,10 @@ from .._validation import (
     as_float_array,
     check_bool,
     check_lengths,
-    check_nonlinearity,
     check_probability,
     layer_dtype,
 )
+from .rnn_options import RecurrentOptions
 
 __all__ = ["JordanRNN", "previous_targets", "teacher_forcing_inputs"]
 
@@ -175,7 +175,7 @@ class _Run:
             setattr(self, k, kw.get(k))
 
 
-class JordanRNN(ParameterOwner):
+class JordanRNN(RecurrentOptions, ParameterOwner):
     """Output-to-hidden recurrence: ``h_t = act(W_ih x_t + W_yh y_{t-1} + b_h)``,
     ``y_t = V h_t + c`` (Jordan's network; the lecture notes' "RNN B").
 
@@ -291,22 +291,6 @@ class JordanRNN(ParameterOwner):
     dtype = _fixed("dtype")
     seed = _fixed("seed")
     del _fixed
-
-    @property
-    def nonlinearity(self):
-        return self._nonlinearity
-
-    @nonlinearity.setter
-    def nonlinearity(self, value):
-        self._nonlinearity = check_nonlinearity(value)
-
-    @property
-    def batch_first(self):
-        return self._batch_first
-
-    @batch_first.setter
-    def batch_first(self, value):
-        self._batch_first = check_bool("batch_first", value)
 
     @property
     def teacher_forced(self):

@@ -19,7 +19,7 @@ from .._validation import (
     check_probability,
 )
 
-__all__ = ["MERGE_MODES", "RNNOptions"]
+__all__ = ["MERGE_MODES", "RNNOptions", "RecurrentOptions"]
 
 MERGE_MODES = ("concat", "sum", "mul", "ave", None)
 
@@ -63,20 +63,8 @@ def _read_only(name, why):
     return property(operator.attrgetter("_" + name), refuse, doc=f"Fixed at construction ({why}).")
 
 
-class RNNOptions:
-    """Mixin of rnnfast.RNN: its options as checked properties."""
-
-    # ---- options ------------------------------------------------------------------------------
-    # What shapes the parameters (or their initialisation) is fixed; every other option may be
-    # assigned later and is checked exactly as the constructor checks it.
-
-    input_size = _read_only("input_size", "the parameters' shapes depend on it")
-    hidden_size = _read_only("hidden_size", "the parameters' shapes depend on it")
-    num_layers = _read_only("num_layers", "the parameters depend on it")
-    bidirectional = _read_only("bidirectional", "the reverse direction has its own parameters")
-    bias = _read_only("bias", "the bias parameters exist or not")
-    dtype = _read_only("dtype", "the parameters are stored in it")
-    seed = _read_only("seed", "it drew the initial parameters")
+class RecurrentOptions:
+    """The options every recurrent layer has (RNN, JordanRNN), checked on assignment."""
 
     @property
     def nonlinearity(self):
@@ -95,6 +83,22 @@ class RNNOptions:
     @batch_first.setter
     def batch_first(self, value):
         self._batch_first = check_bool("batch_first", value)
+
+
+class RNNOptions(RecurrentOptions):
+    """Mixin of rnnfast.RNN: its options as checked properties."""
+
+    # ---- options ------------------------------------------------------------------------------
+    # What shapes the parameters (or their initialisation) is fixed; every other option may be
+    # assigned later and is checked exactly as the constructor checks it.
+
+    input_size = _read_only("input_size", "the parameters' shapes depend on it")
+    hidden_size = _read_only("hidden_size", "the parameters' shapes depend on it")
+    num_layers = _read_only("num_layers", "the parameters depend on it")
+    bidirectional = _read_only("bidirectional", "the reverse direction has its own parameters")
+    bias = _read_only("bias", "the bias parameters exist or not")
+    dtype = _read_only("dtype", "the parameters are stored in it")
+    seed = _read_only("seed", "it drew the initial parameters")
 
     @property
     def dropout(self):
