@@ -1007,50 +1007,36 @@ def fit(
             lengths=data.lengths if (bucket or max_tokens is not None) else None,
             max_tokens=max_tokens,
         )
-        history = {}
-        for epoch in range(epochs):
-            for layer in _training._stateful_layers(model):
-                layer.reset_state()
-            model.train()
+
+        def epoch_batches(epoch):
             sampler.set_epoch(epoch)
-            batches = list(sampler)
-            progress = _training._Progress(
-                len(batches), f"epoch {epoch + 1}/{epochs}", verbose and rank() == 0
-            )
-            total, counted_total, seen = 0.0, 0, 0
-            train_metrics = _training._Metrics(metrics)
-            for index in batches:
-                xb, yb, lb = data.batch(index)
-                value, counted, stepped = _distributed_step(
-                    model, dopt, xb, yb, loss_fn, clip_norm, lb, train_metrics
-                )
-                if not stepped:
-                    continue
-                total += value * counted
-                counted_total += counted
-                seen += len(index) * size()
-                progress.update(value, seen)
-            logs = {"loss": total / max(counted_total, 1)}
-            logs.update(_reduce_metrics(train_metrics))
-            if validation_data is not None:
-                x_val, y_val, *rest = validation_data
-                val = _evaluate_shard(
-                    model,
-                    x_val,
-                    y_val,
-                    loss=loss,
-                    metrics=metrics,
-                    batch_size=batch_size,
-                    batch_axis=batch_axis,
-                    lengths=rest[0] if rest else None,
-                )
-                logs.update({f"val_{k}": v for k, v in val.items()})
-            progress.close(logs)
-            for key, value in logs.items():
-                history.setdefault(key, []).append(value)
-            if _end_epoch(callbacks, epoch, logs, model):
-                break
-        return history
+            return list(sampler)
+
+        return _training._run_epochs(
+            model,
+            data,
+            epochs=epochs,
+            metrics=metrics,
+            verbose=verbose and rank() == 0,
+            epoch_batches=epoch_batches,
+            step=lambda xb, yb, lb, train_metrics: _distributed_step(
+                model, dopt, xb, yb, loss_fn, clip_norm, lb, train_metrics
+            ),
+            metric_results=_reduce_metrics,
+            validation_data=validation_data,
+            evaluate_fn=lambda xv, yv, lv: _evaluate_shard(
+                model,
+                xv,
+                yv,
+                loss=loss,
+                metrics=metrics,
+                batch_size=batch_size,
+                batch_axis=batch_axis,
+                lengths=lv,
+            ),
+            end_epoch=lambda epoch, logs: _end_epoch(callbacks, epoch, logs, model),
+            samples_per_index=size(),
+        )
     finally:
         if owned:
             dopt.remove_hooks()

@@ -331,45 +331,85 @@ def fit(
     data = _data(model, x, y, lengths, mask, batch_axis)
     if data.y is None:
         raise ValueError("y: expected targets, got None")
+    return _run_epochs(
+        model,
+        data,
+        epochs=epochs,
+        metrics=metrics,
+        verbose=verbose,
+        epoch_batches=lambda epoch: _batch_order(
+            data, batch_size, shuffle, rng, bucket, max_tokens, drop_last
+        ),
+        step=lambda xb, yb, lb, train_metrics: _train_step(
+            model, xb, yb, loss_fn, optimizer, clip_norm, lb, train_metrics
+        ),
+        metric_results=_Metrics.results,
+        validation_data=validation_data,
+        evaluate_fn=lambda xv, yv, lv: evaluate(
+            model,
+            xv,
+            yv,
+            loss=loss,
+            metrics=metrics,
+            batch_size=batch_size,
+            batch_axis=batch_axis,
+            lengths=lv,
+        ),
+        end_epoch=lambda epoch, logs: any(cb.on_epoch_end(epoch, logs, model) for cb in callbacks),
+    )
+
+
+def _run_epochs(
+    model,
+    data,
+    *,
+    epochs,
+    metrics,
+    verbose,
+    epoch_batches,
+    step,
+    metric_results,
+    validation_data,
+    evaluate_fn,
+    end_epoch,
+    samples_per_index=1,
+):
+    """The epoch loop that fit and rnnfast.distributed.fit share, and the history it returns.
+
+    Per epoch: stateful layers reset, training mode, ``epoch_batches(epoch)`` (index arrays
+    into ``data``), ``step(xb, yb, lengths, train_metrics) -> (loss, counted, stepped)`` per
+    batch, the loss averaged over the counted positions, ``metric_results(train_metrics)``,
+    ``evaluate_fn(x_val, y_val, lengths_val)`` on ``validation_data`` (prefixed ``val_``), and
+    ``end_epoch(epoch, logs)`` (True stops). ``samples_per_index``: samples the progress bar
+    counts per index (the ranks' share of a global batch)."""
     history = {}
     for epoch in range(epochs):
         for layer in _stateful_layers(model):
             layer.reset_state()
         model.train()
-        batches = _batch_order(data, batch_size, shuffle, rng, bucket, max_tokens, drop_last)
+        batches = epoch_batches(epoch)
         progress = _Progress(len(batches), f"epoch {epoch + 1}/{epochs}", verbose)
         total, counted_total, seen = 0.0, 0, 0
         train_metrics = _Metrics(metrics)
         for index in batches:
             xb, yb, lb = data.batch(index)
-            value, counted, stepped = _train_step(
-                model, xb, yb, loss_fn, optimizer, clip_norm, lb, train_metrics
-            )
+            value, counted, stepped = step(xb, yb, lb, train_metrics)
             if not stepped:
                 continue
             total += value * counted
             counted_total += counted
-            seen += len(index)
+            seen += len(index) * samples_per_index
             progress.update(value, seen)
         logs = {"loss": total / max(counted_total, 1)}
-        logs.update(train_metrics.results())
+        logs.update(metric_results(train_metrics))
         if validation_data is not None:
             x_val, y_val, *rest = validation_data
-            val = evaluate(
-                model,
-                x_val,
-                y_val,
-                loss=loss,
-                metrics=metrics,
-                batch_size=batch_size,
-                batch_axis=batch_axis,
-                lengths=rest[0] if rest else None,
-            )
+            val = evaluate_fn(x_val, y_val, rest[0] if rest else None)
             logs.update({f"val_{k}": v for k, v in val.items()})
         progress.close(logs)
         for key, value in logs.items():
             history.setdefault(key, []).append(value)
-        if any(cb.on_epoch_end(epoch, logs, model) for cb in callbacks):
+        if end_epoch(epoch, logs):
             break
     return history
 
