@@ -149,3 +149,12 @@ def time_major_in_memory(x) -> bool:
         and x.shape[1] > 1
         and x.swapaxes(0, 1).flags.c_contiguous
     )
+
+
+def check_positive_int(name, value) -> int:
+    """A size: a positive int (not a bool); TypeError for another type, ValueError below 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected a positive int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name}: expected a positive int, got {value}")
+    return int(value)

@@ -23,7 +23,6 @@ Integer targets (class ids, for ``loss="cross_entropy"``) are fed back one-hot.
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from .._validation import (
     as_float_array,
     check_bool,
     check_lengths,
+    check_positive_int,
     check_probability,
     layer_dtype,
 )
@@ -42,14 +42,6 @@ __all__ = ["JordanRNN", "previous_targets", "teacher_forcing_inputs"]
 
 MODES = ("teacher", "free", "scheduled")
 FEEDBACKS = ("output", "onehot")
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected a positive int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value}")
-    return int(value)
 
 
 def _one_hot(ids, classes, dtype):
@@ -106,7 +98,7 @@ def previous_targets(y, y0=None, *, output_size=None, batch_first=False, dtype=N
             raise ValueError(
                 f"y: expected class ids of 2 dimensions ((B, T) or (T, B)), got shape {arr.shape}"
             )
-        classes = _positive_int("output_size", output_size)
+        classes = check_positive_int("output_size", output_size)
         leading = arr.shape
     else:
         if arr.ndim != 3:
@@ -114,7 +106,9 @@ def previous_targets(y, y0=None, *, output_size=None, batch_first=False, dtype=N
                 f"y: expected 3 dimensions ((T, B, O), or (B, T, O) batch-first), "
                 f"or integer class ids (T, B), got shape {arr.shape}"
             )
-        classes = arr.shape[2] if output_size is None else _positive_int("output_size", output_size)
+        classes = (
+            arr.shape[2] if output_size is None else check_positive_int("output_size", output_size)
+        )
         leading = arr.shape[:2]
     dtype = layer_dtype(
         dtype if dtype is not None else (arr.dtype if arr.dtype.kind == "f" else np.float32)
@@ -243,9 +237,9 @@ class JordanRNN(RecurrentOptions, ParameterOwner):
         feedback="output",
         teacher_forcing_ratio=1.0,
     ):
-        self._input_size = _positive_int("input_size", input_size)
-        self._hidden_size = _positive_int("hidden_size", hidden_size)
-        self._output_size = _positive_int("output_size", output_size)
+        self._input_size = check_positive_int("input_size", input_size)
+        self._hidden_size = check_positive_int("hidden_size", hidden_size)
+        self._output_size = check_positive_int("output_size", output_size)
         self._bias = check_bool("bias", bias)
         self._dtype = layer_dtype(dtype)
         self._seed = seed
@@ -812,7 +806,7 @@ class JordanRNN(RecurrentOptions, ParameterOwner):
             batch_size = table.shape[1]
         if batch_size is None:
             raise ValueError("batch_size: needed when inputs is None or 'tokens'")
-        batch_size = _positive_int("batch_size", batch_size)
+        batch_size = check_positive_int("batch_size", batch_size)
         mode = inputs if isinstance(inputs, str) else None
 
         def step_fn(tokens, state):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import numbers
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from .._validation import (
     as_float_array,
     check_bool,
     check_lengths,
+    check_positive_int,
     layer_dtype,
 )
 from .rnn_forms import RNNForms, output_batch_axis, without_axis
@@ -24,14 +24,6 @@ from .stack import Reverser as _Reverser
 from .stack import Run, stack_backward, stack_forward
 
 __all__ = ["RNN"]
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected a positive int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value}")
-    return int(value)
 
 
 class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
@@ -120,9 +112,9 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
         zero_output_for_mask=None,
         dilation=1,
     ):
-        self._input_size = _positive_int("input_size", input_size)
-        self._hidden_size = _positive_int("hidden_size", hidden_size)
-        self._num_layers = _positive_int("num_layers", num_layers)
+        self._input_size = check_positive_int("input_size", input_size)
+        self._hidden_size = check_positive_int("hidden_size", hidden_size)
+        self._num_layers = check_positive_int("num_layers", num_layers)
         self._bias = check_bool("bias", bias)
         self._bidirectional = check_bool("bidirectional", bidirectional)
         self._dtype = layer_dtype(dtype)
