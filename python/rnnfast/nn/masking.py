@@ -100,7 +100,8 @@ def input_suspect(x, valid):
         or x.shape[2] < 2
     ):
         return None  # one-feature series have real zeros; a real all-zero vector is rare
-    return ~np.any(x != 0, axis=2)
+    # judged only if an RNN would read past the end (a pass over x, kept off the usual path)
+    return lambda: ~np.any(x != 0, axis=2)
 
 
 def _caller_level():
@@ -118,6 +119,8 @@ def _caller_level():
 def _warn_if_padded(rnn, suspect, who):
     if suspect is None:
         return
+    if callable(suspect):  # a model input's all-zero steps, judged now that it matters
+        suspect = suspect()
     bt = suspect if rnn.batch_first else suspect.T
     if _looks_end_padded(bt):
         what = (
