@@ -101,7 +101,20 @@ def input_suspect(x, valid):
     ):
         return None  # one-feature series have real zeros; a real all-zero vector is rare
     # judged only if an RNN would read past the end (a pass over x, kept off the usual path)
-    return lambda: ~np.any(x != 0, axis=2)
+    return _ZeroSteps(x)
+
+
+class _ZeroSteps:
+    """A float input's all-zero steps, computed when called. A class, not a closure: a
+    Module's kept training forward (and so the Module) must stay picklable."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __call__(self):
+        return ~np.any(self.x != 0, axis=2)
 
 
 def _caller_level():
