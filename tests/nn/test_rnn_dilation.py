@@ -185,16 +185,6 @@ def test_bad_dilation(value, exc, match):
     assert layer.dilation == 1
 
 
-def test_dilation_refuses_streaming_clearly():
-    with pytest.raises(ValueError, match="stateful"):
-        rnnfast.RNN(D, H, dilation=2, stateful=True)
-    layer = rnnfast.RNN(D, H, dilation=2)
-    with pytest.raises(ValueError, match="step"):
-        layer.step(np.zeros((1, D), np.float32))
-    with pytest.raises(ValueError, match="stateful"):
-        layer.stateful = True
-
-
 def test_dilation_is_saved_and_shown(tmp_path):
     layer = rnnfast.RNN(D, H, num_layers=3, dilation=[1, 2, 4])
     assert "dilation=[1, 2, 4]" in repr(layer)

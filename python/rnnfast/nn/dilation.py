@@ -6,13 +6,25 @@ t = j, j + d, j + 2d, ..., run as one batch of d*B rows. Chain j of sequence b i
 A time-major (T, B, ...) array with T a multiple of d is already laid out as (T/d, d, B, ...),
 so the chains are a reshape of it, no copy; otherwise the tail is padded (a copy) and the
 padded steps lie past every chain's length.
+
+Streaming (``step``, stateful layers): step t reads h_{t-d}, so what carries a dilated layer from
+one call to the next is its last d states, a ring (d, B, H) in age order: ``ring[j]`` is
+h_{t-d+j} when step t comes next (``ring[-1]`` the newest). Chain j of the next call starts from
+``ring[j]``, which makes the ring exactly the per-chain initial state of the chain layout.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["chain_h0", "chain_lengths", "from_chains", "last_rows", "to_chains"]
+__all__ = [
+    "chain_h0",
+    "chain_lengths",
+    "from_chains",
+    "last_rows",
+    "ring_from_chains",
+    "to_chains",
+]
 
 
 def to_chains(a, d, fill=0):
@@ -51,5 +63,20 @@ def last_rows(lengths, steps, batch, d):
 
 
 def chain_h0(h0, d):
-    """One initial state (B, H) for every chain: (d*B, H)."""
-    return None if h0 is None else np.tile(h0, (d, 1))
+    """The chains' initial states (d*B, H): one state (B, H) broadcast to every chain, or a
+    ring (d, B, H), one per chain (row j*B + b is ring[j, b]: a reshape)."""
+    if h0 is None:
+        return None
+    if h0.ndim == 3:
+        return np.ascontiguousarray(h0).reshape(-1, h0.shape[2])
+    return np.tile(h0, (d, 1))
+
+
+def ring_from_chains(h_n, lengths, steps, batch, d):
+    """The ring (d, B, H) of the last d states of each sequence from the chains' final states
+    h_n (d*B, H): position L - d + j (L the sequence's length) is the last step of chain
+    (L + j) mod d, or, when negative, a chain that never ran and still holds its initial
+    state, which is the incoming ring's entry L + j = (L + j) mod d. One gather either way."""
+    full = np.full(batch, steps, dtype=np.int64) if lengths is None else lengths
+    chain = (full[None, :] + np.arange(d, dtype=np.int64)[:, None]) % d
+    return h_n[chain * batch + np.arange(batch)]

@@ -18,6 +18,7 @@ from .._validation import (
 )
 from .rnn_forms import RNNForms, output_batch_axis, without_axis
 from .rnn_options import RNNOptions
+from .rnn_rings import RNNRings, map_state
 from .rnn_streaming import RNNStreaming
 from .stack import BatchOrder as _BatchOrder
 from .stack import Reverser as _Reverser
@@ -26,7 +27,7 @@ from .stack import Run, stack_backward, stack_forward
 __all__ = ["RNN"]
 
 
-class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
+class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
     """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface (and Keras's options), on NumPy
     arrays.
 
@@ -71,9 +72,17 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
         call returns ``(output, h_n)`` if ``return_state`` else the output alone.
     stateful : bool
         Carry h_n from one call (or ``step``) to the next as its h0 when no h0 is given, until
-        ``reset_state()``.
+        ``reset_state()``. A dilated layer carries its last d states per layer (see
+        ``dilation``), so that calls over consecutive pieces of a sequence give what one call
+        over the whole sequence gives.
     alpha : float in (0, 1], or a list of one per layer
         Leak rate of leaky units.
+    dilation : int >= 1, or a list of one per layer
+        ``h_t`` reads ``h_{t-d}`` (temporal skip connections; ``[1, 2, 4, 8]``: a stack over
+        multiple time scales), run as d interleaved sequences of ceil(T/d) steps. Its state
+        (``h0``, ``step``'s ``h``, a stateful layer's carry) may be one ring per layer and
+        direction: ``ring[j]`` (B, H) is h_{j-d}, the state chain j starts from (``ring[-1]``
+        the newest); a plain (layers*dirs, B, H) h0 starts every chain from it.
 
     Every flag must be a bool (or ``np.bool_``): anything else is a TypeError, as torch's.
     The options may be assigned later and are checked as here; input_size, hidden_size,
@@ -181,7 +190,11 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             Or (T, input_size): one unbatched sequence (torch's), whatever ``batch_first``;
             h0 is then (num_layers*dirs, H) and the outputs have no batch axis either.
         h0 : array_like, (num_layers*dirs, B, H), optional
-            Zeros when omitted (or the carried state of a stateful layer).
+            Zeros when omitted (or the carried state of a stateful layer). A dilated layer
+            starts each of its d chains from it, or, given a list (or tuple) of one ring
+            (d_k, B, H) per layer and direction (k the layer), chain j of layer k from
+            ``h0[i][j]`` (h_{j-d_k}: the state a stateful layer carries); backward's dh0 is
+            then such a list too.
         lengths : array_like of int, (B,), optional
             Each sequence's length in [0, T]; steps past it output zeros and h_n is the state
             at its own last step. Not with unbatched input (it has no padding).
@@ -247,12 +260,14 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             table,
             training,
             self._dilations,
+            rings=self.stateful and self._is_dilated(),
         )
-        out, h_n, stack_cache = stack_forward(self, x, h0, run)
+        out, h_n, stack_cache, rings = stack_forward(self, x, h0, run)
         h_n = reorder.unsort(h_n, 1)
 
         if self.stateful:
-            self._state = h_n.copy()
+            # a dilated layer carries its rings (its next steps read up to d states back)
+            self._state = h_n.copy() if rings is None else [reorder.unsort(r, 1) for r in rings]
 
         last = o.keras and not o.return_sequences
         result, out, o_last = self._returned_output(out, last, reorder, rev, lengths, o)
@@ -281,28 +296,39 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
         rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
         if o.go_backwards:
             x, step_mask = rev(x), rev(step_mask)
-        x, h0 = reorder.sort(x, 1), reorder.sort(h0, 1)
+        x, h0 = reorder.sort(x, 1), map_state(lambda a: reorder.sort(a, 1), h0)
         step_mask = reorder.sort(step_mask, 1)
         if training:
             # backward reads the inputs: keep copies of the caller's arrays, so a later
             # in-place change cannot silently alter the gradients.
             if np.may_share_memory(x, x_user):
                 x = x.copy()
-            if h0 is not None and h0_user is not None and np.may_share_memory(h0, h0_user):
-                h0 = h0.copy()
+            if h0 is not None and h0_user is not None:
+                users = h0_user if isinstance(h0_user, (list, tuple)) else [h0_user]
+                h0 = map_state(
+                    lambda a: a.copy() if any(np.may_share_memory(a, u) for u in users) else a,
+                    h0,
+                )
         return x, h0, step_mask, reorder, rev
 
     def _initial_state(self, h0, batch, unbatched):
         """``(h0, the caller's array)``: the given state checked (an unbatched one as a batch of
-        one), or a stateful layer's carried state, or None for zeros."""
+        one), or a stateful layer's carried state, or None for zeros. A dilated layer's rings
+        come as a list of them."""
         h0_user = h0
         if h0 is None and self.stateful and self._state is not None:
-            if self._state.shape[1] != batch:
+            carried = self._state[0] if isinstance(self._state, list) else self._state
+            if carried.shape[1] != batch:
                 raise ValueError(
-                    f"x: a stateful layer carries a state for a batch of {self._state.shape[1]}, "
+                    f"x: a stateful layer carries a state for a batch of {carried.shape[1]}, "
                     f"got a batch of {batch} (call reset_state() to start over)"
                 )
             h0 = h0_user = self._state  # step() hands this array out: copy it when training
+            if isinstance(h0, list):  # rings, the layer's own: checked when they were made
+                return h0, h0_user
+        elif isinstance(h0, (list, tuple)) and self._is_dilated():
+            rings = self._ring_arg("h0", h0, batch, self.num_directions, unbatched)
+            return rings, h0_user
         elif unbatched and h0 is not None:
             h0 = self._unbatched_state("h0", h0, self.num_layers * self.num_directions)
         return self._state_arg("h0", h0, batch), h0_user
@@ -406,7 +432,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             batch,
         )
         d_out, dh0, new_grads = stack_backward(self, stack_cache, run, d_out, dh_n)
-        dh0 = reorder.unsort(dh0, 1)
+        dh0 = map_state(lambda a: reorder.unsort(a, 1), dh0)
         if tokens is None:
             dx = reorder.unsort(d_out, 1)
             if o.go_backwards:
@@ -424,7 +450,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             dx = None  # ids have no gradient
         self._cache = None
         if unbatched:
-            dh0 = np.ascontiguousarray(dh0[:, 0])
+            dh0 = map_state(lambda a: np.ascontiguousarray(a[:, 0]), dh0)
         return dx, dh0
 
     def _token_input(self, ids, embedding, batch_first):

@@ -18,18 +18,11 @@ from .._validation import (
     check_optional_bool,
     check_probability,
 )
+from .rnn_rings import map_state
 
 __all__ = ["MERGE_MODES", "RNNOptions", "RecurrentOptions"]
 
 MERGE_MODES = ("concat", "sum", "mul", "ave", None)
-
-
-# A dilated layer's next step reads the state d steps back: carrying it from one call to the
-# next (stateful) or one step at a time (step) needs the last d states of every layer.
-_DILATED_STREAMING = (
-    "dilation: a dilated layer (dilation > 1) reads h_{t-d}, so stateful layers and step() "
-    "would carry the last d states of every layer; not supported: run whole sequences"
-)
 
 
 class _Options(NamedTuple):
@@ -189,8 +182,6 @@ class RNNOptions(RecurrentOptions):
     @stateful.setter
     def stateful(self, value):
         value = check_bool("stateful", value)
-        if value and any(d > 1 for d in getattr(self, "_dilations", ())):
-            raise ValueError(_DILATED_STREAMING)
         if value != getattr(self, "_stateful", value):
             # a state carried before the change belongs to another way of running: forget it
             self._state = None
@@ -269,10 +260,12 @@ class RNNOptions(RecurrentOptions):
                 raise TypeError(f"dilation: expected a positive int, got {type(v).__name__} {v!r}")
             if v < 1:
                 raise ValueError(f"dilation: expected a positive int, got {v}")
-        if any(v > 1 for v in values) and getattr(self, "_stateful", False):
-            raise ValueError(_DILATED_STREAMING)
+        dilations = tuple(int(v) for v in values)
+        if dilations != getattr(self, "_dilations", dilations):
+            # a carried state holds as many past states per layer as its dilation: forget it
+            self._state = None
         self._dilation = [int(v) for v in value] if isinstance(value, (list, tuple)) else int(value)
-        self._dilations = tuple(int(v) for v in values)
+        self._dilations = dilations
 
     def _zero_output(self, o):
         if o.zero_output_for_mask is not None:
@@ -307,8 +300,10 @@ class RNNOptions(RecurrentOptions):
 
     @property
     def state(self):
-        """The state carried to the next call of a stateful layer (layers*dirs, B, H), or None."""
-        return None if self._state is None else self._state.copy()
+        """The state carried to the next call of a stateful layer (layers*dirs, B, H), or None;
+        for a dilated layer, the list of its rings (d_k, B, H), one per layer and direction
+        (``dilation``), which ``h0`` and ``step`` take back."""
+        return map_state(np.copy, self._state)
 
     def reset_state(self):
         """Forget the carried state of a stateful layer: the next call starts from zeros."""

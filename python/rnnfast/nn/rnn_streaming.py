@@ -9,7 +9,6 @@ from .. import functional
 from .._validation import (
     as_float_array,
 )
-from .rnn_options import _DILATED_STREAMING
 
 __all__ = ["RNNStreaming"]
 
@@ -28,15 +27,21 @@ class RNNStreaming:
         A stateful layer carries h_next to its next call. The parameters are read live, with
         no per-call checks of them: only x_t and h are checked. out_t and h_next[-1] may be the
         same memory (copy before writing into either).
+
+        A dilated layer (``dilation``) reads h_{t-d}: its state is a list of one ring
+        (d_k, B, H) per layer, ``ring[-1]`` the newest state (see ``RNN``), and h_next is
+        such a list; h may also be (num_layers, B, H), every chain starting from it, as a
+        forward's h0. Steps over a sequence then give the forward's outputs.
         """
-        if any(d > 1 for d in self._dilations):
-            raise ValueError(_DILATED_STREAMING)
         if self._bidirectional:  # the private attributes: no property calls on this hot path
             raise ValueError(
                 "step: a bidirectional layer needs the whole sequence (its reverse direction "
                 "starts at the end); use a forward call"
             )
-        if (x_t.ndim if type(x_t) is np.ndarray else np.ndim(x_t)) == 1:
+        unbatched = (x_t.ndim if type(x_t) is np.ndarray else np.ndim(x_t)) == 1
+        if self._dilations.count(1) != len(self._dilations):
+            return self._step_dilated(x_t, h, unbatched)
+        if unbatched:
             return self._step_unbatched(x_t, h)
         return self._step_batched(x_t, h)
 
@@ -81,10 +86,9 @@ class RNNStreaming:
                     f"({self._num_layers}, B, {self._hidden_size}), got shape {h.shape}{hint}"
                 )
         p = self._params
-        step = functional.rnn_step
         if self._num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
             n_ih, n_hh, n_bi, n_bh = self._names[0]
-            h1 = step(
+            h1 = functional.rnn_step(
                 x_t,
                 h[0],
                 p[n_ih],
@@ -98,12 +102,22 @@ class RNNStreaming:
             if self._stateful:
                 self._state = h_next
             return h1, h_next
+        out, states = self._step_layers(x_t, h)
+        h_next = np.stack(states)
+        if self._stateful:
+            self._state = h_next
+        return out, h_next
+
+    def _step_layers(self, x_t, previous):
+        """One step of every layer, layer k from its state ``previous[k]`` (B, H) (the one
+        its recurrence reads: h_{t-d} of a dilated layer): ``(out_t, [h_t of each layer])``."""
+        p = self._params
         states = []
         inp = x_t
         for layer, (n_ih, n_hh, n_bi, n_bh) in enumerate(self._names):
-            h_l = step(
+            h_l = functional.rnn_step(
                 inp,
-                h[layer],
+                previous[layer],
                 p[n_ih],
                 p[n_hh],
                 p[n_bi] if n_bi else None,
@@ -113,7 +127,39 @@ class RNNStreaming:
             )
             states.append(h_l)
             inp = h_l + inp if (self._residual and layer > 0) else h_l
-        h_next = np.stack(states)
+        return inp, states
+
+    def _step_dilated(self, x_t, h, unbatched):
+        """step() of a dilated layer: each layer reads the oldest state of its ring and
+        pushes its new one (rings (d_k, B, H); (d_k, H) unbatched)."""
+        x_t = as_float_array("x_t", x_t, self._dtype)
+        if unbatched:
+            x_t = x_t[None]
+        elif x_t.ndim != 2:
+            raise ValueError(
+                f"x_t: expected shape (B, input_size) = (B, {self.input_size}), or "
+                f"(input_size,) unbatched, got shape {x_t.shape}"
+            )
+        batch = x_t.shape[0]
+        if h is None and self._stateful and self._state is not None:
+            rings = self._state
+            if rings[0].shape[1] != batch:
+                raise ValueError(
+                    f"x_t: a stateful layer carries a state for a batch of "
+                    f"{rings[0].shape[1]}, got a batch of {batch} (call reset_state() to start "
+                    "over)"
+                )
+        elif h is None:
+            rings = self._zero_rings(batch)
+        elif isinstance(h, (list, tuple)):
+            rings = self._ring_arg("h", h, batch, 1, unbatched)
+        else:
+            h = self._unbatched_state("h", h, self.num_layers) if unbatched else h
+            rings = self._broadcast_rings(self._state_arg("h", h, batch))
+        out, states = self._step_layers(x_t, [ring[0] for ring in rings])
+        h_next = [np.concatenate([ring[1:], s[None]]) for ring, s in zip(rings, states)]
         if self._stateful:
             self._state = h_next
-        return inp, h_next
+        if unbatched:
+            return out[0], [ring[:, 0] for ring in h_next]
+        return out, h_next

@@ -73,7 +73,9 @@ class Run(NamedTuple):
     lengths: (B,) sorted, or None. step_mask: (T, B) bool in processing order, or None.
     zero_output: Keras's zero_output_for_mask for the masked steps. table: the embedding
     table of token input (layer 0 reads ids), or None. training: masks are drawn and caches
-    kept. dilations: each layer's dilation (h_t reads h_{t-d}; empty: 1 everywhere)."""
+    kept. dilations: each layer's dilation (h_t reads h_{t-d}; empty: 1 everywhere). rings:
+    also return each (layer, direction)'s last d states (nn.dilation), what a stateful
+    dilated layer carries to its next call."""
 
     nonlinearity: str
     alphas: list
@@ -84,6 +86,7 @@ class Run(NamedTuple):
     table: object
     training: bool
     dilations: tuple = ()
+    rings: bool = False
 
 
 class StackCache(NamedTuple):
@@ -124,14 +127,16 @@ def _draw_masks(layer, run, batch, width):
 
 def stack_forward(layer, x, h0, run):
     """The stack over ``x`` (T, B, D) (token ids (T, B) when ``run.table`` is set) from ``h0``
-    (layers*dirs, B, H) or None: ``(out (T, B, dirs*H), h_n, cache)``, cache None outside
-    training."""
+    (layers*dirs, B, H), or a list of one ring (d_k, B, H) per (layer, direction) (one state
+    per chain, nn.dilation), or None: ``(out (T, B, dirs*H), h_n, cache, rings)``, cache None
+    outside training, rings (a list of one ring per (layer, direction)) None unless
+    ``run.rings``."""
     steps, batch = x.shape[0], x.shape[1]
     H, dirs = layer.hidden_size, _directions(layer)
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
     drop = run.training and layer.dropout > 0.0 and layer.num_layers > 1
     h_n = np.empty((layer.num_layers * dirs, batch, H), dtype=layer.dtype)
-    caches = []
+    caches, rings = [], [] if run.rings else None
     inp = x
     for k in range(layer.num_layers):
         runs, outs = [], []
@@ -144,9 +149,11 @@ def stack_forward(layer, x, h0, run):
             m_in, m_rec = _draw_masks(layer, run, batch, None if tokens else xin.shape[2])
             fed = xin if m_in is None else xin * m_in[None]
             h0_d = None if h0 is None else h0[idx]
-            y_d, h_n[idx], record = _direction_forward(
+            y_d, h_n[idx], record, ring = _direction_forward(
                 layer, run, k, idx, fed, mask, h0_d, m_rec, tokens
             )
+            if rings is not None:
+                rings.append(ring)
             runs.append((record, m_in))
             outs.append(rev(y_d) if d else y_d)
         out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
@@ -158,7 +165,7 @@ def stack_forward(layer, x, h0, run):
             out = out * keep
         caches.append((runs, keep))
         inp = out
-    return inp, h_n, (StackCache(caches) if run.training else None)
+    return inp, h_n, (StackCache(caches) if run.training else None), rings
 
 
 def stack_backward(layer, cache, run, d_out, dh_n):
@@ -170,7 +177,7 @@ def stack_backward(layer, cache, run, d_out, dh_n):
     steps, batch = cache.layers[0][0][0][0].steps_batch  # layer 0, direction 0's record
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
     grads = {}
-    dh0 = np.empty((layer.num_layers * dirs, batch, H), dtype=layer.dtype)
+    dh0 = [None] * (layer.num_layers * dirs)
     for k in reversed(range(layer.num_layers)):
         runs, keep = cache.layers[k]
         if keep is not None and d_out is not None:
@@ -198,12 +205,14 @@ def stack_backward(layer, cache, run, d_out, dh_n):
             dx = rev(dx) if d and not tokens else dx
             d_in = dx if d_in is None else d_in + dx
         d_out = d_in
-    return d_out, dh0, grads
+    per_chain = any(runs[d][0].per_chain for runs, _ in cache.layers for d in range(dirs))
+    return d_out, (dh0 if per_chain else np.stack(dh0)), grads
 
 
 class _Record(NamedTuple):
     """One (layer, direction) as the kernels ran it: (T, B) shapes for an undilated layer; for
-    a dilated one, its d interleaved chains as d*B rows (nn.dilation)."""
+    a dilated one, its d interleaved chains as d*B rows (nn.dilation). per_chain: h0 was a
+    ring, one state per chain (its gradient is then one per chain too)."""
 
     steps_batch: tuple
     fed: object
@@ -214,6 +223,7 @@ class _Record(NamedTuple):
     recurrent_mask: object
     dilation: int
     last_rows: object
+    per_chain: bool
 
 
 def _kernel_options(run, k, record):
@@ -228,18 +238,23 @@ def _kernel_options(run, k, record):
 
 
 def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
-    """One (layer, direction): ``(y (T, B, H), h_n (B, H), record)``. A dilated layer runs
-    its chains as one batch of d*B rows; h_n is then each sequence's state after its own last
-    step, in the chain that holds that step."""
+    """One (layer, direction): ``(y (T, B, H), h_n (B, H), record, ring)``. A dilated layer
+    runs its chains as one batch of d*B rows; h_n is then each sequence's state after its own
+    last step, in the chain that holds that step. h0_d is (B, H) (every chain starts from it)
+    or a ring (d, B, H) (one per chain); ring, the last d states (d, B, H), only when
+    ``run.rings``."""
     steps, batch = fed.shape[0], fed.shape[1]
     d = run.dilations[k] if run.dilations else 1
     lengths, last = run.lengths, None
+    per_chain = h0_d is not None and h0_d.ndim == 3
     if d > 1:
         lengths = dil.chain_lengths(run.lengths, steps, batch, d)
         last = dil.last_rows(run.lengths, steps, batch, d)
         fed, mask = dil.to_chains(fed, d), dil.to_chains(mask, d, fill=False)
         h0_d, m_rec = dil.chain_h0(h0_d, d), dil.chain_h0(m_rec, d)
-    record = _Record((steps, batch), fed, h0_d, None, lengths, mask, m_rec, d, last)
+    elif per_chain:  # the ring of an undilated layer of a dilated stack: its one state
+        h0_d = h0_d[0]
+    record = _Record((steps, batch), fed, h0_d, None, lengths, mask, m_rec, d, last, per_chain)
     w_ih, w_hh, b_ih, b_hh = _weights(layer, idx)
     y, h_n = functional.rnn_forward(
         run.table if tokens else fed,
@@ -259,8 +274,9 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
     )
     record = record._replace(y=y)
     if d == 1:
-        return y, h_n, record
-    return dil.from_chains(y, d, steps), h_n[last], record
+        return y, h_n, record, (h_n[None] if run.rings else None)
+    ring = dil.ring_from_chains(h_n, run.lengths, steps, batch, d) if run.rings else None
+    return dil.from_chains(y, d, steps), h_n[last], record, ring
 
 
 def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens):
@@ -287,7 +303,9 @@ def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens):
         **_kernel_options(run, k, record),
     )
     if d == 1:
-        return g, g.dx, g.dh0
+        return g, g.dx, (g.dh0[None] if record.per_chain else g.dh0)
     dx = g.dx if tokens else dil.from_chains(g.dx, d, steps)
-    # every chain started from the one h0: its gradient is the chains' sum
-    return g, dx, g.dh0.reshape(d, batch, -1).sum(axis=0)
+    dh0 = g.dh0.reshape(d, batch, -1)
+    # a ring gave each chain its own h0; otherwise every chain started from the one h0, whose
+    # gradient is then the chains' sum
+    return g, dx, (dh0 if record.per_chain else dh0.sum(axis=0))
