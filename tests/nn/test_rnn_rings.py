@@ -84,8 +84,7 @@ def test_steps_give_the_forward(dilation, start, rng):
     np.testing.assert_allclose(np.array(outs), y, **TIGHT)
     np.testing.assert_allclose(np.array([ring[-1] for ring in h]), h_n, **TIGHT)
     # the ring after T steps holds the last d outputs of each layer
-    for k, (ring, d) in enumerate(zip(h, _dilations(layer))):
-        assert ring.shape == (d, B, H)
+    assert [ring.shape for ring in h] == [(d, B, H) for d in _dilations(layer)]
     np.testing.assert_allclose(h[-1], y[-_dilations(layer)[-1] :], **TIGHT)
 
 
