@@ -17,13 +17,16 @@ towards 1 and lengthen the reach.
   layer's own trajectory.
 - :func:`hidden_gradients`, :func:`gradient_norms`: ``dL/dh_t`` per step for one backward.
 
-Everything is computed in float64 in NumPy, from the layer's parameters and a forward of its own
-kernels; these are analysis tools, not part of training. The issue's "free unless asked for" hook
-(the kernels handing out the dh_t they compute during their own backward) is out of scope here:
-:func:`hidden_gradients` recomputes them with the same recurrence in Python (and its ``dh0``
-agrees with the layer's backward to rounding). Full-length sequences only (no ``lengths`` or
-masks); unidirectional layers; no dropout of any kind (the eval-mode trajectory); dilation (when
-the RNN gets it) is not handled yet.
+Everything is computed in float64, from the layer's parameters and a forward of its own kernels;
+these are analysis tools, not part of training. :func:`hidden_gradients` takes dL/dh_t from one
+float64 backward of rnnfast's kernels: their backward computes the deltas ``dL/dz_t`` step by
+step, and hands them out as its input gradient when run with ``W_ih = I``; each ``dL/dh_t`` is
+then one GEMM away (the deltas of the step after it times W_hh, plus the direct gradient), with
+no Python loop over time but the leaky units' scalar carry. That backward is one extra: the
+layer's own training backward keeps its deltas to itself (for them to come free, the kernels'
+backward would have to return them, an optional (T, B, H) output). Full-length sequences only (no
+``lengths`` or masks); unidirectional layers; no dropout of any kind (the eval-mode
+trajectory); dilated layers are not handled.
 """
 
 from __future__ import annotations
@@ -278,6 +281,9 @@ def hidden_gradients(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None):
 
     For a lower layer of a stack, its output's gradient comes from the layers above (their
     backward through rnnfast's kernels). ``dh0`` matches ``rnn.backward(...)[1][layer]``.
+
+    The deltas ``dL/dz_t`` come from one float64 backward of the kernels (module docstring);
+    ``g`` follows from them by one GEMM, ``g[t-1] = dy[t-1] + (1 - alpha) g[t] + delta_t W_hh``.
     """
     runs = _trajectory(rnn, x, h0)
     k = _layer_index(rnn, layer)
@@ -312,17 +318,44 @@ def hidden_gradients(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None):
         )
         d_in = g.dx.astype(np.float64)
         d = d_in + d if residual and j > 0 else d_in
-    run = runs[k]
-    deriv = _act_derivative(run, rnn.nonlinearity)
-    w = run.w_hh.astype(np.float64)
-    a = run.alpha
-    g = np.empty((steps, batch, H))
-    carry = np.zeros((batch, H)) if dhn is None else dhn[k].copy()
-    for t in range(steps - 1, -1, -1):
-        g_t = d[t] + carry
-        g[t] = g_t
-        carry = (1.0 - a) * g_t + a * (g_t * deriv[t]) @ w
-    return g, carry
+    return _state_gradients(runs[k], rnn.nonlinearity, d, None if dhn is None else dhn[k])
+
+
+def _state_gradients(run, nonlinearity, dy, dh_n):
+    """``(g, dh0)`` of one layer, g[t] = dL/dh_t (T, B, H) float64, from the deltas of a
+    float64 kernel backward. With ``W_ih = I`` its input gradient dx_t = delta_t W_ih is
+    delta_t itself (x is then any (T, B, H) array: it only enters dW_ih, discarded)."""
+    steps, batch, H = run.y.shape
+    w_hh = run.w_hh.astype(np.float64)
+    y = run.y.astype(np.float64)
+    kernel = functional.rnn_backward(
+        y,
+        np.eye(H),
+        w_hh,
+        y,
+        dy,
+        dh_n,
+        h0=run.h0.astype(np.float64),
+        nonlinearity=nonlinearity,
+        lengths=None,
+        alpha=run.alpha,
+        step_mask=None,
+        zero_output_for_mask=False,
+        recurrent_mask=None,
+    )
+    delta = kernel.dx  # (T, B, H): dL/dz_t
+    g = np.array(dy, dtype=np.float64)  # the direct terms, then what flows back into them
+    if steps:
+        if dh_n is not None:
+            g[-1] += dh_n
+        # delta_{t+1} W_hh for every t < T-1 at once: one (T-1)B x H x H GEMM
+        flat = g[:-1].reshape(-1, H)
+        flat += delta[1:].reshape(-1, H) @ w_hh
+        keep = 1.0 - run.alpha  # leaky units carry (1 - alpha) of g_t to h_{t-1} directly
+        if keep:
+            for t in range(steps - 2, -1, -1):
+                g[t] += keep * g[t + 1]
+    return g, kernel.dh0
 
 
 def gradient_norms(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None, per_item=False):
