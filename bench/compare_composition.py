@@ -3,10 +3,13 @@ batches (torch with PackedSequence), forward inference and a training step, 1 an
 Then the masked kernels against rnnfast's own plain kernels of the same shape (torch has no
 general masks nor recurrent dropout): a Keras-style (T, B) step mask, recurrent dropout, both;
 their cost over the plain layer is the figure (target: at most 10%). Then dilated layers against
-the plain layer of the same shape (target: at least as fast).
+the plain layer of the same shape (target: at least as fast), and a teacher-forced JordanRNN
+training step against the RNN (+ Dense) step of the same D, H, O at T >= 100 (target: at least
+3x faster; the GEMM flops of the two, 6 T B H (D + 2 O) and 6 T B H (D + H + O), are shown
+beside it: their ratio is what the step's parallelism alone cannot beat).
 
-    python bench/compare_composition.py [--repeats 7] [--threads 1,2] [--cases torch,masks,dilation]
-                                        [--out PATH]
+    python bench/compare_composition.py [--repeats 7] [--threads 1,2]
+                                        [--cases torch,masks,dilation,jordan] [--out PATH]
 
 Every case is first checked for agreement (outputs, h_n, input and weight gradients: against
 torch, or for the masked rows against rnnfast.reference); timings are medians per call,
@@ -29,6 +32,7 @@ import rnnfast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
+import jordan_vs_rnn
 from harness import relative_error
 
 T, B, D, H = 50, 32, 256, 256
@@ -318,6 +322,62 @@ def check_dilated_chains(layer, x):
     return worst
 
 
+# ---- teacher-forced JordanRNN against the RNN of the same size ----------------------------------
+
+JORDAN_CASES = {
+    # name: (T, B, D, H, O)
+    f"T=100 B={B} D={D} H={H} O=32": (100, B, D, H, 32),
+    "T=100 B=32 D=32 H=256 O=32": (100, 32, 32, 256, 32),
+    "T=100 B=32 D=32 H=512 O=32": (100, 32, 32, 512, 32),
+    "T=1000 B=1 D=32 H=128 O=32": (1000, 1, 32, 128, 32),
+}
+
+
+def check_jordan(case):
+    """The JordanRNN's teacher-forced outputs against its equation in float64,
+    h_t = tanh(W_ih x_t + W_yh y_{t-1} + b_h), y_t = W_ho h_t + b_o."""
+    p = {k: v.astype(np.float64) for k, v in case.jordan.state_dict().items()}
+    case.jordan.eval()
+    y = case.jordan(case.packed)
+    case.jordan.train()
+    D = case.x.shape[2]
+    rows = case.packed.astype(np.float64)
+    h = np.tanh(rows[..., :D] @ p["weight_ih"].T + rows[..., D:] @ p["weight_yh"].T + p["bias_h"])
+    worst = relative_error(y, h @ p["weight_ho"].T + p["bias_o"])
+    if not worst <= TOLERANCE:
+        raise SystemExit(f"DISAGREEMENT in the JordanRNN's teacher-forced forward: {worst}")
+    return worst
+
+
+def jordan_table(args, rows):
+    """One training step (forward, MSE, backward, Adam), bench/jordan_vs_rnn.py's runners: the
+    figure is RNN time / JordanRNN time (target: at least 3)."""
+    print(
+        "\nteacher-forced JordanRNN vs RNN + Dense of the same D, H, O, one training step; "
+        "x = RNN / JordanRNN; flops x = RNN flops / JordanRNN flops"
+    )
+    print(
+        f"{'case':<42} {'threads':>7} {'mode':<8} {'Jordan ms':>11} {'RNN ms':>9} {'x':>6} "
+        f"{'flops x':>8}"
+    )
+    for threads in args.threads:
+        with harness.thread_count(threads):
+            for name, shape in JORDAN_CASES.items():
+                steps, batch, d, h, o = shape
+                case = jordan_vs_rnn.StepCase(*shape)
+                worst = check_jordan(case)
+                fns = jordan_vs_rnn.step_runners(*shape, case=case)
+                t = timed_ms(harness.time_alternating, fns, args)
+                ms = {"jordan": t["JordanRNN"], "rnn": t["RNN + Dense"]}
+                ratio = ms["rnn"] / ms["jordan"]
+                flops = (d + h + o) / (d + 2 * o)
+                figure = ("speedup", ratio, f"{ratio:>6.2f} {flops:>8.2f}")
+                add_row(rows, name, threads, "train", ms, figure, worst)
+                rows[-1]["flop_ratio"] = flops
+    met = sum(r["speedup"] >= 3.0 for r in rows)
+    print(f"target JordanRNN step >= 3x the RNN's: {met}/{len(rows)} rows")
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -328,9 +388,10 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--cases",
-        default="torch,masks,dilation",
+        default="torch,masks,dilation,jordan",
         help="which tables, comma-separated: torch (composition vs torch), masks (masked "
-        "kernels vs plain), dilation (dilated layers vs plain)",
+        "kernels vs plain), dilation (dilated layers vs plain), jordan (teacher-forced "
+        "JordanRNN vs RNN training step)",
     )
     args = parser.parse_args(argv)
     args.threads = [int(t) for t in args.threads.split(",")]
@@ -341,7 +402,7 @@ def main(argv=None):
     args = parse_args(argv)
     harness.reexec_without_blas_overrides()
     tables = set(args.cases.split(","))
-    rows, mask_rows, dilation_rows = [], [], []
+    rows, mask_rows, dilation_rows, jordan_rows = [], [], [], []
     print(f"T={T} B={B} D={D} H={H} float32; isa {rnnfast._core.active_isa()}")
     if "torch" in tables:
         torch_table(args, rows)
@@ -349,9 +410,11 @@ def main(argv=None):
         masks_table(args, mask_rows)
     if "dilation" in tables:
         dilation_table(args, dilation_rows)
+    if "jordan" in tables:
+        jordan_table(args, jordan_rows)
     doc = {"shape": [T, B, D, H], "isa": rnnfast._core.active_isa()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    doc.update(rows=rows, mask_rows=mask_rows, dilation_rows=dilation_rows)
+    doc.update(rows=rows, mask_rows=mask_rows, dilation_rows=dilation_rows, jordan_rows=jordan_rows)
     args.out.write_text(json.dumps(doc, indent=2))
     print(f"wrote {args.out}")
 

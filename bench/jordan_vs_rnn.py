@@ -79,13 +79,26 @@ def time_alternating(fns, repeats, min_repeat_s=0.2):
 # ---- 1. training step ---------------------------------------------------------------------------
 
 
-def step_runners(steps, batch, d, h, o, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((steps, batch, d)).astype(np.float32)
-    y = rng.standard_normal((steps, batch, o)).astype(np.float32)
-    jordan = JordanRNN(d, h, o, teacher_forced=True, seed=seed)
-    packed = jordan.teacher_forcing_inputs(x, y)
-    rnn = rnnfast.Sequential([rnnfast.RNN(d, h, seed=seed), rnnfast.Dense(h, o, seed=seed + 1)])
+class StepCase:
+    """The two models of one training-step case and their data: x (T, B, D), targets y
+    (T, B, O), the JordanRNN's packed teacher-forcing input [x, y_prev] (built once, as the
+    data is)."""
+
+    def __init__(self, steps, batch, d, h, o, seed=0):
+        rng = np.random.default_rng(seed)
+        self.x = rng.standard_normal((steps, batch, d)).astype(np.float32)
+        self.y = rng.standard_normal((steps, batch, o)).astype(np.float32)
+        self.jordan = JordanRNN(d, h, o, teacher_forced=True, seed=seed)
+        self.packed = self.jordan.teacher_forcing_inputs(self.x, self.y)
+        self.rnn = rnnfast.Sequential(
+            [rnnfast.RNN(d, h, seed=seed), rnnfast.Dense(h, o, seed=seed + 1)]
+        )
+
+
+def step_runners(steps, batch, d, h, o, seed=0, case=None):
+    """One training step (forward, MSE, backward, Adam) of each model, by name."""
+    case = case or StepCase(steps, batch, d, h, o, seed)
+    jordan, rnn, packed, x, y = case.jordan, case.rnn, case.packed, case.x, case.y
     opt_j, opt_r = optim.Adam(jordan, lr=1e-4), optim.Adam(rnn, lr=1e-4)
 
     def train(model, opt, inp):

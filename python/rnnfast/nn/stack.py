@@ -248,7 +248,9 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
     lengths, last = run.lengths, None
     per_chain = h0_d is not None and h0_d.ndim == 3
     if d > 1:
-        lengths = dil.chain_lengths(run.lengths, steps, batch, d)
+        # chains of equal length need none (the kernels' plain path), else each its own
+        full = run.lengths is None and steps % d == 0
+        lengths = None if full else dil.chain_lengths(run.lengths, steps, batch, d)
         last = dil.last_rows(run.lengths, steps, batch, d)
         fed, mask = dil.to_chains(fed, d), dil.to_chains(mask, d, fill=False)
         h0_d, m_rec = dil.chain_h0(h0_d, d), dil.chain_h0(m_rec, d)
