@@ -39,7 +39,7 @@ class RNNStreaming:
                 "starts at the end); use a forward call"
             )
         unbatched = (x_t.ndim if type(x_t) is np.ndarray else np.ndim(x_t)) == 1
-        if self._dilations.count(1) != len(self._dilations):
+        if self._dilations.count(1) != len(self._dilations):  # dilated (a C-level count)
             return self._step_dilated(x_t, h, unbatched)
         if unbatched:
             return self._step_unbatched(x_t, h)
