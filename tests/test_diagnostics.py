@@ -298,3 +298,96 @@ def test_bad_input(rng):
         diagnostics.scale_to_spectral_radius(np.eye(2), -1.0)
     with pytest.raises(ValueError, match="nilpotent"):
         diagnostics.scale_to_spectral_radius(np.array([[0.0, 1.0], [0.0, 0.0]]), 1.0)
+
+
+# ---- dilated layers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.6])
+@pytest.mark.parametrize("dilation,layer", [(3, 0), ([2, 3], 1)], ids=["d3", "stack-top"])
+def test_dilated_jacobian_norms_match_finite_differences(rng, alpha, dilation, layer):
+    """dh_t/dh_0 of a dilated layer: h0 perturbed, the stack rerun (the top layer's output)."""
+    T, B, D, H = 8, 2, 2, 4
+    layers = layer + 1
+    rnn = RNN(D, H, num_layers=layers, dtype=F64, seed=4, alpha=alpha, dilation=dilation).eval()
+    x = rng.standard_normal((T, B, D))
+    h0 = rng.standard_normal((layers, B, H)) * 0.5
+    J = np.zeros((T, B, H, H))
+    eps = 1e-6
+    for j in range(H):
+        plus, minus = h0.copy(), h0.copy()
+        plus[layer, :, j] += eps
+        minus[layer, :, j] -= eps
+        J[..., j] = (rnn(x, plus)[0] - rnn(x, minus)[0]) / (2 * eps)
+    got = diagnostics.jacobian_norms(rnn, x, h0, layer=layer)
+    np.testing.assert_allclose(got, np.linalg.norm(J, ord=2, axis=(2, 3)).mean(1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.6])
+@pytest.mark.parametrize("T", [9, 8], ids=["T=9", "T=8 (padded chains)"])
+def test_dilated_hidden_gradients_match_finite_differences(rng, alpha, T):
+    """g[t] = dL/dh_t of a layer of dilation 3: h_t perturbed and the steps after it rerun with
+    step() from the ring of the last three states."""
+    B, D, H, d = 2, 3, 4, 3
+    rnn = RNN(D, H, dtype=F64, seed=6, alpha=alpha, dilation=d).eval()
+    x = rng.standard_normal((T, B, D))
+    h0 = rng.standard_normal((1, B, H)) * 0.5
+    dy = rng.standard_normal((T, B, H))
+    dh_n = rng.standard_normal((1, B, H))
+    y, _ = rnn(x, h0)
+
+    def loss_from(t, h_t):
+        ring = np.array([y[s] if s >= 0 else h0[0] for s in range(t + 1 - d, t + 1)])
+        ring[-1] = h_t
+        total, last, state = float(np.sum(dy[:t] * y[:t]) + np.sum(dy[t] * h_t)), h_t, [ring]
+        for s in range(t + 1, T):
+            last, state = rnn.step(x[s], state)
+            total += float(np.sum(dy[s] * last))
+        return total + float(np.sum(dh_n[0] * last))
+
+    g, dh0 = diagnostics.hidden_gradients(rnn, x, dy, h0, dh_n=dh_n)
+    eps = 1e-6
+    for t in range(T):
+        num = np.zeros((B, H))
+        for idx in np.ndindex(B, H):
+            plus, minus = y[t].copy(), y[t].copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            num[idx] = (loss_from(t, plus) - loss_from(t, minus)) / (2 * eps)
+        np.testing.assert_allclose(g[t], num, rtol=1e-6, atol=1e-8, err_msg=f"t={t}")
+    rnn.train()
+    rnn(x, h0)
+    _, dh0_layer = rnn.backward(dy, dh_n)
+    np.testing.assert_allclose(dh0, dh0_layer[0], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_hidden_gradients_of_a_dilated_stack_agree_with_its_backward(rng, residual):
+    T, B, D, H = 10, 2, 3, 4
+    rnn = RNN(
+        D, H, num_layers=3, dtype=F64, seed=8, residual=residual, dilation=[1, 2, 4], alpha=0.8
+    )
+    x = rng.standard_normal((T, B, D))
+    d = rng.standard_normal((T, B, H))
+    dh_n = rng.standard_normal((3, B, H))
+    rnn(x)
+    _, dh0 = rnn.backward(d, dh_n)
+    for k in range(3):
+        _, got = diagnostics.hidden_gradients(rnn, x, d, layer=k, dh_n=dh_n)
+        np.testing.assert_allclose(got, dh0[k], rtol=1e-9, atol=1e-11, err_msg=f"layer {k}")
+
+
+def test_dilation_multiplies_the_reach(linear_regime):
+    """rho = 0.9: from the last step the gradient reaches h_{T-1-kd} through k factors of 0.9,
+    so a dilation of 4 carries it four times as many steps back; the other chains get none."""
+    build, x = linear_regime
+    T, H = x.shape[0], x.shape[2]
+    d = np.zeros((T,) + x.shape[1:])
+    d[-1] = 1.0
+    rnn = RNN(H, H, bias=False, dtype=F64, seed=0, dilation=4)
+    rnn.load_state_dict(build(0.9).state_dict())
+    g = diagnostics.gradient_norms(rnn, x, d)[::-1]  # k = 0, 1, ... steps back
+    np.testing.assert_allclose(g[::4] / g[0], 0.9 ** np.arange(len(g[::4])), rtol=1e-3)
+    assert not np.any(g[np.arange(T) % 4 != 0])
+    plain = diagnostics.gradient_norms(build(0.9), x, d)[::-1]
+    np.testing.assert_allclose(g[::4][:25], plain[:25], rtol=1e-3)  # 4 steps per factor

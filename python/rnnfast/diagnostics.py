@@ -26,7 +26,9 @@ no Python loop over time but the leaky units' scalar carry. That backward is one
 layer's own training backward keeps its deltas to itself (for them to come free, the kernels'
 backward would have to return them, an optional (T, B, H) output). Full-length sequences only (no
 ``lengths`` or masks); unidirectional layers; no dropout of any kind (the eval-mode
-trajectory); dilated layers are not handled.
+trajectory). A dilated layer (h_t reads h_{t-d}) is run as the layer runs it, d interleaved
+chains (rnnfast.nn.dilation): its Jacobians are products along each chain,
+``dh_t / dh_0 = A_t A_{t-d} ... A_{t mod d}``, and its gradients reach back d steps per factor.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional
+from .nn import dilation as dil
 
 __all__ = [
     "for_layer",
@@ -111,9 +114,25 @@ def set_spectral_radius(rnn, radius):
 
 
 class _LayerRun:
-    """One layer of the stack along a forward: its input, h0, outputs and parameters."""
+    """One layer of the stack along a forward: its input, h0, outputs (time-major) and
+    parameters, its dilation d and the same in the chain layout the kernels ran (nn.dilation:
+    input, h0, chain lengths (None when all are full), outputs; for d = 1 the sequence itself)."""
 
-    __slots__ = ("alpha", "b", "h0", "inp", "names", "w_hh", "w_ih", "y")
+    __slots__ = (
+        "alpha",
+        "b",
+        "chain_h0",
+        "chain_inp",
+        "chain_lengths",
+        "chain_y",
+        "d",
+        "h0",
+        "inp",
+        "names",
+        "w_hh",
+        "w_ih",
+        "y",
+    )
 
 
 def _check_rnn(rnn):
@@ -124,11 +143,6 @@ def _check_rnn(rnn):
         )
     if getattr(rnn, "go_backwards", False):
         raise ValueError("rnn: go_backwards is not handled; reverse x yourself instead")
-    dilation = getattr(rnn, "dilation", 1)
-    if dilation not in (1, None) and not (
-        isinstance(dilation, list) and all(d == 1 for d in dilation)
-    ):
-        raise NotImplementedError("rnn: dilated layers are not handled by the diagnostics yet")
     if not hasattr(rnn, "num_layers") or not hasattr(rnn, "hidden_size"):
         raise TypeError(f"rnn: expected an rnnfast.RNN, got {type(rnn).__name__}")
 
@@ -171,6 +185,9 @@ def _trajectory(rnn, x, h0):
     params = dict(rnn.named_parameters())
     alpha = rnn.alpha
     alphas = list(alpha) if isinstance(alpha, (list, tuple)) else [alpha] * rnn.num_layers
+    dilation = getattr(rnn, "dilation", 1)
+    dilations = list(dilation) if isinstance(dilation, list) else [dilation] * rnn.num_layers
+    steps = xs.shape[0]
     runs, inp = [], xs
     for k in range(rnn.num_layers):
         run = _LayerRun()
@@ -181,18 +198,23 @@ def _trajectory(rnn, x, h0):
         run.alpha = float(alphas[k])
         run.inp = inp
         run.h0 = np.zeros((batch, H), rnn.dtype) if h0 is None else h0[k]
-        run.y, _ = functional.rnn_forward(
-            inp,
+        run.d = d = int(dilations[k])
+        run.chain_inp, run.chain_h0 = dil.to_chains(inp, d), dil.chain_h0(run.h0, d)
+        full = steps % d == 0
+        run.chain_lengths = None if full else dil.chain_lengths(None, steps, batch, d)
+        run.chain_y, _ = functional.rnn_forward(
+            run.chain_inp,
             run.w_ih,
             run.w_hh,
             params.get(f"bias_ih_l{k}"),
             params.get(f"bias_hh_l{k}"),
-            run.h0,
+            run.chain_h0,
             rnn.nonlinearity,
             True,
-            None,
+            run.chain_lengths,
             run.alpha,
         )
+        run.y = dil.from_chains(run.chain_y, d, steps)
         out = run.y
         if getattr(rnn, "residual", False) and k > 0:
             out = out + inp
@@ -202,9 +224,12 @@ def _trajectory(rnn, x, h0):
 
 
 def _act_derivative(run, nonlinearity):
-    """act'(z_t) (T, B, H) in float64, z recomputed from the stored outputs."""
+    """act'(z_t) (T, B, H) in float64, z recomputed from the stored outputs (z_t reads
+    h_{t-d}, h0 for t < d)."""
     y = run.y.astype(np.float64)
-    prev = np.concatenate([run.h0.astype(np.float64)[None], y[:-1]], axis=0)
+    steps, d = y.shape[0], run.d
+    head = np.broadcast_to(run.h0.astype(np.float64), (min(d, steps),) + run.h0.shape)
+    prev = np.concatenate([head, y[: max(steps - d, 0)]], axis=0)
     z = run.inp.astype(np.float64) @ run.w_ih.T.astype(np.float64) + prev @ run.w_hh.T.astype(
         np.float64
     )
@@ -222,7 +247,7 @@ def jacobian_norms(rnn, x, h0=None, *, layer=-1, norm="spectral", item=None):
     step t (1-based: entry 0 is the Jacobian of the first step, ``A_1``). The Jacobians are
     accumulated by forward-mode products ``J_t = A_t J_{t-1}``, ``J_0 = I``, with act' taken at
     the pre-activations recomputed from the stored outputs (exact, in float64), the layer's
-    input held fixed.
+    input held fixed. A dilated layer's ``J_t = A_t J_{t-d}``, each of its chains from ``I``.
 
     Parameters
     ----------
@@ -253,12 +278,14 @@ def jacobian_norms(rnn, x, h0=None, *, layer=-1, norm="spectral", item=None):
     H = rnn.hidden_size
     w = run.w_hh.astype(np.float64)
     a = run.alpha
-    J = np.broadcast_to(np.eye(H), (d.shape[1], H, H)).copy()
+    # one running product per chain: step t continues chain t mod dilation
+    chains = np.broadcast_to(np.eye(H), (run.d, d.shape[1], H, H)).copy()
     out = np.empty(steps)
     for t in range(steps):
         # A_t J = (1 - a) J + a diag(d_t) W J
+        J = chains[t % run.d]
         wj = w @ J
-        J = (1.0 - a) * J + a * d[t][:, :, None] * wj
+        J = chains[t % run.d] = (1.0 - a) * J + a * d[t][:, :, None] * wj
         if norm == "spectral":
             n = np.linalg.norm(J, ord=2, axis=(1, 2))
         else:
@@ -283,7 +310,8 @@ def hidden_gradients(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None):
     backward through rnnfast's kernels). ``dh0`` matches ``rnn.backward(...)[1][layer]``.
 
     The deltas ``dL/dz_t`` come from one float64 backward of the kernels (module docstring);
-    ``g`` follows from them by one GEMM, ``g[t-1] = dy[t-1] + (1 - alpha) g[t] + delta_t W_hh``.
+    ``g`` follows from them by one GEMM, ``g[t-1] = dy[t-1] + (1 - alpha) g[t] + delta_t W_hh``
+    (``g[t-d]`` from ``g[t]`` in a layer of dilation d: the steps of other chains get none).
     """
     runs = _trajectory(rnn, x, h0)
     k = _layer_index(rnn, layer)
@@ -302,32 +330,41 @@ def hidden_gradients(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None):
     for j in range(rnn.num_layers - 1, k, -1):  # down to the layer asked for
         run = runs[j]
         g = functional.rnn_backward(
-            run.inp,
+            run.chain_inp,
             run.w_ih,
             run.w_hh,
-            run.y,
-            d.astype(rnn.dtype),
-            None if dhn is None else dhn[j].astype(rnn.dtype),
-            h0=run.h0,
+            run.chain_y,
+            dil.to_chains(d.astype(rnn.dtype), run.d),
+            None if dhn is None else _chained_state(run, dhn[j].astype(rnn.dtype)),
+            h0=run.chain_h0,
             nonlinearity=rnn.nonlinearity,
-            lengths=None,
+            lengths=run.chain_lengths,
             alpha=run.alpha,
             step_mask=None,
             zero_output_for_mask=False,
             recurrent_mask=None,
         )
-        d_in = g.dx.astype(np.float64)
+        d_in = dil.from_chains(g.dx, run.d, steps).astype(np.float64)
         d = d_in + d if residual and j > 0 else d_in
     return _state_gradients(runs[k], rnn.nonlinearity, d, None if dhn is None else dhn[k])
 
 
+def _chained_state(run, dh_n):
+    """dL/dh_n (B, H) as the gradient of the chains' final states (d*B, H)."""
+    steps, batch = run.y.shape[0], run.y.shape[1]
+    return dil.chain_state_gradient(dh_n, dil.last_rows(None, steps, batch, run.d), run.d)
+
+
 def _state_gradients(run, nonlinearity, dy, dh_n):
     """``(g, dh0)`` of one layer, g[t] = dL/dh_t (T, B, H) float64, from the deltas of a
-    float64 kernel backward. With ``W_ih = I`` its input gradient dx_t = delta_t W_ih is
-    delta_t itself (x is then any (T, B, H) array: it only enters dW_ih, discarded)."""
+    float64 kernel backward in the layer's chain layout. With ``W_ih = I`` its input gradient
+    dx_t = delta_t W_ih is delta_t itself (x is then any (S, rows, H) array: it only enters
+    dW_ih, discarded). Within a chain, step s + 1 follows step s."""
     steps, batch, H = run.y.shape
     w_hh = run.w_hh.astype(np.float64)
-    y = run.y.astype(np.float64)
+    y = run.chain_y.astype(np.float64)
+    dy = dil.to_chains(np.asarray(dy, dtype=np.float64), run.d)
+    dh_n = None if dh_n is None else _chained_state(run, np.asarray(dh_n, dtype=np.float64))
     kernel = functional.rnn_backward(
         y,
         np.eye(H),
@@ -335,27 +372,28 @@ def _state_gradients(run, nonlinearity, dy, dh_n):
         y,
         dy,
         dh_n,
-        h0=run.h0.astype(np.float64),
+        h0=run.chain_h0.astype(np.float64),
         nonlinearity=nonlinearity,
-        lengths=None,
+        lengths=run.chain_lengths,
         alpha=run.alpha,
         step_mask=None,
         zero_output_for_mask=False,
         recurrent_mask=None,
     )
-    delta = kernel.dx  # (T, B, H): dL/dz_t
-    g = np.array(dy, dtype=np.float64)  # the direct terms, then what flows back into them
-    if steps:
-        if dh_n is not None:
+    delta = kernel.dx  # (S, rows, H): dL/dz_s, zero at the padding past a chain's end
+    g = dy.copy()  # the direct terms, then what flows back into them
+    if len(g):
+        if dh_n is not None:  # only the chain of step T-1 has some, and it runs all S steps
             g[-1] += dh_n
-        # delta_{t+1} W_hh for every t < T-1 at once: one (T-1)B x H x H GEMM
+        # delta_{s+1} W_hh for every s < S-1 at once: one GEMM over all those rows
         flat = g[:-1].reshape(-1, H)
         flat += delta[1:].reshape(-1, H) @ w_hh
         keep = 1.0 - run.alpha  # leaky units carry (1 - alpha) of g_t to h_{t-1} directly
         if keep:
-            for t in range(steps - 2, -1, -1):
-                g[t] += keep * g[t + 1]
-    return g, kernel.dh0
+            for s in range(len(g) - 2, -1, -1):
+                g[s] += keep * g[s + 1]
+    dh0 = kernel.dh0.reshape(run.d, batch, H).sum(axis=0)  # every chain started from h0
+    return dil.from_chains(g, run.d, steps), dh0
 
 
 def gradient_norms(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None, per_item=False):

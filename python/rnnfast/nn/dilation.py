@@ -20,6 +20,7 @@ import numpy as np
 __all__ = [
     "chain_h0",
     "chain_lengths",
+    "chain_state_gradient",
     "from_chains",
     "last_rows",
     "ring_from_chains",
@@ -70,6 +71,15 @@ def chain_h0(h0, d):
     if h0.ndim == 3:
         return np.ascontiguousarray(h0).reshape(-1, h0.shape[2])
     return np.tile(h0, (d, 1))
+
+
+def chain_state_gradient(dh_n, last, d):
+    """The gradient of each sequence's h_n (B, H) as one of the chains' final states
+    (d*B, H): h_n is the final state of the chain that holds the sequence's last step (row
+    ``last``, from :func:`last_rows`); the other chains' final states have none."""
+    chained = np.zeros((d * dh_n.shape[0], dh_n.shape[1]), dtype=dh_n.dtype)
+    chained[last] = dh_n
+    return chained
 
 
 def ring_from_chains(h_n, lengths, steps, batch, d):

@@ -290,9 +290,7 @@ def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens):
     if d > 1:
         dy = None if dy is None else dil.to_chains(dy, d)
         if dh_n is not None:
-            chained = np.zeros((d * batch, dh_n.shape[1]), dtype=dh_n.dtype)
-            chained[record.last_rows] = dh_n  # h_n is the last step's chain's state
-            dh_n = chained
+            dh_n = dil.chain_state_gradient(dh_n, record.last_rows, d)
     g = functional.rnn_backward(
         run.table if tokens else record.fed,
         layer._params[names[0]],
