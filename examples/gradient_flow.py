@@ -1,6 +1,7 @@
-"""Gradient flow through time: W_hh scaled to spectral radius 0.9, 1.0 and 1.1 makes the gradient vanish, persist and explode over 100 steps; leaky units lengthen its reach.
+"""Gradient flow through time: W_hh scaled to spectral radius 0.9, 1.0 and 1.1 makes the gradient vanish, persist and explode over 100 steps; leaky units and dilations lengthen its reach.
 
     python examples/gradient_flow.py [--out DIR] [--steps 100] [--hidden 64] [--alphas 0.5 0.25]
+                                     [--dilations 2 4]
 
 The lecture notes' claim (slides 51-53): dh_T/dh_t is a product of T - t factors
 W_hh^T diag(act'(.)), so in the linear regime (act' ~ 1) its norm goes like rho^(T - t), rho the
@@ -11,13 +12,16 @@ saturation shorten the reach). A loss on the last step's output alone gives, thr
 backward (``rnnfast.diagnostics.gradient_norms``), ||dL/dh_t|| at every step t; the table and the
 plot show it relative to the last step, k = T - 1 - t steps back. Leaky units
 (h_t = (1 - alpha) h_{t-1} + alpha tanh(...), ``--alphas``) at the smallest radius move the
-Jacobian's eigenvalues towards 1 and carry the gradient further. "reach" is the largest k whose
-relative norm is still at least ``--threshold``. ``||dh_T/dh_0||`` (the spectral norm of the
+Jacobian's eigenvalues towards 1 and carry the gradient further. Dilated units (h_t reads
+h_{t-d}, ``--dilations``, the notes' temporal skip connections) at the smallest radius pass it d
+steps back per factor of W_hh, to the steps of the loss's own chain only (k a multiple of d; the
+other chains get none). "reach" is the largest k whose relative norm (on the loss's chain) is
+still at least ``--threshold``. ``||dh_T/dh_0||`` (the spectral norm of the
 Jacobian, ``diagnostics.jacobian_norms``) is printed beside it.
 
 Writes ``gradient_flow.png`` (with matplotlib) and ``gradient_flow.csv`` into ``--out`` and ends
-with ``RESULT ratio_rho<r>=... (one per radius) reach_alpha<a>=... (plain and leaky) time_s=...``,
-ratio = ||dL/dh_0|| / ||dL/dh_{T-1}||.
+with ``RESULT ratio_rho<r>=... (one per radius) reach_alpha<a>=... (plain and leaky)
+reach_dilation<d>=... time_s=...``, ratio = ||dL/dh_0|| / ||dL/dh_{T-1}||.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def recurrent_matrix(rng, hidden, radius, kind):
     return diagnostics.scale_to_spectral_radius(w, radius)
 
 
-def build(hidden, radius, alpha, w_base, seed, nonlinearity):
+def build(hidden, radius, alpha, w_base, seed, nonlinearity, dilation=1):
     rnn = rnnfast.RNN(
         hidden,
         hidden,
@@ -49,6 +53,7 @@ def build(hidden, radius, alpha, w_base, seed, nonlinearity):
         dtype=np.float64,
         seed=seed,
         alpha=alpha,
+        dilation=dilation,
     )
     w = diagnostics.scale_to_spectral_radius(w_base, radius)
     rnn.load_state_dict({"weight_ih_l0": np.eye(hidden), "weight_hh_l0": w})
@@ -66,31 +71,33 @@ def flow(rnn, x, rng):
     return g / g[-1], diagnostics.jacobian_norms(rnn, x)[-1]
 
 
-def reach(relative, threshold):
-    """The most steps back whose relative gradient norm is still >= threshold."""
-    back = relative[::-1]  # k = 0, 1, ...
+def reach(relative, threshold, every=1):
+    """The most steps back whose relative gradient norm is still >= threshold, looking at
+    every ``every``-th step back (a dilated layer's gradient reaches only its own chain)."""
+    back = relative[::-1][::every]  # k = 0, every, 2 every, ...
     below = np.nonzero(back < threshold)[0]
-    return int(len(back) - 1 if below.size == 0 else below[0] - 1)
+    return every * int(len(back) - 1 if below.size == 0 else below[0] - 1)
 
 
 def plot(curves, path, steps, threshold):
+    """One curve per model; a dilated model's at the steps of the loss's chain (every d-th)."""
     plt = _cli.pyplot("plot")
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(8, 5))
     k = np.arange(steps)
-    for label, rel in curves.items():
+    for label, (rel, every) in curves.items():
         ax.semilogy(
-            k,
-            rel[::-1],
+            k[::every],
+            rel[::-1][::every],
             label=label,
             lw=1.8,
-            ls="--" if "alpha" in label and "alpha=1" not in label else "-",
+            ls=":" if every > 1 else "--" if "alpha=1" not in label else "-",
         )
     ax.axhline(threshold, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("steps back from the loss (k = T - 1 - t)")
     ax.set_ylabel("||dL/dh_t|| / ||dL/dh_{T-1}||")
-    ax.set_title("Gradient flow through time: spectral radius of W_hh and leaky units")
+    ax.set_title("Gradient flow through time: spectral radius of W_hh, leaky units, dilations")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -116,6 +123,13 @@ def main(argv=None):
         nargs="+",
         default=[0.5, 0.25],
         help="leak rates of the leaky models (at the smallest radius)",
+    )
+    parser.add_argument(
+        "--dilations",
+        type=int,
+        nargs="+",
+        default=[2, 4],
+        help="dilations of the dilated models (plain units, at the smallest radius)",
     )
     parser.add_argument(
         "--matrix",
@@ -147,29 +161,37 @@ def main(argv=None):
         _cli.fail(parser, f"--radii: expected positive radii, got {args.radii}")
     if any(not 0 < a <= 1 for a in args.alphas):
         _cli.fail(parser, f"--alphas: expected leak rates in (0, 1], got {args.alphas}")
+    if any(d < 1 for d in args.dilations):
+        _cli.fail(parser, f"--dilations: expected positive integers, got {args.dilations}")
     out = _cli.out_dir(parser, args.out)
 
     start = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     w_base = recurrent_matrix(rng, args.hidden, 1.0, args.matrix)
     x = rng.standard_normal((args.steps, args.batch, args.hidden)) * args.input_scale
-    configs = [(rho, 1.0) for rho in args.radii]
-    configs += [(min(args.radii), a) for a in args.alphas if a != 1.0]
+    smallest = min(args.radii)
+    configs = [(rho, 1.0, 1) for rho in args.radii]
+    configs += [(smallest, a, 1) for a in args.alphas if a != 1.0]
+    configs += [(smallest, 1.0, d) for d in args.dilations if d > 1]
     curves, rows, result = {}, [], []
-    marks = [k for k in (1, 10, 25, 50, 99, args.steps - 1) if k < args.steps]
+    # multiples of 4 (and 2): the dilated models' gradients reach only their own chain
+    marks = [k for k in (1, 4, 8, 24, 48, 96, args.steps - 1) if k < args.steps]
     marks = sorted(set(marks))
-    for rho, alpha in configs:
-        rnn = build(args.hidden, rho, alpha, w_base, args.seed, args.nonlinearity)
+    for rho, alpha, d in configs:
+        rnn = build(args.hidden, rho, alpha, w_base, args.seed, args.nonlinearity, d)
         radius = diagnostics.for_layer(rnn)["weight_hh_l0"][0]
         rel, jac = flow(rnn, x, np.random.default_rng(args.seed + 1))
-        label = f"rho={rho:g}, alpha={alpha:g}"
-        curves[label] = rel
-        rows.append((label, radius, [rel[-1 - k] for k in marks], reach(rel, args.threshold), jac))
-        if alpha == 1.0:
+        label = f"rho={rho:g}, " + (f"d={d}" if d > 1 else f"alpha={alpha:g}")
+        curves[label] = (rel, d)
+        far = reach(rel, args.threshold, d)
+        rows.append((label, radius, [rel[-1 - k] for k in marks], far, jac))
+        if alpha == 1.0 and d == 1:
             result.append(f"ratio_rho{rho:g}={rel[0]:.3g}")
-    for (rho, alpha), row in zip(configs, rows):
-        if rho == min(args.radii):
+    for (rho, alpha, d), row in zip(configs, rows):
+        if rho == smallest and d == 1:
             result.append(f"reach_alpha{alpha:g}={row[3]}")
+        elif d > 1:
+            result.append(f"reach_dilation{d}={row[3]}")
 
     print(
         f"||dL/dh_t|| relative to the last step, k steps back (T = {args.steps}, "
@@ -191,7 +213,7 @@ def main(argv=None):
     with open(csv, "w", encoding="utf-8") as f:
         f.write("k," + ",".join(f'"{label}"' for label in curves) + "\n")
         f.writelines(
-            f"{k}," + ",".join(f"{rel[-1 - k]:.6g}" for rel in curves.values()) + "\n"
+            f"{k}," + ",".join(f"{rel[-1 - k]:.6g}" for rel, _ in curves.values()) + "\n"
             for k in range(args.steps)
         )
     print(f"curves written to {csv}")
