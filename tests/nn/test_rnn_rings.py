@@ -239,3 +239,18 @@ def test_stateful_dilated_layer_saves_and_loads(tmp_path, rng):
     # the carried state is not part of the file (as for every stateful RNN): both start at zeros
     for piece in (x[:3], x[3:]):
         np.testing.assert_array_equal(loaded(piece)[0], layer(piece)[0])
+
+
+def test_stateful_with_a_step_mask_gives_the_whole_sequence(rng):
+    """Keras's general mask (skipped steps carry the state, output zeros): the ring holds the
+    chains' carried states across the cut."""
+    whole = _layer([1, 3], zero_output_for_mask=True).eval()
+    chunked = _layer([1, 3], zero_output_for_mask=True, stateful=True).eval()
+    x = rng.standard_normal((10, 3, D))
+    mask = rng.random((3, 10)) < 0.6
+    mask[:, 0] = True
+    y, h_n = whole(x, mask=mask)
+    a, _ = chunked(x[:4], mask=mask[:, :4])
+    b, h_b = chunked(x[4:], mask=mask[:, 4:])
+    np.testing.assert_allclose(np.concatenate([a, b]), y, **TIGHT)
+    np.testing.assert_allclose(h_b, h_n, **TIGHT)
