@@ -26,6 +26,7 @@ import numpy as np
 from .. import decoding
 from ..losses import cross_entropy, log_softmax
 from ._children import ChildOwner
+from ._inference_only import refuse_training
 from .embedding import Embedding
 from .linear import Linear
 from .rnn import RNN
@@ -307,6 +308,7 @@ class Seq2Seq(ChildOwner):
     def backward(self, d_logits):
         """Back-propagate ``d_logits`` (B, T, tgt_vocab) of the last training forward through
         decoder and encoder, adding into ``grads``."""
+        refuse_training(self, "backward")
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the model "
@@ -361,6 +363,7 @@ class Seq2Seq(ChildOwner):
         -------
         loss : float
         """
+        refuse_training(self, "train_batch")
         if not self.training:
             raise RuntimeError("train_batch: the model is in eval mode; call model.train() first")
         ratio = _ratio(teacher_forcing_ratio)
