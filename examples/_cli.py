@@ -62,7 +62,8 @@ def add_quantize(p):
         choices=("bf16", "int8"),
         default=None,
         help="after training, also evaluate rnnfast.quantize(model, MODE) (bf16 or int8 "
-        "weights) and add its figure to the RESULT line as quantized_...=",
+        "weights) and add its figure to the RESULT line as quantized_...=; by default only "
+        "the float32 model is evaluated",
     )
 
 
