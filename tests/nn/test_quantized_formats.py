@@ -1,6 +1,7 @@
 """The number formats of rnnfast.quantize (nn.quantized_formats) against their definitions: int8
 per output row symmetric scales, bfloat16 rounded to nearest even; and the weight holder's packed
-copy (made again when the quantized path changes, never pickled)."""
+copy (made once, again after a load, never pickled). The NumPy model of the contract
+(tests/quantized_model.py) gives the same arrays bit for bit."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pickle
 
 import numpy as np
 import pytest
+import quantized_model as qm
 
-from rnnfast import _core
 from rnnfast.nn.quantized_formats import (
     QuantizedWeight,
     bf16_bits,
@@ -104,19 +105,15 @@ def rel(a, b):
 
 
 @pytest.mark.parametrize("kind", ["bf16", "int8"])
-def test_the_packed_copy_follows_the_path_and_is_not_pickled(kind, rng):
+def test_the_packed_copy_is_made_once_and_not_pickled(kind, rng):
     w = QuantizedWeight.from_float(kind, rng.standard_normal((9, 5)).astype(np.float32))
     assert w.shape == (9, 5)
     assert w.nbytes == 9 * 5 * (1 if kind == "int8" else 2) + (9 * 4 if kind == "int8" else 0)
-    try:
-        for path in _core.quantized_paths():
-            _core.set_quantized_path(path)
-            packed = w.packed
-            assert packed.path == _core.quantized_path(kind)
-            assert packed.rows == 9 and packed.cols == 5 and packed.kind == kind
-            assert w.packed is packed  # made once per path
-    finally:
-        _core.set_quantized_path("")
+    packed = w.packed
+    assert packed.rows == 9 and packed.cols == 5 and packed.kind == kind
+    assert w.packed is packed  # made once: every path reads the one layout
+    w.set_arrays(w.data[::-1], None if w.scale is None else w.scale[::-1])
+    assert w.packed is not packed  # new raw arrays, a new packed copy
     back = pickle.loads(pickle.dumps(w))
     assert back._packed is None
     np.testing.assert_array_equal(back.data, w.data)
@@ -126,3 +123,13 @@ def test_the_packed_copy_follows_the_path_and_is_not_pickled(kind, rng):
 def test_unknown_kind():
     with pytest.raises(ValueError, match=r"kind: expected one of \('bf16', 'int8'\), got 'fp8'"):
         QuantizedWeight("fp8", np.zeros((1, 1), np.int8))
+
+
+def test_the_formats_are_the_contract_models_bit_for_bit(rng):
+    w = _weights(rng)
+    q, scale = int8_rows(w)
+    q_ref, scale_ref = qm.quantize_weights_int8(w)
+    np.testing.assert_array_equal(q, q_ref)
+    np.testing.assert_array_equal(scale, scale_ref)
+    x = np.concatenate([w.ravel(), np.array([np.nan, np.inf, -np.inf], np.float32)])
+    np.testing.assert_array_equal(bf16_bits(x), qm.to_bf16_bits(x))

@@ -64,9 +64,9 @@ def dequantize_rows(data, scale):
 class QuantizedWeight:
     """One quantized matrix (N, K): its raw arrays (``data`` int8 with ``scale`` float32 (N,), or
     ``data`` uint16 bf16 bits with ``scale`` None), which are what is saved, and the kernels'
-    packed copy (``_core.QuantizedMatrix``), made on first use and again when the quantized path
-    changes (``_core.set_quantized_path``) or the raw arrays are loaded anew. The packed copy
-    is never pickled: it is rebuilt from the raw arrays."""
+    packed copy (``_core.QuantizedMatrix``: one layout that every quantized path reads), made on
+    first use and again when the raw arrays are loaded anew. The packed copy is never pickled:
+    it is rebuilt from the raw arrays."""
 
     def __init__(self, kind, data, scale=None):
         if kind not in MODES:
@@ -94,11 +94,10 @@ class QuantizedWeight:
 
     @property
     def packed(self):
-        """The kernels' copy, packed for the quantized path in use now."""
-        packed = self._packed
-        if packed is None or packed.path != _core.quantized_path(self.kind):
-            packed = self._packed = _core.QuantizedMatrix(self.kind, self.data, self.scale)
-        return packed
+        """The kernels' copy."""
+        if self._packed is None:
+            self._packed = _core.QuantizedMatrix(self.kind, self.data, self.scale)
+        return self._packed
 
     def arrays(self, name):
         """The raw arrays under their state_dict names: ``name`` and ``name + "_scale"``."""
