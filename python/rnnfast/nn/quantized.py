@@ -152,7 +152,7 @@ class QuantizedLayer:
 
     @property
     def float32_nbytes(self):
-        """Bytes the same weights and biases take in float32 (the float model's)."""
+        """Bytes the float32 layer it was made from stores."""
         return 4 * self.keras_param_count()
 
     def summary(self):

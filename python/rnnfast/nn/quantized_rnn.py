@@ -42,6 +42,11 @@ class QuantizedRNN(QuantizedLayer, RNN):
             if n_bi is not None:
                 self._floats[_bias_name(n_ih)] = layer._params[n_bi] + layer._params[n_bh]
 
+    @property
+    def float32_nbytes(self):
+        """Bytes the float32 layer stores: its two bias vectors per direction, not their sum."""
+        return 4 * (self.keras_param_count() + sum(b.size for b in self._floats.values()))
+
     def forward(self, x, h0=None, lengths=None, mask=None, *, embedding=None):
         """As :meth:`RNN.forward`. With ``embedding``, the ids are embedded first (the
         quantized kernels take no token input), with the same result."""
