@@ -91,6 +91,49 @@ def test_rnn_forms_stay_within_the_error_bound(form, mode, with_lengths, path, r
             assert not y[2].any() and not y[1, 3:].any()
 
 
+def _example_models():
+    """The examples' models at their default sizes (untrained: PyTorch's initialisation), with
+    inputs of their kind: (name, model, input)."""
+    rng = np.random.default_rng(0)
+    letters = np.eye(57, dtype=np.float32)[rng.integers(0, 57, size=(64, 12))]
+    names = rnnfast.Sequential(
+        [
+            rnnfast.RNN(57, 128, batch_first=True, return_sequences=False, seed=0),
+            rnnfast.Dense(128, 18, seed=1),
+        ]
+    )
+    charlm = rnnfast.Sequential(
+        [
+            rnnfast.Embedding(65, 64, seed=0),
+            rnnfast.RNN(64, 256, batch_first=True, return_sequences=True, seed=1),
+            rnnfast.Linear(256, 65, seed=2),
+        ]
+    )
+    sunspots = rnnfast.Sequential(
+        [
+            rnnfast.RNN(1, 50, batch_first=True, return_sequences=True, seed=0),
+            rnnfast.Dropout(0.2),
+            rnnfast.RNN(50, 100, batch_first=True, return_sequences=False, seed=2),
+            rnnfast.Dropout(0.2),
+            rnnfast.Dense(100, 1, seed=4),
+        ]
+    )
+    months = np.sin(0.1 * np.arange(24 + 32))[np.arange(32)[:, None] + np.arange(24)]
+    return [
+        ("names", names, letters),
+        ("charlm", charlm, rng.integers(0, 65, size=(32, 100))),
+        ("sunspots", sunspots, (0.5 + 0.4 * months[..., None]).astype(np.float32)),
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,model,x", _example_models(), ids=[m[0] for m in _example_models()])
+def test_the_examples_models_stay_within_the_error_bound(name, model, x, mode, path):
+    model.eval()
+    expected = model(x)
+    assert rel_error(rnnfast.quantize(model, mode)(x), expected) < REL_ERROR[mode], path
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_the_original_is_untouched_and_the_copy_is_separate(mode, rng):
     layer = rnnfast.RNN(4, 6, num_layers=2, stateful=True, seed=0)
