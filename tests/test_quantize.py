@@ -5,6 +5,7 @@ exactness against the NumPy model of the number formats is in tests/nn/test_quan
 
 from __future__ import annotations
 
+import copy
 import io
 import pickle
 
@@ -321,11 +322,14 @@ def test_a_seq2seq_saved_quantized_loads_quantized(mode, tmp_path, rng):
     )
 
 
-def test_a_quantized_copy_pickles_without_its_packed_matrices(rng):
-    q = rnnfast.quantize(rnnfast.RNN(4, 5, num_layers=2, seed=0), "int8")
-    x = data(rng, 3, 2, 4)
-    back = pickle.loads(pickle.dumps(q))
-    np.testing.assert_array_equal(first(back(x)), first(q(x)))
+@pytest.mark.parametrize("name,build,make_input", _models(), ids=[m[0] for m in _models()])
+def test_a_quantized_copy_pickles_and_deep_copies(name, build, make_input, rng):
+    """The kernels' packed matrices are not picklable: a copy rebuilds them from the raw arrays."""
+    q = rnnfast.quantize(build(), "int8")
+    x = make_input(rng)
+    for back in (pickle.loads(pickle.dumps(q)), copy.deepcopy(q)):
+        assert type(back) is type(q) and back.quantized == "int8"
+        np.testing.assert_array_equal(first(back(x)), first(q(x)))
 
 
 def test_loading_raw_arrays_checks_them():
