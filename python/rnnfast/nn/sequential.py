@@ -154,12 +154,15 @@ class Sequential(ChildOwner):
     def summary(self, input_shape=None):
         """Print (and return) a Keras-style table: each layer, its output shape (from
         ``input_shape`` without the batch, e.g. ``(24, 1)`` for (T, D) sequences, when given)
-        and its parameter count in Keras's layout (RNNs: one bias vector), then the totals."""
+        and its parameter count in Keras's layout (RNNs: one bias vector), then the totals. A
+        quantized copy (``rnnfast.quantize``) also shows each layer's weight type and bytes,
+        and the total bytes beside the float32 model's."""
         from ..io.persistence import output_shape
 
         # a quantized copy's table also shows each layer's weight type and bytes
         quantized = getattr(self, "quantized", None) is not None
-        rows = [("Layer (type)", "Output Shape", "Param #") + (("Weights", "Bytes") * quantized)]
+        extra = ("Weights", "Bytes") if quantized else ()
+        rows = [("Layer (type)", "Output Shape", "Param #", *extra)]
         shape = None if input_shape is None else (None, *input_shape)
         for i, layer in enumerate(self.layers):
             shape = None if shape is None else output_shape(layer, shape)
