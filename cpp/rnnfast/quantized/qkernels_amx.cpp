@@ -118,12 +118,13 @@ void bf16_block(const Bf16Task& t, index m0, index m1, index p0, index p1) {
     amx_block(t, m0, m1, p0, p1);
 }
 
-constexpr QuantKernels kKernels = {"amx", &int8_block, &bf16_block};
-
 }  // namespace
 
+// The row passes are AVX-512's (every AMX CPU has it): taken when first asked, at run time.
 const QuantKernels& kernels() {
-    return kKernels;
+    static const QuantKernels k = {"amx", &int8_block, &bf16_block,
+                                   qpath_avx512_vnni::kernels().rows};
+    return k;
 }
 
 // Linux hands out the tile data state (8 KiB per thread) only on request, once per process.

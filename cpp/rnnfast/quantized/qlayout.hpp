@@ -70,10 +70,26 @@ struct Bf16Task {
     index ldc;
 };
 
+// Element-wise passes over one row, at the path's vector width (the formats of qops.hpp):
+struct RowOps {
+    // x (K) to int8 q (written up to ldq, zeros past K) and its scale: the dynamic formula, or
+    // for a tanh layer's recurrent input (tanh_state) the fixed 1/127 where the row is in [-1, 1].
+    void (*quantize)(const float* x, index K, std::int8_t* q, index ldq, float* scale,
+                     bool tanh_state);
+    // x (K) to bf16 bits, zeros up to ldb.
+    void (*to_bf16)(const float* x, index K, std::uint16_t* b, index ldb);
+    // dst[j] = float(acc[j]) * (s_a * s_w[j]) (+ add[j] when add is not null), j < n.
+    void (*finish_int8)(const std::int32_t* acc, float s_a, const float* s_w, const float* add,
+                        float* dst, index n);
+    // dst[j] = acc[j] (+ add[j]), j < n.
+    void (*finish_bf16)(const float* acc, const float* add, float* dst, index n);
+};
+
 struct QuantKernels {
     const char* name;
     void (*int8_block)(const Int8Task& t, index m0, index m1, index p0, index p1);  // or null
     void (*bf16_block)(const Bf16Task& t, index m0, index m1, index p0, index p1);  // or null
+    RowOps rows;
 };
 
 // The paths, each compiled with its own target flags (CMakeLists.txt).
