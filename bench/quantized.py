@@ -7,7 +7,10 @@ shapes, side by side in one process.
 
 One tanh layer, x (T, B, D), h0 = 0, the combined bias, every h_t returned (return_sequences).
 Times are medians of repeats alternating between all the variants of a case (bench/harness.py);
-speedup = float32 time / quantized time (> 1: the quantized forward is faster). Each row names
+speedup = float32 time / quantized time (> 1: the quantized forward is faster), float32 run on
+the float ISA under which the path is the automatic choice (avx2 and avx_vnni against float32
+avx2, the AVX-512 and AMX paths against float32 avx512: what a user of that machine gains).
+Each row names
 the path it ran on ("auto" is the path chosen for the active float ISA), the bytes of the packed
 weights (W_ih and W_hh) beside float32's, and the largest |h - h_float32| of the outputs.
 Writes JSON (default bench/results/quantized.json).
@@ -35,6 +38,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import quantized_model as qm  # noqa: E402  (the formats' NumPy model: weights quantized as the library does)
 
+# The float ISA under which each quantized path is the automatic choice ("auto" runs on the
+# best one, as the float32 row of the machine's best ISA).
+FLOAT_ISA_OF = {
+    "baseline": "baseline",
+    "avx2": "avx2",
+    "avx_vnni": "avx2",
+    "avx512_vnni": "avx512",
+    "avx512_bf16": "avx512",
+    "amx": "avx512",
+}
+
 # (T, B, D, H): the issue's two targets, then small shapes (never slower than float32)
 DEFAULT_CASES = "100,1,1024,1024;50,64,1024,1024;100,1,32,64;100,16,64,128;50,8,256,256;20,4,16,32"
 
@@ -56,10 +70,12 @@ def quantized_weights(kind, w):
     return _core.QuantizedMatrix("bf16", qm.to_bf16_bits(w), None)
 
 
-def forward_on(path, x, w_ih, w_hh, bias):
-    """A call of the quantized forward on a forced path ('' = automatic)."""
+def forward_on(path, isa, x, w_ih, w_hh, bias):
+    """A call of the quantized forward on a forced path ('' = automatic) under a float ISA (its
+    tanh is the float kernels')."""
 
     def run():
+        _core.set_active_isa(isa)
         _core.set_quantized_path(path)
         return _core.quantized_rnn_forward(x, None, w_ih, w_hh, bias, None, "tanh", 1.0, True)
 
@@ -74,28 +90,42 @@ def case_rows(case, repeats, min_repeat_s):
     w_hh = (rng.standard_normal((H, H)) * (0.9 / np.sqrt(H))).astype(np.float32)
     bias = (rng.standard_normal(H) * 0.1).astype(np.float32)
 
-    def float32():
-        return _core.rnn_forward(x, None, w_ih, w_hh, bias, None, None, "tanh", 1.0, True)
+    def float32_on(isa):
+        def run():
+            _core.set_active_isa(isa)
+            return _core.rnn_forward(x, None, w_ih, w_hh, bias, None, None, "tanh", 1.0, True)
 
-    fns = {("float32", _core.active_isa()): float32}
+        return run
+
+    top_isa = _core.active_isa()
+    float_isas = _core.supported_isas()
+    fns = {("float32", isa): float32_on(isa) for isa in float_isas}
+    float32 = float32_on(top_isa)
     packed = {}
     for kind in ("int8", "bf16"):
         wi, wh = quantized_weights(kind, w_ih), quantized_weights(kind, w_hh)
         packed[kind] = wi.nbytes + wh.nbytes
-        fns[(kind, "auto")] = forward_on("", x, wi, wh, bias)
+        fns[(kind, "auto")] = forward_on("", top_isa, x, wi, wh, bias)
         for path in _core.quantized_paths(kind):
-            fns[(kind, path)] = forward_on(path, x, wi, wh, bias)
+            isa = FLOAT_ISA_OF.get(path, top_isa)
+            isa = isa if isa in float_isas else top_isa
+            fns[(kind, path)] = forward_on(path, isa, x, wi, wh, bias)
     try:
         y32 = float32()[0]
         errors = {k: float(np.abs(fn()[0] - y32).max()) for k, fn in fns.items()}
         times = time_alternating(fns, repeats, min_repeat_s)
         _core.set_quantized_path("")
+        _core.set_active_isa(top_isa)
         auto = {kind: _core.quantized_path(kind) for kind in ("int8", "bf16")}
     finally:
         _core.set_quantized_path("")
-    base = times[("float32", _core.active_isa())]["median_s"]
+        _core.set_active_isa(top_isa)
     rows = []
     for (kind, path), t in times.items():
+        # against float32 on the float ISA that would choose this path automatically
+        versus = path if kind == "float32" else FLOAT_ISA_OF.get(path, top_isa)
+        versus = versus if versus in float_isas else top_isa
+        base = times[("float32", versus)]["median_s"]
         rows.append(
             {
                 "T": T,
@@ -106,6 +136,7 @@ def case_rows(case, repeats, min_repeat_s):
                 "path": path if path != "auto" else f"auto={auto[kind]}",
                 "median_s": t["median_s"],
                 "samples_s": t["samples_s"],
+                "versus_float32_isa": versus,
                 "speedup": base / t["median_s"],
                 "weight_bytes": packed.get(kind, 4 * (w_ih.size + w_hh.size)),
                 "max_abs_diff_vs_float32": errors[(kind, path)],
@@ -116,14 +147,15 @@ def case_rows(case, repeats, min_repeat_s):
 
 def print_rows(rows):
     print(
-        f"{'T,B,D,H':>18} {'kind':>7} {'path':>18} {'ms':>9} {'speedup':>8} {'weights':>10}"
+        f"{'T,B,D,H':>18} {'kind':>7} {'path':>18} {'ms':>9} {'vs f32 on':>9} {'speedup':>8}"
+        f" {'weights':>10}"
         f" {'max|dh|':>9}"
     )
     for r in rows:
         shape = f"{r['T']},{r['B']},{r['D']},{r['H']}"
         print(
             f"{shape:>18} {r['kind']:>7} {r['path']:>18} {r['median_s'] * 1e3:9.3f}"
-            f" {r['speedup']:8.2f} {r['weight_bytes'] / 2**20:8.3f}Mi {r['max_abs_diff_vs_float32']:9.2e}"
+            f" {r['versus_float32_isa']:>9} {r['speedup']:8.2f} {r['weight_bytes'] / 2**20:8.3f}Mi {r['max_abs_diff_vs_float32']:9.2e}"
         )
 
 

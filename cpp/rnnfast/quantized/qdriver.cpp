@@ -33,28 +33,23 @@ struct Buffer {
     T* data() const { return p.get(); }
 };
 
-// One operand of up to `capacity` rows prepared for products with matrices of `w`'s kind and
-// shape: int8 rows with their scales, or bf16 rows; and the raw result (int32 or float), with
-// leading dimensions w.pcols and w.prows.
-struct Operand {
+// Activations of up to `capacity` rows prepared for products with `w` (its kind and K): int8
+// rows (leading dimension w.pcols) with their scales, or bf16 rows.
+struct Prepared {
     const PackedMatrix* w;
     const QuantKernels* k;
-    index lda, ldc;
+    index lda;
     Buffer<std::int8_t> q;
     Buffer<std::uint16_t> b;
     Buffer<float> scale;
-    Buffer<std::int32_t> acc;
-    Buffer<float> out;
 
-    Operand(const PackedMatrix& m, const QuantKernels& kernels, index capacity)
-        : w(&m), k(&kernels), lda(m.pcols), ldc(m.prows) {
+    Prepared(const PackedMatrix& m, const QuantKernels& kernels, index capacity)
+        : w(&m), k(&kernels), lda(m.pcols) {
         if (m.kind == Kind::int8) {
             q.resize(capacity * lda);
             scale.resize(capacity);
-            acc.resize(capacity * ldc);
         } else {
             b.resize(capacity * lda);
-            out.resize(capacity * ldc);
         }
     }
     // Rows [m0, m1) of x (leading dimension ldx); a tanh layer's recurrent input takes the fixed
@@ -68,26 +63,47 @@ struct Operand {
                 k->rows.to_bf16(x + r * ldx, w->cols, b.data() + r * lda, lda);
         }
     }
-    void multiply(const Share& s) {
-        if (s.m0 >= s.m1 || s.p0 >= s.p1) return;
-        if (w->kind == Kind::int8)
-            k->int8_block(Int8Task{q.data(), lda, w, acc.data(), ldc}, s.m0, s.m1, s.p0, s.p1);
+};
+
+// The raw products (int32 or float) of up to `capacity` rows, leading dimension w.prows: row i
+// holds prepared row r0 + i of the last compute().
+struct Products {
+    index ldc;
+    Buffer<std::int32_t> acc;
+    Buffer<float> out;
+
+    Products(const PackedMatrix& m, index capacity) : ldc(m.prows) {
+        if (m.kind == Kind::int8)
+            acc.resize(capacity * ldc);
         else
-            k->bf16_block(Bf16Task{b.data(), lda, w, out.data(), ldc}, s.m0, s.m1, s.p0, s.p1);
+            out.resize(capacity * ldc);
+    }
+    // Rows [r0, r1) of `a` times panels [p0, p1) of its matrix.
+    void compute(const Prepared& a, index r0, index r1, index p0, index p1) {
+        if (r0 >= r1 || p0 >= p1) return;
+        if (a.w->kind == Kind::int8)
+            a.k->int8_block(Int8Task{a.q.data() + r0 * a.lda, a.lda, a.w, acc.data(), ldc}, 0,
+                            r1 - r0, p0, p1);
+        else
+            a.k->bf16_block(Bf16Task{a.b.data() + r0 * a.lda, a.lda, a.w, out.data(), ldc}, 0,
+                            r1 - r0, p0, p1);
     }
     // dst[r, j] = dequantized product + add[r * add_rs + j] (add may be dst itself, or null)
-    // over the block; the contract's order: float(acc) * (s_a * s_w), then the addition.
-    void finish(const float* add, index add_rs, float* dst, index ldd, const Block& blk) const {
+    // for rows r of blk (those of the last compute) and its columns; the contract's order:
+    // float(acc) * (s_a * s_w), then the addition.
+    void finish(const Prepared& a, index r0, const float* add, index add_rs, float* dst, index ldd,
+                const Block& blk) const {
         const index n = blk.c1 - blk.c0;
         if (n <= 0) return;
         for (index r = blk.m0; r < blk.m1; ++r) {
             const float* ad = add ? add + r * add_rs + blk.c0 : nullptr;
             float* d = dst + r * ldd + blk.c0;
-            if (w->kind == Kind::int8)
-                k->rows.finish_int8(acc.data() + r * ldc + blk.c0, scale.data()[r],
-                                    w->scale.data() + blk.c0, ad, d, n);
+            const index i = r - r0;
+            if (a.w->kind == Kind::int8)
+                a.k->rows.finish_int8(acc.data() + i * ldc + blk.c0, a.scale.data()[r],
+                                      a.w->scale.data() + blk.c0, ad, d, n);
             else
-                k->rows.finish_bf16(out.data() + r * ldc + blk.c0, ad, d, n);
+                a.k->rows.finish_bf16(out.data() + i * ldc + blk.c0, ad, d, n);
         }
     }
 };
@@ -120,21 +136,29 @@ int product_threads(index M, const PackedMatrix& w, Sync sync) {
                        sync);
 }
 
-// dst (M x N, leading dimension ldd) = Q(x) . w^T + add (see Operand::finish), in parallel;
-// `op` holds at least M rows.
-void project(Operand& op, const float* x, index M, const float* add, index add_rs, float* dst,
+// dst (M x N, leading dimension ldd) = Q(x) . w^T + add (see Products::finish), in parallel;
+// `a` holds at least M rows. Each thread runs its share in blocks of kBlockRows rows, so its raw
+// products stay small (and in cache) whatever M is.
+constexpr index kBlockRows = 32;
+
+void project(Prepared& a, const float* x, index M, const float* add, index add_rs, float* dst,
              index ldd) {
-    const PackedMatrix& w = *op.w;
+    const PackedMatrix& w = *a.w;
     if (M == 0 || w.rows == 0) return;
     const int threads = product_threads(M, w, Sync::fork_join);
 #pragma omp parallel num_threads(threads)
     {
         const int ti = thread_index(), nt = team_size();
-        op.prepare(x, w.cols, M * ti / nt, M * (ti + 1) / nt, false);
+        a.prepare(x, w.cols, M * ti / nt, M * (ti + 1) / nt, false);
 #pragma omp barrier
         const Share s = share_of(M, w.panels(), kShareRows, ti, nt);
-        op.multiply(s);
-        op.finish(add, add_rs, dst, ldd, columns_of(s, w.rows));
+        Products mine(w, std::min(kBlockRows, M));
+        for (index r0 = s.m0; r0 < s.m1 && s.p0 < s.p1; r0 += kBlockRows) {
+            const index r1 = std::min(s.m1, r0 + kBlockRows);
+            mine.compute(a, r0, r1, s.p0, s.p1);
+            mine.finish(a, r0, add, add_rs, dst, ldd,
+                        columns_of(Share{r0, r1, s.p0, s.p1}, w.rows));
+        }
     }
 }
 
@@ -142,24 +166,29 @@ void project(Operand& op, const float* x, index M, const float* add, index add_r
 
 void matmul_int32(const std::int8_t* qa, index M, const PackedMatrix& w, std::int32_t* acc) {
     if (M == 0 || w.rows == 0) return;
-    Operand op(w, active_kernels(Kind::int8), M);
+    Prepared a(w, active_kernels(Kind::int8), M);
     for (index i = 0; i < M; ++i) {
-        std::memcpy(op.q.data() + i * op.lda, qa + i * w.cols, static_cast<size_t>(w.cols));
-        std::memset(op.q.data() + i * op.lda + w.cols, 0, static_cast<size_t>(op.lda - w.cols));
+        std::memcpy(a.q.data() + i * a.lda, qa + i * w.cols, static_cast<size_t>(w.cols));
+        std::memset(a.q.data() + i * a.lda + w.cols, 0, static_cast<size_t>(a.lda - w.cols));
     }
+    Products out(w, M);
     const int threads = product_threads(M, w, Sync::fork_join);
 #pragma omp parallel num_threads(threads)
-    op.multiply(share_of(M, w.panels(), kShareRows, thread_index(), team_size()));
+    {
+        const Share s = share_of(M, w.panels(), kShareRows, thread_index(), team_size());
+        Int8Task t{a.q.data() + s.m0 * a.lda, a.lda, &w, out.acc.data() + s.m0 * out.ldc, out.ldc};
+        if (s.m0 < s.m1 && s.p0 < s.p1) a.k->int8_block(t, 0, s.m1 - s.m0, s.p0, s.p1);
+    }
     for (index i = 0; i < M; ++i)
-        std::memcpy(acc + i * w.rows, op.acc.data() + i * op.ldc,
+        std::memcpy(acc + i * w.rows, out.acc.data() + i * out.ldc,
                     sizeof(std::int32_t) * static_cast<size_t>(w.rows));
 }
 
 void dense(const float* x, index M, const PackedMatrix& w, const float* bias, float* y) {
-    Operand op(w, active_kernels(w.kind), std::min(M, kDenseRows));
+    Prepared a(w, active_kernels(w.kind), std::min(M, kDenseRows));
     for (index m0 = 0; m0 < M; m0 += kDenseRows) {
         const index rows = std::min(kDenseRows, M - m0);
-        project(op, x + m0 * w.cols, rows, bias, 0, y + m0 * w.rows, w.rows);
+        project(a, x + m0 * w.cols, rows, bias, 0, y + m0 * w.rows, w.rows);
     }
 }
 
@@ -181,11 +210,14 @@ void rnn_forward(const ForwardArgs& a) {
     // Steps t live in y, or in a ring of one chunk of steps when only h_T is kept.
     const bool keep_all = a.y != nullptr;
     std::vector<float> ring(keep_all ? 0 : static_cast<size_t>(chunk * step_size));
-    Operand projection(*a.w_ih, k, chunk * B);
+    Prepared projection(*a.w_ih, k, chunk * B);
     // Each thread prepares the h_{t-1} rows its product reads, in buffers of its own.
-    std::vector<Operand> own_operand;
-    for (int i = 0; i < threads; ++i)
-        own_operand.emplace_back(w_hh, k, B);
+    std::vector<Prepared> own_input;
+    std::vector<Products> own_products;
+    for (int i = 0; i < threads; ++i) {
+        own_input.emplace_back(w_hh, k, B);
+        own_products.emplace_back(w_hh, B);
+    }
 
     for (index t0 = 0; t0 < T_; t0 += chunk) {
         const index steps = std::min(chunk, T_ - t0);
@@ -196,7 +228,8 @@ void rnn_forward(const ForwardArgs& a) {
         {
 #pragma omp single
             barrier.reset(team_size());
-            Operand& mine = own_operand[static_cast<size_t>(thread_index())];
+            Prepared& mine = own_input[static_cast<size_t>(thread_index())];
+            Products& products = own_products[static_cast<size_t>(thread_index())];
             for (index i = 0; i < steps; ++i) {
                 const index t = t0 + i, rows = active[static_cast<size_t>(t)];
                 const Share s = share_of(rows, panels, kShareRows, thread_index(), team_size());
@@ -205,8 +238,8 @@ void rnn_forward(const ForwardArgs& a) {
                 float* h = buffer + i * step_size;
                 if (s.m0 < s.m1 && s.p0 < s.p1) {
                     mine.prepare(h_prev, H, s.m0, s.m1, tanh_state);
-                    mine.multiply(s);
-                    mine.finish(h, H, h, H, own);  // pre = projection + product
+                    products.compute(mine, s.m0, s.m1, s.p0, s.p1);
+                    products.finish(mine, s.m0, h, H, h, H, own);  // pre = projection + product
                     activate(h, H, own, a.act);
                     if (a.alpha != 1.0f) leaky_mix(h, h_prev, H, own, a.alpha);
                     const Block ending{std::max(own.m0, active[static_cast<size_t>(t + 1)]), own.m1,

@@ -44,7 +44,7 @@ inline float bf16_to_float(std::uint16_t b) {
 // Wv (a panel's group, ready to multiply), and zero / prep / loadw / madd / store.
 #if RNNFAST_QINT8 == 1
 struct Int8Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 2;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 4;
     struct Acc {
         std::int32_t v[16];
     };
@@ -69,7 +69,7 @@ struct Int8Ops {
 // A 16-byte quarter of a group (4 columns x 4 k's) sign-extends to 16 int16; vpmaddwd against
 // (a0, a1, a2, a3) repeated gives each column's k0k1 and k2k3 halves in adjacent lanes.
 struct Int8Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 1;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 1, kGroupK = 4;
     struct Acc {
         __m256i q[4];
     };
@@ -112,7 +112,7 @@ struct Int8Ops {
 // the store from the column sums.
 #if RNNFAST_QINT8 == 3
 struct Int8Ops {
-    static constexpr int kMR = 4, kNP = 1, kNP1 = 4;
+    static constexpr int kMR = 4, kNP = 1, kNP1 = 4, kGroupK = 4;
     struct Acc {
         __m256i h[2];
     };
@@ -142,7 +142,7 @@ struct Int8Ops {
 };
 #else
 struct Int8Ops {
-    static constexpr int kMR = 4, kNP = 4, kNP1 = 8;
+    static constexpr int kMR = 4, kNP = 4, kNP1 = 8, kGroupK = 4;
     typedef __m512i Acc;
     typedef __m512i A;
     typedef __m512i Wv;
@@ -162,7 +162,7 @@ struct Int8Ops {
 // ---- bf16 -------------------------------------------------------------------------------------
 #if RNNFAST_QBF16 == 1
 struct Bf16Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 2;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 2;
     struct Acc {
         float v[16];
     };
@@ -188,7 +188,7 @@ struct Bf16Ops {
 // A 32-bit lane of a group holds one column's (k0, k1) pair: k0 is the low half, so shifting
 // left 16 gives its float32, and masking the low half gives k1's.
 struct Bf16Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 2;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 2;
     struct Acc {
         __m256 h[2];
     };
@@ -225,7 +225,7 @@ struct Bf16Ops {
 };
 #elif RNNFAST_QBF16 == 3
 struct Bf16Ops {
-    static constexpr int kMR = 4, kNP = 4, kNP1 = 8;
+    static constexpr int kMR = 4, kNP = 4, kNP1 = 8, kGroupK = 2;
     typedef __m512 Acc;
     typedef __m512bh A;
     typedef __m512bh Wv;
@@ -389,8 +389,8 @@ template <class Ops, int R, int NP, class Task>
 void tile(const Task& t, index i0, index p0) {
     const PackedMatrix& w = *t.w;
     const index groups = w.groups();
-    const index panel_bytes = w.pcols / group_k(w.kind) * kGroupBytes;
-    const index gk = group_k(w.kind);
+    const index panel_bytes = w.panel_bytes();
+    constexpr index gk = Ops::kGroupK;
     typename Ops::Acc acc[R][NP];
     for (int r = 0; r < R; ++r)
         for (int n = 0; n < NP; ++n)

@@ -41,7 +41,10 @@ struct PackedMatrix {
     std::vector<std::uint8_t> data;    // prows * pcols values (int8 or bf16 bits), panel layout
     std::vector<float> scale;          // int8: per output row, prows (zeros in the padding)
     std::vector<std::int32_t> colsum;  // int8: 128 * sum_k q[j, k], for the u8 x s8 paths
-    index groups() const { return (cols + group_k(kind) - 1) / group_k(kind); }  // non-empty
+    // Groups of k holding a value (the SIMD paths' loop count), and bytes of one column panel.
+    // Shifts, not divisions: the kernels ask for them once per tile.
+    index groups() const { return kind == Kind::int8 ? (cols + 3) >> 2 : (cols + 1) >> 1; }
+    index panel_bytes() const { return kind == Kind::int8 ? pcols * kPanel : pcols * kPanel * 2; }
     index panels() const { return prows / kPanel; }
     std::size_t nbytes() const {
         return data.size() + scale.size() * sizeof(float) + colsum.size() * sizeof(std::int32_t);
