@@ -169,7 +169,7 @@ py::tuple quantize_rows(const py::object& x) {
     float* sp = scale.mutable_data();
     {
         py::gil_scoped_release release;
-        q::quantize_rows(xp, M, K, K, qp, K, sp);
+        q::quantize_rows(xp, M, K, qp, sp);
     }
     return py::make_tuple(qa, scale);
 }

@@ -44,7 +44,7 @@ inline float bf16_to_float(std::uint16_t b) {
 // Wv (a panel's group, ready to multiply), and zero / prep / loadw / madd / store.
 #if RNNFAST_QINT8 == 1
 struct Int8Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 2;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 4;
     struct Acc {
         std::int32_t v[16];
     };
@@ -69,7 +69,7 @@ struct Int8Ops {
 // A 16-byte quarter of a group (4 columns x 4 k's) sign-extends to 16 int16; vpmaddwd against
 // (a0, a1, a2, a3) repeated gives each column's k0k1 and k2k3 halves in adjacent lanes.
 struct Int8Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 1;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 1, kGroupK = 4;
     struct Acc {
         __m256i q[4];
     };
@@ -112,7 +112,7 @@ struct Int8Ops {
 // the store from the column sums.
 #if RNNFAST_QINT8 == 3
 struct Int8Ops {
-    static constexpr int kMR = 4, kNP = 1, kNP1 = 4;
+    static constexpr int kMR = 4, kNP = 1, kNP1 = 4, kGroupK = 4;
     struct Acc {
         __m256i h[2];
     };
@@ -142,7 +142,7 @@ struct Int8Ops {
 };
 #else
 struct Int8Ops {
-    static constexpr int kMR = 4, kNP = 4, kNP1 = 8;
+    static constexpr int kMR = 4, kNP = 4, kNP1 = 8, kGroupK = 4;
     typedef __m512i Acc;
     typedef __m512i A;
     typedef __m512i Wv;
@@ -162,7 +162,7 @@ struct Int8Ops {
 // ---- bf16 -------------------------------------------------------------------------------------
 #if RNNFAST_QBF16 == 1
 struct Bf16Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 2;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 2;
     struct Acc {
         float v[16];
     };
@@ -188,7 +188,7 @@ struct Bf16Ops {
 // A 32-bit lane of a group holds one column's (k0, k1) pair: k0 is the low half, so shifting
 // left 16 gives its float32, and masking the low half gives k1's.
 struct Bf16Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 2;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 2;
     struct Acc {
         __m256 h[2];
     };
@@ -225,7 +225,7 @@ struct Bf16Ops {
 };
 #elif RNNFAST_QBF16 == 3
 struct Bf16Ops {
-    static constexpr int kMR = 4, kNP = 4, kNP1 = 8;
+    static constexpr int kMR = 4, kNP = 4, kNP1 = 8, kGroupK = 2;
     typedef __m512 Acc;
     typedef __m512bh A;
     typedef __m512bh Wv;
@@ -238,6 +238,139 @@ struct Bf16Ops {
     static void store(const Acc& acc, float* c) { _mm512_storeu_ps(c, acc); }
 };
 #endif
+
+// ---- row passes: quantization, bf16 conversion, dequantization -------------------------------
+// GCC vector types of the path's width. The float operations are the contract's, lane by lane
+// (the quantized sources are built with -ffp-contract=off, so x * m + shift is not fused), and
+// the tail runs through the same vector code on a zero-padded copy: one formula, no scalar twin.
+
+constexpr int kBytes = RNNFAST_QVECTOR_BYTES;
+constexpr int kLanes = kBytes / 4;
+typedef float VF __attribute__((vector_size(kBytes)));
+typedef std::int32_t VI __attribute__((vector_size(kBytes)));
+typedef std::uint32_t VU __attribute__((vector_size(kBytes)));
+typedef std::int8_t VQ __attribute__((vector_size(kLanes)));
+typedef std::uint16_t VH __attribute__((vector_size(2 * kLanes)));
+
+// n <= lanes values, zeros after. A whole vector is one fixed-size copy (an unaligned load);
+// only the tail pays for a variable-length one.
+template <class V>
+inline V load_part(const void* p, index n) {
+    V v = {};
+    constexpr index kAll = sizeof(V) / sizeof(v[0]);
+    if (n == kAll)
+        std::memcpy(&v, p, sizeof(V));
+    else
+        std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(v[0]));
+    return v;
+}
+template <class V>
+inline void store_part(void* p, const V& v, index n) {
+    constexpr index kAll = sizeof(V) / sizeof(v[0]);
+    if (n == kAll)
+        std::memcpy(p, &v, sizeof(V));
+    else
+        std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(v[0]));
+}
+
+template <class V, class T>
+inline V splat_of(T x) {
+    V v;
+    for (int l = 0; l < static_cast<int>(sizeof(V) / sizeof(T)); ++l)
+        v[l] = x;
+    return v;
+}
+
+// max |x| (NaN skipped) and whether every value is finite.
+float row_amax(const float* x, index K, bool* finite) {
+    const VU magnitude = splat_of<VU>(0x7FFFFFFFu);
+    const VF largest = splat_of<VF>(3.4028235e38f);
+    VF m = {};
+    VI bad = {};
+    for (index k = 0; k < K; k += kLanes) {
+        const index n = K - k < kLanes ? K - k : kLanes;
+        const VF a = (VF)((VU)load_part<VF>(x + k, n) & magnitude);
+        bad |= !(a <= largest);  // inf and NaN
+        m = a > m ? a : m;
+    }
+    float amax = 0.0f;
+    bool ok = true;
+    for (int l = 0; l < kLanes; ++l) {
+        amax = m[l] > amax ? m[l] : amax;
+        ok = ok && bad[l] == 0;
+    }
+    *finite = ok;
+    return amax;
+}
+
+// q = clip(rint(x * mult), -127, 127); rint by adding and removing 1.5 * 2^23 (|x * mult| is
+// at most 127 here, or inf / NaN where 127 / amax overflowed: NaN becomes 0).
+void quantize_with(const float* x, index K, float mult, std::int8_t* q) {
+    const VF shift = splat_of<VF>(12582912.0f), top = splat_of<VF>(127.0f), zero = {};
+    const VF vm = splat_of<VF>(mult);
+    for (index k = 0; k < K; k += kLanes) {
+        const index n = K - k < kLanes ? K - k : kLanes;
+        const VF y = load_part<VF>(x + k, n) * vm;
+        VF r = (y + shift) - shift;
+        r = r != r ? zero : r;
+        r = r > top ? top : r;
+        r = r < -top ? -top : r;
+        store_part(q + k, __builtin_convertvector(__builtin_convertvector(r, VI), VQ), n);
+    }
+}
+
+void quantize_row(const float* x, index K, std::int8_t* q, index ldq, float* scale,
+                  bool tanh_state) {
+    bool finite;
+    const float amax = row_amax(x, K, &finite);
+    if (tanh_state && finite && amax <= 1.0f) {
+        *scale = 1.0f / 127.0f;
+        quantize_with(x, K, 127.0f, q);
+    } else if (!finite || amax == 0.0f) {  // NaN scale makes the products NaN; zeros give 0
+        *scale = finite ? 0.0f : __builtin_nanf("");
+        std::memset(q, 0, static_cast<size_t>(K));
+    } else {
+        *scale = amax / 127.0f;
+        quantize_with(x, K, 127.0f / amax, q);
+    }
+    std::memset(q + K, 0, static_cast<size_t>(ldq - K));
+}
+
+// Round to nearest even on the bits; a NaN keeps its sign and top payload bits, made quiet.
+void bf16_row(const float* x, index K, std::uint16_t* b, index ldb) {
+    const VU magnitude = splat_of<VU>(0x7FFFFFFFu), inf = splat_of<VU>(0x7F800000u);
+    for (index k = 0; k < K; k += kLanes) {
+        const index n = K - k < kLanes ? K - k : kLanes;
+        const VU u = (VU)load_part<VF>(x + k, n);
+        const VU rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+        const VU quiet = (u >> 16) | 0x40u;
+        const VU r = (u & magnitude) > inf ? quiet : rounded;
+        store_part(b + k, __builtin_convertvector(r, VH), n);
+    }
+    for (index k = K; k < ldb; ++k)
+        b[k] = 0;
+}
+
+void finish_int8_row(const std::int32_t* acc, float s_a, const float* s_w, const float* add,
+                     float* dst, index n) {
+    const VF sa = splat_of<VF>(s_a);
+    for (index j = 0; j < n; j += kLanes) {
+        const index m = n - j < kLanes ? n - j : kLanes;
+        VF v = __builtin_convertvector(load_part<VI>(acc + j, m), VF) *
+               (sa * load_part<VF>(s_w + j, m));
+        if (add) v = v + load_part<VF>(add + j, m);
+        store_part(dst + j, v, m);
+    }
+}
+
+void finish_bf16_row(const float* acc, const float* add, float* dst, index n) {
+    for (index j = 0; j < n; j += kLanes) {
+        const index m = n - j < kLanes ? n - j : kLanes;
+        VF v = load_part<VF>(acc + j, m);
+        if (add) v = v + load_part<VF>(add + j, m);
+        store_part(dst + j, v, m);
+    }
+}
 
 // ---- the tiling, shared by both kinds ---------------------------------------------------------
 
@@ -256,8 +389,8 @@ template <class Ops, int R, int NP, class Task>
 void tile(const Task& t, index i0, index p0) {
     const PackedMatrix& w = *t.w;
     const index groups = w.groups();
-    const index panel_bytes = w.pcols / group_k(w.kind) * kGroupBytes;
-    const index gk = group_k(w.kind);
+    const index panel_bytes = w.panel_bytes();
+    constexpr index gk = Ops::kGroupK;
     typename Ops::Acc acc[R][NP];
     for (int r = 0; r < R; ++r)
         for (int n = 0; n < NP; ++n)
@@ -324,11 +457,11 @@ constexpr QuantKernels kKernels = {RNNFAST_QPATH_NAME,
                                    nullptr,
 #endif
 #if RNNFAST_QBF16
-                                   &bf16_block
+                                   &bf16_block,
 #else
-                                   nullptr
+                                   nullptr,
 #endif
-};
+                                   {&quantize_row, &bf16_row, &finish_int8_row, &finish_bf16_row}};
 
 }  // namespace
 

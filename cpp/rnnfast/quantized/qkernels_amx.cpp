@@ -59,7 +59,7 @@ void amx_block(const Task& t, index m0, index m1, index p0, index p1) {
     using Out = typename std::remove_pointer<decltype(t.c)>::type;
     constexpr bool kInt8 = std::is_same<Elem, std::int8_t>::value;
     const PackedMatrix& w = *t.w;
-    const index panel_bytes = w.pcols / group_k(w.kind) * kGroupBytes;
+    const index panel_bytes = w.panel_bytes();
     const index chunks = w.pcols * static_cast<index>(sizeof(Elem)) / 64;  // 64 bytes of k each
     const index a_stride = t.lda * static_cast<index>(sizeof(Elem));
     const index c_stride = t.ldc * static_cast<index>(sizeof(Out));
@@ -111,19 +111,27 @@ void amx_block(const Task& t, index m0, index m1, index p0, index p1) {
     _tile_release();
 }
 
+// Below kFewRows rows, tiles would be mostly empty: AVX-512 VNNI computes the same exact sums
+// faster (measured at B = 1: 1.2x float32 against 0.8x on tiles, H = 64).
+constexpr index kFewRows = 8;
+
 void int8_block(const Int8Task& t, index m0, index m1, index p0, index p1) {
-    amx_block(t, m0, m1, p0, p1);
+    if (m1 - m0 < kFewRows)
+        qpath_avx512_vnni::kernels().int8_block(t, m0, m1, p0, p1);
+    else
+        amx_block(t, m0, m1, p0, p1);
 }
 void bf16_block(const Bf16Task& t, index m0, index m1, index p0, index p1) {
     amx_block(t, m0, m1, p0, p1);
 }
 
-constexpr QuantKernels kKernels = {"amx", &int8_block, &bf16_block};
-
 }  // namespace
 
+// The row passes are AVX-512's (every AMX CPU has it): taken when first asked, at run time.
 const QuantKernels& kernels() {
-    return kKernels;
+    static const QuantKernels k = {"amx", &int8_block, &bf16_block,
+                                   qpath_avx512_vnni::kernels().rows};
+    return k;
 }
 
 // Linux hands out the tile data state (8 KiB per thread) only on request, once per process.

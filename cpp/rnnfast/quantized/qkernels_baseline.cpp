@@ -3,4 +3,5 @@
 #define RNNFAST_QPATH_NAME "baseline"
 #define RNNFAST_QINT8 1
 #define RNNFAST_QBF16 1
+#define RNNFAST_QVECTOR_BYTES 16
 #include "qkernels.inl"

@@ -41,7 +41,10 @@ struct PackedMatrix {
     std::vector<std::uint8_t> data;    // prows * pcols values (int8 or bf16 bits), panel layout
     std::vector<float> scale;          // int8: per output row, prows (zeros in the padding)
     std::vector<std::int32_t> colsum;  // int8: 128 * sum_k q[j, k], for the u8 x s8 paths
-    index groups() const { return (cols + group_k(kind) - 1) / group_k(kind); }  // non-empty
+    // Groups of k holding a value (the SIMD paths' loop count), and bytes of one column panel.
+    // Shifts, not divisions: the kernels ask for them once per tile.
+    index groups() const { return kind == Kind::int8 ? (cols + 3) >> 2 : (cols + 1) >> 1; }
+    index panel_bytes() const { return kind == Kind::int8 ? pcols * kPanel : pcols * kPanel * 2; }
     index panels() const { return prows / kPanel; }
     std::size_t nbytes() const {
         return data.size() + scale.size() * sizeof(float) + colsum.size() * sizeof(std::int32_t);
@@ -70,10 +73,26 @@ struct Bf16Task {
     index ldc;
 };
 
+// Element-wise passes over one row, at the path's vector width (the formats of qops.hpp):
+struct RowOps {
+    // x (K) to int8 q (written up to ldq, zeros past K) and its scale: the dynamic formula, or
+    // for a tanh layer's recurrent input (tanh_state) the fixed 1/127 where the row is in [-1, 1].
+    void (*quantize)(const float* x, index K, std::int8_t* q, index ldq, float* scale,
+                     bool tanh_state);
+    // x (K) to bf16 bits, zeros up to ldb.
+    void (*to_bf16)(const float* x, index K, std::uint16_t* b, index ldb);
+    // dst[j] = float(acc[j]) * (s_a * s_w[j]) (+ add[j] when add is not null), j < n.
+    void (*finish_int8)(const std::int32_t* acc, float s_a, const float* s_w, const float* add,
+                        float* dst, index n);
+    // dst[j] = acc[j] (+ add[j]), j < n.
+    void (*finish_bf16)(const float* acc, const float* add, float* dst, index n);
+};
+
 struct QuantKernels {
     const char* name;
     void (*int8_block)(const Int8Task& t, index m0, index m1, index p0, index p1);  // or null
     void (*bf16_block)(const Bf16Task& t, index m0, index m1, index p0, index p1);  // or null
+    RowOps rows;
 };
 
 // The paths, each compiled with its own target flags (CMakeLists.txt).

@@ -24,18 +24,9 @@ void set_path(const std::string& name);
 const QuantKernels& active_kernels(Kind kind);
 
 // ---- activations ------------------------------------------------------------------------------
-// Rows of x (M x K, leading dimension ldx) to int8 with the dynamic per-row scale, written with
-// leading dimension ldq (the columns [K, ldq) are zeroed). A row with a non-finite value gets
-// scale NaN and q = 0, so its products come out NaN.
-void quantize_rows(const float* x, index M, index K, index ldx, std::int8_t* q, index ldq,
-                   float* scale);
-// The recurrent input of a tanh layer: the fixed scale 1/127 for a row within [-1, 1], the
-// dynamic one otherwise.
-void quantize_rows_tanh_state(const float* x, index M, index K, index ldx, std::int8_t* q,
-                              index ldq, float* scale);
-// Rows of x to bf16 bits (round to nearest even, NaN stays NaN), zero-padded to ldb.
-void bf16_rows(const float* x, index M, index K, index ldx, std::uint16_t* b, index ldb);
-std::uint16_t to_bf16(float f);
+// Rows of x (M x K, row-major) to int8 with the dynamic per-row scale, on the active int8 path
+// (RowOps::quantize; a row with a non-finite value gets scale NaN and q = 0).
+void quantize_rows(const float* x, index M, index K, std::int8_t* q, float* scale);
 
 // ---- products ---------------------------------------------------------------------------------
 // acc (M x N, int32) = qa (M x K int8, row-major) . w^T, w of kind int8.
