@@ -151,6 +151,8 @@ def test_the_original_is_untouched_and_the_copy_is_separate(mode, rng):
     np.testing.assert_array_equal(first(layer(x)), y_before)
     layer.alpha = 0.5  # options of the original do not reach the copy
     assert q.alpha == 1.0
+    # dtypes stay the same objects: step() takes its fast path on ``h.dtype is layer._dtype``
+    assert q.dtype is layer.dtype is np.dtype(np.float32)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -48,10 +48,11 @@ class QuantizedLayer:
         """The quantized copy of the float32 ``layer``; ``layer`` is left as it was."""
         q = cls.__new__(cls)
         # the options are small Python values: a deep copy, so nothing is shared with the float
-        # layer (its parameters are quantized below, not copied)
-        q.__dict__.update(
-            copy.deepcopy({k: v for k, v in layer.__dict__.items() if k not in _NOT_COPIED})
-        )
+        # layer (its parameters are quantized below, not copied). dtypes are immutable and stay
+        # the same objects: the streaming hot path tests ``h.dtype is self._dtype``.
+        options = {k: v for k, v in layer.__dict__.items() if k not in _NOT_COPIED}
+        same = {id(v): v for v in options.values() if isinstance(v, np.dtype)}
+        q.__dict__.update(copy.deepcopy(options, same))
         q._mode = mode
         q.training = False
         q._cache = None

@@ -36,11 +36,14 @@ class QuantizedRNN(QuantizedLayer, RNN):
 
     def _quantize_parameters(self, layer):
         self._state = self._zero_state = None
+        self._kernel_names = []  # per (layer, direction): W_ih, W_hh and the summed bias
         for n_ih, n_hh, n_bi, n_bh in layer._names:
             self._add_weight(n_ih, layer._params[n_ih])
             self._add_weight(n_hh, layer._params[n_hh])
-            if n_bi is not None:
-                self._floats[_bias_name(n_ih)] = layer._params[n_bi] + layer._params[n_bh]
+            n_b = _bias_name(n_ih) if n_bi is not None else None
+            if n_b is not None:
+                self._floats[n_b] = layer._params[n_bi] + layer._params[n_bh]
+            self._kernel_names.append((n_ih, n_hh, n_b))
 
     @property
     def float32_nbytes(self):
@@ -59,9 +62,9 @@ class QuantizedRNN(QuantizedLayer, RNN):
     def _step_weights(self, idx):
         """The kernels' weights of (layer, direction) ``idx`` (PyTorch's order l * dirs + d;
         the stacked layer itself for step(), which is unidirectional)."""
-        n_ih, n_hh, _, _ = self._names[idx]
+        n_ih, n_hh, n_b = self._kernel_names[idx]
         w = self._weights
-        return w[n_ih].packed, w[n_hh].packed, self._floats.get(_bias_name(n_ih))
+        return w[n_ih].packed, w[n_hh].packed, None if n_b is None else self._floats[n_b]
 
     _step_kernel = staticmethod(functional.quantized_rnn_step)
 
