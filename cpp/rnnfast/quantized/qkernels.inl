@@ -15,6 +15,7 @@
 //         3 avx512_bf16 (vdpbf16ps)
 
 #include <cstring>
+#include <utility>
 
 #if RNNFAST_QINT8 > 1 || RNNFAST_QBF16 > 1
 #include <immintrin.h>
@@ -282,6 +283,21 @@ inline V splat_of(T x) {
     return v;
 }
 
+// The low byte of each int32 lane (the values lie in [-127, 127]): one byte shuffle. (A
+// convertvector from int32 to int8 lanes was taken apart lane by lane by GCC 12.)
+typedef std::int8_t VB __attribute__((vector_size(kBytes)));
+template <std::size_t... I>
+inline VQ low_bytes_of(VI v, std::index_sequence<I...>) {
+    const VB picked =
+        __builtin_shuffle((VB)v, VB{static_cast<std::int8_t>(I < kLanes ? 4 * I : 0)...});
+    VQ out;
+    std::memcpy(&out, &picked, sizeof out);
+    return out;
+}
+inline VQ low_bytes(VI v) {
+    return low_bytes_of(v, std::make_index_sequence<kBytes>{});
+}
+
 // max |x| (NaN skipped) and whether every value is finite.
 float row_amax(const float* x, index K, bool* finite) {
     const VU magnitude = splat_of<VU>(0x7FFFFFFFu);
@@ -316,7 +332,7 @@ void quantize_with(const float* x, index K, float mult, std::int8_t* q) {
         r = r != r ? zero : r;
         r = r > top ? top : r;
         r = r < -top ? -top : r;
-        store_part(q + k, __builtin_convertvector(__builtin_convertvector(r, VI), VQ), n);
+        store_part(q + k, low_bytes(__builtin_convertvector(r, VI)), n);
     }
 }
 
