@@ -67,8 +67,9 @@ def _bf16_matrix(rng, n, k, scale=1.0):
 # ---- the formats --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("int8_path", INT8_PATHS, indirect=True)
 @pytest.mark.parametrize("m,k", [(1, 1), (3, 17), (17, 3), (33, 100), (5, 64), (2, 0)])
-def test_quantize_rows_matches_the_model_exactly(m, k, rng):
+def test_quantize_rows_matches_the_model_exactly(int8_path, m, k, rng):
     x = (rng.standard_normal((m, k)) * rng.uniform(1e-3, 1e3, (m, 1))).astype(np.float32)
     if m > 1 and k > 0:
         x[1] = 0.0  # a zero row: scale 0, q 0
@@ -80,7 +81,8 @@ def test_quantize_rows_matches_the_model_exactly(m, k, rng):
     np.testing.assert_array_equal(s, s_ref)
 
 
-def test_quantize_rows_edge_values():
+@pytest.mark.parametrize("int8_path", INT8_PATHS, indirect=True)
+def test_quantize_rows_edge_values(int8_path):
     x = np.array(
         [
             [np.nan, 1.0, 2.0],  # not finite: scale NaN, q 0
