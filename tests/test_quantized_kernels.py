@@ -67,8 +67,9 @@ def _bf16_matrix(rng, n, k, scale=1.0):
 # ---- the formats --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("int8_path", INT8_PATHS, indirect=True)
 @pytest.mark.parametrize("m,k", [(1, 1), (3, 17), (17, 3), (33, 100), (5, 64), (2, 0)])
-def test_quantize_rows_matches_the_model_exactly(m, k, rng):
+def test_quantize_rows_matches_the_model_exactly(int8_path, m, k, rng):
     x = (rng.standard_normal((m, k)) * rng.uniform(1e-3, 1e3, (m, 1))).astype(np.float32)
     if m > 1 and k > 0:
         x[1] = 0.0  # a zero row: scale 0, q 0
@@ -80,7 +81,8 @@ def test_quantize_rows_matches_the_model_exactly(m, k, rng):
     np.testing.assert_array_equal(s, s_ref)
 
 
-def test_quantize_rows_edge_values():
+@pytest.mark.parametrize("int8_path", INT8_PATHS, indirect=True)
+def test_quantize_rows_edge_values(int8_path):
     x = np.array(
         [
             [np.nan, 1.0, 2.0],  # not finite: scale NaN, q 0
@@ -206,28 +208,45 @@ def test_dense_error_against_float32(rng):
     assert err8.max() > 0.01 * bound.max() and err16.max() > 0
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_int8_results_do_not_depend_on_threads(threads, restore_threads, rng):
-    _, _, _, w_ih = _int8_matrix(rng, 70, 40, 0.2)
-    _, _, _, w_hh = _int8_matrix(rng, 70, 70, 0.1)
-    x = rng.standard_normal((6, 9, 40)).astype(np.float32)
+# Big enough that the kernels use the threads: threads split the panels of W_hh (H = 200) or,
+# with fewer panels than threads (H = 32: 2 panels), the rows.
+THREADED = [(6, 9, 40, 200), (4, 200, 8, 32)]
+
+
+def _threaded_problem(rng, kind, T, B, D, H):
+    make = _int8_matrix if kind == "int8" else _bf16_matrix
+    w_ih, w_hh = make(rng, H, D, 0.3)[-1], make(rng, H, H, 1 / np.sqrt(H))[-1]
+    x = rng.standard_normal((T, B, D)).astype(np.float32)
+    lengths = np.sort(rng.integers(0, T + 1, B))[::-1].copy()
+    return lambda: _core.quantized_rnn_forward(
+        x, None, w_ih, w_hh, None, lengths, "tanh", 0.9, True
+    )
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("shape", THREADED)
+def test_int8_results_do_not_depend_on_threads(threads, shape, restore_threads, rng):
+    run = _threaded_problem(rng, "int8", *shape)
     _core.set_num_threads(1)
-    want = _core.quantized_rnn_forward(x, None, w_ih, w_hh, None, None, "tanh", 1.0, True)
+    want = run()
     _core.set_num_threads(threads)
-    got = _core.quantized_rnn_forward(x, None, w_ih, w_hh, None, None, "tanh", 1.0, True)
+    _core.clear_contention_backoff()  # a busy machine's back-off would run one thread
+    got = run()
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
 
 
-def test_bf16_reproducible_for_a_thread_count(restore_threads, rng):
-    _, _, w_ih = _bf16_matrix(rng, 70, 40, 0.2)
-    _, _, w_hh = _bf16_matrix(rng, 70, 70, 0.1)
-    x = rng.standard_normal((6, 9, 40)).astype(np.float32)
-    for threads in (1, 2):
-        _core.set_num_threads(threads)
-        a = _core.quantized_rnn_forward(x, None, w_ih, w_hh, None, None, "tanh", 1.0, True)
-        b = _core.quantized_rnn_forward(x, None, w_ih, w_hh, None, None, "tanh", 1.0, True)
-        np.testing.assert_array_equal(a[0], b[0])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", THREADED)
+def test_bf16_reproducible_for_a_thread_count(threads, shape, restore_threads, rng):
+    run = _threaded_problem(rng, "bf16", *shape)
+    _core.set_num_threads(threads)
+    _core.clear_contention_backoff()
+    a = run()
+    _core.clear_contention_backoff()
+    b = run()
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
 
 
 # ---- the recurrent forward ----------------------------------------------------------------------

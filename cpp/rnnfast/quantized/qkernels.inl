@@ -15,6 +15,7 @@
 //         3 avx512_bf16 (vdpbf16ps)
 
 #include <cstring>
+#include <utility>
 
 #if RNNFAST_QINT8 > 1 || RNNFAST_QBF16 > 1
 #include <immintrin.h>
@@ -69,7 +70,7 @@ struct Int8Ops {
 // A 16-byte quarter of a group (4 columns x 4 k's) sign-extends to 16 int16; vpmaddwd against
 // (a0, a1, a2, a3) repeated gives each column's k0k1 and k2k3 halves in adjacent lanes.
 struct Int8Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 1, kGroupK = 4;
+    static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 4;
     struct Acc {
         __m256i q[4];
     };
@@ -98,12 +99,13 @@ struct Int8Ops {
         for (int q = 0; q < 4; ++q)
             acc.q[q] = _mm256_add_epi32(acc.q[q], _mm256_madd_epi16(a, w.q[q]));
     }
+    // Quarters q, q + 1 hold columns 4q..4q+7 as (k0k1, k2k3) pairs; vphaddd sums the pairs
+    // within 128-bit lanes ([c0 c1 c4 c5 | c2 c3 c6 c7]) and vpermq puts the columns in order.
     static void store(const Acc& acc, std::int32_t* c, const std::int32_t*) {
-        for (int q = 0; q < 4; ++q) {
-            std::int32_t lanes[8];
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), acc.q[q]);
-            for (int j = 0; j < 4; ++j)
-                c[4 * q + j] = lanes[2 * j] + lanes[2 * j + 1];
+        for (int q = 0; q < 4; q += 2) {
+            const __m256i sums = _mm256_hadd_epi32(acc.q[q], acc.q[q + 1]);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 4 * q),
+                                _mm256_permute4x64_epi64(sums, 0xD8));
         }
     }
 };
@@ -188,7 +190,7 @@ struct Bf16Ops {
 // A 32-bit lane of a group holds one column's (k0, k1) pair: k0 is the low half, so shifting
 // left 16 gives its float32, and masking the low half gives k1's.
 struct Bf16Ops {
-    static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 2;
+    static constexpr int kMR = 4, kNP = 1, kNP1 = 2, kGroupK = 2;
     struct Acc {
         __m256 h[2];
     };
@@ -281,6 +283,21 @@ inline V splat_of(T x) {
     return v;
 }
 
+// The low byte of each int32 lane (the values lie in [-127, 127]): one byte shuffle. (A
+// convertvector from int32 to int8 lanes was taken apart lane by lane by GCC 12.)
+typedef std::int8_t VB __attribute__((vector_size(kBytes)));
+template <std::size_t... I>
+inline VQ low_bytes_of(VI v, std::index_sequence<I...>) {
+    const VB picked =
+        __builtin_shuffle((VB)v, VB{static_cast<std::int8_t>(I < kLanes ? 4 * I : 0)...});
+    VQ out;
+    std::memcpy(&out, &picked, sizeof out);
+    return out;
+}
+inline VQ low_bytes(VI v) {
+    return low_bytes_of(v, std::make_index_sequence<kBytes>{});
+}
+
 // max |x| (NaN skipped) and whether every value is finite.
 float row_amax(const float* x, index K, bool* finite) {
     const VU magnitude = splat_of<VU>(0x7FFFFFFFu);
@@ -315,7 +332,7 @@ void quantize_with(const float* x, index K, float mult, std::int8_t* q) {
         r = r != r ? zero : r;
         r = r > top ? top : r;
         r = r < -top ? -top : r;
-        store_part(q + k, __builtin_convertvector(__builtin_convertvector(r, VI), VQ), n);
+        store_part(q + k, low_bytes(__builtin_convertvector(r, VI)), n);
     }
 }
 
@@ -423,16 +440,19 @@ void tile_of(int r, int np, const Task& t, index i0, index p0) {
     tile<Ops, R, NP>(t, i0, p0);
 }
 
-// Rows [m0, m1) x panels [p0, p1): row tiles outside, so a tile's activations stay in L1 while
-// the panels stream past. A single row uses wider tiles: its sums need more independent chains.
+// Rows [m0, m1) x panels [p0, p1): panel blocks outside, row tiles inside, so a block of
+// weights (NP panels x all of K: 64 KiB of int8 at K = 1024) is read from memory once and then
+// from L2 by every row tile, while a row tile's activations come from L1. (Rows outside
+// streamed the whole matrix from L3 once per row tile: bf16 at B = 64, H = 1024 ran below
+// float32.) A single row uses wider tiles: its sums need more independent chains.
 template <class Ops, class Task>
 void block(const Task& t, index m0, index m1, index p0, index p1) {
     constexpr int kWide = Ops::kNP1 > Ops::kNP ? Ops::kNP1 : Ops::kNP;
-    for (index i = m0; i < m1; i += Ops::kMR) {
-        const int r = static_cast<int>(m1 - i < Ops::kMR ? m1 - i : Ops::kMR);
-        const index step = r == 1 ? Ops::kNP1 : Ops::kNP;
-        for (index p = p0; p < p1; p += step) {
-            const int np = static_cast<int>(p1 - p < step ? p1 - p : step);
+    const index step = m1 - m0 == 1 ? Ops::kNP1 : Ops::kNP;
+    for (index p = p0; p < p1; p += step) {
+        const int np = static_cast<int>(p1 - p < step ? p1 - p : step);
+        for (index i = m0; i < m1; i += Ops::kMR) {
+            const int r = static_cast<int>(m1 - i < Ops::kMR ? m1 - i : Ops::kMR);
             tile_of<Ops, Ops::kMR, kWide>(r, np, t, i, p);
         }
     }
