@@ -1,5 +1,6 @@
 """The command line every example shares: ``--data ROOT`` (the datasets root), ``--out DIR``
-(plots and saved models), every option's help with its default, a bad path as one line on
+(plots and saved models), ``--quantize {bf16,int8}`` (evaluate the quantized copy too), every
+option's help with its default, a bad path as one line on
 stderr and exit status 2, and plots skipped with a message when matplotlib is missing.
 
 (The examples import it from their own folder, which Python puts first on sys.path.)
@@ -53,6 +54,27 @@ def add_out(p):
         metavar="DIR",
         help="folder for the plots and saved models (created when missing)",
     )
+
+
+def add_quantize(p):
+    p.add_argument(
+        "--quantize",
+        choices=("bf16", "int8"),
+        default=None,
+        help="after training, also evaluate rnnfast.quantize(model, MODE) (bf16 or int8 "
+        "weights) and add its figure to the RESULT line as quantized_...=; by default only "
+        "the float32 model is evaluated",
+    )
+
+
+def quantized(model, mode):
+    """``rnnfast.quantize(model, mode)``, its weight bytes beside the float model's printed."""
+    import rnnfast
+
+    q = rnnfast.quantize(model, mode)
+    print(f"quantized ({mode}):")
+    q.summary()
+    return q
 
 
 def fail(p, message):

@@ -23,6 +23,10 @@ run takes the steps of one process with the same options, to float32 rounding, a
 validation perplexity. Each rank runs ``--threads`` rnnfast threads (1 when 0: one rank per
 core). Rank 0 alone prints, decodes, plots (the training curve of its own streams) and saves;
 its RESULT line ends with ``ranks=N``.
+
+``--quantize bf16`` or ``--quantize int8``: the trained model is also quantized
+(``rnnfast.quantize``), its summary (weight bytes) printed and its validation perplexity (the
+same windows, the state carried) added to the RESULT line as ``quantized_val_perplexity=...``.
 """
 
 from __future__ import annotations
@@ -116,6 +120,7 @@ def main(argv=None):
     parser = _cli.parser(__doc__)
     _cli.add_data(parser, "tinyshakespeare")
     _cli.add_out(parser)
+    _cli.add_quantize(parser)
     parser.add_argument("--epochs", type=int, default=2, help="passes over the training text")
     parser.add_argument("--embed", type=int, default=64, help="size of the character vectors")
     parser.add_argument("--hidden", type=int, default=256, help="hidden units of the RNN")
@@ -238,8 +243,20 @@ def main(argv=None):
         f"validation perplexity {val_ppl:.3f} after {len(history['loss'])} epochs "
         f"(training {train_time:.1f} s)"
     )
+    result = f"val_perplexity={val_ppl:.4f}"
+    if args.quantize:
+        # the validation loss as fit_stream measured it: the same windows, state carried
+        q_loss = training.evaluate_stream(
+            _cli.quantized(model, args.quantize),
+            val_ids,
+            loss=losses.cross_entropy,
+            batch_size=args.batch_size // size,
+            bptt=args.bptt,
+        )
+        print(f"quantized ({args.quantize}) validation perplexity {math.exp(q_loss):.3f}")
+        result += f" quantized_val_perplexity={math.exp(q_loss):.4f}"
     ranks = f" ranks={size}" if args.distributed else ""
-    print(f"RESULT val_perplexity={val_ppl:.4f} time_s={elapsed:.1f}{ranks}")
+    print(f"RESULT {result} time_s={elapsed:.1f}{ranks}")
 
 
 if __name__ == "__main__":

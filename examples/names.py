@@ -10,6 +10,10 @@ after its own last letter, and a Dense layer maps it to the 18 languages. 80/20 
 accuracy, draws a confusion matrix and saves the model into ``--out``, and ends with a line
 ``RESULT test_accuracy=... time_s=...`` (time_s: loading, training and testing, the work
 bench/torch_names.py times; not the plot).
+
+``--quantize bf16`` or ``--quantize int8``: the trained model is also quantized
+(``rnnfast.quantize``), its summary (weight bytes) printed and its test accuracy added to the
+RESULT line as ``quantized_test_accuracy=...``.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ def main(argv=None):
     parser = _cli.parser(__doc__)
     _cli.add_data(parser, "names")
     _cli.add_out(parser)
+    _cli.add_quantize(parser)
     parser.add_argument("--epochs", type=int, default=15, help="passes over the training set")
     parser.add_argument("--hidden", type=int, default=128, help="hidden units of the RNN")
     parser.add_argument("--batch-size", type=int, default=32, help="names per batch")
@@ -114,7 +119,15 @@ def main(argv=None):
     confusion_plot(labels[test_idx], logits.argmax(axis=1), languages, out / "names_confusion.png")
     model.save(out / "names.npz")
     print(f"model saved to {out / 'names.npz'}")
-    print(f"RESULT test_accuracy={accuracy:.4f} time_s={elapsed:.1f}")
+    result = f"test_accuracy={accuracy:.4f}"
+    if args.quantize:
+        qlogits = training.predict(
+            _cli.quantized(model, args.quantize), test_letters, batch_size=512
+        )
+        q_accuracy = metrics.accuracy(qlogits, labels[test_idx])
+        print(f"quantized ({args.quantize}) test accuracy {q_accuracy:.4f}")
+        result += f" quantized_test_accuracy={q_accuracy:.4f}"
+    print(f"RESULT {result} time_s={elapsed:.1f}")
 
 
 if __name__ == "__main__":

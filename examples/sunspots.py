@@ -13,6 +13,10 @@ month equals the last), draws the forecast against the truth and saves the model
 ``--out``, and ends with a line
 ``RESULT test_rmse=... persistence_rmse=... time_s=...`` (time_s: loading, training and
 testing, the work bench/torch_sunspots.py times; not the plot).
+
+``--quantize bf16`` or ``--quantize int8``: the trained model is also quantized
+(``rnnfast.quantize``), its summary (weight bytes) printed and its test RMSE added to the
+RESULT line as ``quantized_test_rmse=...``.
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ def main(argv=None):
     parser = _cli.parser(__doc__)
     _cli.add_data(parser, "sunspots")
     _cli.add_out(parser)
+    _cli.add_quantize(parser)
     parser.add_argument("--epochs", type=int, default=60, help="passes over the training set")
     parser.add_argument(
         "--window", type=int, default=24, help="months of history each forecast reads"
@@ -149,7 +154,13 @@ def main(argv=None):
     )
     model.save(out / "sunspots.npz")
     print(f"model saved to {out / 'sunspots.npz'}")
-    print(f"RESULT test_rmse={test_rmse:.3f} persistence_rmse={base_rmse:.3f} time_s={elapsed:.1f}")
+    result = f"test_rmse={test_rmse:.3f}"
+    if args.quantize:
+        qpred = training.predict(_cli.quantized(model, args.quantize), x_test)[:, 0]
+        q_rmse = rmse(qpred * (hi - lo) + lo, truth)
+        print(f"quantized ({args.quantize}) test RMSE {q_rmse:.2f} sunspots")
+        result += f" quantized_test_rmse={q_rmse:.3f}"
+    print(f"RESULT {result} persistence_rmse={base_rmse:.3f} time_s={elapsed:.1f}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ PAGES = (
     "keras",
     "variable_length",
     "performance",
+    "quantization",
     "threads",
     "reliability",
     "api/index",

@@ -54,6 +54,7 @@ BLOCKS = python_blocks()
 # What some blocks must also have computed: run after the block, in its interpreter.
 CHECKS = {
     "usage-3": "assert len(history['val_loss']) == 3 and np.isfinite(history['val_loss']).all()",
+    "usage-4": "assert q.quantized == 'int8' and np.abs(q(x) - model(x)).max() < 0.05",
     "variable-length-sequences-1": """
 assert len(predicted) == len(ids)
 assert [p.shape for p in predicted] == [(len(t), 4) for t in tags]

@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -81,6 +82,44 @@ inline index checked_product(std::initializer_list<index> sizes, const char* wha
         total *= s;
     }
     return total;
+}
+
+// The options shared by the recurrent bindings (float and quantized).
+inline Activation parse_activation(const std::string& name) {
+    if (name == "tanh") return Activation::tanh;
+    if (name == "relu") return Activation::relu;
+    throw std::invalid_argument("nonlinearity: expected 'tanh' or 'relu', got '" + name + "'");
+}
+
+inline void check_alpha(double alpha) {
+    RNNFAST_CHECK(alpha > 0.0 && alpha <= 1.0, "alpha", "a leak rate in (0, 1]",
+                  std::to_string(alpha));
+}
+
+inline void require_ndim(const py::handle& obj, const char* name, py::ssize_t ndim,
+                         const char* dims) {
+    if (!py::isinstance<py::array>(obj))
+        throw py::type_error(std::string(name) + ": expected a numpy array, got " +
+                             std::string(py::str(obj.get_type().attr("__name__"))));
+    auto arr = py::reinterpret_borrow<py::array>(obj);
+    RNNFAST_CHECK(arr.ndim() == ndim, name, std::to_string(ndim) + " dimensions " + dims,
+                  "shape " + shape_str(arr));
+}
+
+// Lengths of a padded batch: int64 (B,), non-increasing (longest first), each in [0, T].
+inline const index* sorted_lengths(const py::object& obj, index steps, index batch) {
+    if (obj.is_none()) return nullptr;
+    auto arr = checked<std::int64_t>(obj, "lengths", {batch}, "(B,)");
+    const std::int64_t* l = arr.data();
+    for (index b = 0; b < batch; ++b) {
+        RNNFAST_CHECK(l[b] >= 0 && l[b] <= steps, "lengths",
+                      "values in [0, T] = [0, " + std::to_string(steps) + "]",
+                      std::to_string(l[b]));
+        RNNFAST_CHECK(b == 0 || l[b] <= l[b - 1], "lengths",
+                      "non-increasing lengths (sorted, longest first)", "an unsorted array");
+    }
+    static_assert(sizeof(index) == sizeof(std::int64_t), "lengths are passed as int64");
+    return reinterpret_cast<const index*>(l);
 }
 
 }  // namespace rnnfast::bindings

@@ -9,6 +9,7 @@ void register_config(py::module_& m);
 void register_dense(py::module_& m);
 void register_losses(py::module_& m);
 void register_optim(py::module_& m);
+void register_quantized(py::module_& m);
 }  // namespace rnnfast::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -18,4 +19,5 @@ PYBIND11_MODULE(_core, m) {
     rnnfast::bindings::register_dense(m);
     rnnfast::bindings::register_losses(m);
     rnnfast::bindings::register_optim(m);
+    rnnfast::bindings::register_quantized(m);
 }

@@ -57,6 +57,7 @@ from .nn import (  # noqa: E402
     Sequential,
     seq2seq,
 )
+from .quantize import quantize  # noqa: E402  (the function: rnnfast.quantize(model, mode))
 
 __version__ = "0.1.0"
 
@@ -94,6 +95,7 @@ __all__ = [
     "training",
     "save",
     "load",
+    "quantize",
     "functional",
     "reference",
     "data",

@@ -20,7 +20,14 @@ from ._validation import (
     optional_float_array,
 )
 
-__all__ = ["rnn_forward", "rnn_backward", "rnn_step", "RNNGrads"]
+__all__ = [
+    "rnn_forward",
+    "rnn_backward",
+    "rnn_step",
+    "RNNGrads",
+    "quantized_rnn_forward",
+    "quantized_rnn_step",
+]
 
 
 class RNNGrads(NamedTuple):
@@ -343,6 +350,70 @@ def rnn_step(
         as_float_array("weight_hh", weight_hh, dt),
         optional_float_array("bias_ih", bias_ih, dt),
         optional_float_array("bias_hh", bias_hh, dt),
+        nonlinearity,
+        check_alpha(alpha),
+    )
+
+
+def quantized_rnn_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias=None,
+    h0=None,
+    nonlinearity="tanh",
+    return_sequences=True,
+    lengths=None,
+    alpha=1.0,
+):
+    """:func:`rnn_forward` with quantized weights (``rnnfast.quantize``'s inference copies):
+    ``weight_ih`` (H x D) and ``weight_hh`` (H x H) are ``_core.QuantizedMatrix`` (bf16 or
+    int8), ``bias`` the float32 sum ``b_ih + b_hh`` (H,) or None; x (T, B, D), h0 (B, H) and
+    the outputs are float32. Lengths as :func:`rnn_forward`'s (any order: the batch is sorted
+    longest first for the kernel and back). No masks: inference only.
+
+    Returns
+    -------
+    y : ndarray (T, B, H) float32, or None; h_n : ndarray (B, H) float32
+    """
+    check_nonlinearity(nonlinearity)
+    x = as_float_array("x", x, np.float32)
+    if x.ndim != 3:
+        raise ValueError(f"x: expected 3 dimensions (T, B, D), got shape {x.shape}")
+    steps, batch = x.shape[0], x.shape[1]
+    h0 = optional_float_array("h0", h0, np.float32)
+    bias = optional_float_array("bias", bias, np.float32)
+    lengths = check_lengths(lengths, steps, batch)
+    alpha = check_alpha(alpha)
+    order, lengths = _longest_first(lengths)
+    if order is not None:
+        _check_batch("h0", h0, 0, batch, "(B, H)")
+        x, h0 = _take(x, order, 1), _take(h0, order, 0)
+    y, h_n = _core.quantized_rnn_forward(
+        x, h0, weight_ih, weight_hh, bias, lengths, nonlinearity, alpha, bool(return_sequences)
+    )
+    if order is not None:
+        inverse = np.argsort(order)
+        y, h_n = _take(y, inverse, 1), _take(h_n, inverse, 0)
+    return y, h_n
+
+
+def quantized_rnn_step(x_t, h, weight_ih, weight_hh, bias=None, nonlinearity="tanh", alpha=1.0):
+    """:func:`rnn_step` with quantized weights (as :func:`quantized_rnn_forward`'s):
+    ``h_next`` (B, H) float32 from ``x_t`` (B, D) and ``h`` (B, H)."""
+    if type(alpha) in (float, int):
+        # the streaming fast path, as rnn_step's: the binding checks everything itself
+        try:
+            return _core.quantized_rnn_step(x_t, h, weight_ih, weight_hh, bias, nonlinearity, alpha)
+        except (TypeError, ValueError):
+            pass
+    check_nonlinearity(nonlinearity)
+    return _core.quantized_rnn_step(
+        as_float_array("x_t", x_t, np.float32),
+        as_float_array("h", h, np.float32),
+        weight_ih,
+        weight_hh,
+        optional_float_array("bias", bias, np.float32),
         nonlinearity,
         check_alpha(alpha),
     )

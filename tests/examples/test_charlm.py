@@ -73,3 +73,24 @@ def test_charlm_prompt_outside_the_text_is_one_line(tmp_path):
     assert done.stderr == (
         "charlm.py: error: --prompt '@#': none of its characters is in the text\n"
     )
+
+
+def test_charlm_example_evaluates_the_quantized_model(tmp_path):
+    root, _ = write_text(tmp_path / "data", np.random.default_rng(0))
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(tmp_path), *SMALL]
+        + ["--quantize", "bf16"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    match = re.search(
+        r"RESULT val_perplexity=([0-9.]+) quantized_val_perplexity=([0-9.]+) time_s=([0-9.]+)$",
+        done.stdout,
+    )
+    assert match, done.stdout
+    # the same validation windows: bf16 weights move the perplexity by a fraction of a percent
+    assert abs(float(match.group(2)) / float(match.group(1)) - 1) < 0.02
+    assert "Total weight bytes:" in done.stdout

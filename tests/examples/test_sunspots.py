@@ -58,3 +58,24 @@ def test_sunspots_window_longer_than_the_series_is_one_line(tmp_path):
         f"sunspots.py: error: --window 100: the series' {n} months are too "
         "few for it (the training part must be longer than a window)\n"
     )
+
+
+def test_sunspots_example_evaluates_the_quantized_model(tmp_path):
+    root, _ = write_monthly(tmp_path / "data")
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(tmp_path), *SMALL]
+        + ["--quantize", "int8"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    match = re.search(
+        r"RESULT test_rmse=([0-9.]+) quantized_test_rmse=([0-9.]+) persistence_rmse=([0-9.]+) "
+        r"time_s=([0-9.]+)$",
+        done.stdout,
+    )
+    assert match, done.stdout
+    assert abs(float(match.group(2)) / float(match.group(1)) - 1) < 0.05
+    assert "Total weight bytes:" in done.stdout

@@ -6,6 +6,10 @@ File format, version 1: an uncompressed ``.npz`` (``np.savez``) of plain arrays 
 ``__rnnfast_config__``  uint8 vector, the UTF-8 JSON of ``layer.get_config()`` (dtype by name)
 ``<name>``              every parameter under its PyTorch name (``weight_ih_l0`` ...)
 
+A quantized copy (``rnnfast.quantize``) is saved with its float model's configuration plus
+``"__quantized__": "bf16" | "int8"``, and its raw arrays: int8 weights with ``<name>_scale``
+(float32, per output row) or bf16 bits (uint16), an RNN's biases as one float32 ``bias_l{k}``.
+
 It loads with ``np.load(path, allow_pickle=False)``, in NumPy alone, without rnnfast.
 """
 
@@ -26,6 +30,8 @@ __all__ = ["save", "load", "layer_config", "summary_text", "FORMAT_VERSION"]
 FORMAT_VERSION = 1
 _FORMAT_KEY = "__rnnfast_format__"
 _CONFIG_KEY = "__rnnfast_config__"
+# in the config of a quantized copy (rnnfast.quantize): its mode, "bf16" or "int8"
+_QUANTIZED_KEY = "__quantized__"
 
 # the configuration a layer has before it offers get_config()
 _BASIC_CONFIG = (
@@ -58,8 +64,10 @@ def layer_config(layer):
         config = {name: getattr(layer, name) for name in _BASIC_CONFIG}
     if "dtype" in config:
         config["dtype"] = np.dtype(config["dtype"]).name
-    if type(layer).__name__ != "RNN":  # RNN files predate other layers: RNN is the default
-        config["__class__"] = type(layer).__name__
+    # a quantized copy records its float class: load builds that, then quantizes it
+    name = (getattr(layer, "float_class", None) or type(layer)).__name__
+    if name != "RNN":  # RNN files predate other layers: RNN is the default
+        config["__class__"] = name
     scalars = (bool, int, float, str, type(None))
     for key, value in config.items():
         if key == "layers" and isinstance(value, list) and all(isinstance(v, dict) for v in value):
@@ -98,6 +106,8 @@ def save(layer, path):
     if not (hasattr(layer, "state_dict") and callable(layer.state_dict)):
         raise TypeError(f"layer: expected an rnnfast layer, got {type(layer).__name__}")
     config = layer_config(layer)
+    if getattr(layer, "quantized", None) is not None:
+        config[_QUANTIZED_KEY] = layer.quantized  # the arrays are the raw quantized ones
     params = layer.state_dict()
     clash = [k for k in params if k.startswith("__rnnfast")]
     if clash:
@@ -209,7 +219,9 @@ def load(path, cls=None):
     Returns
     -------
     rnnfast.RNN
-        In training mode, as a newly constructed layer.
+        In training mode, as a newly constructed layer; a file saved from a quantized copy
+        (``rnnfast.quantize``) gives that quantized copy again (in eval mode), its raw bf16 or
+        int8 arrays loaded as they were saved.
 
     Raises
     ------
@@ -253,6 +265,7 @@ def load(path, cls=None):
         raise ValueError(f"{where}: config: not valid UTF-8 JSON: {exc}") from exc
     if not isinstance(config, dict):
         raise ValueError(f"{where}: config: expected a JSON object, got {type(config).__name__}")
+    mode = config.pop(_QUANTIZED_KEY, None)
     try:
         if cls is None:
             layer = build_layer(config)
@@ -261,6 +274,10 @@ def load(path, cls=None):
             if saved != cls.__name__:
                 raise ValueError(f"cls: the file holds a {saved}, got cls={cls.__name__}")
             layer = cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
+        if mode is not None:  # the float model the file's raw quantized arrays load into
+            from ..quantize import quantize
+
+            layer = quantize(layer, mode)
     except (TypeError, ValueError, KeyError) as exc:
         raise ValueError(f"{where}: config {config} does not build a layer: {exc}") from exc
 

@@ -1,8 +1,9 @@
 """Layers and containers: the RNN layer (``rnn``: its API forms; ``stack``: its stack runner over
 layers x directions x batch order x reversal), Linear/Dense, Embedding, Dropout, Sequential and
-the general container Module, Seq2Seq, JordanRNN, and how padding travels through models
-(``masking``). ``nn`` does not import ``rnnfast.io`` at load time: saving and loading reach it
-lazily."""
+the general container Module, Seq2Seq, JordanRNN, their quantized inference copies
+(``quantized``, ``quantized_rnn``; ``rnnfast.quantize`` makes them) and how padding travels
+through models (``masking``). ``nn`` does not import ``rnnfast.io`` at load time: saving and
+loading reach it lazily."""
 
 from . import seq2seq
 from .dropout import Dropout
@@ -11,6 +12,8 @@ from .jordan import JordanRNN
 from .linear import Dense, Linear
 from .masking import PaddingWarning
 from .module import Module
+from .quantized import QuantizedDropout, QuantizedEmbedding, QuantizedLinear
+from .quantized_rnn import QuantizedRNN
 from .rnn import RNN
 from .seq2seq import Seq2Seq
 from .sequential import Sequential
@@ -24,6 +27,10 @@ __all__ = [
     "Linear",
     "Module",
     "PaddingWarning",
+    "QuantizedDropout",
+    "QuantizedEmbedding",
+    "QuantizedLinear",
+    "QuantizedRNN",
     "Seq2Seq",
     "Sequential",
     "seq2seq",

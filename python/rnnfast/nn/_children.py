@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._inference_only import refuse_training
+from .storage import storage_summary
+
 __all__ = ["ChildOwner"]
 
 
@@ -70,6 +73,8 @@ class ChildOwner:
             raise
 
     def train(self, mode=True):
+        if mode:
+            refuse_training(self, "train")
         self.training = bool(mode)
         for _, child in self.named_children():
             child.train(mode)
@@ -79,6 +84,13 @@ class ChildOwner:
 
     def eval(self):
         return self.train(False)
+
+    def summary(self):
+        """Print (and return) each layer's weight type and bytes and the totals
+        (``nn.storage``); Sequential prints a Keras table instead."""
+        text = storage_summary(self)
+        print(text)
+        return text
 
     def _forget_forward(self):
         """Eval mode keeps no training forward: containers that keep one drop it here."""

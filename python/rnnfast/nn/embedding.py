@@ -99,6 +99,10 @@ class Embedding(Layer):
     def forward(self, ids):
         ids = self.check_ids(ids)
         self._cache = ids.copy() if self.training else None
+        return self.lookup(ids)
+
+    def lookup(self, ids):
+        """The rows of checked ``ids``, nothing kept for backward (decoders step with it)."""
         return self._params["weight"][ids]
 
     def backward(self, d_out):

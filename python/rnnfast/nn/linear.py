@@ -46,14 +46,18 @@ class Linear(Layer):
                 f"x: expected shape (..., in_features={self.in_features}), got shape {shape}"
             )
         rows = x.reshape(-1, self.in_features)
-        y = _core.dense_forward(rows, self._params["weight"], self._params.get("bias"))
-        y = y.reshape(x.shape[:-1] + (self.out_features,))
+        y = self.project(rows).reshape(x.shape[:-1] + (self.out_features,))
         # backward needs this x: the caller may reuse its array meanwhile, unless it is read-only
         # (as rnnfast layers hand out their training outputs)
         if self.training and x_user.flags.writeable and np.may_share_memory(x, x_user):
             x = x.copy()
         self._cache = (x, swap) if self.training else None
         return y.swapaxes(0, 1) if swap else y
+
+    def project(self, rows):
+        """``rows W^T + b`` of rows (M, in_features) of the layer's dtype, C-contiguous: the
+        product alone, nothing kept for backward (decoders step with it)."""
+        return _core.dense_forward(rows, self._params["weight"], self._params.get("bias"))
 
     def backward(self, dy):
         cache = self._take_cache()

@@ -32,6 +32,7 @@ import inspect
 import numpy as np
 
 from ._children import ChildOwner
+from ._inference_only import refuse_training
 from .masking import batch_first_of, call_layer, input_suspect, input_valid_mask
 
 __all__ = ["Module"]
@@ -361,6 +362,7 @@ class Module(ChildOwner):
     def backward(self, d_out):
         """Gradients of the last training forward: the children's backwards in reverse order.
         Returns the gradient with respect to the forward's input (None for token ids)."""
+        refuse_training(self, "backward")
         if self._last is None:
             raise RuntimeError(
                 f"{type(self).__name__}.backward: no training forward to "

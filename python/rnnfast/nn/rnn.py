@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from .. import functional
 from .._parameters import ParameterOwner
 from .._validation import (
     as_float_array,
@@ -22,7 +23,7 @@ from .rnn_rings import RNNRings, map_state
 from .rnn_streaming import RNNStreaming
 from .stack import BatchOrder as _BatchOrder
 from .stack import Reverser as _Reverser
-from .stack import Run, stack_backward, stack_forward
+from .stack import Run, float_direction_kernel, stack_backward, stack_forward
 
 __all__ = ["RNN"]
 
@@ -175,6 +176,17 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
         self.training = True
         self._cache = None
         self._zero_state = None
+
+    # The kernels of one (layer, direction) over a sequence and of one step, on this layer's
+    # weights: the stack runner and step() call them; rnnfast.quantize's copies replace them.
+    _direction_kernel = float_direction_kernel
+    _step_kernel = staticmethod(functional.rnn_step)
+
+    def _step_weights(self, layer):
+        """The weight arguments of ``_step_kernel`` for stacked layer ``layer``, read live."""
+        p = self._params
+        n_ih, n_hh, n_bi, n_bh = self._names[layer]
+        return p[n_ih], p[n_hh], p[n_bi] if n_bi else None, p[n_bh] if n_bh else None
 
     # ---- forward and backward ---------------------------------------------------------------
 

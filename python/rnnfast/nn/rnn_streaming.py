@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import functional
 from .._validation import (
     as_float_array,
 )
@@ -85,19 +84,9 @@ class RNNStreaming:
                     f"h: expected shape (num_layers*dirs, B, H) = "
                     f"({self._num_layers}, B, {self._hidden_size}), got shape {h.shape}{hint}"
                 )
-        p = self._params
+        step, weights = self._step_kernel, self._step_weights
         if self._num_layers == 1:  # the streaming hot path: one kernel call, no Python loop
-            n_ih, n_hh, n_bi, n_bh = self._names[0]
-            h1 = functional.rnn_step(
-                x_t,
-                h[0],
-                p[n_ih],
-                p[n_hh],
-                p[n_bi] if n_bi else None,
-                p[n_bh] if n_bh else None,
-                self._nonlinearity,
-                self._alphas[0],
-            )
+            h1 = step(x_t, h[0], *weights(0), self._nonlinearity, self._alphas[0])
             h_next = h1[None]
             if self._stateful:
                 self._state = h_next
@@ -111,19 +100,12 @@ class RNNStreaming:
     def _step_layers(self, x_t, previous):
         """One step of every layer, layer k from its state ``previous[k]`` (B, H) (the one
         its recurrence reads: h_{t-d} of a dilated layer): ``(out_t, [h_t of each layer])``."""
-        p = self._params
         states = []
         inp = x_t
-        for layer, (n_ih, n_hh, n_bi, n_bh) in enumerate(self._names):
-            h_l = functional.rnn_step(
-                inp,
-                previous[layer],
-                p[n_ih],
-                p[n_hh],
-                p[n_bi] if n_bi else None,
-                p[n_bh] if n_bh else None,
-                self._nonlinearity,
-                self._alphas[layer],
+        step, weights = self._step_kernel, self._step_weights
+        for layer in range(self._num_layers):
+            h_l = step(
+                inp, previous[layer], *weights(layer), self._nonlinearity, self._alphas[layer]
             )
             states.append(h_l)
             inp = h_l + inp if (self._residual and layer > 0) else h_l

@@ -26,6 +26,7 @@ import numpy as np
 from .. import decoding
 from ..losses import cross_entropy, log_softmax
 from ._children import ChildOwner
+from ._inference_only import refuse_training
 from .embedding import Embedding
 from .linear import Linear
 from .rnn import RNN
@@ -307,6 +308,7 @@ class Seq2Seq(ChildOwner):
     def backward(self, d_logits):
         """Back-propagate ``d_logits`` (B, T, tgt_vocab) of the last training forward through
         decoder and encoder, adding into ``grads``."""
+        refuse_training(self, "backward")
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the model "
@@ -361,6 +363,7 @@ class Seq2Seq(ChildOwner):
         -------
         loss : float
         """
+        refuse_training(self, "train_batch")
         if not self.training:
             raise RuntimeError("train_batch: the model is in eval mode; call model.train() first")
         ratio = _ratio(teacher_forcing_ratio)
@@ -413,23 +416,19 @@ class Seq2Seq(ChildOwner):
             for layer, (mode, cache) in zip(layers, saved):
                 layer.train(mode)
                 layer._cache = cache
-        emb_w = dict(self.decoder_embedding.named_parameters())["weight"]
-        out = dict(self.output.named_parameters())
-        w_out, b_out = out["weight"], out.get("bias")
+        # the layers' own no-cache products (a quantized copy's run its own arithmetic)
+        lookup, project = self.decoder_embedding.lookup, self.output.project
         decoder = self.decoder
         as_input = self.context_as_input
         h0 = c[None].copy() if self.context_as_init else np.zeros((1,) + c.shape, self.dtype)
 
         def step_fn(tokens, state):
             h, ctx = state
-            x = emb_w[tokens]
+            x = lookup(tokens)
             if as_input:
                 x = np.concatenate([x, ctx], axis=1)
             y, h_next = decoder.step(x, h)
-            logits = y @ w_out.T
-            if b_out is not None:
-                logits += b_out
-            return log_softmax(logits), (h_next, ctx)
+            return log_softmax(project(np.ascontiguousarray(y))), (h_next, ctx)
 
         return step_fn, (h0, c)
 

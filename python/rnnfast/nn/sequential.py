@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._children import ChildOwner
+from ._inference_only import refuse_training
 from .masking import (
     batch_first_of,
     call_layer,
@@ -12,6 +13,7 @@ from .masking import (
     input_suspect,
     input_valid_mask,
 )
+from .storage import storage_rows, storage_summary
 
 __all__ = ["Sequential"]
 
@@ -107,6 +109,7 @@ class Sequential(ChildOwner):
         return x, valid, suspect
 
     def backward(self, d_out):
+        refuse_training(self, "backward")
         i = len(self.layers) - 1
         while i >= 0:
             d_out = self.layers[i].backward(d_out)
@@ -151,28 +154,35 @@ class Sequential(ChildOwner):
     def summary(self, input_shape=None):
         """Print (and return) a Keras-style table: each layer, its output shape (from
         ``input_shape`` without the batch, e.g. ``(24, 1)`` for (T, D) sequences, when given)
-        and its parameter count in Keras's layout (RNNs: one bias vector), then the totals."""
+        and its parameter count in Keras's layout (RNNs: one bias vector), then the totals. A
+        quantized copy (``rnnfast.quantize``) also shows each layer's weight type and bytes,
+        and the total bytes beside the float32 model's."""
         from ..io.persistence import output_shape
 
-        rows = [("Layer (type)", "Output Shape", "Param #")]
+        # a quantized copy's table also shows each layer's weight type and bytes
+        quantized = getattr(self, "quantized", None) is not None
+        extra = ("Weights", "Bytes") if quantized else ()
+        rows = [("Layer (type)", "Output Shape", "Param #", *extra)]
         shape = None if input_shape is None else (None, *input_shape)
         for i, layer in enumerate(self.layers):
             shape = None if shape is None else output_shape(layer, shape)
             shown = "?" if shape is None else str(shape).replace("None", "None")
-            rows.append(
-                (
-                    f"{type(layer).__name__.lower()}_{i} ({type(layer).__name__})",
-                    shown,
-                    f"{layer.keras_param_count():,}",
-                )
+            row = (
+                f"{type(layer).__name__.lower()}_{i} ({type(layer).__name__})",
+                shown,
+                f"{layer.keras_param_count():,}",
             )
-        widths = [max(len(r[c]) for r in rows) + 3 for c in range(3)]
+            if quantized:
+                stored = storage_rows(layer)
+                kinds = sorted({r[2] for r in stored})
+                row += ("/".join(kinds), f"{sum(r[3] for r in stored):,}")
+            rows.append(row)
+        widths = [max(len(r[c]) for r in rows) + 3 for c in range(len(rows[0]))]
 
         def fmt(r):
             return "".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()
 
         total = self.keras_param_count()
-        stored = sum(p.size for p in self.parameters())
         lines = [
             fmt(rows[0]),
             "=" * sum(widths),
@@ -180,11 +190,15 @@ class Sequential(ChildOwner):
             "=" * sum(widths),
             f"Total params: {total:,} (Keras layout)",
         ]
-        if stored != total:
-            lines.append(
-                f"Stored: {stored:,} (RNNs keep PyTorch's two bias vectors, bias_ih and "
-                "bias_hh; Keras's one bias is their sum)"
-            )
+        if quantized:
+            lines.append(storage_summary(self).splitlines()[-1])
+        else:
+            stored = sum(p.size for p in self.parameters())
+            if stored != total:
+                lines.append(
+                    f"Stored: {stored:,} (RNNs keep PyTorch's two bias vectors, bias_ih and "
+                    "bias_hh; Keras's one bias is their sum)"
+                )
         text = "\n".join(lines)
         print(text)
         return text

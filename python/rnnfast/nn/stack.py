@@ -20,7 +20,15 @@ from .._validation import dropout_mask
 from ..data import reversal_index
 from . import dilation as dil
 
-__all__ = ["BatchOrder", "Reverser", "Run", "StackCache", "stack_backward", "stack_forward"]
+__all__ = [
+    "BatchOrder",
+    "Reverser",
+    "Run",
+    "StackCache",
+    "float_direction_kernel",
+    "stack_backward",
+    "stack_forward",
+]
 
 
 class Reverser:
@@ -100,8 +108,14 @@ def _directions(layer):
     return 2 if layer.bidirectional else 1
 
 
-def _weights(layer, idx):
-    return tuple(None if n is None else layer._params[n] for n in layer._names[idx])
+def float_direction_kernel(layer, idx, x, h0, nonlinearity, lengths, alpha, **masks):
+    """One (layer, direction) of a float layer over the whole sequence, on its parameters
+    (``functional.rnn_forward``): ``(y, h_n)``. A layer's ``_direction_kernel`` is this, or
+    the quantized kernels for ``rnnfast.quantize``'s copies."""
+    w_ih, w_hh, b_ih, b_hh = (None if n is None else layer._params[n] for n in layer._names[idx])
+    return functional.rnn_forward(
+        x, w_ih, w_hh, b_ih, b_hh, h0, nonlinearity, True, lengths, alpha, **masks
+    )
 
 
 def _draw_masks(layer, run, batch, width):
@@ -142,7 +156,6 @@ def stack_forward(layer, x, h0, run):
         runs, outs = [], []
         for d in range(dirs):
             idx = k * dirs + d
-            w_ih, w_hh, b_ih, b_hh = _weights(layer, idx)
             xin = rev(inp) if d else inp
             mask = rev(run.step_mask) if d else run.step_mask
             tokens = run.table is not None and k == 0
@@ -257,16 +270,11 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
     elif per_chain:  # the ring of an undilated layer of a dilated stack: its one state
         h0_d = h0_d[0]
     record = _Record((steps, batch), fed, h0_d, None, lengths, mask, m_rec, d, last, per_chain)
-    w_ih, w_hh, b_ih, b_hh = _weights(layer, idx)
-    y, h_n = functional.rnn_forward(
+    y, h_n = layer._direction_kernel(
+        idx,
         run.table if tokens else fed,
-        w_ih,
-        w_hh,
-        b_ih,
-        b_hh,
         h0_d,
         run.nonlinearity,
-        True,
         lengths,
         run.alphas[k],
         ids=fed if tokens else None,
