@@ -49,9 +49,9 @@ def loss_of(y, h_n):
     return (data * w).sum() + (h_n.sin() * 0.5).sum()
 
 
-def run(module, x, hx):
+def run(module, x, hx, x_grad=True):
     module.zero_grad()
-    x = x.detach().clone().requires_grad_(True)
+    x = x.detach().clone().requires_grad_(x_grad)
     hx = None if hx is None else hx.detach().clone().requires_grad_(True)
     y, h_n = module(x, hx)
     loss_of(y, h_n).backward()
@@ -94,6 +94,19 @@ def test_matches_torch_rnn_outputs_and_gradients(config, dtype, with_hx):
         x, hx = batch(ref, steps, size, dtype)
         hx = hx if with_hx else None
         assert_same(run(mine, x, hx), run(ref, x, hx), dtype)
+
+
+@pytest.mark.parametrize("config", ["plain", "3layers-bidir", "batch-first-2layers-bidir-relu"])
+@pytest.mark.parametrize("with_hx", [False, True], ids=["zeros", "hx"])
+def test_an_input_that_needs_no_gradient(config, with_hx):
+    """The data a first layer reads needs no gradient: the kernels skip dx (input_gradient=
+    False), and the parameters' and hx's gradients are still torch's."""
+    ref, mine = pair(CONFIGS[config], torch.float64)
+    x, hx = batch(ref, 6, 4, torch.float64)
+    hx = hx if with_hx else None
+    got = run(mine, x, hx, x_grad=False)
+    assert got[2] is None
+    assert_same(got, run(ref, x, hx, x_grad=False), torch.float64)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])

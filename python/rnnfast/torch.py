@@ -73,14 +73,17 @@ class _RNNFunction(torch.autograd.Function):
         # reads it and changes nothing in it
         layer._cache = ctx.rnnfast_cache
         layer.grads = {name: np.zeros_like(p) for name, p in layer._params.items()}
+        # an input that needs no gradient (a first layer's data) skips dx's GEMM and transpose
         dx, dh0 = layer.backward(
-            None if dy is None else _view(dy), None if dh_n is None else _view(dh_n)
+            None if dy is None else _view(dy),
+            None if dh_n is None else _view(dh_n),
+            input_gradient=ctx.needs_input_grad[3],
         )
         grads = [
             torch.from_numpy(layer.grads[name]) if need else None
             for name, need in zip(names, ctx.needs_input_grad[5:])
         ]
-        dx = torch.from_numpy(np.ascontiguousarray(dx)) if ctx.needs_input_grad[3] else None
+        dx = None if dx is None else torch.from_numpy(np.ascontiguousarray(dx))
         dh0 = torch.from_numpy(dh0) if ctx.hx_given and ctx.needs_input_grad[4] else None
         return (None, None, None, dx, dh0, *grads)
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from .._mask_args import check_flag
 from .._parameters import ParameterOwner
 from .._validation import (
     as_float_array,
@@ -347,7 +348,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             )
         return arr[:, None]
 
-    def backward(self, d_output, dh_n=None):
+    def backward(self, d_output, dh_n=None, *, input_gradient=True):
         """Gradients of one training forward.
 
         Parameters
@@ -359,6 +360,10 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             gradients of the two outputs (either may be None, for zeros).
         dh_n : array_like, (num_layers*dirs, B, H), optional
             Gradient with respect to h_n ((num_layers*dirs, H) for unbatched input).
+        input_gradient : bool
+            False: ``dx`` is not computed and is None (an input that needs no gradient, such
+            as the data a first layer reads: its kernels skip the GEMM). The parameter
+            gradients and ``dh0`` are the same; token input's embedding still gets its own.
 
         Returns
         -------
@@ -366,6 +371,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
         ``self.grads``. Options assigned since the forward do not apply: the gradient is the
         forward's. A failed call changes nothing and keeps the forward for a retry.
         """
+        input_gradient = check_flag("input_gradient", input_gradient)
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the layer in training "
@@ -405,9 +411,10 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             steps,
             batch,
         )
-        d_out, dh0, new_grads = stack_backward(self, stack_cache, run, d_out, dh_n)
+        d_out, dh0, new_grads = stack_backward(self, stack_cache, run, d_out, dh_n, input_gradient)
         dh0 = reorder.unsort(dh0, 1)
-        if tokens is None:
+        dx = None
+        if tokens is None and d_out is not None:
             dx = reorder.unsort(d_out, 1)
             if o.go_backwards:
                 dx = rev(dx)
