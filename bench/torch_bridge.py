@@ -124,7 +124,7 @@ def kernels_step(T, B, D, H):
     def step():
         layer.zero_grad()
         layer(x)
-        layer.backward(dy)
+        layer.backward(dy, input_gradient=False)  # as the bridge: x needs no gradient
 
     return step
 
