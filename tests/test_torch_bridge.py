@@ -296,3 +296,25 @@ def test_bad_shapes_raise_as_torch():
         mine(torch.randn(4, 2, D + 1))
     with pytest.raises(RuntimeError, match="Expected hidden size"):
         mine(torch.randn(4, 2, D), torch.randn(1, 3, H))
+
+
+def test_a_training_forward_keeps_the_input_uncopied():
+    """No copy of a contiguous CPU float input: the kernels' training record is the tensor's
+    own memory (torch's version check guards it instead, below)."""
+    ref, mine = pair({}, torch.float32)
+    x, hx = batch(ref)
+    y, _ = mine(x, hx)
+    record = y.grad_fn.rnnfast_cache[2].layers[0][0][0][0]  # (layer 0, direction 0)'s record
+    assert np.shares_memory(record.fed, x.numpy())
+    assert np.shares_memory(record.h0, hx.numpy())
+
+
+@pytest.mark.parametrize("changed", ["x", "hx"])
+def test_an_in_place_change_before_backward_raises_as_with_nn_rnn(changed):
+    for module in pair({}, torch.float64):
+        x, hx = batch(module, dtype=torch.float64)
+        y, h_n = module(x, hx)
+        with torch.no_grad():
+            {"x": x, "hx": hx}[changed].add_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss_of(y, h_n).backward()

@@ -88,6 +88,11 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
     a padded batch; ``mask`` is the same as a Keras (B, T) prefix mask.
     """
 
+    # True where the caller guards the inputs a training forward keeps against in-place changes
+    # itself (rnnfast.torch: torch's version check of saved tensors), so they are kept as given
+    # instead of copied. A class default, so that layers pickled before it existed load.
+    _inputs_guarded = False
+
     def __init__(
         self,
         input_size,
@@ -284,7 +289,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, ParameterOwner):
             x, step_mask = rev(x), rev(step_mask)
         x, h0 = reorder.sort(x, 1), reorder.sort(h0, 1)
         step_mask = reorder.sort(step_mask, 1)
-        if training:
+        if training and not self._inputs_guarded:
             # backward reads the inputs: keep copies of the caller's arrays, so a later
             # in-place change cannot silently alter the gradients.
             if np.may_share_memory(x, x_user):
