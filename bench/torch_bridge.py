@@ -2,19 +2,20 @@
 least 3x where H <= 128).
 
     python bench/torch_bridge.py [--cases "T,B,D,H;..."] [--threads 1] [--optimizer sgd|adam]
-                                 [--repeats 7] [--min-repeat-s 0.2] [--out PATH]
+                                 [--time-major] [--repeats 7] [--min-repeat-s 0.2] [--out PATH]
 
 One training step of the same model on each side: ``RNN(D, H, batch_first=True)`` (the
 bridge's a ``rnnfast.torch.from_torch`` copy of torch's), a ``Linear(H, 1)`` head on every
 step's output, the mean squared error against a fixed target, ``loss.backward()``,
 ``optimizer.step()`` (torch's SGD or Adam over all the parameters) and ``zero_grad()``; float32,
-input (B, T, D) not requiring gradients, as a first layer's input does not.
+input (B, T, D) not requiring gradients, as a first layer's input does not. ``--time-major``:
+``batch_first=False`` (nn.RNN's default) and input (T, B, D).
 
 Columns:
 
 - ``torch ms`` and ``bridge ms``: medians of repeats that alternate between the two steps
   (bench/harness.py), each repeat at least --min-repeat-s long; ``ratio`` = torch / bridge.
-- ``kernels ms``: rnnfast's own layer (``rnnfast.RNN``, NumPy arrays, batch_first) forward and
+- ``kernels ms``: rnnfast's own layer (``rnnfast.RNN``, NumPy arrays, the same layout) forward and
   backward alone, the same shapes, timed in the same alternation: the part of the bridge's
   step that is rnnfast's kernels and their Python layer. ``rest ms`` = bridge - kernels: the
   head, loss, optimizer and what the bridge adds (the autograd Function, the views, the
@@ -114,12 +115,12 @@ def first_gradients(ref, mine, x, target):
     return relative_error(grads[1], grads[0])
 
 
-def kernels_step(T, B, D, H):
+def kernels_step(T, B, D, H, batch_first):
     """rnnfast.RNN's forward and backward alone on NumPy arrays of the same shapes."""
-    layer = rnnfast.RNN(D, H, batch_first=True, seed=0)
+    layer = rnnfast.RNN(D, H, batch_first=batch_first, seed=0)
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((B, T, D)).astype(np.float32)
-    dy = rng.standard_normal((B, T, H)).astype(np.float32)
+    x = rng.standard_normal((B, T, D) if batch_first else (T, B, D)).astype(np.float32)
+    dy = rng.standard_normal((B, T, H) if batch_first else (T, B, H)).astype(np.float32)
 
     def step():
         layer.zero_grad()
@@ -137,17 +138,18 @@ def sgemm_rate(repeats, min_repeat_s):
 
 def row(T, B, D, H, args):
     torch.manual_seed(0)
-    ref = Model(torch.nn.RNN(D, H, batch_first=True))
+    batch_first = not args.time_major
+    ref = Model(torch.nn.RNN(D, H, batch_first=batch_first))
     mine = Model(rt.from_torch(ref.rnn))
     mine.head.load_state_dict(ref.head.state_dict())
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(B, T, D, generator=g)
-    target = torch.randn(B, T, 1, generator=g)
+    x = torch.randn((B, T, D) if batch_first else (T, B, D), generator=g)
+    target = torch.randn((B, T, 1) if batch_first else (T, B, 1), generator=g)
     diff = first_gradients(ref, mine, x, target)
     fns = {
         "torch": make_step(ref, optimizer_for(args.optimizer, ref), x, target),
         "bridge": make_step(mine, optimizer_for(args.optimizer, mine), x, target),
-        "kernels": kernels_step(T, B, D, H),
+        "kernels": kernels_step(T, B, D, H, batch_first),
     }
     t = time_alternating(fns, args.repeats, args.min_repeat_s)
     torch_s, bridge_s, kernels_s = (t[k]["median_s"] for k in ("torch", "bridge", "kernels"))
@@ -189,6 +191,7 @@ def main(argv=None):
     parser.add_argument("--cases", default=DEFAULT_CASES, help="T,B,D,H;... (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=1, help="threads per library (default 1)")
     parser.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
+    parser.add_argument("--time-major", action="store_true", help="batch_first=False input")
     parser.add_argument("--repeats", type=int, default=7, help="alternating repeats (default 7)")
     parser.add_argument("--min-repeat-s", type=float, default=0.2, help="seconds per repeat")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "torch_bridge.json"))
@@ -200,6 +203,7 @@ def main(argv=None):
     header = (
         f"rnnfast {rnnfast.__version__} ISA {isa}, threads {args.threads}, torch "
         f"{torch.__version__}, optimizer {args.optimizer}, "
+        f"{'time-major' if args.time_major else 'batch_first'}, "
         f"{platform.processor() or platform.machine()}"
     )
     print(header, flush=True)

@@ -25,8 +25,10 @@ def test_parse_cases():
             torch_bridge.parse_cases(bad)
 
 
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_a_tiny_run_writes_its_rows(tmp_path, capsys, optimizer):
+@pytest.mark.parametrize(
+    "optimizer, layout", [("sgd", []), ("adam", ["--time-major"])], ids=["sgd", "adam-time-major"]
+)
+def test_a_tiny_run_writes_its_rows(tmp_path, capsys, optimizer, layout):
     out = tmp_path / "bridge.json"
     torch_bridge.main(
         [
@@ -34,6 +36,7 @@ def test_a_tiny_run_writes_its_rows(tmp_path, capsys, optimizer):
             "6,3,4,5;2,1,3,3",
             "--optimizer",
             optimizer,
+            *layout,
             "--repeats",
             "1",
             "--min-repeat-s",
@@ -54,3 +57,4 @@ def test_a_tiny_run_writes_its_rows(tmp_path, capsys, optimizer):
         assert r["ratio"] == pytest.approx(r["torch_ms"] / r["bridge_ms"])
     printed = capsys.readouterr().out
     assert "ratio" in printed and f"optimizer {optimizer}" in printed
+    assert ("time-major" if layout else "batch_first") in printed
