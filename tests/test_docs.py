@@ -5,8 +5,8 @@ runs as written, on its own, in a fresh interpreter.
 The build needs the ``docs`` extra (``pip install ".[docs]"``: sphinx, numpydoc); without it
 those tests skip, unless RNNFAST_REQUIRE_DOCS=1 (as in CI), which makes them fail instead. The
 code blocks need only rnnfast; a block that imports an optional package (torch, keras,
-threadpoolctl: all in the test extra) is skipped where that package is missing, unless
-RNNFAST_REQUIRE_TORCH=1.
+threadpoolctl, onnxruntime: all in the test extra), or uses rnnfast.onnx (which imports onnx), is
+skipped where that package is missing, unless RNNFAST_REQUIRE_TORCH=1.
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ PAGES = (
     "pytorch",
     "keras",
     "variable_length",
+    "deploying",
     "performance",
     "quantization",
     "threads",
     "reliability",
     "api/index",
 )
-OPTIONAL = ("torch", "keras", "threadpoolctl")
+OPTIONAL = ("torch", "keras", "threadpoolctl", "onnx", "onnxruntime")
 CODE_BLOCK = re.compile(r"^([ \t]*)\.\. code-block::[ \t]+(\w+)[ \t]*$")
 
 
@@ -89,7 +90,7 @@ def test_every_page_is_built(site):
     assert done.returncode == 0, done.stderr
     for page in PAGES:
         assert (out / f"{page}.html").is_file(), page
-    for page in ("layers", "functional", "training", "data", "io", "config"):
+    for page in ("layers", "functional", "training", "data", "io", "deploy", "config"):
         assert (out / "api" / f"{page}.html").is_file(), page
 
 
@@ -245,7 +246,7 @@ BLOCKS = python_blocks()
 
 def test_the_guides_have_their_python_blocks():
     ids = [i for i, _ in BLOCKS]
-    for page in ("quickstart", "pytorch", "keras", "variable_length", "threads"):
+    for page in ("quickstart", "pytorch", "keras", "variable_length", "deploying", "threads"):
         assert any(i.startswith(page + "-") for i in ids), (page, ids)
 
 
@@ -258,6 +259,8 @@ def _closed_port_url():
 @pytest.mark.parametrize("block, code", BLOCKS, ids=[i for i, _ in BLOCKS])
 def test_block_runs_on_its_own(block, code, tmp_path):
     imported = set(re.findall(r"^\s*(?:import|from)\s+(\w+)", code, re.M))
+    if "rnnfast.onnx" in code:
+        imported.add("onnx")
     for name in sorted(imported & set(OPTIONAL)):
         if importlib.util.find_spec(name) is None:
             if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":

@@ -1,10 +1,11 @@
 """Every ```python block of README.md runs as written, on its own: each in a fresh interpreter
 (a subprocess), in an empty temporary folder.
 
-A block that imports an optional package (torch, keras, threadpoolctl: all in the test extra) is
-skipped where that package is missing, unless RNNFAST_REQUIRE_TORCH=1 (as in CI), which makes
-it fail instead. A block that loads a data set gets RNNFAST_DATA=../shared/data where that
-folder is beside the checkout (skipped otherwise), a private cache and no network.
+A block that imports an optional package (torch, keras, threadpoolctl, onnxruntime: all in the
+test extra), or uses rnnfast.onnx (which imports onnx), is skipped where that package is missing,
+unless RNNFAST_REQUIRE_TORCH=1 (as in CI), which makes it fail instead. A block that loads a data
+set gets RNNFAST_DATA=../shared/data where that folder is beside the checkout (skipped
+otherwise), a private cache and no network.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-OPTIONAL = ("torch", "keras", "threadpoolctl")
+OPTIONAL = ("torch", "keras", "threadpoolctl", "onnx", "onnxruntime")
 FENCE = re.compile(r"^([ \t]*)```(\w*)[ \t]*$")
 
 
@@ -66,6 +67,19 @@ assert np.abs(h_n - h_torch.detach().numpy()).max() < 1e-5
 assert isinstance(back, torch.nn.RNN) and back.bidirectional and back.num_layers == 2
 """,
     "for-keras-users-1": "assert np.abs(layer(x) - expected).max() < 1e-5",
+    "export-and-serve-with-onnx-runtime-or-with-rnnfast-1": """
+assert y_ort.shape == expected.shape == (12, 3, 5)
+assert np.abs(y_ort - expected).max() < 1e-5 and np.abs(y_fast - expected).max() < 1e-5
+""",
+    "a-model-trained-in-pytorch-served-without-torch-1": """
+assert isinstance(model, rnnfast.Sequential) and y.shape == (3, 50, 1)
+assert np.abs(y - net(torch.from_numpy(x)).detach().numpy()).max() < 1e-5
+""",
+    "training-in-pytorch-on-rnnfast-s-kernels-1": """
+assert isinstance(net.rnn, rnnfast.torch.RNN) and type(plain) is torch.nn.RNN
+assert torch.equal(plain.weight_hh_l0, net.rnn.weight_hh_l0)
+assert all(p.grad is not None for p in net.rnn.parameters())
+""",
     "the-examples-and-their-data-1": """
 assert len(names) == 18 and sum(map(len, names.values())) == 20050
 assert spots.values.shape == (3126,)
@@ -83,6 +97,9 @@ def test_the_readme_has_its_python_blocks():
         "variable-length-sequences",
         "threads-beside-numpy-and-pytorch",
         "the-examples-and-their-data",
+        "export-and-serve-with-onnx-runtime-or-with-rnnfast",
+        "a-model-trained-in-pytorch-served-without-torch",
+        "training-in-pytorch-on-rnnfast-s-kernels",
     ):
         assert any(i.startswith(section + "-") for i in ids), (section, ids)
 
@@ -100,6 +117,8 @@ def test_every_check_has_its_block():
 @pytest.mark.parametrize("block, code", BLOCKS, ids=[i for i, _ in BLOCKS])
 def test_block_runs_on_its_own(block, code, tmp_path):
     imported = set(re.findall(r"^\s*(?:import|from)\s+(\w+)", code, re.M))
+    if "rnnfast.onnx" in code:
+        imported.add("onnx")
     for name in sorted(imported & set(OPTIONAL)):
         if importlib.util.find_spec(name) is None:
             if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":

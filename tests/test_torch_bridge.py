@@ -49,9 +49,9 @@ def loss_of(y, h_n):
     return (data * w).sum() + (h_n.sin() * 0.5).sum()
 
 
-def run(module, x, hx):
+def run(module, x, hx, x_grad=True):
     module.zero_grad()
-    x = x.detach().clone().requires_grad_(True)
+    x = x.detach().clone().requires_grad_(x_grad)
     hx = None if hx is None else hx.detach().clone().requires_grad_(True)
     y, h_n = module(x, hx)
     loss_of(y, h_n).backward()
@@ -94,6 +94,19 @@ def test_matches_torch_rnn_outputs_and_gradients(config, dtype, with_hx):
         x, hx = batch(ref, steps, size, dtype)
         hx = hx if with_hx else None
         assert_same(run(mine, x, hx), run(ref, x, hx), dtype)
+
+
+@pytest.mark.parametrize("config", ["plain", "3layers-bidir", "batch-first-2layers-bidir-relu"])
+@pytest.mark.parametrize("with_hx", [False, True], ids=["zeros", "hx"])
+def test_an_input_that_needs_no_gradient(config, with_hx):
+    """The data a first layer reads needs no gradient: the kernels skip dx (input_gradient=
+    False), and the parameters' and hx's gradients are still torch's."""
+    ref, mine = pair(CONFIGS[config], torch.float64)
+    x, hx = batch(ref, 6, 4, torch.float64)
+    hx = hx if with_hx else None
+    got = run(mine, x, hx, x_grad=False)
+    assert got[2] is None
+    assert_same(got, run(ref, x, hx, x_grad=False), torch.float64)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
@@ -283,3 +296,25 @@ def test_bad_shapes_raise_as_torch():
         mine(torch.randn(4, 2, D + 1))
     with pytest.raises(RuntimeError, match="Expected hidden size"):
         mine(torch.randn(4, 2, D), torch.randn(1, 3, H))
+
+
+def test_a_training_forward_keeps_the_input_uncopied():
+    """No copy of a contiguous CPU float input: the kernels' training record is the tensor's
+    own memory (torch's version check guards it instead, below)."""
+    ref, mine = pair({}, torch.float32)
+    x, hx = batch(ref)
+    y, _ = mine(x, hx)
+    record = y.grad_fn.rnnfast_cache[2].layers[0][0][0][0]  # (layer 0, direction 0)'s record
+    assert np.shares_memory(record.fed, x.numpy())
+    assert np.shares_memory(record.h0, hx.numpy())
+
+
+@pytest.mark.parametrize("changed", ["x", "hx"])
+def test_an_in_place_change_before_backward_raises_as_with_nn_rnn(changed):
+    for module in pair({}, torch.float64):
+        x, hx = batch(module, dtype=torch.float64)
+        y, h_n = module(x, hx)
+        with torch.no_grad():
+            {"x": x, "hx": hx}[changed].add_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss_of(y, h_n).backward()

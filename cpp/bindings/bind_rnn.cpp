@@ -120,7 +120,8 @@ template <class T>
 py::tuple backward_impl(const py::array& x, const py::object& ids, const py::object& h0,
                         const py::array& w_ih, const py::array& w_hh, const py::array& y,
                         const py::object& dy, const py::object& dh_n, const py::object& lengths,
-                        Activation act, double alpha, const MaskOptions& masks) {
+                        Activation act, double alpha, const MaskOptions& masks,
+                        bool input_gradient) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
     const SequenceInput<T> in = sequence_input<T>(x, ids, D);
@@ -143,9 +144,14 @@ py::tuple backward_impl(const py::array& x, const py::object& ids, const py::obj
     set_masks<BackwardArgs<T>, T>(a, masks, steps, B, H);
     a.act = act;
     a.alpha = static_cast<T>(alpha);
-    py::array_t<T> dx = in.ids ? py::array_t<T>({in.vocab, D}) : py::array_t<T>({steps, B, D});
+    // Without input_gradient, dx is neither allocated nor computed (returned as None).
+    py::object dx = py::none();
+    if (input_gradient) {
+        py::array_t<T> out = in.ids ? py::array_t<T>({in.vocab, D}) : py::array_t<T>({steps, B, D});
+        a.dx = out.mutable_data();
+        dx = std::move(out);
+    }
     py::array_t<T> dh0({B, H}), dw_ih({H, D}), dw_hh({H, H}), db({H});
-    a.dx = dx.mutable_data();
     a.dh0 = dh0.mutable_data();
     a.dw_ih = dw_ih.mutable_data();
     a.dw_hh = dw_hh.mutable_data();
@@ -232,7 +238,7 @@ void register_rnn(py::module_& m) {
            const py::array& y, const py::object& dy, const py::object& dh_n,
            const py::object& lengths, const std::string& nonlinearity, double alpha,
            const py::object& ids, const py::object& step_mask, bool zero_output_for_mask,
-           const py::object& recurrent_mask) {
+           const py::object& recurrent_mask, bool input_gradient) {
             const Activation act = parse_activation(nonlinearity);
             check_alpha(alpha);
             const MaskOptions masks{step_mask, zero_output_for_mask, recurrent_mask};
@@ -240,20 +246,21 @@ void register_rnn(py::module_& m) {
                 w_ih,
                 [&] {
                     return backward_impl<float>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act,
-                                                alpha, masks);
+                                                alpha, masks, input_gradient);
                 },
                 [&] {
                     return backward_impl<double>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act,
-                                                 alpha, masks);
+                                                 alpha, masks, input_gradient);
                 });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
         py::arg("dy"), py::arg("dh_n"), py::arg("lengths"), py::arg("nonlinearity"),
         py::arg("alpha"), py::arg("ids") = py::none(), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
-        py::arg("recurrent_mask") = py::none(),
+        py::arg("recurrent_mask") = py::none(), py::arg("input_gradient") = true,
         "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias); with ids, dx is the "
-        "embedding table's gradient (vocab, D).");
+        "embedding table's gradient (vocab, D); with input_gradient=False, dx is None (not "
+        "computed).");
     m.def(
         "rnn_step",
         [](const py::array& x, const py::array& h, const py::array& w_ih, const py::array& w_hh,

@@ -57,7 +57,8 @@ struct BackwardArgs {
     const T* y = nullptr;     // (T, B, H), the forward's outputs
     const T* dy = nullptr;    // (T, B, H) or null
     const T* dh_n = nullptr;  // (B, H) or null
-    T* dx = nullptr;          // (T, B, D), or the table's gradient (vocab, D) with ids
+    T* dx = nullptr;          // (T, B, D), or the table's gradient (vocab, D) with ids; or
+                              // null: not computed (an input that needs no gradient)
     T* dh0 = nullptr;         // (B, H)
     T* dw_ih = nullptr;       // (H, D)
     T* dw_hh = nullptr;       // (H, H)

@@ -119,7 +119,7 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
         // dW_hh (+)= sum_t delta_t^T (h_{t-1} * mask): prev holds what W_hh read.
         gemm(kt, H, H, rows, MatView<T>{dl, 1, H}, MatView<T>{prev.get(), H, 1}, a.dw_hh, H, acc,
              big_threads);
-        if (!a.ids)  // dX = delta W_ih for the chunk's rows.
+        if (!a.ids && a.dx)  // dX = delta W_ih for the chunk's rows.
             gemm(kt, rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx + t0 * B * D,
                  D, false, big_threads);
         add_column_sums(dl, rows, H, a.db, acc, big_threads);
@@ -135,8 +135,9 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
                                               std::max(panels, V), Sync::fork_join);
         gemm(kt, H, D, V, MatView<T>{token_delta.data(), 1, H}, MatView<T>{a.x, D, 1}, a.dw_ih, D,
              false, vocab_threads);
-        gemm(kt, V, D, H, MatView<T>{token_delta.data(), H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx, D,
-             false, vocab_threads);
+        if (a.dx)
+            gemm(kt, V, D, H, MatView<T>{token_delta.data(), H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx,
+                 D, false, vocab_threads);
     }
 
     // dh0: what step 0 sends back to h0, by the same rule as every other step.

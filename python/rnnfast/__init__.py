@@ -65,10 +65,10 @@ _register_with_threadpoolctl()
 
 
 def __getattr__(name):
-    if name == "onnx":  # rnnfast.onnx is rnnfast.io.onnx, imported on first use
+    if name == "onnx":  # rnnfast.onnx is rnnfast.io.onnx (onnx.py), imported on first use
         import importlib
 
-        return importlib.import_module(".io.onnx", __name__)
+        return importlib.import_module(".onnx", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

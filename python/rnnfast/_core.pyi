@@ -37,7 +37,8 @@ def rnn_backward(
     step_mask: npt.NDArray[np.uint8] | None = None,
     zero_output_for_mask: bool = False,
     recurrent_mask: npt.NDArray[np.floating] | None = None,
-) -> tuple[npt.NDArray[np.floating], ...]: ...
+    input_gradient: bool = True,
+) -> tuple[npt.NDArray[np.floating] | None, ...]: ...
 def rnn_step(
     x_t: npt.NDArray[np.floating],
     h: npt.NDArray[np.floating],

@@ -168,6 +168,7 @@ def rnn_backward(
     zero_output_for_mask,
     recurrent_mask,
     ids=None,
+    input_gradient=True,
 ):
     """Backpropagation through time from the outputs ``y`` of :func:`rnn_forward`.
 
@@ -194,15 +195,20 @@ def rnn_backward(
     h0, nonlinearity, lengths, alpha, step_mask, zero_output_for_mask, recurrent_mask :
         keyword-only and required: exactly as given to :func:`rnn_forward` (None, "tanh",
         None, 1.0, None, False, None for a plain forward).
+    input_gradient : bool
+        False: ``dx`` is not computed (None): an input that needs no gradient (the data fed
+        to a first layer) saves its GEMM, a sixth of the backward's FLOPs when D = H. The
+        other gradients are the same.
 
     Returns
     -------
     RNNGrads
         ``(dx (T, B, D), dh0 (B, H), dweight_ih (H, D), dweight_hh (H, H), dbias (H,))``;
         with ``ids``, ``dx`` is the embedding table's gradient (V, D). Skipped steps have zero
-        ``dx``.
+        ``dx``; None with ``input_gradient=False``.
     """
     check_nonlinearity(nonlinearity)
+    input_gradient = check_flag("input_gradient", input_gradient)
     w_ih = as_float_array("weight_ih", weight_ih)
     dt = w_ih.dtype
     x, ids, steps, batch = _sequence(x, dt, ids)
@@ -241,6 +247,7 @@ def rnn_backward(
             step_mask=step_mask,
             zero_output_for_mask=zero_output_for_mask,
             recurrent_mask=recurrent_mask,
+            input_gradient=input_gradient,
         )
     )
     if order is not None:

@@ -6,9 +6,13 @@ names, shapes and initialisation), ``state_dict``, ``repr`` and ``forward(input,
 with tensors (batched, batch_first or unbatched) or a ``PackedSequence``, returning
 ``(output, h_n)`` as torch does. Its forward and backward go through one
 ``torch.autograd.Function`` per call, which hands the tensors to rnnfast as NumPy views (no
-copy for contiguous CPU tensors: the input, the state and the parameters themselves), keeps
-rnnfast's training cache in the autograd context, and returns the gradients of the input, of
-``hx`` and of every parameter, as ``torch.nn.RNN``'s autograd computes them (to rounding).
+copy for contiguous CPU tensors: the input, the state and the parameters themselves; the
+training record keeps them uncopied, guarded by torch's version check of saved tensors, so an
+in-place change before backward raises as with ``nn.RNN``), keeps rnnfast's training cache in
+the autograd context, and returns the gradients of the input (not computed when it needs none),
+of ``hx`` and of every parameter, as ``torch.nn.RNN``'s autograd computes them (to rounding).
+A batch_first input is transposed once for the time-major kernels and the output back (the
+copies that remain).
 
 Dropout between layers (training mode) draws its masks from a generator seeded from torch's
 (so ``torch.manual_seed`` repeats runs; the masks differ from torch's own). Tensors rnnfast's
@@ -57,7 +61,10 @@ class _RNNFunction(torch.autograd.Function):
         ctx.rnnfast_cache = layer._cache
         layer._cache = None  # the next call of the same module keeps its own
         ctx.hx_given = hx is not None
-        ctx.save_for_backward(*weights)
+        # x and hx are saved beside the weights for torch's version check: the layer keeps them
+        # uncopied (_inputs_guarded), and an in-place change before backward raises, as with
+        # nn.RNN, instead of altering the gradients
+        ctx.save_for_backward(x, hx, *weights)
         y_t = _tensor(y)
         if not y_t.is_contiguous():  # batch_first: (B, T, out), as torch returns it
             y_t = y_t.contiguous()
@@ -67,20 +74,23 @@ class _RNNFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dy, dh_n):
         layer, names = ctx.layer, ctx.names
-        weights = ctx.saved_tensors
+        weights = ctx.saved_tensors[2:]
         _bind(layer, names, weights)
         # the cache stays with the graph (a retained graph is differentiated again); backward
         # reads it and changes nothing in it
         layer._cache = ctx.rnnfast_cache
         layer.grads = {name: np.zeros_like(p) for name, p in layer._params.items()}
+        # an input that needs no gradient (a first layer's data) skips dx's GEMM and transpose
         dx, dh0 = layer.backward(
-            None if dy is None else _view(dy), None if dh_n is None else _view(dh_n)
+            None if dy is None else _view(dy),
+            None if dh_n is None else _view(dh_n),
+            input_gradient=ctx.needs_input_grad[3],
         )
         grads = [
             torch.from_numpy(layer.grads[name]) if need else None
             for name, need in zip(names, ctx.needs_input_grad[5:])
         ]
-        dx = torch.from_numpy(np.ascontiguousarray(dx)) if ctx.needs_input_grad[3] else None
+        dx = None if dx is None else torch.from_numpy(np.ascontiguousarray(dx))
         dh0 = torch.from_numpy(dh0) if ctx.hx_given and ctx.needs_input_grad[4] else None
         return (None, None, None, dx, dh0, *grads)
 
@@ -123,6 +133,7 @@ class RNN(torch.nn.RNN):
                 bidirectional=bool(self.bidirectional),
                 dtype=dtype,
             )
+            layer._inputs_guarded = True  # see _RNNFunction.forward
             layers[key] = layer
         return layer
 

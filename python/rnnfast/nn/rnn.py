@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .. import functional
+from .._mask_args import check_flag
 from .._parameters import ParameterOwner
 from .._validation import (
     as_float_array,
@@ -96,6 +97,11 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
     ``layer.grads`` (keys as ``state_dict()``). ``lengths`` (B,) are the sequences' lengths in
     a padded batch; ``mask`` is the same as a Keras (B, T) prefix mask.
     """
+
+    # True where the caller guards the inputs a training forward keeps against in-place changes
+    # itself (rnnfast.torch: torch's version check of saved tensors), so they are kept as given
+    # instead of copied. A class default, so that layers pickled before it existed load.
+    _inputs_guarded = False
 
     def __init__(
         self,
@@ -310,7 +316,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
             x, step_mask = rev(x), rev(step_mask)
         x, h0 = reorder.sort(x, 1), map_state(lambda a: reorder.sort(a, 1), h0)
         step_mask = reorder.sort(step_mask, 1)
-        if training:
+        if training and not self._inputs_guarded:
             # backward reads the inputs: keep copies of the caller's arrays, so a later
             # in-place change cannot silently alter the gradients.
             if np.may_share_memory(x, x_user):
@@ -385,7 +391,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
             )
         return arr[:, None]
 
-    def backward(self, d_output, dh_n=None):
+    def backward(self, d_output, dh_n=None, *, input_gradient=True):
         """Gradients of one training forward.
 
         Parameters
@@ -397,6 +403,10 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
             gradients of the two outputs (either may be None, for zeros).
         dh_n : array_like, (num_layers*dirs, B, H), optional
             Gradient with respect to h_n ((num_layers*dirs, H) for unbatched input).
+        input_gradient : bool
+            False: ``dx`` is not computed and is None (an input that needs no gradient, such
+            as the data a first layer reads: its kernels skip the GEMM). The parameter
+            gradients and ``dh0`` are the same; token input's embedding still gets its own.
 
         Returns
         -------
@@ -404,6 +414,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
         ``self.grads``. Options assigned since the forward do not apply: the gradient is the
         forward's. A failed call changes nothing and keeps the forward for a retry.
         """
+        input_gradient = check_flag("input_gradient", input_gradient)
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the layer in training "
@@ -443,9 +454,10 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
             steps,
             batch,
         )
-        d_out, dh0, new_grads = stack_backward(self, stack_cache, run, d_out, dh_n)
+        d_out, dh0, new_grads = stack_backward(self, stack_cache, run, d_out, dh_n, input_gradient)
         dh0 = map_state(lambda a: reorder.unsort(a, 1), dh0)
-        if tokens is None:
+        dx = None
+        if tokens is None and d_out is not None:
             dx = reorder.unsort(d_out, 1)
             if o.go_backwards:
                 dx = rev(dx)

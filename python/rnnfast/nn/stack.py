@@ -181,11 +181,13 @@ def stack_forward(layer, x, h0, run):
     return inp, h_n, (StackCache(caches) if run.training else None), rings
 
 
-def stack_backward(layer, cache, run, d_out, dh_n):
+def stack_backward(layer, cache, run, d_out, dh_n, input_gradient=True):
     """Gradients of one training forward's stack: ``(dx, dh0, grads)`` from the gradient of
     its output sequence ``d_out`` (T, B, dirs*H) (None: zero) and of h_n (None: zero). dx is
-    the embedding table's gradient (V, D) with token input. ``grads`` maps parameter names to
-    this call's gradients (the caller adds them, so a failed call adds nothing)."""
+    the embedding table's gradient (V, D) with token input; None with ``input_gradient=False``
+    (the first layer's kernels then skip it; a table's gradient is always computed).
+    ``grads`` maps parameter names to this call's gradients (the caller adds them, so a
+    failed call adds nothing)."""
     H, dirs = layer.hidden_size, _directions(layer)
     steps, batch = cache.layers[0][0][0][0].steps_batch  # layer 0, direction 0's record
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
@@ -204,14 +206,17 @@ def stack_backward(layer, cache, run, d_out, dh_n):
             if dy is not None:
                 dy = rev(dy) if d else np.ascontiguousarray(dy)
             tokens = run.table is not None and k == 0
+            needed = input_gradient or k > 0 or tokens
             g, dx, dh0[idx] = _direction_backward(
-                layer, run, k, idx, record, dy, None if dh_n is None else dh_n[idx], tokens
+                layer, run, k, idx, record, dy, None if dh_n is None else dh_n[idx], tokens, needed
             )
             grads[names[0]] = g.dweight_ih
             grads[names[1]] = g.dweight_hh
             if layer.bias:
                 grads[names[2]] = g.dbias
                 grads[names[3]] = g.dbias
+            if dx is None:
+                continue
             if m_in is not None:
                 dx = dx * m_in[None]
             # with token input, dx is the table's gradient: no time or batch order in it
@@ -289,9 +294,10 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
     return dil.from_chains(y, d, steps), h_n[last], record, ring
 
 
-def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens):
+def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens, input_gradient):
     """``(kernel gradients, dx (T, B, D) or the table's (V, D), dh0 (B, H))`` of one (layer,
-    direction) from the gradients of its outputs dy (T, B, H) and its h_n."""
+    direction) from the gradients of its outputs dy (T, B, H) and its h_n; dx None without
+    ``input_gradient``."""
     names = layer._names[idx]
     d = record.dilation
     steps, batch = record.steps_batch
@@ -308,11 +314,12 @@ def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens):
         dh_n,
         h0=record.h0,
         ids=record.fed if tokens else None,
+        input_gradient=input_gradient,
         **_kernel_options(run, k, record),
     )
     if d == 1:
         return g, g.dx, (g.dh0[None] if record.per_chain else g.dh0)
-    dx = g.dx if tokens else dil.from_chains(g.dx, d, steps)
+    dx = g.dx if tokens or g.dx is None else dil.from_chains(g.dx, d, steps)
     dh0 = g.dh0.reshape(d, batch, -1)
     # a ring gave each chain its own h0; otherwise every chain started from the one h0, whose
     # gradient is then the chains' sum

@@ -1,0 +1,60 @@
+"""bench/torch_bridge.py on a tiny run: the command line, one row per case with both sides'
+weight_hh gradients in agreement, the table and the JSON (no timed assertion)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+for name in ("psutil", "torch", "threadpoolctl"):
+    pytest.importorskip(name)
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import torch_bridge  # noqa: E402
+
+
+def test_parse_cases():
+    assert torch_bridge.parse_cases("100,1,32,32;5,2,3,4") == [(100, 1, 32, 32), (5, 2, 3, 4)]
+    for bad in ("1,2,3", "1,2,0,4", "a,b,c,d"):
+        with pytest.raises(SystemExit, match="T,B,D,H"):
+            torch_bridge.parse_cases(bad)
+
+
+@pytest.mark.parametrize(
+    "optimizer, layout", [("sgd", []), ("adam", ["--time-major"])], ids=["sgd", "adam-time-major"]
+)
+def test_a_tiny_run_writes_its_rows(tmp_path, capsys, optimizer, layout):
+    out = tmp_path / "bridge.json"
+    torch_bridge.main(
+        [
+            "--cases",
+            "6,3,4,5;2,1,3,3",
+            "--optimizer",
+            optimizer,
+            *layout,
+            "--repeats",
+            "1",
+            "--min-repeat-s",
+            "0.001",
+            "--out",
+            str(out),
+        ]
+    )
+    result = json.loads(out.read_text())
+    assert result["isa"] and result["threads"] == 1 and result["sgemm_gflops"] > 0
+    assert [(r["T"], r["B"], r["D"], r["H"]) for r in result["rows"]] == [
+        (6, 3, 4, 5),
+        (2, 1, 3, 3),
+    ]
+    for r in result["rows"]:
+        assert r["rel_diff_dweight_hh"] < 1e-4
+        assert r["torch_ms"] > 0 and r["bridge_ms"] > 0 and r["kernels_ms"] > 0
+        assert r["ratio"] == pytest.approx(r["torch_ms"] / r["bridge_ms"])
+    printed = capsys.readouterr().out
+    assert "ratio" in printed and f"optimizer {optimizer}" in printed
+    assert ("time-major" if layout else "batch_first") in printed
