@@ -298,6 +298,23 @@ inline VQ low_bytes(VI v) {
     return low_bytes_of(v, std::make_index_sequence<kBytes>{});
 }
 
+// Lane l + half folded onto lane l, log2(lanes) times: the horizontal max and "any" of a row.
+template <int Half, std::size_t... I>
+inline VF fold(VF v, std::index_sequence<I...>) {
+    return __builtin_shuffle(v, VI{static_cast<std::int32_t>((I + Half) % kLanes)...});
+}
+template <int Half, std::size_t... I>
+inline VI fold(VI v, std::index_sequence<I...>) {
+    return __builtin_shuffle(v, VI{static_cast<std::int32_t>((I + Half) % kLanes)...});
+}
+template <int Half = kLanes / 2>
+inline void reduce(VF& m, VI& bad) {
+    const VF mf = fold<Half>(m, std::make_index_sequence<kLanes>{});
+    bad |= fold<Half>(bad, std::make_index_sequence<kLanes>{});
+    m = mf > m ? mf : m;
+    if constexpr (Half > 1) reduce<Half / 2>(m, bad);
+}
+
 // max |x| (NaN skipped) and whether every value is finite.
 float row_amax(const float* x, index K, bool* finite) {
     const VU magnitude = splat_of<VU>(0x7FFFFFFFu);
@@ -310,14 +327,9 @@ float row_amax(const float* x, index K, bool* finite) {
         bad |= !(a <= largest);  // inf and NaN
         m = a > m ? a : m;
     }
-    float amax = 0.0f;
-    bool ok = true;
-    for (int l = 0; l < kLanes; ++l) {
-        amax = m[l] > amax ? m[l] : amax;
-        ok = ok && bad[l] == 0;
-    }
-    *finite = ok;
-    return amax;
+    reduce(m, bad);
+    *finite = bad[0] == 0;
+    return m[0];
 }
 
 // q = clip(rint(x * mult), -127, 127); rint by adding and removing 1.5 * 2^23 (|x * mult| is
@@ -336,8 +348,7 @@ void quantize_with(const float* x, index K, float mult, std::int8_t* q) {
     }
 }
 
-void quantize_row(const float* x, index K, std::int8_t* q, index ldq, float* scale,
-                  bool tanh_state) {
+void quantize_row(const float* x, index K, std::int8_t* q, float* scale, bool tanh_state) {
     bool finite;
     const float amax = row_amax(x, K, &finite);
     if (tanh_state && finite && amax <= 1.0f) {
@@ -350,11 +361,16 @@ void quantize_row(const float* x, index K, std::int8_t* q, index ldq, float* sca
         *scale = amax / 127.0f;
         quantize_with(x, K, 127.0f / amax, q);
     }
-    std::memset(q + K, 0, static_cast<size_t>(ldq - K));
+}
+
+void quantize_rows(const float* x, index ldx, index rows, index K, std::int8_t* q, index ldq,
+                   float* scale, bool tanh_state) {
+    for (index r = 0; r < rows; ++r)
+        quantize_row(x + r * ldx, K, q + r * ldq, scale + r, tanh_state);
 }
 
 // Round to nearest even on the bits; a NaN keeps its sign and top payload bits, made quiet.
-void bf16_row(const float* x, index K, std::uint16_t* b, index ldb) {
+void bf16_row(const float* x, index K, std::uint16_t* b) {
     const VU magnitude = splat_of<VU>(0x7FFFFFFFu), inf = splat_of<VU>(0x7F800000u);
     for (index k = 0; k < K; k += kLanes) {
         const index n = K - k < kLanes ? K - k : kLanes;
@@ -364,29 +380,37 @@ void bf16_row(const float* x, index K, std::uint16_t* b, index ldb) {
         const VU r = (u & magnitude) > inf ? quiet : rounded;
         store_part(b + k, __builtin_convertvector(r, VH), n);
     }
-    for (index k = K; k < ldb; ++k)
-        b[k] = 0;
 }
 
-void finish_int8_row(const std::int32_t* acc, float s_a, const float* s_w, const float* add,
-                     float* dst, index n) {
-    const VF sa = splat_of<VF>(s_a);
-    for (index j = 0; j < n; j += kLanes) {
-        const index m = n - j < kLanes ? n - j : kLanes;
-        VF v = __builtin_convertvector(load_part<VI>(acc + j, m), VF) *
-               (sa * load_part<VF>(s_w + j, m));
-        if (add) v = v + load_part<VF>(add + j, m);
-        store_part(dst + j, v, m);
+void bf16_rows(const float* x, index ldx, index rows, index K, std::uint16_t* b, index ldb) {
+    for (index r = 0; r < rows; ++r)
+        bf16_row(x + r * ldx, K, b + r * ldb);
+}
+
+void finish_int8_rows(const std::int32_t* acc, index ldacc, index rows, const float* s_a,
+                      const float* s_w, const float* add, index add_rs, float* dst, index ldd,
+                      index n) {
+    for (index r = 0; r < rows; ++r) {
+        const VF sa = splat_of<VF>(s_a[r]);
+        for (index j = 0; j < n; j += kLanes) {
+            const index m = n - j < kLanes ? n - j : kLanes;
+            VF v = __builtin_convertvector(load_part<VI>(acc + r * ldacc + j, m), VF) *
+                   (sa * load_part<VF>(s_w + j, m));
+            if (add) v = v + load_part<VF>(add + r * add_rs + j, m);
+            store_part(dst + r * ldd + j, v, m);
+        }
     }
 }
 
-void finish_bf16_row(const float* acc, const float* add, float* dst, index n) {
-    for (index j = 0; j < n; j += kLanes) {
-        const index m = n - j < kLanes ? n - j : kLanes;
-        VF v = load_part<VF>(acc + j, m);
-        if (add) v = v + load_part<VF>(add + j, m);
-        store_part(dst + j, v, m);
-    }
+void finish_bf16_rows(const float* acc, index ldacc, index rows, const float* add, index add_rs,
+                      float* dst, index ldd, index n) {
+    for (index r = 0; r < rows; ++r)
+        for (index j = 0; j < n; j += kLanes) {
+            const index m = n - j < kLanes ? n - j : kLanes;
+            VF v = load_part<VF>(acc + r * ldacc + j, m);
+            if (add) v = v + load_part<VF>(add + r * add_rs + j, m);
+            store_part(dst + r * ldd + j, v, m);
+        }
 }
 
 // ---- the tiling, shared by both kinds ---------------------------------------------------------
@@ -470,18 +494,19 @@ void bf16_block(const Bf16Task& t, index m0, index m1, index p0, index p1) {
 #endif
 
 // Constant-initialised: no code of this path runs at load time.
-constexpr QuantKernels kKernels = {RNNFAST_QPATH_NAME,
+constexpr QuantKernels kKernels = {
+    RNNFAST_QPATH_NAME,
 #if RNNFAST_QINT8
-                                   &int8_block,
+    &int8_block,
 #else
-                                   nullptr,
+    nullptr,
 #endif
 #if RNNFAST_QBF16
-                                   &bf16_block,
+    &bf16_block,
 #else
-                                   nullptr,
+    nullptr,
 #endif
-                                   {&quantize_row, &bf16_row, &finish_int8_row, &finish_bf16_row}};
+    {&quantize_rows, &bf16_rows, &finish_int8_rows, &finish_bf16_rows}};
 
 }  // namespace
 
