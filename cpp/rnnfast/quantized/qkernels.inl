@@ -17,7 +17,7 @@
 #include <cstring>
 #include <utility>
 
-#if RNNFAST_QINT8 > 1 || RNNFAST_QBF16 > 1
+#if RNNFAST_QINT8 > 1 || RNNFAST_QBF16 > 1 || defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -43,7 +43,53 @@ inline float bf16_to_float(std::uint16_t b) {
 // ---- int8 -------------------------------------------------------------------------------------
 // Each Ops: Acc (the 16 int32 sums of one row and panel), A (a row's group, ready to multiply),
 // Wv (a panel's group, ready to multiply), and zero / prep / loadw / madd / store.
-#if RNNFAST_QINT8 == 1
+#if RNNFAST_QINT8 == 1 && defined(__SSE2__)
+// The baseline of x86-64 has SSE2: pmaddwd on sign-extended int16 (exact, as the avx2 form), 128
+// bits wide. A quarter of a group (4 columns x 4 k's) extends to two int16 vectors of 2 columns.
+struct Int8Ops {
+    static constexpr int kMR = 1, kNP = 1, kNP1 = 1, kGroupK = 4;
+    struct Acc {
+        __m128i q[8];  // columns 2i, 2i + 1 as (k0k1, k2k3) pairs
+    };
+    typedef __m128i A;
+    struct Wv {
+        __m128i q[8];
+    };
+    static __m128i widen_lo(__m128i x) { return _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8); }
+    static __m128i widen_hi(__m128i x) { return _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8); }
+    static Acc zero() {
+        Acc z;
+        for (auto& q : z.q)
+            q = _mm_setzero_si128();
+        return z;
+    }
+    static A prep(const std::int8_t* a) {
+        const __m128i four = widen_lo(_mm_cvtsi32_si128(static_cast<int>(load_u32(a))));
+        return _mm_unpacklo_epi64(four, four);
+    }
+    static Wv loadw(const std::uint8_t* w) {
+        Wv v;
+        for (int q = 0; q < 4; ++q) {
+            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * q));
+            v.q[2 * q] = widen_lo(x);
+            v.q[2 * q + 1] = widen_hi(x);
+        }
+        return v;
+    }
+    static void madd(Acc& acc, const A& a, const Wv& w) {
+        for (int i = 0; i < 8; ++i)
+            acc.q[i] = _mm_add_epi32(acc.q[i], _mm_madd_epi16(a, w.q[i]));
+    }
+    static void store(const Acc& acc, std::int32_t* c, const std::int32_t*) {
+        for (int i = 0; i < 8; ++i) {
+            std::int32_t lanes[4];
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(lanes), acc.q[i]);
+            c[2 * i] = lanes[0] + lanes[1];
+            c[2 * i + 1] = lanes[2] + lanes[3];
+        }
+    }
+};
+#elif RNNFAST_QINT8 == 1
 struct Int8Ops {
     static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 4;
     struct Acc {
@@ -162,7 +208,50 @@ struct Int8Ops {
 #endif
 
 // ---- bf16 -------------------------------------------------------------------------------------
-#if RNNFAST_QBF16 == 1
+#if RNNFAST_QBF16 == 1 && defined(__SSE2__)
+// The avx2 form at 128 bits, with a multiply and an add (SSE2 has no FMA).
+struct Bf16Ops {
+    static constexpr int kMR = 1, kNP = 1, kNP1 = 1, kGroupK = 2;
+    struct Acc {
+        __m128 q[4];
+    };
+    struct A {
+        __m128 k0, k1;
+    };
+    struct Wv {
+        __m128 k0[4], k1[4];
+    };
+    static Acc zero() {
+        Acc z;
+        for (auto& q : z.q)
+            q = _mm_setzero_ps();
+        return z;
+    }
+    static A prep(const std::uint16_t* a) {
+        return A{_mm_set1_ps(bf16_to_float(a[0])), _mm_set1_ps(bf16_to_float(a[1]))};
+    }
+    static Wv loadw(const std::uint8_t* w) {
+        Wv v;
+        const __m128i high = _mm_set1_epi32(static_cast<int>(0xFFFF0000u));
+        for (int q = 0; q < 4; ++q) {
+            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * q));
+            v.k0[q] = _mm_castsi128_ps(_mm_slli_epi32(x, 16));
+            v.k1[q] = _mm_castsi128_ps(_mm_and_si128(x, high));
+        }
+        return v;
+    }
+    static void madd(Acc& acc, const A& a, const Wv& w) {
+        for (int q = 0; q < 4; ++q) {
+            acc.q[q] = _mm_add_ps(acc.q[q], _mm_mul_ps(a.k0, w.k0[q]));
+            acc.q[q] = _mm_add_ps(acc.q[q], _mm_mul_ps(a.k1, w.k1[q]));
+        }
+    }
+    static void store(const Acc& acc, float* c) {
+        for (int q = 0; q < 4; ++q)
+            _mm_storeu_ps(c + 4 * q, acc.q[q]);
+    }
+};
+#elif RNNFAST_QBF16 == 1
 struct Bf16Ops {
     static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 2;
     struct Acc {
