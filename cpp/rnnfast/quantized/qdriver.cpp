@@ -43,25 +43,30 @@ struct Prepared {
     Buffer<std::uint16_t> b;
     Buffer<float> scale;
 
+    // The padding of each row, columns [K, lda), is zeroed here once: prepare() writes [0, K).
     Prepared(const PackedMatrix& m, const QuantKernels& kernels, index capacity)
         : w(&m), k(&kernels), lda(m.pcols) {
+        const auto pad = static_cast<size_t>(lda - m.cols);
         if (m.kind == Kind::int8) {
             q.resize(capacity * lda);
             scale.resize(capacity);
+            for (index r = 0; r < capacity; ++r)
+                std::memset(q.data() + r * lda + m.cols, 0, pad);
         } else {
             b.resize(capacity * lda);
+            for (index r = 0; r < capacity; ++r)
+                std::memset(b.data() + r * lda + m.cols, 0, pad * sizeof(std::uint16_t));
         }
     }
     // Rows [m0, m1) of x (leading dimension ldx); a tanh layer's recurrent input takes the fixed
     // scale where it can.
     void prepare(const float* x, index ldx, index m0, index m1, bool tanh_state) {
-        for (index r = m0; r < m1; ++r) {
-            if (w->kind == Kind::int8)
-                k->rows.quantize(x + r * ldx, w->cols, q.data() + r * lda, lda, scale.data() + r,
-                                 tanh_state);
-            else
-                k->rows.to_bf16(x + r * ldx, w->cols, b.data() + r * lda, lda);
-        }
+        if (m1 <= m0) return;
+        if (w->kind == Kind::int8)
+            k->rows.quantize(x + m0 * ldx, ldx, m1 - m0, w->cols, q.data() + m0 * lda, lda,
+                             scale.data() + m0, tanh_state);
+        else
+            k->rows.to_bf16(x + m0 * ldx, ldx, m1 - m0, w->cols, b.data() + m0 * lda, lda);
     }
 };
 
@@ -93,18 +98,16 @@ struct Products {
     // float(acc) * (s_a * s_w), then the addition.
     void finish(const Prepared& a, index r0, const float* add, index add_rs, float* dst, index ldd,
                 const Block& blk) const {
-        const index n = blk.c1 - blk.c0;
-        if (n <= 0) return;
-        for (index r = blk.m0; r < blk.m1; ++r) {
-            const float* ad = add ? add + r * add_rs + blk.c0 : nullptr;
-            float* d = dst + r * ldd + blk.c0;
-            const index i = r - r0;
-            if (a.w->kind == Kind::int8)
-                a.k->rows.finish_int8(acc.data() + i * ldc + blk.c0, a.scale.data()[r],
-                                      a.w->scale.data() + blk.c0, ad, d, n);
-            else
-                a.k->rows.finish_bf16(out.data() + i * ldc + blk.c0, ad, d, n);
-        }
+        const index n = blk.c1 - blk.c0, rows = blk.m1 - blk.m0;
+        if (n <= 0 || rows <= 0) return;
+        const index i = blk.m0 - r0;  // the block's first row in this buffer
+        const float* ad = add ? add + blk.m0 * add_rs + blk.c0 : nullptr;
+        float* d = dst + blk.m0 * ldd + blk.c0;
+        if (a.w->kind == Kind::int8)
+            a.k->rows.finish_int8(acc.data() + i * ldc + blk.c0, ldc, rows, a.scale.data() + blk.m0,
+                                  a.w->scale.data() + blk.c0, ad, add_rs, d, ldd, n);
+        else
+            a.k->rows.finish_bf16(out.data() + i * ldc + blk.c0, ldc, rows, ad, add_rs, d, ldd, n);
     }
 };
 

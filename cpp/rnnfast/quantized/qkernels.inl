@@ -17,7 +17,7 @@
 #include <cstring>
 #include <utility>
 
-#if RNNFAST_QINT8 > 1 || RNNFAST_QBF16 > 1
+#if RNNFAST_QINT8 > 1 || RNNFAST_QBF16 > 1 || defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -43,7 +43,53 @@ inline float bf16_to_float(std::uint16_t b) {
 // ---- int8 -------------------------------------------------------------------------------------
 // Each Ops: Acc (the 16 int32 sums of one row and panel), A (a row's group, ready to multiply),
 // Wv (a panel's group, ready to multiply), and zero / prep / loadw / madd / store.
-#if RNNFAST_QINT8 == 1
+#if RNNFAST_QINT8 == 1 && defined(__SSE2__)
+// The baseline of x86-64 has SSE2: pmaddwd on sign-extended int16 (exact, as the avx2 form), 128
+// bits wide. A quarter of a group (4 columns x 4 k's) extends to two int16 vectors of 2 columns.
+struct Int8Ops {
+    static constexpr int kMR = 1, kNP = 1, kNP1 = 1, kGroupK = 4;
+    struct Acc {
+        __m128i q[8];  // columns 2i, 2i + 1 as (k0k1, k2k3) pairs
+    };
+    typedef __m128i A;
+    struct Wv {
+        __m128i q[8];
+    };
+    static __m128i widen_lo(__m128i x) { return _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8); }
+    static __m128i widen_hi(__m128i x) { return _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8); }
+    static Acc zero() {
+        Acc z;
+        for (auto& q : z.q)
+            q = _mm_setzero_si128();
+        return z;
+    }
+    static A prep(const std::int8_t* a) {
+        const __m128i four = widen_lo(_mm_cvtsi32_si128(static_cast<int>(load_u32(a))));
+        return _mm_unpacklo_epi64(four, four);
+    }
+    static Wv loadw(const std::uint8_t* w) {
+        Wv v;
+        for (int q = 0; q < 4; ++q) {
+            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * q));
+            v.q[2 * q] = widen_lo(x);
+            v.q[2 * q + 1] = widen_hi(x);
+        }
+        return v;
+    }
+    static void madd(Acc& acc, const A& a, const Wv& w) {
+        for (int i = 0; i < 8; ++i)
+            acc.q[i] = _mm_add_epi32(acc.q[i], _mm_madd_epi16(a, w.q[i]));
+    }
+    static void store(const Acc& acc, std::int32_t* c, const std::int32_t*) {
+        for (int i = 0; i < 8; ++i) {
+            std::int32_t lanes[4];
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(lanes), acc.q[i]);
+            c[2 * i] = lanes[0] + lanes[1];
+            c[2 * i + 1] = lanes[2] + lanes[3];
+        }
+    }
+};
+#elif RNNFAST_QINT8 == 1
 struct Int8Ops {
     static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 4;
     struct Acc {
@@ -162,7 +208,50 @@ struct Int8Ops {
 #endif
 
 // ---- bf16 -------------------------------------------------------------------------------------
-#if RNNFAST_QBF16 == 1
+#if RNNFAST_QBF16 == 1 && defined(__SSE2__)
+// The avx2 form at 128 bits, with a multiply and an add (SSE2 has no FMA).
+struct Bf16Ops {
+    static constexpr int kMR = 1, kNP = 1, kNP1 = 1, kGroupK = 2;
+    struct Acc {
+        __m128 q[4];
+    };
+    struct A {
+        __m128 k0, k1;
+    };
+    struct Wv {
+        __m128 k0[4], k1[4];
+    };
+    static Acc zero() {
+        Acc z;
+        for (auto& q : z.q)
+            q = _mm_setzero_ps();
+        return z;
+    }
+    static A prep(const std::uint16_t* a) {
+        return A{_mm_set1_ps(bf16_to_float(a[0])), _mm_set1_ps(bf16_to_float(a[1]))};
+    }
+    static Wv loadw(const std::uint8_t* w) {
+        Wv v;
+        const __m128i high = _mm_set1_epi32(static_cast<int>(0xFFFF0000u));
+        for (int q = 0; q < 4; ++q) {
+            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * q));
+            v.k0[q] = _mm_castsi128_ps(_mm_slli_epi32(x, 16));
+            v.k1[q] = _mm_castsi128_ps(_mm_and_si128(x, high));
+        }
+        return v;
+    }
+    static void madd(Acc& acc, const A& a, const Wv& w) {
+        for (int q = 0; q < 4; ++q) {
+            acc.q[q] = _mm_add_ps(acc.q[q], _mm_mul_ps(a.k0, w.k0[q]));
+            acc.q[q] = _mm_add_ps(acc.q[q], _mm_mul_ps(a.k1, w.k1[q]));
+        }
+    }
+    static void store(const Acc& acc, float* c) {
+        for (int q = 0; q < 4; ++q)
+            _mm_storeu_ps(c + 4 * q, acc.q[q]);
+    }
+};
+#elif RNNFAST_QBF16 == 1
 struct Bf16Ops {
     static constexpr int kMR = 2, kNP = 1, kNP1 = 2, kGroupK = 2;
     struct Acc {
@@ -298,6 +387,23 @@ inline VQ low_bytes(VI v) {
     return low_bytes_of(v, std::make_index_sequence<kBytes>{});
 }
 
+// Lane l + half folded onto lane l, log2(lanes) times: the horizontal max and "any" of a row.
+template <int Half, std::size_t... I>
+inline VF fold(VF v, std::index_sequence<I...>) {
+    return __builtin_shuffle(v, VI{static_cast<std::int32_t>((I + Half) % kLanes)...});
+}
+template <int Half, std::size_t... I>
+inline VI fold(VI v, std::index_sequence<I...>) {
+    return __builtin_shuffle(v, VI{static_cast<std::int32_t>((I + Half) % kLanes)...});
+}
+template <int Half = kLanes / 2>
+inline void reduce(VF& m, VI& bad) {
+    const VF mf = fold<Half>(m, std::make_index_sequence<kLanes>{});
+    bad |= fold<Half>(bad, std::make_index_sequence<kLanes>{});
+    m = mf > m ? mf : m;
+    if constexpr (Half > 1) reduce<Half / 2>(m, bad);
+}
+
 // max |x| (NaN skipped) and whether every value is finite.
 float row_amax(const float* x, index K, bool* finite) {
     const VU magnitude = splat_of<VU>(0x7FFFFFFFu);
@@ -310,14 +416,9 @@ float row_amax(const float* x, index K, bool* finite) {
         bad |= !(a <= largest);  // inf and NaN
         m = a > m ? a : m;
     }
-    float amax = 0.0f;
-    bool ok = true;
-    for (int l = 0; l < kLanes; ++l) {
-        amax = m[l] > amax ? m[l] : amax;
-        ok = ok && bad[l] == 0;
-    }
-    *finite = ok;
-    return amax;
+    reduce(m, bad);
+    *finite = bad[0] == 0;
+    return m[0];
 }
 
 // q = clip(rint(x * mult), -127, 127); rint by adding and removing 1.5 * 2^23 (|x * mult| is
@@ -336,8 +437,7 @@ void quantize_with(const float* x, index K, float mult, std::int8_t* q) {
     }
 }
 
-void quantize_row(const float* x, index K, std::int8_t* q, index ldq, float* scale,
-                  bool tanh_state) {
+void quantize_row(const float* x, index K, std::int8_t* q, float* scale, bool tanh_state) {
     bool finite;
     const float amax = row_amax(x, K, &finite);
     if (tanh_state && finite && amax <= 1.0f) {
@@ -350,11 +450,16 @@ void quantize_row(const float* x, index K, std::int8_t* q, index ldq, float* sca
         *scale = amax / 127.0f;
         quantize_with(x, K, 127.0f / amax, q);
     }
-    std::memset(q + K, 0, static_cast<size_t>(ldq - K));
+}
+
+void quantize_rows(const float* x, index ldx, index rows, index K, std::int8_t* q, index ldq,
+                   float* scale, bool tanh_state) {
+    for (index r = 0; r < rows; ++r)
+        quantize_row(x + r * ldx, K, q + r * ldq, scale + r, tanh_state);
 }
 
 // Round to nearest even on the bits; a NaN keeps its sign and top payload bits, made quiet.
-void bf16_row(const float* x, index K, std::uint16_t* b, index ldb) {
+void bf16_row(const float* x, index K, std::uint16_t* b) {
     const VU magnitude = splat_of<VU>(0x7FFFFFFFu), inf = splat_of<VU>(0x7F800000u);
     for (index k = 0; k < K; k += kLanes) {
         const index n = K - k < kLanes ? K - k : kLanes;
@@ -364,29 +469,37 @@ void bf16_row(const float* x, index K, std::uint16_t* b, index ldb) {
         const VU r = (u & magnitude) > inf ? quiet : rounded;
         store_part(b + k, __builtin_convertvector(r, VH), n);
     }
-    for (index k = K; k < ldb; ++k)
-        b[k] = 0;
 }
 
-void finish_int8_row(const std::int32_t* acc, float s_a, const float* s_w, const float* add,
-                     float* dst, index n) {
-    const VF sa = splat_of<VF>(s_a);
-    for (index j = 0; j < n; j += kLanes) {
-        const index m = n - j < kLanes ? n - j : kLanes;
-        VF v = __builtin_convertvector(load_part<VI>(acc + j, m), VF) *
-               (sa * load_part<VF>(s_w + j, m));
-        if (add) v = v + load_part<VF>(add + j, m);
-        store_part(dst + j, v, m);
+void bf16_rows(const float* x, index ldx, index rows, index K, std::uint16_t* b, index ldb) {
+    for (index r = 0; r < rows; ++r)
+        bf16_row(x + r * ldx, K, b + r * ldb);
+}
+
+void finish_int8_rows(const std::int32_t* acc, index ldacc, index rows, const float* s_a,
+                      const float* s_w, const float* add, index add_rs, float* dst, index ldd,
+                      index n) {
+    for (index r = 0; r < rows; ++r) {
+        const VF sa = splat_of<VF>(s_a[r]);
+        for (index j = 0; j < n; j += kLanes) {
+            const index m = n - j < kLanes ? n - j : kLanes;
+            VF v = __builtin_convertvector(load_part<VI>(acc + r * ldacc + j, m), VF) *
+                   (sa * load_part<VF>(s_w + j, m));
+            if (add) v = v + load_part<VF>(add + r * add_rs + j, m);
+            store_part(dst + r * ldd + j, v, m);
+        }
     }
 }
 
-void finish_bf16_row(const float* acc, const float* add, float* dst, index n) {
-    for (index j = 0; j < n; j += kLanes) {
-        const index m = n - j < kLanes ? n - j : kLanes;
-        VF v = load_part<VF>(acc + j, m);
-        if (add) v = v + load_part<VF>(add + j, m);
-        store_part(dst + j, v, m);
-    }
+void finish_bf16_rows(const float* acc, index ldacc, index rows, const float* add, index add_rs,
+                      float* dst, index ldd, index n) {
+    for (index r = 0; r < rows; ++r)
+        for (index j = 0; j < n; j += kLanes) {
+            const index m = n - j < kLanes ? n - j : kLanes;
+            VF v = load_part<VF>(acc + r * ldacc + j, m);
+            if (add) v = v + load_part<VF>(add + r * add_rs + j, m);
+            store_part(dst + r * ldd + j, v, m);
+        }
 }
 
 // ---- the tiling, shared by both kinds ---------------------------------------------------------
@@ -470,18 +583,19 @@ void bf16_block(const Bf16Task& t, index m0, index m1, index p0, index p1) {
 #endif
 
 // Constant-initialised: no code of this path runs at load time.
-constexpr QuantKernels kKernels = {RNNFAST_QPATH_NAME,
+constexpr QuantKernels kKernels = {
+    RNNFAST_QPATH_NAME,
 #if RNNFAST_QINT8
-                                   &int8_block,
+    &int8_block,
 #else
-                                   nullptr,
+    nullptr,
 #endif
 #if RNNFAST_QBF16
-                                   &bf16_block,
+    &bf16_block,
 #else
-                                   nullptr,
+    nullptr,
 #endif
-                                   {&quantize_row, &bf16_row, &finish_int8_row, &finish_bf16_row}};
+    {&quantize_rows, &bf16_rows, &finish_int8_rows, &finish_bf16_rows}};
 
 }  // namespace
 

@@ -73,19 +73,25 @@ struct Bf16Task {
     index ldc;
 };
 
-// Element-wise passes over one row, at the path's vector width (the formats of qops.hpp):
+// Element-wise passes over `rows` rows, at the path's vector width (the formats of qops.hpp).
+// One call per block of rows: per-row calls through the table cost as much as the work at
+// H = 32. Leading dimensions are in elements.
 struct RowOps {
-    // x (K) to int8 q (written up to ldq, zeros past K) and its scale: the dynamic formula, or
-    // for a tanh layer's recurrent input (tanh_state) the fixed 1/127 where the row is in [-1, 1].
-    void (*quantize)(const float* x, index K, std::int8_t* q, index ldq, float* scale,
-                     bool tanh_state);
-    // x (K) to bf16 bits, zeros up to ldb.
-    void (*to_bf16)(const float* x, index K, std::uint16_t* b, index ldb);
-    // dst[j] = float(acc[j]) * (s_a * s_w[j]) (+ add[j] when add is not null), j < n.
-    void (*finish_int8)(const std::int32_t* acc, float s_a, const float* s_w, const float* add,
-                        float* dst, index n);
-    // dst[j] = acc[j] (+ add[j]), j < n.
-    void (*finish_bf16)(const float* acc, const float* add, float* dst, index n);
+    // x (rows x K) to int8 q, values [0, K) of each row (the caller keeps [K, ldq) zero), and
+    // the row scales: the dynamic formula, or for a tanh layer's recurrent input (tanh_state)
+    // the fixed 1/127 where a row is within [-1, 1].
+    void (*quantize)(const float* x, index ldx, index rows, index K, std::int8_t* q, index ldq,
+                     float* scale, bool tanh_state);
+    // x (rows x K) to bf16 bits, values [0, K) of each row.
+    void (*to_bf16)(const float* x, index ldx, index rows, index K, std::uint16_t* b, index ldb);
+    // dst[r, j] = float(acc[r, j]) * (s_a[r] * s_w[j]) (+ add[r * add_rs + j] when add is not
+    // null), j < n.
+    void (*finish_int8)(const std::int32_t* acc, index ldacc, index rows, const float* s_a,
+                        const float* s_w, const float* add, index add_rs, float* dst, index ldd,
+                        index n);
+    // dst[r, j] = acc[r, j] (+ add[r * add_rs + j]), j < n.
+    void (*finish_bf16)(const float* acc, index ldacc, index rows, const float* add, index add_rs,
+                        float* dst, index ldd, index n);
 };
 
 struct QuantKernels {

@@ -48,9 +48,7 @@ PackedMatrix pack_bf16(const std::uint16_t* bits, index N, index K) {
 }
 
 void quantize_rows(const float* x, index M, index K, std::int8_t* q, float* scale) {
-    const RowOps& ops = active_kernels(Kind::int8).rows;
-    for (index i = 0; i < M; ++i)
-        ops.quantize(x + i * K, K, q + i * K, K, scale + i, false);
+    active_kernels(Kind::int8).rows.quantize(x, K, M, K, q, K, scale, false);
 }
 
 }  // namespace rnnfast::quantized
