@@ -608,3 +608,40 @@ def test_load_torch_onnx_export_of_embedding_rnn_linear(tmp_path):
     with torch.no_grad():
         y, h_n = net(ids)
     assert_outputs(model(ids.numpy()), (y.numpy(), h_n.numpy()))
+
+
+# ---- quantized models (rnnfast.quantize): exported with their dequantized weights ---------------
+
+
+@pytest.mark.parametrize("mode", ["bf16", "int8"])
+@pytest.mark.parametrize("name", CONTAINERS)
+def test_quantized_export_matches_onnxruntime_within_the_quantization_bound(name, mode):
+    """The ONNX RNN op has no integer or bf16 weights: a quantized copy exports the weights it
+    computes with, dequantized to float32. onnxruntime then computes exactly what the float
+    model with those weights computes (rnnfast.onnx.load gives that model back), and differs
+    from the quantized copy only by the copy's rounding of its activations: within the
+    quantization's stated error bound (tests/test_quantize.py)."""
+    from test_quantize import REL_ERROR, rel_error
+
+    build, tokens = CONTAINERS[name]
+    model = rnnfast.quantize(build().eval(), mode)
+    exported = rx.export(model, None, lengths=True, padding_at_end=True)
+    onnx.checker.check_model(exported, full_check=True)
+    back = rx.load(exported)
+    rng = np.random.default_rng(5)
+    batch_first = bool(model.batch_first)
+    steps, batch = 7, 5
+    lengths = lengths_for(steps, batch)
+    if tokens:
+        x = token_batch(rng, steps, batch, batch_first, lengths)
+    else:
+        x = sequences(rng, steps, batch, batch_first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rnnfast.nn.PaddingWarning)
+        quantized = flat(model(x, lengths=lengths))
+        float_back = back(x, lengths=lengths)
+    got = run_ort(exported, {"x": x, "lengths": lengths})
+    assert_outputs(got, float_back)
+    for g, q in zip(flat(got), quantized):
+        assert rel_error(g, q) < REL_ERROR[mode]
+        assert not np.array_equal(g, q)  # the copy really computed in low precision

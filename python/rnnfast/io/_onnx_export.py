@@ -230,6 +230,15 @@ def chain_of(model, example):
 # ---- what ONNX cannot express ------------------------------------------------------------------
 
 
+def _float_params(layer):
+    """A layer's float parameters by name; a quantized copy's (rnnfast.quantize) dequantized:
+    the ONNX RNN op has no integer or bf16 weights, so a quantized model is exported with the
+    weights it computes with, in float32 (the graph's activations are not rounded as the
+    quantized kernels round them: its outputs differ from the copy's by that rounding alone)."""
+    dequantized = getattr(layer, "dequantized_params", None)
+    return dequantized() if dequantized is not None else layer._params
+
+
 def _check_rnn(layer, who):
     alphas = layer.alpha if isinstance(layer.alpha, list) else [layer.alpha]
     if any(float(a) != 1.0 for a in alphas):
@@ -327,10 +336,11 @@ class _Exporter:
                 f"{who}: Linear({layer.in_features}, {layer.out_features}) reads features of "
                 f"width {layer.in_features}, got {self._what(flow)}"
             )
-        weight = g.initializer(np.ascontiguousarray(layer._params["weight"].T), "linear.weight")
+        p = _float_params(layer)
+        weight = g.initializer(np.ascontiguousarray(p["weight"].T), "linear.weight")
         out = g.op("MatMul", [flow.value, weight])
         if layer.bias:
-            out = g.op("Add", [out, g.initializer(layer._params["bias"], "linear.bias")])
+            out = g.op("Add", [out, g.initializer(p["bias"], "linear.bias")])
         return _Flow(out, flow.kind, layer.out_features, flow.valid)
 
     @staticmethod
@@ -364,7 +374,7 @@ class _Exporter:
         # which writes its outputs at the original time positions. A bidirectional layer's
         # two directions then trade places: the ONNX forward direction runs rnnfast's reverse.
         swap = back and dirs == 2
-        p = layer._params
+        p = _float_params(layer)
         act = "Tanh" if layer.nonlinearity == "tanh" else "Relu"
         direction = "bidirectional" if dirs == 2 else ("reverse" if back else "forward")
         inp, states = flow.value, []

@@ -16,7 +16,12 @@ example=None)`` writes the inference graph of
   the graph is the eval-mode model);
 - ``Sequential`` and ``Module`` whose forward is a plain chain of children (each reads the
   previous one's output; a Module's forward is run once in eval mode on a small input, or on
-  ``example``, to see it), nested in each other as well.
+  ``example``, to see it), nested in each other as well;
+- quantized copies of these (``rnnfast.quantize``, bf16 or int8) with their weights dequantized
+  to float32, the values the copy computes with: the ONNX ``RNN`` op takes no integer or bf16
+  weights, so the graph does not round activations as the quantized kernels do, and its outputs
+  differ from the copy's by that rounding alone (within the quantization's error bound), while
+  the file is the float32 size.
 
 Graph inputs: ``x``, float (T, B, D), or (B, T, D) when the model is batch_first, or int64 token
 ids (T, B) / (B, T) for a model that starts with an Embedding; ``h0`` (num_layers*dirs, B, H)

@@ -85,6 +85,14 @@ class QuantizedLayer:
     def state_dict(self):
         return {name: a.copy() for name, a in self._params.items()}
 
+    def dequantized_params(self):
+        """The float layer's parameters as this copy computes with them: {float name: float32
+        array}, weights dequantized (what an ONNX export of the copy stores; the float layer
+        loads them as they are)."""
+        out = {name: w.dequantized() for name, w in self._weights.items()}
+        out.update({name: a.copy() for name, a in self._floats.items()})
+        return out
+
     def load_state_dict(self, state_dict):
         """Load raw quantized arrays (what ``state_dict`` returns): every key, dtype and shape is
         checked before anything changes; the kernels' packed copies are made again."""

@@ -45,6 +45,19 @@ class QuantizedRNN(QuantizedLayer, RNN):
                 self._floats[n_b] = layer._params[n_bi] + layer._params[n_bh]
             self._kernel_names.append((n_ih, n_hh, n_b))
 
+    def dequantized_params(self):
+        """As :meth:`QuantizedLayer.dequantized_params`, in the float RNN's names: the summed
+        bias as ``bias_ih`` and zeros as ``bias_hh``."""
+        out = {}
+        for (n_ih, n_hh, n_bi, n_bh), (_, _, n_b) in zip(self._names, self._kernel_names):
+            out[n_ih], out[n_hh] = (
+                self._weights[n_ih].dequantized(),
+                self._weights[n_hh].dequantized(),
+            )
+            if n_b is not None:
+                out[n_bi], out[n_bh] = self._floats[n_b].copy(), np.zeros_like(self._floats[n_b])
+        return out
+
     @property
     def float32_nbytes(self):
         """Bytes the float32 layer stores: its two bias vectors per direction, not their sum."""
