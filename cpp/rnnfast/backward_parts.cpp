@@ -1,0 +1,78 @@
+#include "backward_parts.hpp"
+
+#include <algorithm>
+
+#include "embedding.hpp"
+#include "threads.hpp"
+
+namespace rnnfast {
+
+template <class T>
+GradientBuffers<T>::GradientBuffers(const KernelTable<T>& kt, const BackwardArgs<T>& a) {
+    const index D = a.input_size, H = a.hidden_size;
+    if (a.ids) {
+        token_delta.assign(static_cast<size_t>(a.vocab * H), T(0));
+    } else {
+        packed_ih.resize(static_cast<size_t>(kt.packed_b_size(H, D)));
+        packed_x.resize(static_cast<size_t>(team_pack_size(kt, D)));
+    }
+    packed_h.resize(static_cast<size_t>(team_pack_size(kt, H)));
+}
+
+template <class T>
+void chunk_gradients(const KernelTable<T>& kt, const Team& team, const BackwardArgs<T>& a,
+                     const ChunkGradients<T>& c, GradientBuffers<T>& buffers) {
+    const index B = a.batch, D = a.input_size, H = a.hidden_size;
+    const T* dl = c.delta;
+    if (a.ids) {  // skipped and padded steps' deltas are zero: their ids add nothing
+        const Range cols = team_range(team, H, 16);
+        embedding_backward_columns(a.ids + c.t0 * B, c.rows, dl, H, buffers.token_delta.data(),
+                                   cols.begin, cols.end);
+    } else {
+        team_gemm(kt, team, H, D, c.rows, MatView<T>{dl, 1, H},
+                  MatView<T>{a.x + c.t0 * B * D, D, 1}, a.dw_ih, D, c.accumulate,
+                  buffers.packed_x.data());
+    }
+    team_gemm(kt, team, H, H, c.rows - c.split, MatView<T>{dl + c.split * H, 1, H},
+              MatView<T>{c.rest, H, 1}, a.dw_hh, H, c.accumulate, buffers.packed_h.data());
+    if (c.split > 0 && c.first)
+        team_gemm(kt, team, H, H, c.split, MatView<T>{dl, 1, H}, MatView<T>{c.first, H, 1}, a.dw_hh,
+                  H, true, buffers.packed_h.data());
+    if (!a.ids) {
+        GemmTask<T> dx;
+        dx.M = c.rows;
+        dx.N = D;
+        dx.K = H;
+        dx.A = {dl, H, 1};
+        dx.packed_b = buffers.packed_ih.data();
+        dx.C = a.dx + c.t0 * B * D;
+        dx.ldc = D;
+        team_task(kt, team, dx);
+    }
+    // db over the member's H-panels, the columns of its dW_hh share.
+    const Range cols = team_range(team, H, kt.nr);
+    add_column_sums(dl, c.rows, H, a.db, c.accumulate, cols.begin, cols.end);
+}
+
+template <class T>
+void token_gradients(const KernelTable<T>& kt, const BackwardArgs<T>& a,
+                     const GradientBuffers<T>& buffers) {
+    const index V = a.vocab, D = a.input_size, H = a.hidden_size;
+    const int threads = threads_for(2.0 * double(V) * double(H) * double(D),
+                                    std::max(panel_count(H, kt.nr), V), Sync::fork_join);
+    const T* S = buffers.token_delta.data();
+    gemm(kt, H, D, V, MatView<T>{S, 1, H}, MatView<T>{a.x, D, 1}, a.dw_ih, D, false, threads);
+    gemm(kt, V, D, H, MatView<T>{S, H, 1}, MatView<T>{a.w_ih, D, 1}, a.dx, D, false, threads);
+}
+
+#define RNNFAST_INSTANTIATE(T)                                                                \
+    template struct GradientBuffers<T>;                                                       \
+    template void chunk_gradients(const KernelTable<T>&, const Team&, const BackwardArgs<T>&, \
+                                  const ChunkGradients<T>&, GradientBuffers<T>&);             \
+    template void token_gradients(const KernelTable<T>&, const BackwardArgs<T>&,              \
+                                  const GradientBuffers<T>&);
+RNNFAST_INSTANTIATE(float)
+RNNFAST_INSTANTIATE(double)
+#undef RNNFAST_INSTANTIATE
+
+}  // namespace rnnfast
