@@ -1,6 +1,6 @@
-"""The backward's single parallel region: the step loop and each chunk's weight and input
-gradients run in one team (the gradient GEMMs pack B inside the region, each member its own
-panels). Repeated calls at one thread count give the same bits, at 1 and at 2 threads, and
+"""The backward's single parallel region, and the batch of one's streaming step: the step loop
+and each chunk's weight and input gradients run in one team (the gradient GEMMs pack B inside
+the region, each member its own panels). Repeated calls at one thread count give the same bits, at 1 and at 2 threads, and
 match the NumPy reference, across chunk boundaries, for the plain and the masked drivers."""
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from rnnfast import reference as R
 # - H = 5: a single panel, so the members split rows and meet around each packed K-block.
 # - B = 2, H = 48: a step too small for two threads while the chunk's GEMMs get two, so one
 #   member sits the step loop out and waits for it.
-SHAPES = [(40, 64, 50, 96), (300, 7, 9, 5), (700, 2, 20, 48)]
+# - B = 1: the step streams W_hh (matvec) in column groups of the members' shares, H = 300 split
+#   between two members, H = 37 not a whole number of vectors.
+SHAPES = [(40, 64, 50, 96), (300, 7, 9, 5), (700, 2, 20, 48), (30, 1, 7, 300), (9, 1, 3, 37)]
 VARIANTS = ["plain", "no-h0", "lengths", "leaky", "ids", "step-mask"]
 REPEATS = 3
 

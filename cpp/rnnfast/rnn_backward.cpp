@@ -9,6 +9,7 @@
 #include "gemm.hpp"
 #include "rnn.hpp"
 #include "step_barrier.hpp"
+#include "stream_pack.hpp"
 #include "threads.hpp"
 
 namespace rnnfast {
@@ -41,8 +42,11 @@ void rnn_backward(const BackwardArgs<T>& a) {
     const index panels = panel_count(H, kt.nr);
     const index chunk = std::min(T_, std::max<index>(1, kChunkRows / B));
     const BackwardTeam team_plan = backward_team(kt, a, chunk);
-    // B(k = j, n = i) = W_hh[j, i]: the recurrent term delta_t W_hh.
-    std::vector<T> packed_hh(static_cast<size_t>(kt.packed_b_size(H, H)));
+    // B(k = j, n = i) = W_hh[j, i]: the recurrent term delta_t W_hh. A batch of one streams
+    // it instead (matvec).
+    const bool stream = B == 1;
+    std::vector<T> packed_hh(
+        static_cast<size_t>(stream ? stream_packed_size(kt, H, H) : kt.packed_b_size(H, H)));
     GradientBuffers<T> buffers(kt, a);
     const Epilogue grad = gradient_epilogue(a.act);
     std::vector<T> delta(static_cast<size_t>(chunk * step_size));
@@ -67,7 +71,14 @@ void rnn_backward(const BackwardArgs<T>& a) {
         }
         const Team team{thread_index(), team_size(), &team_barrier};
         const int stepping = std::min(team_plan.steps, team.size);
-        team_pack(kt, team, MatView<T>{a.w_hh, H, 1}, H, H, packed_hh.data());
+        if (!stream) {
+            team_pack(kt, team, MatView<T>{a.w_hh, H, 1}, H, H, packed_hh.data());
+        } else {  // the columns of the member's step share (the same at every step: B = 1)
+            const Share s = share_of(1, panels, kt.mr, team.me, stepping);
+            if (team.me < stepping)
+                stream_pack(kt, MatView<T>{a.w_hh, H, 1}, H, std::min(H, s.p0 * kt.nr),
+                            std::min(H, s.p1 * kt.nr), packed_hh.data());
+        }
         if (!a.ids)  // B(k = j, n = c) = W_ih[j, c]: dX = delta W_ih
             team_pack(kt, team, MatView<T>{a.w_ih, D, 1}, H, D, buffers.packed_ih.data());
 
@@ -120,7 +131,11 @@ void rnn_backward(const BackwardArgs<T>& a) {
                     step.A = {next, H, 1};
                     step.C = g;
                     step.aux = a.y + t * step_size;
-                    kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
+                    if (!stream)
+                        kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
+                    else if (s.m1 > s.m0)  // the sequence is still running
+                        kt.matvec(packed_hh.data() + own.c0 * H, step.K, next, g + own.c0,
+                                  own.c1 - own.c0, step.op, step.aux + own.c0);
                     if (leaky)
                         leaky_delta(delta.data() + i * step_size, g, a.y + t * step_size,
                                     t > 0 ? a.y + (t - 1) * step_size : h_start, H, own, a.alpha,
@@ -152,25 +167,32 @@ void rnn_backward(const BackwardArgs<T>& a) {
         }
 
         // dh0 = delta_0 W_hh (+ (1 - alpha) g_0 for leaky units), no activation; a sequence of
-        // length 0 passes dh_n straight to dh0 (its h_n is h0). Each member its own block.
-        const Share s = share_of(B, panels, kt.mr, team.me, team.size);
-        const index c0 = std::min(H, s.p0 * kt.nr), c1 = std::min(H, s.p1 * kt.nr);
-        for (index r = s.m0; r < s.m1; ++r)
-            for (index j = c0; j < c1; ++j) {
-                const index i = r * H + j;
-                a.dh0[i] = leaky ? (T(1) - a.alpha) * later_grad[i] : T(0);
-                if (a.dh_n && r >= active[0]) a.dh0[i] += a.dh_n[i];
-            }
-        GemmTask<T> last;
-        last.accumulate = true;
-        last.M = B;
-        last.N = H;
-        last.K = H;
-        last.A = {later.data(), H, 1};
-        last.packed_b = packed_hh.data();
-        last.C = a.dh0;
-        last.ldc = H;
-        kt.gemm_block(last, s.m0, s.m1, s.p0, s.p1);
+        // length 0 passes dh_n straight to dh0 (its h_n is h0). Each member of the step loop
+        // computes its block, on the weights it read there.
+        if (team.me < stepping) {
+            const Share s = share_of(B, panels, kt.mr, team.me, stepping);
+            const index c0 = std::min(H, s.p0 * kt.nr), c1 = std::min(H, s.p1 * kt.nr);
+            for (index r = s.m0; r < s.m1; ++r)
+                for (index j = c0; j < c1; ++j) {
+                    const index i = r * H + j;
+                    a.dh0[i] = leaky ? (T(1) - a.alpha) * later_grad[i] : T(0);
+                    if (a.dh_n && r >= active[0]) a.dh0[i] += a.dh_n[i];
+                }
+            GemmTask<T> last;
+            last.accumulate = true;
+            last.M = B;
+            last.N = H;
+            last.K = H;
+            last.A = {later.data(), H, 1};
+            last.packed_b = packed_hh.data();
+            last.C = a.dh0;
+            last.ldc = H;
+            if (!stream)
+                kt.gemm_block(last, s.m0, s.m1, s.p0, s.p1);
+            else
+                kt.matvec(packed_hh.data() + c0 * H, H, later.data(), a.dh0 + c0, c1 - c0,
+                          Epilogue::none, nullptr);
+        }
     }
 
     if (a.ids) token_gradients(kt, a, buffers);

@@ -385,6 +385,87 @@ void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
     }
 }
 
+// ---- one time step of a batch of one ----------------------------------------------------------
+
+// Independent FMA chains per group of outputs: at least the 8 that keep both FMA units busy
+// through their latency (2 units x 4 cycles), and with 32 vector registers (AVX-512) 16, which
+// also halves the chain the step waits on (the step's sum is its critical path at small H).
+// A group of G output vectors interleaves k over kStreamChains / G accumulator sets.
+constexpr int kStreamChains = kVectorBytes == 64 ? 16 : 8;
+
+// out[0, n) = op(out + v Wt) for n <= G vectors of outputs; see matvec. Lanes past n are
+// computed from Wt's zero padding and never stored.
+template <class T, int G>
+inline void matvec_group(const T* wt, index ld, index K, const T* v, T* out, index n, Epilogue op,
+                         const T* aux) {
+    using V = typename Simd<T>::vec;
+    constexpr int W = Simd<T>::W;
+    constexpr int U = G >= kStreamChains ? 1 : kStreamChains / G;
+    V acc[U][G];
+    for (int u = 0; u < U; ++u)
+        for (int g = 0; g < G; ++g) acc[u][g] = V{};
+    index k = 0;
+    for (; k + U <= K; k += U)
+        for (int u = 0; u < U; ++u) {
+            const V x = splat<V>(v[k + u]);
+            const T* row = wt + (k + u) * ld;
+            for (int g = 0; g < G; ++g) acc[u][g] += x * load<V>(row + g * W);
+        }
+    for (; k < K; ++k) {
+        const V x = splat<V>(v[k]);
+        for (int g = 0; g < G; ++g) acc[0][g] += x * load<V>(wt + k * ld + g * W);
+    }
+    for (int u = 1; u < U; ++u)
+        for (int g = 0; g < G; ++g) acc[0][g] += acc[u][g];
+    for (int g = 0; g < G; ++g) {
+        const index j = g * W, cols = n - j < W ? n - j : W;
+        if (cols == W) {
+            const V a = aux ? load<V>(aux + j) : V{};
+            store(out + j, apply_epilogue<T>(op, acc[0][g] + load<V>(out + j), a));
+            continue;
+        }
+        T cbuf[W] = {}, abuf[W] = {};  // a partial last vector goes through copies
+        for (index c = 0; c < cols; ++c) {
+            cbuf[c] = out[j + c];
+            if (aux) abuf[c] = aux[j + c];
+        }
+        const V r = apply_epilogue<T>(op, acc[0][g] + load<V>(cbuf), load<V>(abuf));
+        for (index c = 0; c < cols; ++c) out[j + c] = r[c];
+    }
+}
+
+// matvec_group for a group of `vectors` <= G vectors, the template chosen at run time.
+template <class T, int G>
+inline void matvec_last(int vectors, const T* wt, index ld, index K, const T* v, T* out, index n,
+                        Epilogue op, const T* aux) {
+    if (vectors == G)
+        matvec_group<T, G>(wt, ld, K, v, out, n, op, aux);
+    else if constexpr (G > 1)
+        matvec_last<T, G - 1>(vectors, wt, ld, K, v, out, n, op, aux);
+}
+
+// out[j] = op(out[j] + sum_k v[k] B[k, j], aux[j]) for j in [0, n): the recurrent step of a
+// batch of one as a vector-matrix product, on B (K x n) laid out in column groups (see
+// KernelTable::matvec): each group's K rows are contiguous, so the step streams them in order,
+// every load feeding an FMA and one broadcast of v[k] serving the whole group. No register
+// tile's unused rows, and no horizontal sums.
+template <class T>
+void matvec(const T* b, index K, const T* v, T* out, index n, Epilogue op, const T* aux) {
+    constexpr int W = Simd<T>::W;
+    constexpr index kGroup = kStreamChains * W;
+    constexpr index NR = Simd<T>::NR;
+    for (index j = 0; j < n; j += kGroup) {
+        const index cols = n - j < kGroup ? n - j : kGroup;
+        const index width = (cols + NR - 1) / NR * NR;  // the group's stored width
+        const T* a = aux ? aux + j : aux;
+        if (cols == kGroup)
+            matvec_group<T, kStreamChains>(b + j * K, width, K, v, out + j, cols, op, a);
+        else
+            matvec_last<T, kStreamChains - 1>(static_cast<int>((cols + W - 1) / W), b + j * K,
+                                              width, K, v, out + j, cols, op, a);
+    }
+}
+
 // ---- softmax ------------------------------------------------------------------------------
 
 // exp(y) for any y <= 0 (and NaN): vexp_nonpositive holds while 2^n is a normal number, so
@@ -439,9 +520,10 @@ T softmax_row(const T* x, index n, T weight, T* out) {
 
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
 template <class T>
-constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,  Simd<T>::NR, kMR,           &packed_b_size<T>,
-                                   &pack_b<T>,        &gemm_block<T>, &dot_rows<T>,
-                                   &softmax_row<T>};
+constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME, Simd<T>::NR,     kMR,
+                                   kStreamChains * Simd<T>::W,   &packed_b_size<T>,
+                                   &pack_b<T>,       &gemm_block<T>, &dot_rows<T>,
+                                   &matvec<T>,       &softmax_row<T>};
 
 }  // namespace
 
