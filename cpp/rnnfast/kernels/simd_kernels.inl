@@ -354,9 +354,63 @@ inline T sum_lanes(typename Simd<T>::vec v) {
         return v[0];
 }
 
+// Four lane sums at once, by folding pairs of vectors into each other's halves: (a0, a1) and
+// (a2, a3) fold into vectors holding half-sums of both, those two into one vector whose quarters
+// hold the four rows' partial sums, then each quarter is summed in place. 13 shuffles and adds
+// on AVX-512 floats for the four, against 32 for four separate trees.
+template <class T>
+struct LaneMask {
+    typedef typename IntFor<T>::type type __attribute__((vector_size(kVectorBytes)));
+};
+
+// Lane i of fold<G>(x, y): of the 2W lanes of (x, y), out block b (of G lanes) takes block
+// 2b' (+1 for the high part) of x for the first half of the out blocks, of y for the second.
+template <class T, int G, int High>
+constexpr typename IntFor<T>::type fold_lane(std::size_t i) {
+    constexpr int W = Simd<T>::W, blocks = W / G;
+    const int b = static_cast<int>(i) / G, within = static_cast<int>(i) % G;
+    const int source = b < blocks / 2 ? 0 : W;
+    return static_cast<typename IntFor<T>::type>(source + (2 * (b % (blocks / 2)) + High) * G +
+                                                 within);
+}
+template <class T, int G, std::size_t... I>
+inline typename Simd<T>::vec fold(typename Simd<T>::vec x, typename Simd<T>::vec y,
+                                  std::index_sequence<I...>) {
+    const typename LaneMask<T>::type lo{fold_lane<T, G, 0>(I)...}, hi{fold_lane<T, G, 1>(I)...};
+    return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, hi);
+}
+// Lane i of a rotation by S inside each block of G lanes.
+template <class T, int G, int S, std::size_t... I>
+inline typename Simd<T>::vec rotate_blocks(typename Simd<T>::vec v, std::index_sequence<I...>) {
+    return __builtin_shuffle(
+        v, typename LaneMask<T>::type{static_cast<typename IntFor<T>::type>(I / G * G + (I % G + S) % G)...});
+}
+template <class T, int G, int S = G / 2>
+inline typename Simd<T>::vec sum_blocks(typename Simd<T>::vec v) {
+    if constexpr (S >= 1) {
+        v += rotate_blocks<T, G, S>(v, std::make_index_sequence<Simd<T>::W>{});
+        return sum_blocks<T, G, S / 2>(v);
+    } else {
+        return v;
+    }
+}
+template <class T>
+inline void sum_lanes4(const typename Simd<T>::vec* acc, T* sums) {
+    constexpr int W = Simd<T>::W;
+    using Seq = std::make_index_sequence<W>;
+    const auto z01 = fold<T, W / 2>(acc[0], acc[1], Seq{});
+    const auto z23 = fold<T, W / 2>(acc[2], acc[3], Seq{});
+    if constexpr (W == 2) {  // one lane per half: the halves are the sums
+        sums[0] = z01[0], sums[1] = z01[1], sums[2] = z23[0], sums[3] = z23[1];
+    } else {
+        const auto q = sum_blocks<T, W / 4>(fold<T, W / 4>(z01, z23, Seq{}));
+        for (int r = 0; r < 4; ++r) sums[r] = q[r * (W / 4)];
+    }
+}
+
 // out[j] += W[j, :] . v for rows j of a row-major W (rows x cols): dot products along W's rows,
-// four rows at a time so each load of v serves four FMAs. For one time step nothing is worth
-// packing, so W is read as it is stored.
+// four rows at a time so each load of v serves four FMAs and the four sums share one reduction.
+// For one time step nothing is worth packing, so W is read as it is stored.
 template <class T>
 void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
     using V = typename Simd<T>::vec;
@@ -370,8 +424,10 @@ void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
             const V x = load<V>(v + k);
             for (int r = 0; r < 4; ++r) acc[r] += load<V>(W + (j + r) * cols + k) * x;
         }
+        T sums[4];
+        sum_lanes4<T>(acc, sums);
         for (int r = 0; r < 4; ++r) {
-            T s = sum_lanes<T>(acc[r]);
+            T s = sums[r];
             for (index k = vec_cols; k < cols; ++k) s += W[(j + r) * cols + k] * v[k];
             out[j + r] += s;
         }
