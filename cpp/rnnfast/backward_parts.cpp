@@ -13,7 +13,6 @@ GradientBuffers<T>::GradientBuffers(const KernelTable<T>& kt, const BackwardArgs
     if (a.ids) {
         token_delta.assign(static_cast<size_t>(a.vocab * H), T(0));
     } else {
-        packed_ih.resize(static_cast<size_t>(kt.packed_b_size(H, D)));
         packed_x.resize(static_cast<size_t>(team_pack_size(kt, D)));
     }
     packed_h.resize(static_cast<size_t>(team_pack_size(kt, H)));
@@ -38,17 +37,9 @@ void chunk_gradients(const KernelTable<T>& kt, const Team& team, const BackwardA
     if (c.split > 0 && c.first)
         team_gemm(kt, team, H, H, c.split, MatView<T>{dl, 1, H}, MatView<T>{c.first, H, 1}, a.dw_hh,
                   H, true, buffers.packed_h.data());
-    if (!a.ids) {
-        GemmTask<T> dx;
-        dx.M = c.rows;
-        dx.N = D;
-        dx.K = H;
-        dx.A = {dl, H, 1};
-        dx.packed_b = buffers.packed_ih.data();
-        dx.C = a.dx + c.t0 * B * D;
-        dx.ldc = D;
-        team_task(kt, team, dx);
-    }
+    if (!a.ids)  // dX = delta W_ih; W_ih packed block by block, each block used while in cache
+        team_gemm(kt, team, c.rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1},
+                  a.dx + c.t0 * B * D, D, false, buffers.packed_x.data());
     // db over the member's H-panels, the columns of its dW_hh share.
     const Range cols = team_range(team, H, kt.nr);
     add_column_sums(dl, c.rows, H, a.db, c.accumulate, cols.begin, cols.end);

@@ -70,12 +70,12 @@ struct ChunkGradients {
     const T* first = nullptr;
 };
 
-// The buffers of chunk_gradients, allocated once per call: W_ih packed whole as dX's B (empty
-// with token input) and room for team_gemm's K-blocks of X (N = D) and of prev (N = H); with
-// token input, the per-id delta sums (vocab, H).
+// The buffers of chunk_gradients, allocated once per call: room for team_gemm's K-blocks of the
+// B operands with N = D (X for dW_ih, W_ih for dX) and N = H (prev for dW_hh); with token
+// input, the per-id delta sums (vocab, H).
 template <class T>
 struct GradientBuffers {
-    std::vector<T> packed_ih, packed_x, packed_h, token_delta;
+    std::vector<T> packed_x, packed_h, token_delta;
     GradientBuffers(const KernelTable<T>& kt, const BackwardArgs<T>& a);
 };
 

@@ -79,8 +79,6 @@ void rnn_backward(const BackwardArgs<T>& a) {
                 stream_pack(kt, MatView<T>{a.w_hh, H, 1}, H, std::min(H, s.p0 * kt.nr),
                             std::min(H, s.p1 * kt.nr), packed_hh.data());
         }
-        if (!a.ids)  // B(k = j, n = c) = W_ih[j, c]: dX = delta W_ih
-            team_pack(kt, team, MatView<T>{a.w_ih, D, 1}, H, D, buffers.packed_ih.data());
 
         for (index t1 = T_; t1 > 0; t1 -= chunk) {
             const index t0 = std::max<index>(0, t1 - chunk), steps = t1 - t0;

@@ -61,8 +61,6 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
         const Team team{thread_index(), team_size(), &team_barrier};
         const int stepping = std::min(team_plan.steps, team.size);
         team_pack(kt, team, MatView<T>{a.w_hh, H, 1}, H, H, packed_hh.data());
-        if (!a.ids)  // B(k = j, n = c) = W_ih[j, c]: dX = delta W_ih
-            team_pack(kt, team, MatView<T>{a.w_ih, D, 1}, H, D, buffers.packed_ih.data());
         team_barrier.wait();
 
         for (index t1 = T_; t1 > 0; t1 -= chunk) {
