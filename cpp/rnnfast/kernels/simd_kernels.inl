@@ -443,11 +443,16 @@ void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
 
 // ---- one time step of a batch of one ----------------------------------------------------------
 
-// Independent FMA chains per group of outputs: at least the 8 that keep both FMA units busy
-// through their latency (2 units x 4 cycles), and with 32 vector registers (AVX-512) 16, which
-// also halves the chain the step waits on (the step's sum is its critical path at small H).
-// A group of G output vectors interleaves k over kStreamChains / G accumulator sets.
+// Independent FMA chains per full group of outputs: at least the 8 that keep both FMA units
+// busy through their latency (2 units x 4 cycles), with 32 vector registers (AVX-512) 16.
 constexpr int kStreamChains = kVectorBytes == 64 ? 16 : 8;
+// k is interleaved over a fixed number of accumulator sets, whatever the group's size: each
+// output's sum then runs in the same order in any group, and the groups follow the threads'
+// shares, so the result does not depend on the thread count (the contention back-off and
+// ThreadShare change it under the caller). A group has kStreamChains / kStreamSets vectors:
+// with AVX-512, 4 sets of 4, so that H = 64 floats (4 vectors) still has 16 chains.
+constexpr int kStreamSets = kVectorBytes == 64 ? 4 : 2;
+constexpr int kStreamGroup = kStreamChains / kStreamSets;
 
 // out[0, n) = op(out + v Wt) for n <= G vectors of outputs; see matvec. Lanes past n are
 // computed from Wt's zero padding and never stored.
@@ -456,7 +461,7 @@ inline void matvec_group(const T* wt, index ld, index K, const T* v, T* out, ind
                          const T* aux) {
     using V = typename Simd<T>::vec;
     constexpr int W = Simd<T>::W;
-    constexpr int U = G >= kStreamChains ? 1 : kStreamChains / G;
+    constexpr int U = kStreamSets;
     V acc[U][G];
     for (int u = 0; u < U; ++u)
         for (int g = 0; g < G; ++g) acc[u][g] = V{};
@@ -508,17 +513,18 @@ inline void matvec_last(int vectors, const T* wt, index ld, index K, const T* v,
 template <class T>
 void matvec(const T* b, index K, const T* v, T* out, index n, Epilogue op, const T* aux) {
     constexpr int W = Simd<T>::W;
-    constexpr index kGroup = kStreamChains * W;
+    constexpr index kGroup = kStreamGroup * W;
     constexpr index NR = Simd<T>::NR;
     for (index j = 0; j < n; j += kGroup) {
         const index cols = n - j < kGroup ? n - j : kGroup;
         const index width = (cols + NR - 1) / NR * NR;  // the group's stored width
         const T* a = aux ? aux + j : aux;
-        if (cols == kGroup)
-            matvec_group<T, kStreamChains>(b + j * K, width, K, v, out + j, cols, op, a);
+        const int vectors = static_cast<int>((cols + W - 1) / W);
+        if (vectors == kStreamGroup)  // (its last vector may still be partial)
+            matvec_group<T, kStreamGroup>(b + j * K, width, K, v, out + j, cols, op, a);
         else
-            matvec_last<T, kStreamChains - 1>(static_cast<int>((cols + W - 1) / W), b + j * K,
-                                              width, K, v, out + j, cols, op, a);
+            matvec_last<T, kStreamGroup - 1>(vectors, b + j * K, width, K, v, out + j, cols, op,
+                                             a);
     }
 }
 
@@ -577,7 +583,7 @@ T softmax_row(const T* x, index n, T weight, T* out) {
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
 template <class T>
 constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME, Simd<T>::NR,     kMR,
-                                   kStreamChains * Simd<T>::W,   &packed_b_size<T>,
+                                   kStreamGroup * Simd<T>::W,    &packed_b_size<T>,
                                    &pack_b<T>,       &gemm_block<T>, &dot_rows<T>,
                                    &matvec<T>,       &softmax_row<T>};
 
