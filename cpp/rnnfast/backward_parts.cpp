@@ -8,14 +8,17 @@
 namespace rnnfast {
 
 template <class T>
-GradientBuffers<T>::GradientBuffers(const KernelTable<T>& kt, const BackwardArgs<T>& a) {
+GradientBuffers<T>::GradientBuffers(const KernelTable<T>& kt, const BackwardArgs<T>& a,
+                                    index chunk_rows) {
     const index D = a.input_size, H = a.hidden_size;
     if (a.ids) {
         token_delta.assign(static_cast<size_t>(a.vocab * H), T(0));
-    } else {
-        packed_x.resize(static_cast<size_t>(team_pack_size(kt, D)));
+    } else {  // dW_ih has K = the chunk's rows, dX K = H
+        x_rows = team_pack_rows(std::max(chunk_rows, H));
+        packed_x = scratch<T>(team_pack_size(kt, x_rows, D));
     }
-    packed_h.resize(static_cast<size_t>(team_pack_size(kt, H)));
+    h_rows = team_pack_rows(chunk_rows);
+    packed_h = scratch<T>(team_pack_size(kt, h_rows, H));
 }
 
 template <class T>
@@ -30,16 +33,17 @@ void chunk_gradients(const KernelTable<T>& kt, const Team& team, const BackwardA
     } else {
         team_gemm(kt, team, H, D, c.rows, MatView<T>{dl, 1, H},
                   MatView<T>{a.x + c.t0 * B * D, D, 1}, a.dw_ih, D, c.accumulate,
-                  buffers.packed_x.data());
+                  buffers.packed_x.get(), buffers.x_rows);
     }
     team_gemm(kt, team, H, H, c.rows - c.split, MatView<T>{dl + c.split * H, 1, H},
-              MatView<T>{c.rest, H, 1}, a.dw_hh, H, c.accumulate, buffers.packed_h.data());
+              MatView<T>{c.rest, H, 1}, a.dw_hh, H, c.accumulate, buffers.packed_h.get(),
+              buffers.h_rows);
     if (c.split > 0 && c.first)
         team_gemm(kt, team, H, H, c.split, MatView<T>{dl, 1, H}, MatView<T>{c.first, H, 1}, a.dw_hh,
-                  H, true, buffers.packed_h.data());
+                  H, true, buffers.packed_h.get(), buffers.h_rows);
     if (!a.ids)  // dX = delta W_ih; W_ih packed block by block, each block used while in cache
         team_gemm(kt, team, c.rows, D, H, MatView<T>{dl, H, 1}, MatView<T>{a.w_ih, D, 1},
-                  a.dx + c.t0 * B * D, D, false, buffers.packed_x.data());
+                  a.dx + c.t0 * B * D, D, false, buffers.packed_x.get(), buffers.x_rows);
     // db over the member's H-panels, the columns of its dW_hh share.
     const Range cols = team_range(team, H, kt.nr);
     add_column_sums(dl, c.rows, H, a.db, c.accumulate, cols.begin, cols.end);

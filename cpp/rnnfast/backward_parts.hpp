@@ -70,13 +70,17 @@ struct ChunkGradients {
     const T* first = nullptr;
 };
 
-// The buffers of chunk_gradients, allocated once per call: room for team_gemm's K-blocks of the
-// B operands with N = D (X for dW_ih, W_ih for dX) and N = H (prev for dW_hh); with token
-// input, the per-id delta sums (vocab, H).
+// The buffers of chunk_gradients, allocated once per call for chunks of up to chunk_rows rows:
+// room for team_gemm's K-blocks of the B operands with N = D (X for dW_ih, W_ih for dX) and
+// N = H (prev for dW_hh), no larger than those GEMMs read, and left uninitialised (every use
+// writes before it reads: a zeroed buffer of fresh pages cost page faults on every call); with
+// token input, the per-id delta sums (vocab, H), zeroed.
 template <class T>
 struct GradientBuffers {
-    std::vector<T> packed_x, packed_h, token_delta;
-    GradientBuffers(const KernelTable<T>& kt, const BackwardArgs<T>& a);
+    index x_rows = 0, h_rows = 0;
+    std::unique_ptr<T[]> packed_x, packed_h;
+    std::vector<T> token_delta;
+    GradientBuffers(const KernelTable<T>& kt, const BackwardArgs<T>& a, index chunk_rows);
 };
 
 // The chunk's gradients, computed by the team inside the backward's region (no barrier of its

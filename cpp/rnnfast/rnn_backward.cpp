@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "backward_parts.hpp"
@@ -42,12 +43,12 @@ void rnn_backward(const BackwardArgs<T>& a) {
     const index panels = panel_count(H, kt.nr);
     const index chunk = std::min(T_, std::max<index>(1, kChunkRows / B));
     const BackwardTeam team_plan = backward_team(kt, a, chunk);
-    // B(k = j, n = i) = W_hh[j, i]: the recurrent term delta_t W_hh. A batch of one streams
-    // it instead (matvec).
-    const bool stream = B == 1;
-    std::vector<T> packed_hh(
-        static_cast<size_t>(stream ? stream_packed_size(kt, H, H) : kt.packed_b_size(H, H)));
-    GradientBuffers<T> buffers(kt, a);
+    // B(k = j, n = i) = W_hh[j, i]: the recurrent term delta_t W_hh. A small batch of one
+    // (streams()) streams it instead (matvec).
+    const bool stream = streams<T>(B, H);
+    const std::unique_ptr<T[]> packed_hh =  // every element packed before it is read
+        scratch<T>(stream ? stream_packed_size(kt, H, H) : kt.packed_b_size(H, H));
+    GradientBuffers<T> buffers(kt, a, chunk * B);
     const Epilogue grad = gradient_epilogue(a.act);
     std::vector<T> delta(static_cast<size_t>(chunk * step_size));
     std::vector<T> later(static_cast<size_t>(step_size));  // delta of the step after the chunk
@@ -72,12 +73,12 @@ void rnn_backward(const BackwardArgs<T>& a) {
         const Team team{thread_index(), team_size(), &team_barrier};
         const int stepping = std::min(team_plan.steps, team.size);
         if (!stream) {
-            team_pack(kt, team, MatView<T>{a.w_hh, H, 1}, H, H, packed_hh.data());
+            team_pack(kt, team, MatView<T>{a.w_hh, H, 1}, H, H, packed_hh.get());
         } else {  // the columns of the member's step share (the same at every step: B = 1)
             const Share s = share_of(1, panels, kt.mr, team.me, stepping);
             if (team.me < stepping)
                 stream_pack(kt, MatView<T>{a.w_hh, H, 1}, H, std::min(H, s.p0 * kt.nr),
-                            std::min(H, s.p1 * kt.nr), packed_hh.data());
+                            std::min(H, s.p1 * kt.nr), packed_hh.get());
         }
 
         for (index t1 = T_; t1 > 0; t1 -= chunk) {
@@ -103,7 +104,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
                 GemmTask<T> step;
                 step.M = B;
                 step.N = H;
-                step.packed_b = packed_hh.data();
+                step.packed_b = packed_hh.get();
                 step.ldc = H;
                 step.ldaux = H;
                 step.accumulate = true;
@@ -132,7 +133,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
                     if (!stream)
                         kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
                     else if (s.m1 > s.m0)  // the sequence is still running
-                        kt.matvec(packed_hh.data() + own.c0 * H, step.K, next, g + own.c0,
+                        kt.matvec(packed_hh.get() + own.c0 * H, step.K, next, g + own.c0,
                                   own.c1 - own.c0, step.op, step.aux + own.c0);
                     if (leaky)
                         leaky_delta(delta.data() + i * step_size, g, a.y + t * step_size,
@@ -182,13 +183,13 @@ void rnn_backward(const BackwardArgs<T>& a) {
             last.N = H;
             last.K = H;
             last.A = {later.data(), H, 1};
-            last.packed_b = packed_hh.data();
+            last.packed_b = packed_hh.get();
             last.C = a.dh0;
             last.ldc = H;
             if (!stream)
                 kt.gemm_block(last, s.m0, s.m1, s.p0, s.p1);
             else
-                kt.matvec(packed_hh.data() + c0 * H, H, later.data(), a.dh0 + c0, c1 - c0,
+                kt.matvec(packed_hh.get() + c0 * H, H, later.data(), a.dh0 + c0, c1 - c0,
                           Epilogue::none, nullptr);
         }
     }

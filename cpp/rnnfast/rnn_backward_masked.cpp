@@ -37,8 +37,8 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
     const index chunk = std::min(T_, std::max<index>(1, kChunkRows / B));
     const BackwardTeam team_plan = backward_team(kt, a, chunk);
     // B(k = j, n = i) = W_hh[j, i]: rho = delta W_hh.
-    std::vector<T> packed_hh(static_cast<size_t>(kt.packed_b_size(H, H)));
-    GradientBuffers<T> buffers(kt, a);
+    const std::unique_ptr<T[]> packed_hh = scratch<T>(kt.packed_b_size(H, H));  // all packed
+    GradientBuffers<T> buffers(kt, a, chunk * B);
     // Scratch that every step writes in full before anything reads it: not zeroed.
     const index chunk_size = chunk * step_size;
     const std::unique_ptr<T[]> delta = scratch<T>(chunk_size), prev = scratch<T>(chunk_size);
@@ -60,7 +60,7 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
         }
         const Team team{thread_index(), team_size(), &team_barrier};
         const int stepping = std::min(team_plan.steps, team.size);
-        team_pack(kt, team, MatView<T>{a.w_hh, H, 1}, H, H, packed_hh.data());
+        team_pack(kt, team, MatView<T>{a.w_hh, H, 1}, H, H, packed_hh.get());
         team_barrier.wait();
 
         for (index t1 = T_; t1 > 0; t1 -= chunk) {
@@ -70,7 +70,7 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
                 back.M = B;
                 back.N = H;
                 back.K = H;
-                back.packed_b = packed_hh.data();
+                back.packed_b = packed_hh.get();
                 back.C = rho.get();
                 back.ldc = H;
                 // Every row at every step, so a member's block is the same throughout: what it
@@ -137,7 +137,7 @@ void rnn_backward_masked(const BackwardArgs<T>& a) {
         first.N = H;
         first.K = H;
         first.A = {later.get(), H, 1};
-        first.packed_b = packed_hh.data();
+        first.packed_b = packed_hh.get();
         first.C = rho.get();
         first.ldc = H;
         team_task(kt, team, first);

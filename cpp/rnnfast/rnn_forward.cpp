@@ -77,11 +77,11 @@ void rnn_forward(const ForwardArgs<T>& a) {
         threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B), Sync::barrier);
     const std::vector<T> bias = combined_bias(a.b_ih, a.b_hh, H);
     const T* bias_ptr = bias.empty() ? nullptr : bias.data();
-    // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence. A batch of one
-    // streams W_hh^T instead (matvec), each thread packing the columns it owns in its first
-    // step (so no barrier: it alone reads them).
+    // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence. A small batch of
+    // one (streams()) streams W_hh^T instead (matvec), each thread packing the columns it owns
+    // in its first step (so no barrier: it alone reads them).
     const std::vector<T> packed_ih = pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, threads);
-    const bool stream = B == 1;
+    const bool stream = streams<T>(B, H);
     const MatView<T> w_hh_t{a.w_hh, 1, H};
     const std::vector<T> packed_hh =
         stream ? std::vector<T>() : pack_whole(kt, w_hh_t, H, H, threads);

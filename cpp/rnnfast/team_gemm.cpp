@@ -18,7 +18,7 @@ void team_pack(const KernelTable<T>& kt, const Team& team, MatView<T> B, index K
 
 template <class T>
 void team_gemm(const KernelTable<T>& kt, const Team& team, index M, index N, index K, MatView<T> A,
-               MatView<T> B, T* C, index ldc, bool accumulate, T* packed) {
+               MatView<T> B, T* C, index ldc, bool accumulate, T* packed, index packed_rows) {
     if (M == 0 || N == 0) return;
     const index panels = panel_count(N, kt.nr);
     const Share s = share_of(M, panels, kt.mr, team.me, team.size);
@@ -30,9 +30,9 @@ void team_gemm(const KernelTable<T>& kt, const Team& team, index M, index N, ind
         const index kc = std::min(K - k0, kTeamPackRows);
         const MatView<T> Bk{B.p + k0 * B.rs, B.rs, B.cs};
         // Panel p of a K-block of kc rows lies at p * kc * nr. A member packing its own panels
-        // shifts the block so that they stay inside [p0, p1) * kTeamPackRows * nr whatever kc
+        // shifts the block so that they stay inside [p0, p1) * packed_rows * nr whatever kc
         // is: a shorter block never reaches into panels another member may still be reading.
-        T* const block = own_panels ? packed + s.p0 * (kTeamPackRows - kc) * kt.nr : packed;
+        T* const block = own_panels ? packed + s.p0 * (packed_rows - kc) * kt.nr : packed;
         if (own_panels) {
             kt.pack_b(Bk, kc, N, s.p0, s.p1, block);
         } else {
@@ -65,7 +65,7 @@ void team_task(const KernelTable<T>& kt, const Team& team, const GemmTask<T>& ta
 #define RNNFAST_INSTANTIATE(T)                                                                   \
     template void team_pack(const KernelTable<T>&, const Team&, MatView<T>, index, index, T*);   \
     template void team_gemm(const KernelTable<T>&, const Team&, index, index, index, MatView<T>, \
-                            MatView<T>, T*, index, bool, T*);                                    \
+                            MatView<T>, T*, index, bool, T*, index);                             \
     template void team_task(const KernelTable<T>&, const Team&, const GemmTask<T>&);
 RNNFAST_INSTANTIATE(float)
 RNNFAST_INSTANTIATE(double)
