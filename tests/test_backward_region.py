@@ -20,9 +20,8 @@ from rnnfast import reference as R
 # - H = 5: a single panel, so the members split rows and meet around each packed K-block.
 # - B = 2, H = 48: a step too small for two threads while the chunk's GEMMs get two, so one
 #   member sits the step loop out and waits for it.
-# - B = 1: the step streams W_hh (matvec) in column groups of the members' shares, H = 300 split
-#   between two members, H = 63 a last group of whole vectors but the last one partial (on every
-#   ISA's float32).
+# - B = 1: H = 300 split between two members; H = 63 on the streaming step (matvec, W_hh within
+#   32 KiB), a last column group of whole vectors but the last one partial (every ISA's float32).
 SHAPES = [(40, 64, 50, 96), (300, 7, 9, 5), (700, 2, 20, 48), (30, 1, 7, 300), (9, 1, 3, 63)]
 VARIANTS = ["plain", "no-h0", "lengths", "leaky", "ids", "step-mask"]
 REPEATS = 3
