@@ -13,4 +13,9 @@ namespace rnnfast {
 template <class T>
 void embedding_backward(const std::int64_t* ids, index n, const T* rows, index dim, T* grad);
 
+// The same for columns [c0, c1) only: one member's part, from inside a parallel region.
+template <class T>
+void embedding_backward_columns(const std::int64_t* ids, index n, const T* rows, index dim, T* grad,
+                                index c0, index c1);
+
 }  // namespace rnnfast

@@ -8,8 +8,9 @@ namespace rnnfast {
 template <class T>
 struct KernelTable {
     const char* isa;
-    int nr;  // columns of one packed panel of B
-    int mr;  // rows of one register tile
+    int nr;         // columns of one packed panel of B
+    int mr;         // rows of one register tile
+    int stream_nr;  // columns of one group of matvec's B (a multiple of nr)
 
     // Elements needed to pack a K x N matrix B into panels.
     index (*packed_b_size)(index K, index N);
@@ -19,6 +20,10 @@ struct KernelTable {
     void (*gemm_block)(const GemmTask<T>& task, index m0, index m1, index p0, index p1);
     // out[j] += W[j, :] . v for a row-major W (rows x cols), unpacked: for single steps.
     void (*dot_rows)(const T* W, index rows, index cols, const T* v, T* out);
+    // out[j] = op(out[j] + sum_k v[k] B[k, j], aux[j]) for j in [0, n): a batch of one's step.
+    // B (K x n) is laid out in groups of stream_nr columns, group g (columns from g * stream_nr)
+    // at b + g * stream_nr * K as K rows of its width rounded up to nr, zero-padded.
+    void (*matvec)(const T* b, index K, const T* v, T* out, index n, Epilogue op, const T* aux);
     // out = weight * softmax(x) over one row of n values; returns log(sum(exp(x))).
     T (*softmax_row)(const T* x, index n, T weight, T* out);
 };

@@ -9,6 +9,7 @@
 #include "rnn.hpp"
 #include "step_barrier.hpp"
 #include "step_masks.hpp"
+#include "stream_pack.hpp"
 #include "threads.hpp"
 
 namespace rnnfast {
@@ -76,9 +77,15 @@ void rnn_forward(const ForwardArgs<T>& a) {
         threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B), Sync::barrier);
     const std::vector<T> bias = combined_bias(a.b_ih, a.b_hh, H);
     const T* bias_ptr = bias.empty() ? nullptr : bias.data();
-    // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence.
+    // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence. A small batch of
+    // one (streams()) streams W_hh^T instead (matvec), each thread packing the columns it owns
+    // in its first step (so no barrier: it alone reads them).
     const std::vector<T> packed_ih = pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, threads);
-    const std::vector<T> packed_hh = pack_whole(kt, MatView<T>{a.w_hh, 1, H}, H, H, threads);
+    const bool stream = streams<T>(B, H);
+    const MatView<T> w_hh_t{a.w_hh, 1, H};
+    const std::vector<T> packed_hh =
+        stream ? std::vector<T>() : pack_whole(kt, w_hh_t, H, H, threads);
+    std::vector<T> stream_w(stream ? static_cast<size_t>(stream_packed_size(kt, H, H)) : 0);
 
     // Every h_t goes straight into y; without y, a ring of kChunk steps plus a carried h.
     const bool keep_all = a.y != nullptr;
@@ -138,6 +145,11 @@ void rnn_forward(const ForwardArgs<T>& a) {
             step.ldc = H;
             step.accumulate = true;  // h_t = act(projection already in place + h_{t-1} W_hh^T)
             step.op = forward_epilogue(a.act);
+            if (stream && t0 == 0) {
+                const Share s = share_of(1, panels, kt.mr, thread_index(), team_size());
+                stream_pack(kt, w_hh_t, H, std::min(H, s.p0 * kt.nr), std::min(H, s.p1 * kt.nr),
+                            stream_w.data());
+            }
             for (index i = 0; i < steps; ++i) {
                 const index t = t0 + i, rows = active[static_cast<size_t>(t)];
                 const Share s = share_of(rows, panels, kt.mr, thread_index(), team_size());
@@ -154,7 +166,11 @@ void rnn_forward(const ForwardArgs<T>& a) {
                 }
                 step.C = h;
                 if (a.ids) gather_block(projected_table.data(), a.ids + t * B, H, own, h);
-                kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
+                if (!stream)
+                    kt.gemm_block(step, s.m0, s.m1, s.p0, s.p1);
+                else if (s.m1 > s.m0)  // the sequence is still running
+                    kt.matvec(stream_w.data() + own.c0 * H, H, step.A.p, h + own.c0,
+                              own.c1 - own.c0, step.op, nullptr);
                 if (a.alpha != T(1))  // leaky unit: the same share, so no extra barrier
                     leaky_mix(h, h_prev, H, own, a.alpha);
                 if (masked) carry_skipped_rows(h, h_prev, masks.keep.data() + t * B, H, own);

@@ -36,7 +36,7 @@ long long now_ns() {
 
 }  // namespace
 
-void StepBarrier::wait() {
+void StepBarrier::meet(bool watch) {
     if (team_ <= 1) return;
     const unsigned generation = generation_.load(std::memory_order_acquire);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) == team_ - 1) {
@@ -61,6 +61,7 @@ void StepBarrier::wait() {
     const unsigned long long left = cycle_count();
     const bool stalled = spins > kSpins && left - arrived > arrived - t_last_wait_end;
     t_last_wait_end = left;
+    if (!watch) return;
     waits_.fetch_add(1, std::memory_order_relaxed);
     if (stalled) stalls_.fetch_add(1, std::memory_order_relaxed);
 }

@@ -25,9 +25,13 @@ class StepBarrier {
         team_ = team;
         arrived_.store(0, std::memory_order_relaxed);
     }
-    void wait();
+    void wait() { meet(true); }
+    // The wait of a member that had no share of the work since the last meeting (it sat out a
+    // part run by fewer threads): long by design, so it is not taken for a busy machine.
+    void wait_idle() { meet(false); }
 
   private:
+    void meet(bool watch);
     int team_ = 1;
     std::atomic<int> arrived_{0};
     std::atomic<unsigned> generation_{0};

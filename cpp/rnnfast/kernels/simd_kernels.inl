@@ -354,9 +354,63 @@ inline T sum_lanes(typename Simd<T>::vec v) {
         return v[0];
 }
 
+// Four lane sums at once, by folding pairs of vectors into each other's halves: (a0, a1) and
+// (a2, a3) fold into vectors holding half-sums of both, those two into one vector whose quarters
+// hold the four rows' partial sums, then each quarter is summed in place. 13 shuffles and adds
+// on AVX-512 floats for the four, against 32 for four separate trees.
+template <class T>
+struct LaneMask {
+    typedef typename IntFor<T>::type type __attribute__((vector_size(kVectorBytes)));
+};
+
+// Lane i of fold<G>(x, y): of the 2W lanes of (x, y), out block b (of G lanes) takes block
+// 2b' (+1 for the high part) of x for the first half of the out blocks, of y for the second.
+template <class T, int G, int High>
+constexpr typename IntFor<T>::type fold_lane(std::size_t i) {
+    constexpr int W = Simd<T>::W, blocks = W / G;
+    const int b = static_cast<int>(i) / G, within = static_cast<int>(i) % G;
+    const int source = b < blocks / 2 ? 0 : W;
+    return static_cast<typename IntFor<T>::type>(source + (2 * (b % (blocks / 2)) + High) * G +
+                                                 within);
+}
+template <class T, int G, std::size_t... I>
+inline typename Simd<T>::vec fold(typename Simd<T>::vec x, typename Simd<T>::vec y,
+                                  std::index_sequence<I...>) {
+    const typename LaneMask<T>::type lo{fold_lane<T, G, 0>(I)...}, hi{fold_lane<T, G, 1>(I)...};
+    return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, hi);
+}
+// Lane i of a rotation by S inside each block of G lanes.
+template <class T, int G, int S, std::size_t... I>
+inline typename Simd<T>::vec rotate_blocks(typename Simd<T>::vec v, std::index_sequence<I...>) {
+    return __builtin_shuffle(
+        v, typename LaneMask<T>::type{static_cast<typename IntFor<T>::type>(I / G * G + (I % G + S) % G)...});
+}
+template <class T, int G, int S = G / 2>
+inline typename Simd<T>::vec sum_blocks(typename Simd<T>::vec v) {
+    if constexpr (S >= 1) {
+        v += rotate_blocks<T, G, S>(v, std::make_index_sequence<Simd<T>::W>{});
+        return sum_blocks<T, G, S / 2>(v);
+    } else {
+        return v;
+    }
+}
+template <class T>
+inline void sum_lanes4(const typename Simd<T>::vec* acc, T* sums) {
+    constexpr int W = Simd<T>::W;
+    using Seq = std::make_index_sequence<W>;
+    const auto z01 = fold<T, W / 2>(acc[0], acc[1], Seq{});
+    const auto z23 = fold<T, W / 2>(acc[2], acc[3], Seq{});
+    if constexpr (W == 2) {  // one lane per half: the halves are the sums
+        sums[0] = z01[0], sums[1] = z01[1], sums[2] = z23[0], sums[3] = z23[1];
+    } else {
+        const auto q = sum_blocks<T, W / 4>(fold<T, W / 4>(z01, z23, Seq{}));
+        for (int r = 0; r < 4; ++r) sums[r] = q[r * (W / 4)];
+    }
+}
+
 // out[j] += W[j, :] . v for rows j of a row-major W (rows x cols): dot products along W's rows,
-// four rows at a time so each load of v serves four FMAs. For one time step nothing is worth
-// packing, so W is read as it is stored.
+// four rows at a time so each load of v serves four FMAs and the four sums share one reduction.
+// For one time step nothing is worth packing, so W is read as it is stored.
 template <class T>
 void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
     using V = typename Simd<T>::vec;
@@ -370,8 +424,10 @@ void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
             const V x = load<V>(v + k);
             for (int r = 0; r < 4; ++r) acc[r] += load<V>(W + (j + r) * cols + k) * x;
         }
+        T sums[4];
+        sum_lanes4<T>(acc, sums);
         for (int r = 0; r < 4; ++r) {
-            T s = sum_lanes<T>(acc[r]);
+            T s = sums[r];
             for (index k = vec_cols; k < cols; ++k) s += W[(j + r) * cols + k] * v[k];
             out[j + r] += s;
         }
@@ -382,6 +438,93 @@ void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
         T s = sum_lanes<T>(acc);
         for (index k = vec_cols; k < cols; ++k) s += W[j * cols + k] * v[k];
         out[j] += s;
+    }
+}
+
+// ---- one time step of a batch of one ----------------------------------------------------------
+
+// Independent FMA chains per full group of outputs: at least the 8 that keep both FMA units
+// busy through their latency (2 units x 4 cycles), with 32 vector registers (AVX-512) 16.
+constexpr int kStreamChains = kVectorBytes == 64 ? 16 : 8;
+// k is interleaved over a fixed number of accumulator sets, whatever the group's size: each
+// output's sum then runs in the same order in any group, and the groups follow the threads'
+// shares, so the result does not depend on the thread count (the contention back-off and
+// ThreadShare change it under the caller). A group has kStreamChains / kStreamSets vectors:
+// with AVX-512, 4 sets of 4, so that H = 64 floats (4 vectors) still has 16 chains.
+constexpr int kStreamSets = kVectorBytes == 64 ? 4 : 2;
+constexpr int kStreamGroup = kStreamChains / kStreamSets;
+
+// out[0, n) = op(out + v Wt) for n <= G vectors of outputs; see matvec. Lanes past n are
+// computed from Wt's zero padding and never stored.
+template <class T, int G>
+inline void matvec_group(const T* wt, index ld, index K, const T* v, T* out, index n, Epilogue op,
+                         const T* aux) {
+    using V = typename Simd<T>::vec;
+    constexpr int W = Simd<T>::W;
+    constexpr int U = kStreamSets;
+    V acc[U][G];
+    for (int u = 0; u < U; ++u)
+        for (int g = 0; g < G; ++g) acc[u][g] = V{};
+    index k = 0;
+    for (; k + U <= K; k += U)
+        for (int u = 0; u < U; ++u) {
+            const V x = splat<V>(v[k + u]);
+            const T* row = wt + (k + u) * ld;
+            for (int g = 0; g < G; ++g) acc[u][g] += x * load<V>(row + g * W);
+        }
+    for (; k < K; ++k) {
+        const V x = splat<V>(v[k]);
+        for (int g = 0; g < G; ++g) acc[0][g] += x * load<V>(wt + k * ld + g * W);
+    }
+    for (int u = 1; u < U; ++u)
+        for (int g = 0; g < G; ++g) acc[0][g] += acc[u][g];
+    for (int g = 0; g < G; ++g) {
+        const index j = g * W, cols = n - j < W ? n - j : W;
+        if (cols == W) {
+            const V a = aux ? load<V>(aux + j) : V{};
+            store(out + j, apply_epilogue<T>(op, acc[0][g] + load<V>(out + j), a));
+            continue;
+        }
+        T cbuf[W] = {}, abuf[W] = {};  // a partial last vector goes through copies
+        for (index c = 0; c < cols; ++c) {
+            cbuf[c] = out[j + c];
+            if (aux) abuf[c] = aux[j + c];
+        }
+        const V r = apply_epilogue<T>(op, acc[0][g] + load<V>(cbuf), load<V>(abuf));
+        for (index c = 0; c < cols; ++c) out[j + c] = r[c];
+    }
+}
+
+// matvec_group for a group of `vectors` <= G vectors, the template chosen at run time.
+template <class T, int G>
+inline void matvec_last(int vectors, const T* wt, index ld, index K, const T* v, T* out, index n,
+                        Epilogue op, const T* aux) {
+    if (vectors == G)
+        matvec_group<T, G>(wt, ld, K, v, out, n, op, aux);
+    else if constexpr (G > 1)
+        matvec_last<T, G - 1>(vectors, wt, ld, K, v, out, n, op, aux);
+}
+
+// out[j] = op(out[j] + sum_k v[k] B[k, j], aux[j]) for j in [0, n): the recurrent step of a
+// batch of one as a vector-matrix product, on B (K x n) laid out in column groups (see
+// KernelTable::matvec): each group's K rows are contiguous, so the step streams them in order,
+// every load feeding an FMA and one broadcast of v[k] serving the whole group. No register
+// tile's unused rows, and no horizontal sums.
+template <class T>
+void matvec(const T* b, index K, const T* v, T* out, index n, Epilogue op, const T* aux) {
+    constexpr int W = Simd<T>::W;
+    constexpr index kGroup = kStreamGroup * W;
+    constexpr index NR = Simd<T>::NR;
+    for (index j = 0; j < n; j += kGroup) {
+        const index cols = n - j < kGroup ? n - j : kGroup;
+        const index width = (cols + NR - 1) / NR * NR;  // the group's stored width
+        const T* a = aux ? aux + j : aux;
+        const int vectors = static_cast<int>((cols + W - 1) / W);
+        if (vectors == kStreamGroup)  // (its last vector may still be partial)
+            matvec_group<T, kStreamGroup>(b + j * K, width, K, v, out + j, cols, op, a);
+        else
+            matvec_last<T, kStreamGroup - 1>(vectors, b + j * K, width, K, v, out + j, cols, op,
+                                             a);
     }
 }
 
@@ -439,9 +582,10 @@ T softmax_row(const T* x, index n, T weight, T* out) {
 
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
 template <class T>
-constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,  Simd<T>::NR, kMR,           &packed_b_size<T>,
-                                   &pack_b<T>,        &gemm_block<T>, &dot_rows<T>,
-                                   &softmax_row<T>};
+constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME, Simd<T>::NR,     kMR,
+                                   kStreamGroup * Simd<T>::W,    &packed_b_size<T>,
+                                   &pack_b<T>,       &gemm_block<T>, &dot_rows<T>,
+                                   &matvec<T>,       &softmax_row<T>};
 
 }  // namespace
 
