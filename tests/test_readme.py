@@ -55,7 +55,6 @@ BLOCKS = python_blocks()
 # What some blocks must also have computed: run after the block, in its interpreter.
 CHECKS = {
     "usage-3": "assert len(history['val_loss']) == 3 and np.isfinite(history['val_loss']).all()",
-    "usage-4": "assert q.quantized == 'int8' and np.abs(q(x) - model(x)).max() < 0.05",
     "variable-length-sequences-1": """
 assert len(predicted) == len(ids)
 assert [p.shape for p in predicted] == [(len(t), 4) for t in tags]
@@ -75,6 +74,9 @@ assert np.abs(y_ort - expected).max() < 1e-5 and np.abs(y_fast - expected).max()
 assert isinstance(model, rnnfast.Sequential) and y.shape == (3, 50, 1)
 assert np.abs(y - net(torch.from_numpy(x)).detach().numpy()).max() < 1e-5
 """,
+    "quantized-models-bf16-and-int8-weights-1": (
+        "assert q.quantized == 'int8' and np.abs(q(x) - model(x)).max() < 0.05"
+    ),
     "training-in-pytorch-on-rnnfast-s-kernels-1": """
 assert isinstance(net.rnn, rnnfast.torch.RNN) and type(plain) is torch.nn.RNN
 assert torch.equal(plain.weight_hh_l0, net.rnn.weight_hh_l0)
@@ -100,6 +102,7 @@ def test_the_readme_has_its_python_blocks():
         "export-and-serve-with-onnx-runtime-or-with-rnnfast",
         "a-model-trained-in-pytorch-served-without-torch",
         "training-in-pytorch-on-rnnfast-s-kernels",
+        "quantized-models-bf16-and-int8-weights",
     ):
         assert any(i.startswith(section + "-") for i in ids), (section, ids)
 
