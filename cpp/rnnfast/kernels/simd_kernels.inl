@@ -403,16 +403,20 @@ GemmBlocking blocking() {
 }
 
 // Loops of the BLIS family: k-blocks (kc), then M-blocks (mc rows of A, in L2), then the
-// panels (kc x NR of B, in L1), then the register tiles down the M-block. A is packed only
-// where its rows are not contiguous (the weight gradients read delta^T: +30-50% on
-// rnnfast_bench_gemm's grad rows, float32, AVX-512). Row-major A is read in place: packing it
-// was 5-20% slower on every step shape (M = 8..128, H = 64..1024) and no faster on the
-// projections, as one pointer per row keeps the broadcasts in the load ports' reach.
+// panels (kc x NR of B, in L1), then the register tiles down the M-block. A is packed where its
+// rows are strided (the weight gradients read delta^T: +30-50% on rnnfast_bench_gemm's grad
+// rows, float32, AVX-512) and where a thread has at least kPackRows rows: there kMR separate
+// row streams of A per tile push the B panel out of L1, and one packed stream ran the
+// projections 5-7% faster (1600 x 1024 x 1024, 800 x 1760 x 1760). The recurrent step's few
+// row tiles (M = B <= 128) read A in place: packing it was 5-20% slower there. Both paths do
+// the same arithmetic in the same order.
+constexpr index kPackRows = 256;
+
 template <class T>
 void gemm_block(const GemmTask<T>& t, index m0, index m1, index p0, index p1) {
     constexpr int NR = Simd<T>::NR;
     const GemmBlocking bk = blocking<T>();
-    const bool pack = t.K > 0 && m1 > m0 && t.A.cs != 1;
+    const bool pack = t.K > 0 && m1 > m0 && (t.A.cs != 1 || m1 - m0 >= kPackRows);
     const index mc = m1 - m0 < bk.mc ? m1 - m0 : bk.mc, kcmax = t.K < bk.kc ? t.K : bk.kc;
     T* packed = pack ? static_cast<T*>(thread_scratch(sizeof(T) * size_t(mc * kcmax))) : nullptr;
     index k0 = 0;
