@@ -7,13 +7,15 @@ Run from the repository root:
 
 The shapes are those of bench/cpp/bench_gemm.cpp (whose rows set rnnfast's kernel beside
 OpenBLAS's sgemm / dgemm in C++): the recurrent step C = A W^T (M = B, K = N = H), the input
-projection (M = T*B, K = D, N = H) and the weight gradients delta^T X (M = H, K = T*B). rnnfast
-runs through its dense layer's binding (_core.dense_forward, the same GEMM kernels, which pack W
-on every call, as torch and NumPy do; the recurrent layer packs W_hh once per sequence) and
-_core.dense_backward's dW part is not timed alone, so the gradient rows use dense_forward on the
-transposed operands, which is the same kernel reading A through a transposed view.
+projection (M = T*B, K = D, N = H) and the weight gradients over T*B rows. rnnfast runs through
+its dense layer's bindings: _core.dense_forward (C = A W^T; it packs W on every call, as torch
+and NumPy do, while the recurrent layer packs W_hh once per sequence, so on the step rows this
+is rnnfast's GEMM plus a pack of W that the recurrence does not pay: bench_gemm.cpp's step rows
+give the kernel alone) and _core.dense_backward for the gradient rows (dW += dy^T x, which reads
+its A transposed, and dx = dy W; the peers run the same two products).
 
-Each row: median seconds per call over --repeats alternating repeats, GFLOP/s of each library
+Each row: median seconds per call over --repeats alternating repeats (with one thread, on the
+calling thread's CPU clock, so a busy machine's waits for a core are left out), GFLOP/s of each library
 and the ratio of rnnfast's rate to the best of the others ("best BLAS"), with met/missed against
 the 95% target. Results go to bench/results/gemm_vs_blas.json.
 """
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +38,8 @@ from rnnfast import _core
 TARGET = 0.95  # rnnfast's rate over the best BLAS's
 
 
-def step_shapes() -> list:
-    return [("step", m, h, h) for m in (1, 8, 16, 32, 64, 128) for h in (64, 256, 1024, 2048)]
+def step_shapes(hidden) -> list:
+    return [("step", m, h, h) for m in (1, 8, 16, 32, 64, 128) for h in hidden]
 
 
 def big_shapes() -> list:
@@ -45,33 +49,89 @@ def big_shapes() -> list:
     return out
 
 
-def operands(kind: str, m: int, k: int, n: int, dtype, rng) -> tuple:
-    """(A, W) with C = A @ W.T of shape (m, n): W is (n, k), as the layers store it. For the
-    gradients A is delta.T (a transposed view of a (k, m) array) and W is X.T."""
+def operands(kind: str, m: int, k: int, n: int, dtype, rng) -> dict:
+    """The arrays of one row. step / proj: C = A W^T with A (m, k), W (n, k), as the layers store
+    W. grad: the dense layer's backward over k rows, dW (m, n) += dy^T x and dx = dy W, with
+    dy (k, m), x (k, n), W (m, n): the first product reads its A transposed."""
+    u = lambda *shape: rng.uniform(-1, 1, shape).astype(dtype)  # noqa: E731
     if kind.startswith("grad"):
-        delta = rng.uniform(-1, 1, (k, m)).astype(dtype)
-        x = rng.uniform(-1, 1, (k, n)).astype(dtype)
-        return delta.T, x.T
-    return rng.uniform(-1, 1, (m, k)).astype(dtype), rng.uniform(-1, 1, (n, k)).astype(dtype)
+        return {"x": u(k, n), "dy": u(k, m), "w": u(m, n), "dw": u(m, n)}
+    return {"a": u(m, k), "w": u(n, k)}
 
 
-def measure(kind, m, k, n, dtype, repeats, min_repeat_s, rng) -> dict:
+def functions(kind: str, ops: dict) -> dict:
     import torch
 
-    a, w = operands(kind, m, k, n, dtype, rng)
-    ta, tw = torch.from_numpy(a), torch.from_numpy(w)  # torch keeps the transposed views' strides
-    fns = {
+    t = {name: torch.from_numpy(v) for name, v in ops.items()}
+    if kind.startswith("grad"):
+        x, dy, w, dw = ops["x"], ops["dy"], ops["w"], ops["dw"]
+
+        def numpy_grad():
+            np.add(dw, dy.T @ x, out=dw)
+            return dy @ w
+
+        def torch_grad():
+            t["dw"].add_(torch.matmul(t["dy"].T, t["x"]))
+            return torch.matmul(t["dy"], t["w"])
+
+        return {
+            "rnnfast": lambda: _core.dense_backward(x, w, dy, dw),
+            "torch": torch_grad,
+            "numpy": numpy_grad,
+        }
+    a, w = ops["a"], ops["w"]
+    return {
         "rnnfast": lambda: _core.dense_forward(a, w, None),
-        "torch": lambda: torch.matmul(ta, tw.T),
+        "torch": lambda: torch.matmul(t["a"], t["w"].T),
         "numpy": lambda: a @ w.T,
     }
-    ref = a.astype(np.float64) @ w.T.astype(np.float64)
-    got = fns["rnnfast"]()
-    err = float(np.max(np.abs(got - ref)) / max(1.0, float(np.max(np.abs(ref)))))
-    if err > (1e-4 if dtype == np.float32 else 1e-12):
-        raise SystemExit(f"{kind} {m}x{k}x{n}: rnnfast disagrees with float64 matmul ({err:.2e})")
-    times = time_alternating(fns, repeats, min_repeat_s)
-    flops = 2.0 * m * n * k
+
+
+def check(kind: str, ops: dict, fns: dict, dtype) -> None:
+    """rnnfast's result against float64 NumPy before anything is timed."""
+    q = {name: v.astype(np.float64) for name, v in ops.items()}
+    if kind.startswith("grad"):
+        got, want = fns["rnnfast"](), q["dy"] @ q["w"]
+        ops["dw"][...] = 0  # the check's dW starts from zero
+        fns["rnnfast"]()
+        got_dw, want_dw = ops["dw"], q["dy"].T @ q["x"]
+    else:
+        got, want = fns["rnnfast"](), q["a"] @ q["w"].T
+        got_dw = want_dw = np.zeros(1)
+    for g, w in ((got, want), (got_dw, want_dw)):
+        err = float(np.max(np.abs(g - w)) / max(1.0, float(np.max(np.abs(w)))))
+        if err > (1e-4 if dtype == np.float32 else 1e-12):
+            raise SystemExit(f"{kind}: rnnfast disagrees with float64 NumPy ({err:.2e})")
+
+
+def time_alternating_cpu(fns: dict, repeats: int, min_repeat_s: float) -> dict:
+    """Median seconds per call of each function, repeats alternating, on this thread's CPU clock:
+    with one thread every library computes in the calling thread, and the CPU clock leaves out
+    the time it waits for a core on a busy machine."""
+    inner = {}
+    for lib, fn in fns.items():
+        calls, start = 0, time.thread_time()
+        while calls == 0 or time.thread_time() - start < 0.1:
+            fn()
+            calls += 1
+        inner[lib] = max(1, int(min_repeat_s / max((time.thread_time() - start) / calls, 1e-9)))
+    samples = {lib: [] for lib in fns}
+    for _ in range(repeats):
+        for lib, fn in fns.items():
+            start = time.thread_time()
+            for _ in range(inner[lib]):
+                fn()
+            samples[lib].append((time.thread_time() - start) / inner[lib])
+    return {lib: {"median_s": statistics.median(v)} for lib, v in samples.items()}
+
+
+def measure(kind, m, k, n, dtype, repeats, min_repeat_s, threads, rng) -> dict:
+    ops = operands(kind, m, k, n, dtype, rng)
+    fns = functions(kind, ops)
+    check(kind, ops, fns, dtype)
+    timer = time_alternating_cpu if threads == 1 else time_alternating
+    times = timer(fns, repeats, min_repeat_s)
+    flops = 2.0 * m * n * k * (2 if kind.startswith("grad") else 1)
     row = {"kind": kind, "M": m, "K": k, "N": n, "dtype": np.dtype(dtype).name}
     for lib, t in times.items():
         row[f"{lib}_gflops"] = flops / t["median_s"] * 1e-9
@@ -89,6 +149,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min-repeat-s", type=float, default=0.02)
     parser.add_argument("--kinds", default="step,proj,grad_hh,grad_ih")
+    parser.add_argument("--hidden", default="64,256,1024,2048", help="H of the step rows")
     parser.add_argument(
         "--out", default=str(Path(__file__).parent / "results" / "gemm_vs_blas.json")
     )
@@ -97,7 +158,8 @@ def main() -> None:
 
     dtypes = [np.float32, np.float64] if args.dtype == "both" else [np.dtype(args.dtype).type]
     kinds = set(args.kinds.split(","))
-    shapes = [s for s in step_shapes() + big_shapes() if s[0] in kinds]
+    hidden = [int(h) for h in args.hidden.split(",")]
+    shapes = [s for s in step_shapes(hidden) + big_shapes() if s[0] in kinds]
     rng = np.random.default_rng(0)
     print(
         f"rnnfast ISA {_core.active_isa()}, {args.threads} thread(s); torch {torch.__version__}"
@@ -110,7 +172,9 @@ def main() -> None:
     with thread_count(args.threads):
         for dtype in dtypes:
             for kind, m, k, n in shapes:
-                r = measure(kind, m, k, n, dtype, args.repeats, args.min_repeat_s, rng)
+                r = measure(
+                    kind, m, k, n, dtype, args.repeats, args.min_repeat_s, args.threads, rng
+                )
                 rows.append(r)
                 print(
                     f"{r['dtype']:8} {kind:8} {m:5} {k:5} {n:5} {r['rnnfast_gflops']:8.1f} "
