@@ -1,5 +1,6 @@
 // Bindings of the run-time configuration: ISA dispatch and threads.
 #include "check.hpp"
+#include "rnnfast/cache_info.hpp"
 #include "rnnfast/dispatch.hpp"
 #include "rnnfast/step_barrier.hpp"
 #include "rnnfast/threads.hpp"
@@ -37,6 +38,39 @@ void register_config(py::module_& m) {
     m.def("clear_contention_backoff", &clear_contention_backoff, "End the back-off (for tests).");
     m.def("peak_helper_threads", &peak_helper_threads, py::arg("reset") = false,
           "Most helper threads claimed at once since the last reset (for tests).");
+    m.def(
+        "cache_sizes",
+        [] {
+            const CacheSizes& c = cache_sizes();
+            py::dict d;
+            d["l1d"] = c.l1d;
+            d["l2"] = c.l2;
+            d["l3"] = c.l3;
+            d["source"] = c.source;
+            return d;
+        },
+        "Bytes of each data cache per core, as the GEMM's blocking reads them.");
+    m.def(
+        "gemm_blocking",
+        [](bool float64) {
+            py::dict d;
+            auto fill = [&](auto& kt) {
+                const GemmBlocking b = kt.blocking();
+                d["isa"] = kt.isa;
+                d["mr"] = kt.mr;
+                d["nr"] = kt.nr;
+                d["kc"] = b.kc;
+                d["mc"] = b.mc;
+                d["nc"] = b.nc;
+            };
+            if (float64)
+                fill(kernels<double>());
+            else
+                fill(kernels<float>());
+            return d;
+        },
+        py::arg("float64") = false,
+        "The active ISA's register tile (mr x nr) and cache blocks (kc, mc, nc) for one dtype.");
     m.attr("compiler") =
 #if defined(__clang__)
         "clang " __clang_version__;

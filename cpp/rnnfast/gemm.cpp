@@ -7,9 +7,6 @@
 namespace rnnfast {
 namespace {
 
-// Rows of B packed at a time by gemm(): 256 x N stays within L2 for N up to ~1024 floats.
-constexpr index kPackRows = 256;
-
 index split_point(index total, int part, int parts, index granule) {
     const index units = (total + granule - 1) / granule;
     return std::min(total, units * part / parts * granule);
@@ -51,37 +48,45 @@ void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, Mat
           index ldc, bool accumulate, int threads, const T* bias, Epilogue op, const T* aux,
           index ldaux) {
     if (M == 0 || N == 0) return;
-    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(std::min(K, kPackRows), N)));
-    const index panels = panel_count(N, kt.nr);
-    index k0 = 0;
-    do {  // at least once: K == 0 still runs the epilogue (C = bias or 0, then op)
-        const index kc = std::min(K - k0, kPackRows);
-        const bool last = k0 + kc >= K;
-        GemmTask<T> task;
-        task.M = M;
-        task.N = N;
-        task.K = kc;
-        task.A = {A.p + k0 * A.cs, A.rs, A.cs};
-        task.packed_b = packed.data();
-        task.C = C;
-        task.ldc = ldc;
-        task.accumulate = accumulate || k0 > 0;
-        task.bias = k0 == 0 ? bias : nullptr;
-        task.op = last ? op : Epilogue::none;
-        task.aux = aux;
-        task.ldaux = ldaux;
-        const MatView<T> Bk{B.p + k0 * B.rs, B.rs, B.cs};
+    // B is packed one block of kc rows x nc columns at a time (the kernels' own k-block, so each
+    // packed block is one pass of gemm_block, and a core's share of L3), never all of it.
+    const GemmBlocking bk = kt.blocking();
+    const index nc = std::min(N, bk.nc);
+    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(std::min(K, bk.kc), nc)));
+    for (index j0 = 0; j0 < N; j0 += nc) {
+        const index n = std::min(nc, N - j0);
+        const index panels = panel_count(n, kt.nr);
+        index k0 = 0;
+        do {  // at least once: K == 0 still runs the epilogue (C = bias or 0, then op)
+            const index kc = std::min(K - k0, bk.kc);
+            const bool last = k0 + kc >= K;
+            GemmTask<T> task;
+            task.M = M;
+            task.N = n;
+            task.K = kc;
+            task.A = {A.p + k0 * A.cs, A.rs, A.cs};
+            task.packed_b = packed.data();
+            task.C = C + j0;
+            task.ldc = ldc;
+            task.accumulate = accumulate || k0 > 0;
+            task.bias = k0 == 0 && bias ? bias + j0 : nullptr;
+            task.op = last ? op : Epilogue::none;
+            task.aux = aux ? aux + j0 : nullptr;
+            task.ldaux = ldaux;
+            const MatView<T> Bk{B.p + k0 * B.rs + j0 * B.cs, B.rs, B.cs};
 #pragma omp parallel num_threads(threads)
-        {
-            const int t = thread_index(), n = team_size();
-            const index p0 = split_point(panels, t, n, 1), p1 = split_point(panels, t + 1, n, 1);
-            kt.pack_b(Bk, kc, N, p0, p1, packed.data());
+            {
+                const int t = thread_index(), nt = team_size();
+                const index p0 = split_point(panels, t, nt, 1);
+                const index p1 = split_point(panels, t + 1, nt, 1);
+                kt.pack_b(Bk, kc, n, p0, p1, packed.data());
 #pragma omp barrier
-            const Share s = share_of(M, panels, kt.mr, t, n);
-            kt.gemm_block(task, s.m0, s.m1, s.p0, s.p1);
-        }
-        k0 += kc;
-    } while (k0 < K);
+                const Share s = share_of(M, panels, kt.mr, t, nt);
+                kt.gemm_block(task, s.m0, s.m1, s.p0, s.p1);
+            }
+            k0 += kc;
+        } while (k0 < K);
+    }
 }
 
 #define RNNFAST_INSTANTIATE(T)                                                                 \

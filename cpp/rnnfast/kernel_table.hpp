@@ -1,6 +1,7 @@
 // The per-ISA kernel table: one instance per (ISA, dtype), chosen once at load time by dispatch.
 #pragma once
 
+#include "cache_info.hpp"
 #include "types.hpp"
 
 namespace rnnfast {
@@ -26,6 +27,9 @@ struct KernelTable {
     void (*matvec)(const T* b, index K, const T* v, T* out, index n, Epilogue op, const T* aux);
     // out = weight * softmax(x) over one row of n values; returns log(sum(exp(x))).
     T (*softmax_row)(const T* x, index n, T weight, T* out);
+    // The cache blocks gemm_block uses for this ISA and dtype on this machine (gemm() packs B
+    // in blocks of kc rows and nc columns so that each packed block is one pass of it).
+    GemmBlocking (*blocking)();
 };
 
 namespace isa_baseline {

@@ -2,4 +2,5 @@
 #define RNNFAST_ISA_NS isa_avx512
 #define RNNFAST_ISA_NAME "avx512"
 #define RNNFAST_VECTOR_BYTES 64
+#define RNNFAST_VECTOR_REGISTERS 32  // vector registers the ISA names (x86-64)
 #include "simd_kernels.inl"
