@@ -24,7 +24,6 @@ bench/results/onnx_vs_rnnfast.json).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 from pathlib import Path
@@ -35,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import onnxruntime as ort
 import torch
+from bench_common import SHAPE_COLUMNS, cell, parse_cases, text_table, write_json
 from harness import log, relative_error, thread_count, time_alternating
 
 import rnnfast
@@ -46,16 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (T, B, D, H): H <= 128 (where the kernels gain most over the peers), then larger
 DEFAULT_CASES = "100,1,32,64;100,16,64,128;100,64,64,128;50,32,256,512;20,8,512,1024"
-
-
-def parse_cases(text):
-    cases = []
-    for part in text.split(";"):
-        values = tuple(int(v) for v in part.split(","))
-        if len(values) != 4:
-            raise SystemExit(f"--cases: expected T,B,D,H, got {part!r}")
-        cases.append(values)
-    return cases
 
 
 def session(model, threads):
@@ -159,17 +149,14 @@ def training_rows(cases, threads, repeats, min_repeat_s):
 
 
 def table(rows, fast_key, peer_key, fast_name, peer_name, diff_key):
-    head = (
-        f"{'model':<20} {'T':>4} {'B':>4} {'D':>5} {'H':>5}  {fast_name + ' ms':>16} "
-        f"{peer_name + ' ms':>16} {'ratio':>7} {'rel diff':>9}"
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r['model']:<20} {r['T']:>4} {r['B']:>4} {r['D']:>5} {r['H']:>5}  "
-            f"{r[fast_key]:>16.3f} {r[peer_key]:>16.3f} {r['ratio']:>6.2f}x {r[diff_key]:>9.1e}"
-        )
-    return "\n".join(lines)
+    columns = [("model", "<20", cell("model")), *SHAPE_COLUMNS]
+    columns += [(f"{fast_name} ms", ">16", cell(fast_key, ".3f"))]
+    columns += [(f"{peer_name} ms", ">16", cell(peer_key, ".3f"))]
+    columns += [
+        ("ratio", ">7", cell("ratio", ".2f", "x")),
+        ("rel diff", ">9", cell(diff_key, ".1e")),
+    ]
+    return text_table(columns, rows)
 
 
 def main(argv=None):
@@ -209,10 +196,7 @@ def main(argv=None):
                     "rel_diff_dx",
                 )
             )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"\nwrote {out}")
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Writes JSON (default bench/results/quantized.json).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_common import parse_cases, write_json
 from harness import thread_count, time_alternating
 
 import rnnfast
@@ -51,16 +51,6 @@ FLOAT_ISA_OF = {
 
 # (T, B, D, H): the two targets, then small shapes (never slower than float32)
 DEFAULT_CASES = "100,1,1024,1024;50,64,1024,1024;100,1,32,64;100,16,64,128;50,8,256,256;20,4,16,32"
-
-
-def parse_cases(text):
-    cases = []
-    for part in text.split(";"):
-        values = tuple(int(v) for v in part.split(","))
-        if len(values) != 4:
-            raise SystemExit(f"--cases: expected T,B,D,H, got {part!r}")
-        cases.append(values)
-    return cases
 
 
 def quantized_weights(kind, w):
@@ -178,15 +168,13 @@ def main(argv=None):
             new = case_rows(case, args.repeats, args.min_repeat_s)
             print_rows(new)
             rows += new
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "isa": _core.active_isa(),
         "quantized_paths": _core.quantized_paths(),
         "threads": args.threads,
         "machine": platform.machine(),
     }
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {args.out}")
+    write_json(args.out, {"meta": meta, "rows": rows})
 
 
 if __name__ == "__main__":

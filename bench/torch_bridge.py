@@ -34,7 +34,6 @@ bench/results/torch_bridge.json).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 from pathlib import Path
@@ -48,6 +47,7 @@ import harness  # noqa: E402  (bench/harness.py: the BLAS environment comes firs
 harness.reexec_without_blas_overrides()
 
 import torch  # noqa: E402
+from bench_common import SHAPE_COLUMNS, cell, parse_cases, text_table, write_json  # noqa: E402
 from harness import log, relative_error, thread_count, time_alternating  # noqa: E402
 
 import rnnfast  # noqa: E402
@@ -61,19 +61,6 @@ DEFAULT_CASES = ";".join(
     [f"100,{b},{h},{h}" for h in (32, 64, 128) for b in (1, 16, 64)]
     + ["100,16,256,256", "100,64,256,256", "50,32,512,512"]
 )
-
-
-def parse_cases(text):
-    cases = []
-    for part in text.split(";"):
-        try:
-            values = tuple(int(v) for v in part.split(","))
-        except ValueError:
-            values = ()
-        if len(values) != 4 or min(values) < 1:
-            raise SystemExit(f"--cases: expected T,B,D,H of positive ints, got {part!r}")
-        cases.append(values)
-    return cases
 
 
 class Model(torch.nn.Module):
@@ -171,19 +158,18 @@ def row(T, B, D, H, args):
 
 
 def table(rows, sgemm):
-    head = (
-        f"{'T':>4} {'B':>4} {'D':>5} {'H':>5}  {'torch ms':>9} {'bridge ms':>9} {'ratio':>7} "
-        f"{'kernels ms':>10} {'rest ms':>8} {'3x needs GF/s':>13} {'rel diff':>9}"
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r['T']:>4} {r['B']:>4} {r['D']:>5} {r['H']:>5}  {r['torch_ms']:>9.3f} "
-            f"{r['bridge_ms']:>9.3f} {r['ratio']:>6.2f}x {r['kernels_ms']:>10.3f} "
-            f"{r['rest_ms']:>8.3f} {r['gflops_for_3x']:>13.0f} {r['rel_diff_dweight_hh']:>9.1e}"
-        )
-    lines.append(f"sgemm 2048^3 float32 (NumPy's BLAS, same threads): {sgemm:.0f} GF/s")
-    return "\n".join(lines)
+    columns = [
+        *SHAPE_COLUMNS,
+        ("torch ms", ">9", cell("torch_ms", ".3f")),
+        ("bridge ms", ">9", cell("bridge_ms", ".3f")),
+        ("ratio", ">7", cell("ratio", ".2f", "x")),
+        ("kernels ms", ">10", cell("kernels_ms", ".3f")),
+        ("rest ms", ">8", cell("rest_ms", ".3f")),
+        ("3x needs GF/s", ">13", cell("gflops_for_3x", ".0f")),
+        ("rel diff", ">9", cell("rel_diff_dweight_hh", ".1e")),
+    ]
+    sgemm_line = f"sgemm 2048^3 float32 (NumPy's BLAS, same threads): {sgemm:.0f} GF/s"
+    return text_table(columns, rows) + "\n" + sgemm_line
 
 
 def main(argv=None):
@@ -217,10 +203,7 @@ def main(argv=None):
     print(table(rows, sgemm))
     result = {"isa": isa, "threads": args.threads, "header": header, "sgemm_gflops": sgemm}
     result["rows"] = rows
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"\nwrote {out}")
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

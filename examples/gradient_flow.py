@@ -104,33 +104,44 @@ def plot(curves, path, steps, threshold):
     print(f"plot written to {path}")
 
 
+# The options that list models, one model per value: (name, value type, default, help, what a
+# value must satisfy, how the error message names that).
+MODEL_LISTS = [
+    (
+        "radii",
+        float,
+        [0.9, 1.0, 1.1],
+        "spectral radii of W_hh, one plain model each",
+        lambda r: r > 0,
+        "positive radii",
+    ),
+    (
+        "alphas",
+        float,
+        [0.5, 0.25],
+        "leak rates of the leaky models (at the smallest radius)",
+        lambda a: 0 < a <= 1,
+        "leak rates in (0, 1]",
+    ),
+    (
+        "dilations",
+        int,
+        [2, 4],
+        "dilations of the dilated models (plain units, at the smallest radius)",
+        lambda d: d >= 1,
+        "positive integers",
+    ),
+]
+
+
 def main(argv=None):
     parser = _cli.parser(__doc__)
     _cli.add_out(parser)
     parser.add_argument("--steps", type=int, default=100, help="sequence length T")
     parser.add_argument("--hidden", type=int, default=64, help="hidden units H")
     parser.add_argument("--batch", type=int, default=8, help="sequences averaged over")
-    parser.add_argument(
-        "--radii",
-        type=float,
-        nargs="+",
-        default=[0.9, 1.0, 1.1],
-        help="spectral radii of W_hh, one plain model each",
-    )
-    parser.add_argument(
-        "--alphas",
-        type=float,
-        nargs="+",
-        default=[0.5, 0.25],
-        help="leak rates of the leaky models (at the smallest radius)",
-    )
-    parser.add_argument(
-        "--dilations",
-        type=int,
-        nargs="+",
-        default=[2, 4],
-        help="dilations of the dilated models (plain units, at the smallest radius)",
-    )
+    for name, kind, default, text, _, _ in MODEL_LISTS:
+        parser.add_argument(f"--{name}", type=kind, nargs="+", default=default, help=text)
     parser.add_argument(
         "--matrix",
         choices=["orthogonal", "gaussian"],
@@ -157,12 +168,9 @@ def main(argv=None):
     for name in ("steps", "hidden", "batch"):
         if getattr(args, name) < 1:
             _cli.fail(parser, f"--{name}: expected a positive integer, got {getattr(args, name)}")
-    if any(r <= 0 for r in args.radii):
-        _cli.fail(parser, f"--radii: expected positive radii, got {args.radii}")
-    if any(not 0 < a <= 1 for a in args.alphas):
-        _cli.fail(parser, f"--alphas: expected leak rates in (0, 1], got {args.alphas}")
-    if any(d < 1 for d in args.dilations):
-        _cli.fail(parser, f"--dilations: expected positive integers, got {args.dilations}")
+    for name, _, _, _, valid, expected in MODEL_LISTS:
+        if not all(map(valid, getattr(args, name))):
+            _cli.fail(parser, f"--{name}: expected {expected}, got {getattr(args, name)}")
     out = _cli.out_dir(parser, args.out)
 
     start = time.perf_counter()

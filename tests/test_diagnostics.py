@@ -151,6 +151,19 @@ def test_jacobian_norms_float32_layer(rng):
 # ---- dL/dh_t ---------------------------------------------------------------------------------------
 
 
+def _assert_matches_central_differences(g, y, loss_from, eps=1e-6):
+    """g[t] against central differences of loss_from(t, h_t) around the forward's own h_t = y[t],
+    one element of h_t at a time."""
+    for t in range(len(y)):
+        num = np.zeros(y[t].shape)
+        for idx in np.ndindex(*y[t].shape):
+            plus, minus = y[t].copy(), y[t].copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            num[idx] = (loss_from(t, plus) - loss_from(t, minus)) / (2 * eps)
+        np.testing.assert_allclose(g[t], num, rtol=1e-6, atol=1e-8, err_msg=f"t={t}")
+
+
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
 @pytest.mark.parametrize("alpha", [1.0, 0.6])
 def test_hidden_gradients_match_finite_differences(rng, nonlinearity, alpha):
@@ -172,15 +185,7 @@ def test_hidden_gradients_match_finite_differences(rng, nonlinearity, alpha):
         return total + float(np.sum(dh_n[0] * h_t))
 
     g, dh0 = diagnostics.hidden_gradients(rnn, x, d, h0, dh_n=dh_n)
-    eps = 1e-6
-    for t in range(T):
-        num = np.zeros((B, H))
-        for idx in np.ndindex(B, H):
-            plus, minus = y[t].copy(), y[t].copy()
-            plus[idx] += eps
-            minus[idx] -= eps
-            num[idx] = (loss_from(t, plus) - loss_from(t, minus)) / (2 * eps)
-        np.testing.assert_allclose(g[t], num, rtol=1e-6, atol=1e-8, err_msg=f"t={t}")
+    _assert_matches_central_differences(g, y, loss_from)
     # dh0: the layer's own backward
     rnn(x, h0)
     _, dh0_layer = rnn.backward(d, dh_n)
@@ -346,15 +351,7 @@ def test_dilated_hidden_gradients_match_finite_differences(rng, alpha, T):
         return total + float(np.sum(dh_n[0] * last))
 
     g, dh0 = diagnostics.hidden_gradients(rnn, x, dy, h0, dh_n=dh_n)
-    eps = 1e-6
-    for t in range(T):
-        num = np.zeros((B, H))
-        for idx in np.ndindex(B, H):
-            plus, minus = y[t].copy(), y[t].copy()
-            plus[idx] += eps
-            minus[idx] -= eps
-            num[idx] = (loss_from(t, plus) - loss_from(t, minus)) / (2 * eps)
-        np.testing.assert_allclose(g[t], num, rtol=1e-6, atol=1e-8, err_msg=f"t={t}")
+    _assert_matches_central_differences(g, y, loss_from)
     rnn.train()
     rnn(x, h0)
     _, dh0_layer = rnn.backward(dy, dh_n)

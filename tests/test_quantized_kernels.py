@@ -279,14 +279,21 @@ CASES = [  # T, B, D, H, lengths, with h0, alpha
 ]
 
 
+def _case_problem(rng, kind, case, spread, h0_scale=1.0):
+    """One of CASES as arrays: the layer (see _layer), x, h0 (None in a case without one),
+    the lengths as int64 (or None) and alpha."""
+    T, B, D, H, lengths, with_h0, alpha = case
+    ih, hh, bias = _layer(rng, kind, D, H, spread)
+    x = rng.standard_normal((T, B, D)).astype(np.float32)
+    h0 = (rng.standard_normal((B, H)) * h0_scale).astype(np.float32) if with_h0 else None
+    lens = None if lengths is None else np.array(lengths, np.int64)
+    return ih, hh, bias, x, h0, lens, alpha
+
+
 @pytest.mark.parametrize("int8_path", INT8_PATHS, indirect=True)
 @pytest.mark.parametrize("case", CASES)
 def test_relu_int8_forward_matches_the_model_exactly(int8_path, case, rng):
-    T, B, D, H, lengths, with_h0, alpha = case
-    ih, hh, bias = _layer(rng, "int8", D, H, 0.8)
-    x = rng.standard_normal((T, B, D)).astype(np.float32)
-    h0 = (rng.standard_normal((B, H)) * 2).astype(np.float32) if with_h0 else None
-    lens = None if lengths is None else np.array(lengths, np.int64)
+    ih, hh, bias, x, h0, lens, alpha = _case_problem(rng, "int8", case, 0.8, h0_scale=2)
     y, h_n = _core.quantized_rnn_forward(x, h0, ih[3], hh[3], bias, lens, "relu", alpha, True)
     y_ref, h_ref = _model_forward("int8", ih, hh, x, h0, bias, lens, "relu", alpha)
     np.testing.assert_array_equal(y, y_ref)
@@ -317,11 +324,7 @@ def _check_steps(kind, ih, hh, x, h0, bias, lengths, nonlinearity, alpha, y, h_n
 @pytest.mark.parametrize("int8_path", INT8_PATHS, indirect=True)
 @pytest.mark.parametrize("case", CASES)
 def test_tanh_int8_forward_step_by_step(int8_path, case, rng):
-    T, B, D, H, lengths, with_h0, alpha = case
-    ih, hh, bias = _layer(rng, "int8", D, H, 1.5)
-    x = rng.standard_normal((T, B, D)).astype(np.float32)
-    h0 = (rng.standard_normal((B, H)) * 2).astype(np.float32) if with_h0 else None  # |h0| > 1
-    lens = None if lengths is None else np.array(lengths, np.int64)
+    ih, hh, bias, x, h0, lens, alpha = _case_problem(rng, "int8", case, 1.5, h0_scale=2)  # |h0| > 1
     y, h_n = _core.quantized_rnn_forward(x, h0, ih[3], hh[3], bias, lens, "tanh", alpha, True)
     _check_steps("int8", ih, hh, x, h0, bias, lens, "tanh", alpha, y, h_n)
 
@@ -330,11 +333,7 @@ def test_tanh_int8_forward_step_by_step(int8_path, case, rng):
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 @pytest.mark.parametrize("case", CASES)
 def test_bf16_forward_step_by_step(bf16_path, nonlinearity, case, rng):
-    T, B, D, H, lengths, with_h0, alpha = case
-    ih, hh, bias = _layer(rng, "bf16", D, H, 0.9)
-    x = rng.standard_normal((T, B, D)).astype(np.float32)
-    h0 = rng.standard_normal((B, H)).astype(np.float32) if with_h0 else None
-    lens = None if lengths is None else np.array(lengths, np.int64)
+    ih, hh, bias, x, h0, lens, alpha = _case_problem(rng, "bf16", case, 0.9)
     y, h_n = _core.quantized_rnn_forward(x, h0, ih[2], hh[2], bias, lens, nonlinearity, alpha, True)
     _check_steps("bf16", ih, hh, x, h0, bias, lens, nonlinearity, alpha, y, h_n)
 

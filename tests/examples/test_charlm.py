@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from quantized_run import run_quantized
 from small_data import write_text
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "charlm.py"
@@ -77,20 +78,8 @@ def test_charlm_prompt_outside_the_text_is_one_line(tmp_path):
 
 def test_charlm_example_evaluates_the_quantized_model(tmp_path):
     root, _ = write_text(tmp_path / "data", np.random.default_rng(0))
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(tmp_path), *SMALL]
-        + ["--quantize", "bf16"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    match = re.search(
-        r"RESULT val_perplexity=([0-9.]+) quantized_val_perplexity=([0-9.]+) time_s=([0-9.]+)$",
-        done.stdout,
-    )
-    assert match, done.stdout
+    args = ["--data", str(root), "--out", str(tmp_path), *SMALL]
+    names = ["val_perplexity", "quantized_val_perplexity", "time_s"]
+    got = run_quantized(EXAMPLE, args, "bf16", tmp_path, names)
     # the same validation windows: bf16 weights move the perplexity by a fraction of a percent
-    assert abs(float(match.group(2)) / float(match.group(1)) - 1) < 0.02
-    assert "Total weight bytes:" in done.stdout
+    assert abs(got["quantized_val_perplexity"] / got["val_perplexity"] - 1) < 0.02

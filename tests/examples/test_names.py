@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from quantized_run import run_quantized
 from small_data import write_names
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "names.py"
@@ -52,19 +53,7 @@ def test_names_example_has_no_wrapper_class():
 def test_names_example_evaluates_the_quantized_model(tmp_path):
     root = write_names(tmp_path / "data", np.random.default_rng(0))
     args = ["--data", str(root), "--epochs", "3", "--hidden", "16", "--out", str(tmp_path)]
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), *args, "--quantize", "int8"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    match = re.search(
-        r"RESULT test_accuracy=([0-9.]+) quantized_test_accuracy=([0-9.]+) time_s=([0-9.]+)$",
-        done.stdout,
-    )
-    assert match, done.stdout
+    names = ["test_accuracy", "quantized_test_accuracy", "time_s"]
+    got = run_quantized(EXAMPLE, args, "int8", tmp_path, names)
     # int8 weights change a few borderline names at most (the real data's target: 0.5 points)
-    assert abs(float(match.group(2)) - float(match.group(1))) <= 0.05
-    assert "Total weight bytes:" in done.stdout  # the quantized model's summary
+    assert abs(got["quantized_test_accuracy"] - got["test_accuracy"]) <= 0.05

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from quantized_run import run_quantized
 from small_data import write_monthly
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sunspots.py"
@@ -62,20 +63,7 @@ def test_sunspots_window_longer_than_the_series_is_one_line(tmp_path):
 
 def test_sunspots_example_evaluates_the_quantized_model(tmp_path):
     root, _ = write_monthly(tmp_path / "data")
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(tmp_path), *SMALL]
-        + ["--quantize", "int8"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    match = re.search(
-        r"RESULT test_rmse=([0-9.]+) quantized_test_rmse=([0-9.]+) persistence_rmse=([0-9.]+) "
-        r"time_s=([0-9.]+)$",
-        done.stdout,
-    )
-    assert match, done.stdout
-    assert abs(float(match.group(2)) / float(match.group(1)) - 1) < 0.05
-    assert "Total weight bytes:" in done.stdout
+    args = ["--data", str(root), "--out", str(tmp_path), *SMALL]
+    names = ["test_rmse", "quantized_test_rmse", "persistence_rmse", "time_s"]
+    got = run_quantized(EXAMPLE, args, "int8", tmp_path, names)
+    assert abs(got["quantized_test_rmse"] / got["test_rmse"] - 1) < 0.05

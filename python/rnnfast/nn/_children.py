@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._state_dict import check_state_dict_keys
 from ._inference_only import refuse_training
 from .storage import storage_summary
 
@@ -48,13 +49,8 @@ class ChildOwner:
 
     def load_state_dict(self, state_dict):
         """Checks every key and shape first; on an error nothing changes."""
-        if not hasattr(state_dict, "keys"):
-            raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
         expected = self.state_dict()
-        missing = [k for k in expected if k not in state_dict]
-        extra = [k for k in state_dict if k not in expected]
-        if missing or extra:
-            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
+        check_state_dict_keys(state_dict, expected)
         for key, current in expected.items():
             shape = np.shape(state_dict[key])
             if shape != current.shape:

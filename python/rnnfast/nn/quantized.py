@@ -12,6 +12,7 @@ import copy
 import numpy as np
 
 from .. import _core
+from .._state_dict import check_state_dict_keys
 from ._inference_only import refuse_training
 from .dropout import Dropout
 from .embedding import Embedding
@@ -96,13 +97,8 @@ class QuantizedLayer:
     def load_state_dict(self, state_dict):
         """Load raw quantized arrays (what ``state_dict`` returns): every key, dtype and shape is
         checked before anything changes; the kernels' packed copies are made again."""
-        if not hasattr(state_dict, "keys"):
-            raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
         current = self._params
-        missing = [k for k in current if k not in state_dict]
-        extra = [k for k in state_dict if k not in current]
-        if missing or extra:
-            raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
+        check_state_dict_keys(state_dict, current)
         for name, arr in current.items():
             value = np.asarray(state_dict[name])
             if value.dtype != arr.dtype or value.shape != arr.shape:
