@@ -44,9 +44,11 @@ import numpy as np
 from compare_measure import bench_all, largest_difference, load_note
 from compare_report import plot_speedups, print_done, print_header, print_report, write_json
 from compare_roofline import measure_roofline, roofline_note
-from compare_shapes import GRID, QUICK_GRID, parse_shapes, work_list
+from compare_shapes import EXTRA, GRID, QUICK_EXTRA, QUICK_GRID, parse_shapes, work_list
 from compare_targets import evaluate_targets
 from harness import BUSY_CPUS, cpu_clock, others_cpus, reexec_without_blas_overrides
+
+import rnnfast
 
 OUT_DIR = Path(__file__).resolve().parent / "results"
 
@@ -56,20 +58,32 @@ def parse_args(argv=None):
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run: 3 shapes (1 in float64), 3 repeats, short repeats",
+        help="smoke run: 3 grid shapes and 1 extra (2 in float64), 3 repeats, short repeats",
     )
-    ap.add_argument("--repeats", type=int, default=None, help="timed repeats (default 7; quick 3)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed repeats (default 5; quick 3)")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument(
         "--shapes",
         default=None,
-        help="comma-separated TxBxDxH (default: the grid; a shape need not be in it)",
+        help="comma-separated TxBxDxH (default: issue 3's grid; a shape need not be in it)",
+    )
+    ap.add_argument(
+        "--extra",
+        default=None,
+        help="comma-separated TxBxDxH off the grid, run after --shapes, or 'none' (default: "
+        "compare_shapes.EXTRA, quick: QUICK_EXTRA; none when --shapes is given)",
     )
     ap.add_argument(
         "--dtype",
         default="default",
         choices=["default", "float32", "float64", "both"],
-        help="default: float32 on every shape plus float64 on a subset",
+        help="default: float32 and float64 on every shape (quick: float64 on 2 of them)",
+    )
+    ap.add_argument(
+        "--isas",
+        default=None,
+        help="comma-separated ISAs to time rnnfast on besides the active one, or 'none' "
+        "(default: every ISA this CPU runs above baseline)",
     )
     ap.add_argument(
         "--min-repeat-ms",
@@ -80,18 +94,43 @@ def parse_args(argv=None):
     ap.add_argument("--out", type=Path, default=OUT_DIR / "compare.json")
     ap.add_argument("--plot", type=Path, default=None, help="PNG path (default: --out with .png)")
     args = ap.parse_args(argv)
-    args.repeats = args.repeats or (3 if args.quick else 7)
+    args.repeats = args.repeats or (3 if args.quick else 5)
     args.min_repeat_s = (args.min_repeat_ms or (5 if args.quick else 20)) / 1e3
     try:
         args.threads = [int(t) for t in args.threads.split(",")]
-        args.shapes = parse_shapes(args.shapes) if args.shapes else None
+        shapes = parse_shapes(args.shapes) if args.shapes else (QUICK_GRID if args.quick else GRID)
+        extra = extra_shapes(args)
+        args.isas = parse_isas(args.isas)
     except ValueError as exc:
         ap.error(str(exc))
-    args.shapes = args.shapes or (QUICK_GRID if args.quick else GRID)
+    args.shapes = list(dict.fromkeys(shapes + extra))
     args.plot = args.plot or args.out.with_suffix(".png")
     if args.repeats < 1 or min(args.threads) < 1:
         ap.error("--repeats and --threads must be >= 1")
     return args
+
+
+def extra_shapes(args) -> list:
+    """--extra's shapes: the default set unless --shapes names the shapes; 'none' for none."""
+    if args.extra is None:
+        return [] if args.shapes else (QUICK_EXTRA if args.quick else EXTRA)
+    return [] if args.extra.lower() == "none" else parse_shapes(args.extra, "--extra")
+
+
+def parse_isas(text) -> list:
+    """--isas: names this CPU runs, checked; default every supported ISA above baseline."""
+    supported = rnnfast._core.supported_isas()
+    if text is None:
+        return [isa for isa in supported if isa != "baseline"]
+    if text.lower() == "none":
+        return []
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in supported]
+    if unknown:
+        raise ValueError(
+            f"--isas: expected ISAs this CPU runs ({', '.join(supported)}), got {', '.join(unknown)}"
+        )
+    return names
 
 
 def warn_if_busy() -> None:
@@ -114,7 +153,9 @@ def main(argv=None) -> None:
     print_header(args)
     warn_if_busy()
     since = cpu_clock()
-    roofs = {(d, n): measure_roofline(d, n, 5) for d in dtypes for n in args.threads}
+    roofs = {
+        (d, n): measure_roofline(d, n, max(3, args.repeats)) for d in dtypes for n in args.threads
+    }
     roofline_others = others_cpus(since)
     notes = []
     rows, agreement = bench_all(work, args, roofs, notes)

@@ -8,8 +8,18 @@ import os
 import numpy as np
 from compare_peers import PEERS, all_runners
 from compare_roofline import roofline_seconds
-from compare_shapes import MODES, Problem, make_problem, mode_flops
-from harness import BUSY_CPUS, cpu_clock, log, others_cpus, relative_error, thread_count, time_each
+from compare_shapes import MODES, Problem, make_problem, mode_flops, on_grid
+from harness import (
+    BUSY_CPUS,
+    cpu_clock,
+    log,
+    on_isa,
+    others_cpus,
+    relative_error,
+    thread_count,
+    time_alternating,
+    time_each,
+)
 
 import rnnfast
 
@@ -62,22 +72,44 @@ def bench_all(work: list, args, roofs: dict, notes: list) -> tuple[list, list]:
     return rows, agreement
 
 
+def isas_to_time(requested: list, active: str) -> list:
+    """The ISAs rnnfast alternates between, the active one first; none unless another is asked."""
+    others = [isa for isa in dict.fromkeys(requested) if isa != active]
+    return [active, *others] if others else []
+
+
 def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tuple[list, dict]:
-    """Check and time every mode of one problem at one thread count; returns (rows, agreement)."""
+    """Check and time every mode of one problem at one thread count; returns (rows, agreement).
+
+    With other ISAs requested (args.isas), rnnfast runs on each of them too: their results join the
+    agreement check as "rnnfast@<isa>", and rnnfast's repeats alternate between the ISAs (every
+    call switching to its ISA, the active one included), so the ISAs are compared side by side;
+    rnnfast's row figure is then its active ISA's timing from that alternation."""
     rows, agreement = [], {}
+    active = rnnfast._core.active_isa()
+    isas = isas_to_time(args.isas, active)
     since = cpu_clock()
     with thread_count(threads):
         runners = all_runners(p, threads, notes)
         for mode in MODES:
             libs = {lib: r[mode] for lib, r in runners.items() if mode in r}
             named = {lib: to_named(run()) for lib, (run, to_named) in libs.items()}  # warm-up
+            run_mine, mine_named = libs["rnnfast"]
+            for isa in isas[1:]:
+                named[f"rnnfast@{isa}"] = mine_named(on_isa(run_mine, isa)())
             agreement[mode] = check_agreement(p, mode, named)
             del named
             rnnfast._core.clear_contention_backoff()
-            timings = time_each(
-                {lib: run for lib, (run, _) in libs.items()}, args.repeats, args.min_repeat_s
-            )
-            rows.append(make_row(p, threads, mode, timings, roof))
+            by_isa = {}
+            if isas:
+                by_isa = time_alternating(
+                    {isa: on_isa(run_mine, isa) for isa in isas}, args.repeats, args.min_repeat_s
+                )
+            timed = {lib: run for lib, (run, _) in libs.items() if not (isas and lib == "rnnfast")}
+            timings = time_each(timed, args.repeats, args.min_repeat_s)
+            if isas:
+                timings = {"rnnfast": by_isa[active], **timings}
+            rows.append(make_row(p, threads, mode, timings, roof, by_isa))
             if threads > 1 and rnnfast._core.contention_backoff_seconds() > 0:
                 # rnnfast fell back to one thread for a while: the cores were taken by others
                 notes.append(
@@ -93,32 +125,46 @@ def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tupl
     return rows, agreement
 
 
-def make_row(p: Problem, threads: int, mode: str, timings: dict, roof: dict) -> dict:
-    """One result row: each library's times, GFLOP/s and roofline fraction, the speed-ups."""
+def lib_figures(t: dict, flops: int, roof_s: float) -> dict:
+    """One library's (or ISA's) timing as a row reports it."""
+    return {
+        "median_ms": t["median_s"] * 1e3,
+        "gflops": flops / t["median_s"] / 1e9,
+        "roofline_fraction": roof_s / t["median_s"],
+        "samples_ms": [s * 1e3 for s in t["samples_s"]],
+        "calls_per_repeat": t["inner"],
+    }
+
+
+def make_row(
+    p: Problem, threads: int, mode: str, timings: dict, roof: dict, by_isa=None, active=None
+) -> dict:
+    """One result row: each library's times, GFLOP/s and roofline fraction, the speed-ups over the
+    peers and, where by_isa has other ISAs' timings of rnnfast, each ISA's time / the active one's
+    (above 1: the active ISA is faster). active: the ISA rnnfast ran on (default: the active one)."""
     flops = mode_flops(p, mode)
     roof_s = roofline_seconds(p, mode, roof)
-    libs = {
-        lib: {
-            "median_ms": t["median_s"] * 1e3,
-            "gflops": flops / t["median_s"] / 1e9,
-            "roofline_fraction": roof_s / t["median_s"],
-            "samples_ms": [s * 1e3 for s in t["samples_s"]],
-            "calls_per_repeat": t["inner"],
-        }
-        for lib, t in timings.items()
-    }
     base = timings["rnnfast"]["median_s"]
-    ratios = {peer: timings[peer]["median_s"] / base for peer in PEERS if peer in timings}
+    by_isa = by_isa or {}
+    active = active or rnnfast._core.active_isa()
     return {
         "dtype": p.dtype.name,
         "threads": threads,
         "shape": dict(zip("TBDH", p.shape)),
         "label": p.label,
+        "grid": on_grid(p.shape),
         "mode": mode,
         "flops": flops,
         "roofline_ms": roof_s * 1e3,
-        "libs": libs,
-        "speedup": ratios,
+        "libs": {lib: lib_figures(t, flops, roof_s) for lib, t in timings.items()},
+        "speedup": {peer: timings[peer]["median_s"] / base for peer in PEERS if peer in timings},
+        "active_isa": active,
+        "isas": {isa: lib_figures(t, flops, roof_s) for isa, t in by_isa.items()},
+        "isa_ratio": {
+            isa: t["median_s"] / by_isa[active]["median_s"]
+            for isa, t in by_isa.items()
+            if isa != active
+        },
     }
 
 
