@@ -4,6 +4,7 @@ thread count at a time; one result row per mode."""
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 from compare_peers import PEERS, all_runners
@@ -64,7 +65,9 @@ def bench_all(work: list, args, roofs: dict, notes: list) -> tuple[list, list]:
         p = make_problem(shape, dtype)
         for n in args.threads:
             log(f"{p.dtype.name} {p.label} threads={n} ...")
+            start = time.perf_counter()
             shape_rows, agree = bench_shape(p, n, roofs[(p.dtype.name, n)], args, notes)
+            log(f"  {time.perf_counter() - start:.1f} s")
             rows += shape_rows
             agreement.append(
                 {"dtype": p.dtype.name, "threads": n, "shape": p.label, "max_relative_error": agree}
@@ -93,22 +96,9 @@ def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tupl
         runners = all_runners(p, threads, notes)
         for mode in MODES:
             libs = {lib: r[mode] for lib, r in runners.items() if mode in r}
-            named = {lib: to_named(run()) for lib, (run, to_named) in libs.items()}  # warm-up
-            run_mine, mine_named = libs["rnnfast"]
-            for isa in isas[1:]:
-                named[f"rnnfast@{isa}"] = mine_named(on_isa(run_mine, isa)())
-            agreement[mode] = check_agreement(p, mode, named)
-            del named
+            agreement[mode] = check_agreement(p, mode, outputs(libs, isas))
             rnnfast._core.clear_contention_backoff()
-            by_isa = {}
-            if isas:
-                by_isa = time_alternating(
-                    {isa: on_isa(run_mine, isa) for isa in isas}, args.repeats, args.min_repeat_s
-                )
-            timed = {lib: run for lib, (run, _) in libs.items() if not (isas and lib == "rnnfast")}
-            timings = time_each(timed, args.repeats, args.min_repeat_s)
-            if isas:
-                timings = {"rnnfast": by_isa[active], **timings}
+            timings, by_isa = time_mode(libs, isas, args)
             rows.append(make_row(p, threads, mode, timings, roof, by_isa))
             if threads > 1 and rnnfast._core.contention_backoff_seconds() > 0:
                 # rnnfast fell back to one thread for a while: the cores were taken by others
@@ -123,6 +113,37 @@ def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tupl
     for row in rows:
         row["others_cpus"] = others
     return rows, agreement
+
+
+def outputs(libs: dict, isas: list) -> dict:
+    """{library: {name: array}} of one call each (their warm-up), rnnfast also on isas[1:]."""
+    named = {lib: to_named(run()) for lib, (run, to_named) in libs.items()}
+    run_mine, mine_named = libs["rnnfast"]
+    for isa in isas[1:]:
+        named[f"rnnfast@{isa}"] = mine_named(on_isa(run_mine, isa)())
+    return named
+
+
+def time_mode(libs: dict, isas: list, args) -> tuple[dict, dict]:
+    """(timing per library, rnnfast's timing per ISA) of one mode.
+
+    Given ISAs, rnnfast's repeats alternate between them (harness.time_alternating: one rnnfast
+    pool, so a change in the machine's load lands on every ISA alike) and its timing is the first
+    (active) ISA's; the other libraries are timed one after the other (harness.time_each)."""
+    run_mine = libs["rnnfast"][0]
+    by_isa = {}
+    if isas:
+        by_isa = time_alternating(
+            {isa: on_isa(run_mine, isa) for isa in isas},
+            args.repeats,
+            args.min_repeat_s,
+            args.warmup_s,
+        )
+    others = {lib: run for lib, (run, _) in libs.items() if not (by_isa and lib == "rnnfast")}
+    timings = time_each(others, args.repeats, args.min_repeat_s, args.warmup_s)
+    if by_isa:
+        timings = {"rnnfast": by_isa[isas[0]], **timings}
+    return timings, by_isa
 
 
 def lib_figures(t: dict, flops: int, roof_s: float) -> dict:

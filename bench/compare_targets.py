@@ -7,7 +7,9 @@ or missed with its figure. Reported, never asserted.
     roofline  where a multiple would take rnnfast past its roofline (the peer already runs at more
               than 1/multiple of it), 85% of the roofline meets a forward target and 80% a
               training one; issue 13 says so for float32, and it is applied to float64 alike, as
-              a target faster than the roofline cannot be met there either
+              a target faster than the roofline cannot be met there either. Not on a row where
+              rnnfast or the peer runs above 100% of the roofline: that roofline was measured
+              low (a busy machine) and is not the row's limit
     per ISA   on an AVX-512 machine the avx512 kernels beat avx2 on every shape with B >= 8
               (needs rnnfast timed on both: compare.py --isas)
     streaming 200x1x32x64 forward at most 0.25 us per step, on every ISA timed
@@ -46,19 +48,28 @@ def check(target, row, figure, goal, met, unit="x", detail=""):
 
 def multiple_of_peer(row, peer, goal, target):
     """rnnfast >= goal x peer on one row; where goal x peer's speed lies beyond the roofline
-    (peer's roofline fraction x goal > 1), ROOF_SHARE[mode] of the roofline meets it too."""
+    (peer's roofline fraction x goal > 1), ROOF_SHARE[mode] of the roofline meets it too.
+
+    A roofline that rnnfast or the peer beats on this row was measured low (a busy machine, data
+    that stays in cache): it is not this row's limit, so it cannot stand in for the multiple."""
     ratio = row["speedup"][peer]
     mine = row["libs"]["rnnfast"]["roofline_fraction"]
     peer_frac = row["libs"][peer]["roofline_fraction"]
     share = ROOF_SHARE[row["mode"]]
-    capped = goal * peer_frac > 1.0
+    beyond = goal * peer_frac > 1.0
+    capped = beyond and max(mine, peer_frac) <= 1.0
     met = ratio >= goal or (capped and mine >= share)
-    detail = (
-        f"{goal}x {peer} is beyond the roofline ({peer} at {100 * peer_frac:.0f}%): "
-        f"rnnfast at {100 * mine:.0f}%, {100 * share:.0f}% meets it"
-        if capped
-        else ""
-    )
+    detail = ""
+    if capped:
+        detail = (
+            f"{goal}x {peer} is beyond the roofline ({peer} at {100 * peer_frac:.0f}%): "
+            f"rnnfast at {100 * mine:.0f}%, {100 * share:.0f}% meets it"
+        )
+    elif beyond:
+        detail = (
+            f"roofline beaten (rnnfast {100 * mine:.0f}%, {peer} {100 * peer_frac:.0f}%): "
+            "measured low, so no roofline cap"
+        )
     return check(target, row, ratio, goal, met, detail=detail)
 
 

@@ -177,28 +177,32 @@ def timing(samples: list, inner: int) -> dict:
     return {"median_s": statistics.median(samples), "samples_s": samples, "inner": inner}
 
 
-def time_each(fns: dict, repeats: int, min_repeat_s: float) -> dict:
+def time_each(fns: dict, repeats: int, min_repeat_s: float, warmup_s: float | None = None) -> dict:
     """Median seconds per call of each function, timed one library after the other.
 
-    Each library first warms up by running itself for WARMUP_S: that also outlasts the previous
+    Each library first warms up by running itself for warmup_s (default WARMUP_S): that also
+    outlasts the previous
     library's worker threads, which spin for a while after a call (OpenBLAS's for ~0.1 s) and
     would take a core from the next library. Interleaving the libraries' repeats let them do
     that; sleeping between them instead lets the idle CPUs of a virtual machine go cold."""
     out = {}
     for lib, fn in fns.items():
-        inner = warm_up(fn, WARMUP_S, min_repeat_s)
+        inner = warm_up(fn, WARMUP_S if warmup_s is None else warmup_s, min_repeat_s)
         gc.collect()
         out[lib] = timing([time_loop(fn, inner) for _ in range(repeats)], inner)
     return out
 
 
-def time_alternating(fns: dict, repeats: int, min_repeat_s: float) -> dict:
+def time_alternating(
+    fns: dict, repeats: int, min_repeat_s: float, warmup_s: float | None = None
+) -> dict:
     """Median seconds per call of each function, their repeats alternating.
 
     time_each times one library after the other, because one library's idle threads would take
     cores from the next; where every function is rnnfast on one thread pool, alternating keeps a
     change in the machine's load from landing on one side only."""
-    inner = {k: warm_up(fn, WARMUP_S, min_repeat_s) for k, fn in fns.items()}
+    warmup_s = WARMUP_S if warmup_s is None else warmup_s
+    inner = {k: warm_up(fn, warmup_s, min_repeat_s) for k, fn in fns.items()}
     samples = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():
