@@ -9,14 +9,14 @@ Run from the repository root:
     python bench/compare.py --shapes 200x1x32x64,50x32x512x512 --threads 1 --dtype float32
     python bench/compare.py --extra none --isas none     # the grid only, the active ISA only
 
-How long it takes, on the 2-core VM of issue 13 (Intel Xeon, AVX-512): the default run (12 shapes x
-2 dtypes x 2 thread counts x 3 modes = 144 rows; 5 repeats of >= 20 ms after 0.25 s warm-ups) took
-52 minutes while other processes kept 1.5-1.7 of the 2 CPUs busy throughout: the multi-threaded
-peers then stall at their barriers, and the 2-thread blocks ran 5-10x longer than the 1-thread
-ones. From that run's JSON (time per library = warm-up + check + repeats), about 10 minutes would
-remain on an idle machine: the 1-thread blocks took 8 minutes at about half the speed the same
-calls reach idle, 3 minutes of which are warm-ups, and idle 2-thread blocks run faster than
-1-thread ones. --quick took 4.7 minutes under the same load (about 1 minute idle).
+How long it takes, on the 2-core VM of issue 13 (Intel Xeon, AVX-512), which other sessions shared
+throughout: the default run (12 shapes x 2 dtypes x 2 thread counts x 3 modes = 144 rows; 5
+repeats of >= 20 ms after 0.25 s warm-ups) took 52 minutes while others kept 1.5-1.7 of the 2 CPUs
+busy, and about 25 minutes at 0.6-1.7 (median 1.0). The 1-thread blocks took about 5 of those 25
+minutes; the rest went to the 2-thread blocks, whose multi-threaded peers stall at their barriers
+whenever another process holds a core (2-10x longer than at 1 thread). Idle, 2 threads run faster
+than 1, which puts the whole run at about 10 minutes: an estimate, as the machine was never idle.
+--quick took 1.7 minutes under that load (4.7 under the heavier one; about 40 s idle).
 
 For each shape (T, B, D, H) and thread count it times three modes:
 

@@ -1,5 +1,6 @@
-"""compare.py's measurement: every library checked against the others, then timed, one shape and
-thread count at a time; one result row per mode."""
+"""compare.py's measurement: every library (and rnnfast on each ISA of --isas) checked against the
+others, then timed, one shape and thread count at a time; one result row per mode, with each
+library's time, GFLOP/s and roofline fraction, the speed-ups over the peers and rnnfast per ISA."""
 
 from __future__ import annotations
 

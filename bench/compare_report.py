@@ -1,4 +1,6 @@
-"""compare.py's report: the printed tables and targets, the JSON document and the chart."""
+"""compare.py's report: the header (versions, CPU model, rnnfast's ISA, both BLAS libraries), the
+rooflines, the tables (a column per peer, the blas anchor included, and per other ISA), the
+targets, the JSON document and the chart."""
 
 from __future__ import annotations
 
