@@ -12,7 +12,7 @@ Run from the repository root:
 How long it takes, on the 2-core VM of issue 13 (Intel Xeon, AVX-512), which other sessions shared
 throughout: the default run (12 shapes x 2 dtypes x 2 thread counts x 3 modes = 144 rows; 5
 repeats of >= 20 ms after 0.25 s warm-ups) took 52 minutes while others kept 1.5-1.7 of the 2 CPUs
-busy, and about 25 minutes at 0.6-1.7 (median 1.0). The 1-thread blocks took about 5 of those 25
+busy, and 26 minutes at 0.6-1.7 (median 1.0). The 1-thread blocks took about 5 of those 26
 minutes; the rest went to the 2-thread blocks, whose multi-threaded peers stall at their barriers
 whenever another process holds a core (2-10x longer than at 1 thread). Idle, 2 threads run faster
 than 1, which puts the whole run at about 10 minutes: an estimate, as the machine was never idle.
