@@ -7,6 +7,15 @@ the library's raw result; named(raw) turns that into {name: ndarray} for the agr
     torch     torch.nn.RNN: no_grad for inference, autograd for training
     ort       ONNX Runtime's RNN operator, inference only (a graph with Y, one with Y_h only)
     numpy     rnnfast.reference, the NumPy loop over time steps
+    blas      the anchor: the recurrence's GEMMs in torch.matmul's BLAS (MKL), unfused (below)
+
+The "blas" anchor is what the best BLAS gives without fusion: one projection GEMM
+(T*B x D) @ (D x H), then per step one (B x H) @ (H x H) GEMM accumulated onto that step's
+projection and a tanh in place; training adds the backward's GEMMs: per step
+dz_t @ W_hh (the recurrent delta), then dW_ih = dZ^T X, dW_hh = dZ[1:]^T Y[:-1] and dX = dZ W_ih
+as large GEMMs over the whole sequence. Its FLOPs are the ones compare_shapes counts, less the
+products with h0 = 0 that no one needs to compute. It returns the same outputs and gradients as
+the others and is checked against them, so it is a real forward and backward.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNot
 
 from rnnfast import functional, reference
 
-LIBS = ("rnnfast", "torch", "ort", "numpy")  # "numpy" is rnnfast.reference
+LIBS = ("rnnfast", "torch", "ort", "numpy", "blas")  # "numpy" is rnnfast.reference
 PEERS = LIBS[1:]
 
 
@@ -110,6 +119,50 @@ def torch_runners(p: Problem):
     }
 
 
+def blas_runners(p: Problem):
+    """The unfused anchor (module docstring): torch.addmm / addmm_ per GEMM, on MKL."""
+    T, B, D, H = p.shape
+    x = torch.from_numpy(p.x)
+    w_ih, w_hh = torch.from_numpy(p.w_ih), torch.from_numpy(p.w_hh)
+    w_ih_t, w_hh_t = w_ih.t(), w_hh.t()  # transposed views: the BLAS reads them as they are
+    bias = torch.from_numpy(p.b_ih + p.b_hh)
+    dy = torch.from_numpy(p.dy)
+
+    def forward():
+        y = torch.addmm(bias, x.view(T * B, D), w_ih_t).view(T, B, H)  # the projection
+        y[0].tanh_()  # h0 = 0: step 0 has no recurrent product
+        for t in range(1, T):
+            y[t].addmm_(y[t - 1], w_hh_t)
+            y[t].tanh_()
+        return y
+
+    def train():
+        y = forward()
+        act_grad = 1 - y * y  # tanh' from the outputs, once for the whole sequence
+        dz = torch.empty_like(y)
+        torch.mul(dy[T - 1], act_grad[T - 1], out=dz[T - 1])
+        for t in range(T - 1, 0, -1):
+            torch.addmm(dy[t - 1], dz[t], w_hh, out=dz[t - 1])
+            dz[t - 1].mul_(act_grad[t - 1])
+        dz2 = dz.view(T * B, H)
+        dh0 = dz[0] @ w_hh
+        dw_ih = dz2.t() @ x.view(T * B, D)
+        dw_hh = dz[1:].reshape((T - 1) * B, H).t() @ y[:-1].reshape((T - 1) * B, H)
+        dx = (dz2 @ w_ih).view(T, B, D)
+        db = dz2.sum(0)
+        return dx, dw_ih, dw_hh, db, dh0
+
+    def train_named(g):
+        dx, dw_ih, dw_hh, db, dh0 = (t.numpy() for t in g)
+        return {**grads_named(dx, dw_ih, dw_hh, db, db), "dh0": dh0}
+
+    return {
+        "fwd_seq": (forward, lambda y: {"y": y.numpy(), "h_n": y[-1].numpy()}),
+        "fwd_last": (lambda: forward()[-1], lambda h: {"h_n": h.numpy()}),
+        "train": (train, train_named),
+    }
+
+
 def onnx_rnn_model(p: Problem, with_sequences: bool) -> onnx.ModelProto:
     """A one-node graph: ONNX RNN with W [1, H, D], R [1, H, H], B [1, 2H] = concat(Wb, Rb)."""
     elem = TensorProto.DOUBLE if p.dtype == np.float64 else TensorProto.FLOAT
@@ -179,4 +232,5 @@ def all_runners(p: Problem, threads: int, notes: list):
             notes.append(note)
             log(note)
     runners["numpy"] = reference_runners(p)
+    runners["blas"] = blas_runners(p)
     return runners

@@ -1,8 +1,9 @@
-"""compare.py's report: the printed tables and targets, the JSON document and the chart."""
+"""compare.py's report: the header (versions, CPU model, rnnfast's ISA, both BLAS libraries), the
+rooflines, the tables (a column per peer, the blas anchor included, and per other ISA), the
+targets, the JSON document and the chart."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
@@ -13,10 +14,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
-from compare_measure import TOL
+from compare_measure import TOL, isas_to_time
 from compare_peers import PEERS
 from compare_shapes import MODES
-from harness import REEXEC_MARKER
+from harness import REEXEC_MARKER, cpu_model, numpy_blas_summary, torch_blas
 
 import rnnfast
 
@@ -24,12 +25,22 @@ import rnnfast
 
 
 def print_header(args) -> None:
-    """The versions, the ISA, the CPUs and the repeats; a re-execution; too many threads."""
+    """The versions, the CPU, the ISA that runs and the ISAs timed beside it, both BLAS libraries,
+    the repeats; a re-execution; too many threads."""
+    core = rnnfast._core
     print(
-        f"rnnfast {rnnfast.__version__} (isa {rnnfast._core.active_isa()}), torch "
-        f"{torch.__version__}, onnxruntime {ort.__version__}, numpy {np.__version__}; "
-        f"{os.cpu_count()} logical CPUs; repeats={args.repeats}"
+        f"rnnfast {rnnfast.__version__}, torch {torch.__version__}, onnxruntime {ort.__version__}, "
+        f"numpy {np.__version__}; repeats={args.repeats}"
     )
+    print(f"cpu: {cpu_model()}; {os.cpu_count()} logical CPUs")
+    others = [i for i in args.isas if i != core.active_isa()]
+    print(
+        f"rnnfast isa: {core.active_isa()} (this cpu runs {', '.join(core.supported_isas())}; "
+        f"also timed: {', '.join(others) or 'none'})"
+        + (f"; note: {core.isa_note()}" if core.isa_note() else "")
+    )
+    print(f"numpy BLAS: {numpy_blas_summary()}")
+    print(f"torch BLAS: {torch_blas()}")
     if os.environ.get(REEXEC_MARKER):
         print(f"re-executed without {os.environ[REEXEC_MARKER]}")
     if max(args.threads) > (os.cpu_count() or 1):
@@ -37,29 +48,32 @@ def print_header(args) -> None:
 
 
 def print_roofline(roof: dict) -> None:
-    blas = (
-        "; ".join(
-            f"{b['internal_api']} {b['version']} {b['architecture']} num_threads={b['num_threads']}"
-            for b in roof["blas"]
-        )
-        or "none found"
-    )
+    """Both libraries' matmul rate and matvec bandwidth, and which one the roofline takes."""
+    mm = ", ".join(f"{k} {v:.1f}" for k, v in roof["matmul_gflops_by_lib"].items())
+    mv = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in roof["matvec_bytes_per_s_by_lib"].items())
     print(
         f"roofline {roof['dtype']} threads={roof['threads']}: "
-        f"matmul {roof['matmul_n']}^3 {roof['matmul_gflops']:.1f} GFLOP/s, "
-        f"matvec {roof['matvec_shape'][0]}x{roof['matvec_shape'][1]} "
-        f"{roof['matvec_bytes_per_s'] / 1e9:.1f} GB/s; BLAS: {blas}"
+        f"matmul {roof['matmul_n']}^3 GFLOP/s {mm} -> {roof['matmul_from']}; "
+        f"matvec {roof['matvec_shape'][0]}x{roof['matvec_shape'][1]} GB/s {mv} "
+        f"-> {roof['matvec_from']}"
     )
 
 
-def fmt(value, spec, missing="-"):
-    return missing if value is None else format(value, spec)
+def fmt(value, spec, missing="-", wide=None):
+    """value in spec, or in '.0f' from `wide` up (so that a column keeps its width)."""
+    if value is None:
+        return missing
+    return format(value, ".0f" if wide is not None and value >= wide else spec)
 
 
 def print_table(rows: list) -> None:
+    """One line per row: rnnfast's time, GFLOP/s and roofline share, each peer's time and
+    speed-up, each other ISA's time / the active one's, the others' CPU use."""
+    isas = list(dict.fromkeys(i for r in rows for i in r.get("isa_ratio", {})))
     head = (
         f"{'shape TxBxDxH':<18}{'mode':<9}{'rnnfast ms':>11}{'GFLOP/s':>9}{'roof%':>7}"
-        + "".join(f"{p + ' ms':>11}{'x':>7}" for p in PEERS)
+        + "".join(f"{p + ' ms':>10}{'x':>7}" for p in PEERS)
+        + "".join(f"{i + ' x':>9}" for i in isas)
         + f"{'busy':>6}"
     )
     print(head)
@@ -67,13 +81,18 @@ def print_table(rows: list) -> None:
     for r in rows:
         me = r["libs"]["rnnfast"]
         peers = "".join(
-            f"{fmt(r['libs'].get(p, {}).get('median_ms'), '.3f'):>11}"
-            f"{fmt(r['speedup'].get(p), '.2f'):>7}"
+            f"{fmt(r['libs'].get(p, {}).get('median_ms'), '.3f', wide=1e4):>10}"
+            f"{fmt(r['speedup'].get(p), '.2f', wide=1e3):>7}"
             for p in PEERS
         )
+        per_isa = "".join(f"{fmt(r['isa_ratio'].get(i), '.2f', wide=1e3):>9}" for i in isas)
+        name = r["label"] + ("" if r.get("grid", True) else " *")
         print(
-            f"{r['label']:<18}{r['mode']:<9}{me['median_ms']:>11.3f}{me['gflops']:>9.2f}"
-            f"{100 * me['roofline_fraction']:>6.0f}%" + peers + f"{r['others_cpus']:>6.1f}"
+            f"{name:<18}{r['mode']:<9}{me['median_ms']:>11.3f}{me['gflops']:>9.2f}"
+            f"{100 * me['roofline_fraction']:>6.0f}%"
+            + peers
+            + per_isa
+            + f"{r['others_cpus']:>6.1f}"
         )
 
 
@@ -87,7 +106,9 @@ def print_report(rows: list, roofs: dict, targets: list, notes: list) -> None:
         print_roofline(roof)
         print(
             "times: median ms per call; x = peer time / rnnfast time; roof% = roofline time / "
-            "rnnfast time; numpy = rnnfast.reference; busy = CPUs other processes used"
+            "rnnfast time; numpy = rnnfast.reference; blas = unfused GEMMs in torch.matmul; "
+            "<isa> x = rnnfast's time on that ISA / on the active one; * = off issue 3's grid; "
+            "busy = CPUs other processes used"
         )
         print_table(group)
     print()
@@ -97,8 +118,9 @@ def print_report(rows: list, roofs: dict, targets: list, notes: list) -> None:
 
 
 def print_targets(targets: list) -> None:
-    """One line per target and thread count: how many rows meet it, the worst row, the misses."""
-    print("targets (float32; figure vs goal; reported, not asserted)")
+    """One line per target and thread count: met or not, how many rows meet it, the worst row
+    with its figure, then every miss with its figure."""
+    print("targets (figure vs goal; reported, not asserted)")
     groups = {}
     for t in targets:
         groups.setdefault((t["target"], t["threads"]), []).append(t)
@@ -106,41 +128,41 @@ def print_targets(targets: list) -> None:
         met = sum(c["met"] for c in checks)
         lower_is_better = checks[0]["unit"] == "us"
         worst = (max if lower_is_better else min)(checks, key=lambda c: c["figure"])
-        status = "MET" if met == len(checks) else "NOT MET"
-        line = (
-            f"  [{status:>7}] {name} (threads={threads}): {met}/{len(checks)} rows; "
-            f"worst {worst['figure']:.2f}{worst['unit']} at {worst['shape']} {worst['mode']}"
+        status = "MET" if met == len(checks) else "MISSED"
+        print(
+            f"  [{status:>6}] {name} (threads={threads}): {met}/{len(checks)} rows; "
+            f"worst {worst['figure']:.2f}{worst['unit']} (goal {worst['goal']:g}{worst['unit']}) "
+            f"at {worst['shape']} {worst['mode']}"
         )
-        misses = [
-            f"{c['shape']} {c['mode']} {c['figure']:.2f}{c['unit']}"
-            + (f" ({c['detail']})" if c["detail"] else "")
-            for c in checks
-            if not c["met"]
-        ]
-        print(line)
-        if misses and len(misses) < len(checks):
-            print(f"            misses: {'; '.join(misses)}")
+        for c in checks:
+            if c["detail"] or not c["met"]:
+                verdict = "met" if c["met"] else "missed"
+                detail = f" ({c['detail']})" if c["detail"] else ""
+                print(
+                    f"           {verdict}: {c['shape']} {c['mode']} {c['figure']:.2f}{c['unit']}"
+                    + detail
+                )
 
 
 # ----------------------------------------------------------------------------- written
 
 
-def machine_info() -> dict:
-    cpu = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+def machine_info(args=None) -> dict:
+    core = rnnfast._core
     return {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "machine": platform.machine(),
         "python": platform.python_version(),
         "rnnfast": rnnfast.__version__,
-        "rnnfast_isa": rnnfast._core.active_isa(),
+        "rnnfast_isa": core.active_isa(),
+        "rnnfast_isas_supported": core.supported_isas(),
+        "rnnfast_isas_timed": isas_to_time(args.isas, core.active_isa()) if args else [],
+        "rnnfast_isa_note": core.isa_note(),
         "numpy": np.__version__,
+        "numpy_blas": numpy_blas_summary(),
         "torch": torch.__version__,
+        "torch_blas": torch_blas(),
         "onnxruntime": ort.__version__,
         "onnx": onnx.__version__,
         "blas_overrides_removed": os.environ.get(REEXEC_MARKER),
@@ -151,7 +173,7 @@ def write_json(path: Path, args, rows, roofs, agreement, targets, notes) -> None
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_info(),
+        "machine": machine_info(args),
         "args": {k: v for k, v in vars(args).items() if k not in ("out", "plot")},
         "tolerance": {k.name: v for k, v in TOL.items()},
         "roofline": list(roofs.values()),

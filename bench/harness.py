@@ -1,5 +1,6 @@
-"""What the bench scripts share: a clean BLAS environment, one thread count in every library,
-timing, the machine's load, agreement errors and logging.
+"""What the bench scripts share: a clean BLAS environment, what the machine and its BLAS libraries
+are, one thread count in every library, rnnfast on a chosen ISA, timing, the machine's load,
+agreement errors and logging.
 
 Used by compare.py (and its modules), compare_composition.py and thread_pools.py, which import it
 from this folder (a script's own folder is first on sys.path).
@@ -11,6 +12,7 @@ import contextlib
 import gc
 import math
 import os
+import platform
 import statistics
 import sys
 import time
@@ -59,6 +61,54 @@ def blas_info() -> list:
     ]
 
 
+def numpy_blas_summary() -> str:
+    """'openblas 0.3.31 SkylakeX (pthreads)': NumPy's BLAS and the kernel it picked for this CPU."""
+    return (
+        "; ".join(
+            f"{b['internal_api']} {b['version']} {b['architecture']} ({b['threading_layer']})"
+            for b in blas_info()
+        )
+        or "none found"
+    )
+
+
+def torch_blas() -> str:
+    """torch's BLAS and its vector ISA, from torch.__config__.show(): 'Intel(R) oneAPI Math Kernel
+    Library Version 2024.2...; CPU capability AVX512'."""
+    text = torch.__config__.show()
+    blas = next((line for line in text.splitlines() if "Math Kernel Library" in line), None)
+    if blas is None:  # a build on another BLAS names it only in its build settings
+        blas = next(
+            (
+                f"BLAS_INFO={w.split('=')[1].rstrip(',')}"
+                for w in text.split()
+                if w.startswith("BLAS_INFO=")
+            ),
+            "BLAS unknown",
+        )
+    capability = next(
+        (line.split(":", 1)[1].strip() for line in text.splitlines() if "CPU capability" in line),
+        "unknown",
+    )
+    return f"{blas.strip(' -')}; CPU capability {capability}"
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, with vendor, family, model and stepping (a VM may
+    call its CPU just 'Intel(R) Xeon(R) Processor'); platform.processor() where there is none."""
+    fields = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if not line.strip():
+                break  # the first processor's block is enough
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    if "model name" not in fields:
+        return platform.processor() or "unknown"
+    ids = " ".join(f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields)
+    return f"{fields['model name']} ({fields.get('vendor_id', '?')} {ids})"
+
+
 @contextlib.contextmanager
 def thread_count(n: int):
     """n threads in every library: rnnfast, torch, NumPy's BLAS (ORT gets n per session)."""
@@ -69,6 +119,22 @@ def thread_count(n: int):
             yield
         finally:
             torch.set_num_threads(previous_torch)
+
+
+def on_isa(fn, isa: str):
+    """fn run with rnnfast's kernels of the given ISA, the previous one restored after each call.
+
+    The switch is one atomic store (tens of ns), so calls on different ISAs can alternate."""
+
+    def run():
+        previous = rnnfast._core.active_isa()
+        rnnfast._core.set_active_isa(isa)
+        try:
+            return fn()
+        finally:
+            rnnfast._core.set_active_isa(previous)
+
+    return run
 
 
 # rnn_backward's required keywords for a forward given none of these options (h0 included).
@@ -111,28 +177,32 @@ def timing(samples: list, inner: int) -> dict:
     return {"median_s": statistics.median(samples), "samples_s": samples, "inner": inner}
 
 
-def time_each(fns: dict, repeats: int, min_repeat_s: float) -> dict:
+def time_each(fns: dict, repeats: int, min_repeat_s: float, warmup_s: float | None = None) -> dict:
     """Median seconds per call of each function, timed one library after the other.
 
-    Each library first warms up by running itself for WARMUP_S: that also outlasts the previous
+    Each library first warms up by running itself for warmup_s (default WARMUP_S): that also
+    outlasts the previous
     library's worker threads, which spin for a while after a call (OpenBLAS's for ~0.1 s) and
     would take a core from the next library. Interleaving the libraries' repeats let them do
     that; sleeping between them instead lets the idle CPUs of a virtual machine go cold."""
     out = {}
     for lib, fn in fns.items():
-        inner = warm_up(fn, WARMUP_S, min_repeat_s)
+        inner = warm_up(fn, WARMUP_S if warmup_s is None else warmup_s, min_repeat_s)
         gc.collect()
         out[lib] = timing([time_loop(fn, inner) for _ in range(repeats)], inner)
     return out
 
 
-def time_alternating(fns: dict, repeats: int, min_repeat_s: float) -> dict:
+def time_alternating(
+    fns: dict, repeats: int, min_repeat_s: float, warmup_s: float | None = None
+) -> dict:
     """Median seconds per call of each function, their repeats alternating.
 
     time_each times one library after the other, because one library's idle threads would take
     cores from the next; where every function is rnnfast on one thread pool, alternating keeps a
     change in the machine's load from landing on one side only."""
-    inner = {k: warm_up(fn, WARMUP_S, min_repeat_s) for k, fn in fns.items()}
+    warmup_s = WARMUP_S if warmup_s is None else warmup_s
+    inner = {k: warm_up(fn, warmup_s, min_repeat_s) for k, fn in fns.items()}
     samples = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():

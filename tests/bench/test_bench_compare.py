@@ -5,6 +5,7 @@ A short end-to-end run of main() writes the JSON and the chart."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -21,9 +22,12 @@ import compare
 import compare_measure
 import compare_peers
 import compare_report
+import compare_roofline
 import compare_shapes
 import compare_targets
 import harness
+
+import rnnfast
 
 
 def test_parse_shapes():
@@ -38,15 +42,69 @@ def test_parse_shapes():
 
 def test_parse_args_defaults_and_quick():
     args = compare.parse_args([])
-    assert (args.repeats, args.min_repeat_s, args.threads) == (7, 0.02, [1, 2])
-    assert args.shapes == compare_shapes.GRID
+    assert (args.repeats, args.min_repeat_s, args.threads) == (5, 0.02, [1, 2])
+    assert args.warmup_s == harness.WARMUP_S
+    assert args.shapes == compare_shapes.GRID + compare_shapes.EXTRA
     assert args.plot == args.out.with_suffix(".png")
+    supported = rnnfast._core.supported_isas()
+    assert args.isas == [i for i in supported if i != "baseline"]
     quick = compare.parse_args(["--quick"])
-    assert (quick.repeats, quick.min_repeat_s, quick.shapes) == (
+    assert (quick.repeats, quick.min_repeat_s, quick.warmup_s, quick.shapes) == (
         3,
         0.005,
-        compare_shapes.QUICK_GRID,
+        0.1,
+        compare_shapes.QUICK_GRID + compare_shapes.QUICK_EXTRA,
     )
+
+
+def test_extra_shapes_and_isas():
+    assert compare.parse_args(["--shapes", "5x1x2x3"]).shapes == [(5, 1, 2, 3)]
+    given = compare.parse_args(["--shapes", "5x1x2x3", "--extra", "7x2x3x4,5x1x2x3"])
+    assert given.shapes == [(5, 1, 2, 3), (7, 2, 3, 4)]  # a shape in both runs once
+    assert compare.parse_args(["--extra", "none"]).shapes == compare_shapes.GRID
+    assert compare.parse_args(["--isas", "none"]).isas == []
+    assert compare.parse_args(["--isas", "baseline"]).isas == ["baseline"]
+    assert not any(compare_shapes.on_grid(s) for s in compare_shapes.EXTRA)
+    assert all(compare_shapes.on_grid(s) for s in compare_shapes.GRID)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--extra", "3x3"], "--extra: expected TxBxDxH"),
+        (["--isas", "avx2,sse9"], "--isas: expected ISAs this CPU runs .*, got sse9"),
+    ],
+)
+def test_parse_args_names_the_bad_option(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        compare.parse_args(argv)
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_isas_to_time():
+    assert compare_measure.isas_to_time([], "avx512") == []
+    assert compare_measure.isas_to_time(["avx512"], "avx512") == []
+    assert compare_measure.isas_to_time(["avx2", "avx512", "avx2"], "avx512") == ["avx512", "avx2"]
+
+
+def test_on_isa_switches_and_restores():
+    active = rnnfast._core.active_isa()
+    seen = harness.on_isa(rnnfast._core.active_isa, "baseline")()
+    assert seen == "baseline" and rnnfast._core.active_isa() == active
+
+    def fails():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        harness.on_isa(fails, "baseline")()
+    assert rnnfast._core.active_isa() == active
+
+
+def test_machine_description():
+    cpu = harness.cpu_model()
+    assert cpu and cpu != "unknown"
+    assert "CPU capability" in harness.torch_blas()
+    assert harness.numpy_blas_summary()
 
 
 @pytest.mark.parametrize("argv", [["--shapes", "1x2"], ["--threads", "0"], ["--repeats", "-1"]])
@@ -63,7 +121,7 @@ def test_parse_args_rejects(argv, capsys):
         (
             "default",
             [("float32", (200, 1, 32, 64)), ("float32", (7, 1, 2, 3))]
-            + [("float64", (200, 1, 32, 64))],
+            + [("float64", (200, 1, 32, 64)), ("float64", (7, 1, 2, 3))],
         ),
         ("float32", [("float32", (200, 1, 32, 64)), ("float32", (7, 1, 2, 3))]),
         ("float64", [("float64", (200, 1, 32, 64)), ("float64", (7, 1, 2, 3))]),
@@ -74,9 +132,19 @@ def test_work_list(dtype, expected):
     assert [(np.dtype(d).name, s) for d, s in compare_shapes.work_list(args)] == expected
 
 
+def test_quick_work_list_has_float64_on_its_subset_only():
+    args = compare.parse_args(["--quick"])
+    f64 = [s for d, s in compare_shapes.work_list(args) if d == np.float64]
+    assert f64 == [s for s in args.shapes if s in compare_shapes.QUICK_FLOAT64_SUBSET]
+    assert f64 and len(f64) < len(args.shapes)
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 4, 6), (1, 2, 3, 4)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_peers_agree_on_a_tiny_problem(dtype):
-    p = compare_shapes.make_problem((5, 3, 4, 6), dtype)
+def test_peers_agree_on_a_tiny_problem(dtype, shape):
+    """Every library, the unfused BLAS anchor included, gives the same outputs and gradients
+    (T = 1 has no recurrent product at all)."""
+    p = compare_shapes.make_problem(shape, dtype)
     notes = []
     with harness.thread_count(1):
         runners = compare_peers.all_runners(p, 1, notes)
@@ -89,7 +157,7 @@ def test_peers_agree_on_a_tiny_problem(dtype):
             }
             worst = compare_measure.check_agreement(p, mode, named)
             assert worst and max(worst.values()) <= compare_measure.TOL[p.dtype]
-    assert next(iter(runners)) == "rnnfast" and "torch" in runners and "numpy" in runners
+    assert next(iter(runners)) == "rnnfast" and {"torch", "numpy", "blas"} <= runners.keys()
     assert ("ort" in runners) or any(n.startswith("ORT skipped") for n in notes)
 
 
@@ -100,16 +168,144 @@ def test_disagreement_aborts():
         compare_measure.check_agreement(p, "train", named)
 
 
-ROOF = {
-    "dtype": "float32",
-    "threads": 1,
-    "matmul_n": 2048,
-    "matmul_gflops": 100.0,
-    "matvec_shape": [1024, 1024],
-    "matvec_bytes": 4 << 20,
-    "matvec_bytes_per_s": 20e9,
-    "blas": [],
-}
+ROOF = compare_roofline.roofline_record(
+    "float32", 1, {"numpy": 80.0, "torch": 100.0}, {"numpy": 20e9, "torch": 15e9}, [1024, 1024], []
+)
+
+
+def test_roofline_takes_the_faster_library():
+    assert (ROOF["matmul_gflops"], ROOF["matmul_from"]) == (100.0, "torch")
+    assert (ROOF["matvec_bytes_per_s"], ROOF["matvec_from"]) == (20e9, "numpy")
+    assert ROOF["matmul_gflops_by_lib"] == {"numpy": 80.0, "torch": 100.0}
+    assert ROOF["matvec_bytes"] == 4 << 20
+    assert compare_roofline.best_of({"numpy": 3.0, "torch": 2.0}) == ("numpy", 3.0)
+    p = compare_shapes.make_problem((50, 32, 512, 512), np.float32)  # compute-bound
+    flops = compare_shapes.mode_flops(p, "train")
+    assert compare_roofline.roofline_seconds(p, "train", ROOF) == pytest.approx(flops / 100e9)
+    p = compare_shapes.make_problem((100, 1, 8, 1024), np.float32)  # bound by W_hh's reads
+    weights_s = 100 * p.w_hh.nbytes / 20e9
+    assert compare_roofline.roofline_seconds(p, "fwd_seq", ROOF) == pytest.approx(weights_s)
+
+
+def test_measure_roofline_measures_both_libraries(monkeypatch):
+    monkeypatch.setattr(compare_roofline, "MATMUL_N", 64)
+    monkeypatch.setattr(harness, "WARMUP_S", 0.001)
+    roof = compare_roofline.measure_roofline(np.float32, 1, 1)
+    assert roof["matmul_gflops_by_lib"].keys() == {"numpy", "torch"}
+    assert roof["matmul_gflops"] == max(roof["matmul_gflops_by_lib"].values()) > 0
+    assert roof["matvec_bytes_per_s"] == max(roof["matvec_bytes_per_s_by_lib"].values()) > 0
+    assert roof["matmul_from"] in ("numpy", "torch") and roof["matmul_n"] == 64
+
+
+def row_at(
+    shape=(10, 8, 4, 256),
+    mode="fwd_seq",
+    dtype=np.float32,
+    threads=1,
+    fractions=None,
+    isa_seconds=None,
+):
+    """A result row whose libraries run at the given fractions of the roofline (so that
+    speed-up = rnnfast's fraction / the peer's), and rnnfast per ISA at the given seconds."""
+    p = compare_shapes.make_problem(shape, dtype)
+    roof = dict(ROOF, dtype=np.dtype(dtype).name, threads=threads)
+    roof_s = compare_roofline.roofline_seconds(p, mode, roof)
+    timings = {lib: harness.timing([roof_s / f] * 3, 1) for lib, f in fractions.items()}
+    by_isa = {isa: harness.timing([t] * 3, 1) for isa, t in (isa_seconds or {}).items()}
+    row = compare_measure.make_row(p, threads, mode, timings, roof, by_isa, active="avx512")
+    row["others_cpus"] = 0.0
+    return row
+
+
+@pytest.mark.parametrize(
+    "mode, mine, peer, met, capped",
+    [
+        ("fwd_seq", 0.65, 0.5, True, False),  # 1.3x torch
+        ("fwd_seq", 0.60, 0.5, False, False),  # 1.2x torch; the roofline is far
+        ("fwd_seq", 0.86, 0.9, True, True),  # 1.25x torch would pass the roofline: 86% >= 85%
+        ("fwd_last", 0.84, 0.9, False, True),
+        ("train", 0.81, 0.9, True, True),  # training needs 80%
+        ("train", 0.79, 0.9, False, True),
+        ("fwd_seq", 1.2, 0.9, True, False),  # 1.33x torch: met by the multiple
+        ("fwd_seq", 1.05, 1.0, False, False),  # rnnfast above a roofline measured low: no cap
+        ("train", 0.9, 1.1, False, False),  # torch above it: no cap either
+    ],
+)
+def test_multiple_of_peer_and_its_roofline_cap(mode, mine, peer, met, capped):
+    r = row_at(mode=mode, fractions={"rnnfast": mine, "torch": peer})
+    assert r["speedup"]["torch"] == pytest.approx(mine / peer)
+    c = compare_targets.multiple_of_peer(r, "torch", 1.25, "t")
+    assert (c["met"], "meets it" in c["detail"]) == (met, capped)
+    assert c["figure"] == pytest.approx(mine / peer) and c["goal"] == 1.25
+
+
+def by_target(targets):
+    out = {}
+    for t in targets:
+        out.setdefault(t["target"], []).append(t)
+    return out
+
+
+def test_float32_and_float64_targets():
+    fast = {"rnnfast": 0.6, "torch": 0.15, "ort": 0.3, "numpy": 0.2, "blas": 0.5}
+    rows = [
+        row_at((10, 8, 4, 128), "fwd_seq", fractions=fast),  # 4x torch, 2x ORT
+        row_at((10, 8, 4, 256), "train", fractions={**fast, "torch": 0.3}),  # 2x torch
+        row_at((10, 8, 4, 128), "train", np.float64, fractions={**fast, "numpy": 0.55}),
+    ]
+    t = by_target(compare_targets.evaluate_targets(rows))
+    assert [c["met"] for c in t["float32 forward >= 1.25x torch"]] == [True]
+    assert [c["met"] for c in t["float32 forward >= 1.5x ONNX Runtime"]] == [True]
+    assert [c["met"] for c in t["float32 training >= 1.25x torch"]] == [True]
+    # H <= 128 only: the H = 256 row is not judged by the 3x target
+    assert [(c["shape"], c["met"]) for c in t["float32 H <= 128: >= 3x torch"]] == [
+        ("10x8x4x128", True)
+    ]
+    assert [c["met"] for c in t["float64 forward and training >= 1.2x torch"]] == [True]
+    numpy64 = t["float64 forward and training >= 1.2x NumPy loop"]
+    assert [(c["met"], round(c["figure"], 3)) for c in numpy64] == [(False, 1.091)]
+    assert all(c["dtype"] == "float64" for c in numpy64)
+
+
+def test_isa_target_on_batches_of_8_or_more():
+    rows = [
+        row_at(
+            (10, 8, 4, 64), fractions={"rnnfast": 0.5}, isa_seconds={"avx512": 1.0, "avx2": 1.2}
+        ),
+        row_at(
+            (10, 16, 4, 64), fractions={"rnnfast": 0.5}, isa_seconds={"avx512": 1.0, "avx2": 0.9}
+        ),
+        row_at(
+            (10, 7, 4, 64), fractions={"rnnfast": 0.5}, isa_seconds={"avx512": 1.0, "avx2": 0.5}
+        ),
+        row_at((10, 9, 4, 64), fractions={"rnnfast": 0.5}),  # not timed per ISA
+    ]
+    assert rows[0]["isa_ratio"] == pytest.approx({"avx2": 1.2})
+    checks = compare_targets.isa_targets(rows)
+    assert [(c["shape"], c["met"]) for c in checks] == [("10x8x4x64", True), ("10x16x4x64", False)]
+    assert checks[1]["figure"] == pytest.approx(0.9)
+
+
+def test_streaming_target_per_isa():
+    r = row_at(
+        compare_shapes.STREAMING_SHAPE,
+        fractions={"rnnfast": 0.5},
+        isa_seconds={"avx512": 40e-6, "avx2": 60e-6},  # 0.2 and 0.3 us per step
+    )
+    checks = compare_targets.streaming_targets([r])
+    isa_of = [re.search(r"\((\w+)\)$", c["target"]).group(1) for c in checks]
+    assert list(zip(isa_of, [c["met"] for c in checks])) == [("avx512", True), ("avx2", False)]
+    assert checks[1]["figure"] == pytest.approx(0.3)
+
+
+def test_scaling_targets():
+    one = row_at((10, 8, 4, 512), "train", threads=1, fractions={"rnnfast": 0.5})
+    two = row_at((10, 8, 4, 512), "train", threads=2, fractions={"rnnfast": 0.5})
+    two["libs"]["rnnfast"]["median_ms"] = one["libs"]["rnnfast"]["median_ms"] / 1.7
+    checks = by_target(compare_targets.scaling_targets([one, two]))
+    assert [c["met"] for c in checks["float32 2 threads never slower than 1"]] == [True]
+    (c,) = checks["float32 2 threads >= 1.8x 1 thread where H >= 512"]
+    assert not c["met"] and c["figure"] == pytest.approx(1.7)
 
 
 def made_up_rows(threads=(1, 2)):
@@ -118,9 +314,10 @@ def made_up_rows(threads=(1, 2)):
     rows = []
     for n in threads:
         for mode in compare_shapes.MODES:
-            libs = ("rnnfast", "torch", "numpy") if mode == "train" else compare_peers.LIBS
+            libs = [lib for lib in compare_peers.LIBS if mode != "train" or lib != "ort"]
             t = {lib: harness.timing([1e-3 * (i + 1) / n] * 3, 4) for i, lib in enumerate(libs)}
-            row = compare_measure.make_row(p, n, mode, t, dict(ROOF, threads=n))
+            by_isa = {"avx512": t["rnnfast"], "avx2": harness.timing([1.5e-3 / n] * 3, 4)}
+            row = compare_measure.make_row(p, n, mode, t, dict(ROOF, threads=n), by_isa, "avx512")
             row["others_cpus"] = 0.0
             rows.append(row)
     return rows
@@ -130,15 +327,15 @@ def test_rows_and_targets():
     rows = made_up_rows()
     row = rows[0]
     assert row["label"] == "200x1x32x64" and row["shape"] == {"T": 200, "B": 1, "D": 32, "H": 64}
-    assert row["speedup"] == pytest.approx({"torch": 2.0, "ort": 3.0, "numpy": 4.0})
+    assert row["grid"] and row["active_isa"] == "avx512"
+    assert row["speedup"] == pytest.approx({"torch": 2.0, "ort": 3.0, "numpy": 4.0, "blas": 5.0})
+    assert row["isa_ratio"] == pytest.approx({"avx2": 1.5})
     assert "ort" not in rows[2]["speedup"]  # train
-    targets = compare_targets.evaluate_targets(rows)
-    by_name = {}
-    for t in targets:
-        by_name.setdefault(t["target"], []).append(t)
-    assert all(not t["met"] for t in by_name["streaming 200x1x32x64: forward per step <= 0.25 us"])
-    assert all(t["met"] for t in by_name["2 threads never slower than 1"])
-    assert all(t["met"] for t in by_name[">= 2x NumPy reference where H <= 256"])
+    t = by_target(compare_targets.evaluate_targets(rows))
+    streaming = "float32 streaming 200x1x32x64: forward <= 0.25 us per step (avx512)"
+    assert all(not c["met"] for c in t[streaming])  # 1 ms / 200 steps = 5 us
+    assert all(c["met"] for c in t["float32 2 threads never slower than 1"])
+    assert all(c["met"] for c in t["float32 H <= 128: >= 3x torch"]) is False  # 2x torch
 
 
 def test_report(capsys):
@@ -149,34 +346,40 @@ def test_report(capsys):
     out = capsys.readouterr().out.splitlines()
     head = [line for line in out if line.startswith("shape TxBxDxH")]
     assert len(head) == 2
-    assert head[0] == (
-        "shape TxBxDxH     mode      rnnfast ms  GFLOP/s  roof%   torch ms      x     ort ms"
-        "      x   numpy ms      x  busy"
+    assert (
+        head[0].split()
+        == (
+            "shape TxBxDxH mode rnnfast ms GFLOP/s roof% torch ms x ort ms x numpy ms x "
+            "blas ms x avx2 x busy"
+        ).split()
     )
-    assert "200x1x32x64       train          1.000" in "\n".join(out)
-    assert any(line.startswith("  [NOT MET] streaming 200x1x32x64") for line in out)
+    text = "\n".join(out)
+    assert re.search(r"^200x1x32x64 +train +1\.000 .* 1\.50 +0\.0$", text, re.M)
+    assert "matmul 2048^3 GFLOP/s numpy 80.0, torch 100.0 -> torch" in text
+    assert "GB/s numpy 20.0, torch 15.0 -> numpy" in text
+    assert any(line.startswith("  [MISSED] float32 streaming 200x1x32x64") for line in out)
+    assert "           missed: 200x1x32x64 fwd_seq 5.00us" in out
     assert out[-1] == "note: a note"
 
 
+def test_header(capsys):
+    compare_report.print_header(compare.parse_args(["--isas", "baseline"]))
+    out = capsys.readouterr().out
+    assert f"cpu: {harness.cpu_model()}" in out
+    assert f"rnnfast isa: {rnnfast._core.active_isa()} " in out
+    assert "numpy BLAS: " in out and "torch BLAS: " in out and "CPU capability" in out
+    assert ("also timed: baseline" in out) == (rnnfast._core.active_isa() != "baseline")
+
+
 def test_main_writes_json_and_chart(tmp_path, monkeypatch, capsys):
-    """A whole run on one tiny shape, the roofline and the warm-up cut short."""
-    monkeypatch.setattr(harness, "WARMUP_S", 0.001)
+    """A whole run on one tiny shape, on every ISA, the roofline and the warm-up cut short."""
     monkeypatch.setattr(compare, "reexec_without_blas_overrides", lambda: None)
     monkeypatch.setattr(compare, "measure_roofline", lambda d, n, r: dict(ROOF, dtype=d, threads=n))
     out = tmp_path / "c.json"
-    argv = [
-        "--shapes",
-        "4x2x3x5",
-        "--threads",
-        "1",
-        "--repeats",
-        "1",
-        "--min-repeat-ms",
-        "0.1",
-        "--out",
-        str(out),
-    ]
-    compare.main(argv)
+    isas = rnnfast._core.supported_isas()
+    argv = ["--shapes", "4x2x3x5", "--threads", "1", "--repeats", "1", "--min-repeat-ms", "0.1"]
+    argv += ["--warmup-ms", "1"]
+    compare.main([*argv, "--isas", ",".join(isas), "--out", str(out)])
     printed = capsys.readouterr().out
     assert f"wrote {out} and {out.with_suffix('.png')}" in printed
     assert out.with_suffix(".png").stat().st_size > 0
@@ -197,11 +400,27 @@ def test_main_writes_json_and_chart(tmp_path, monkeypatch, capsys):
         "repeats",
         "threads",
         "shapes",
+        "extra",
         "dtype",
+        "isas",
         "min_repeat_ms",
+        "warmup_ms",
         "min_repeat_s",
+        "warmup_s",
     ]
+    machine = doc["machine"]
+    assert machine["cpu"] == harness.cpu_model()
+    assert machine["rnnfast_isa"] == rnnfast._core.active_isa()
+    assert sorted(machine["rnnfast_isas_timed"]) == (sorted(isas) if len(isas) > 1 else [])
+    assert machine["numpy_blas"] and "CPU capability" in machine["torch_blas"]
     assert [(r["dtype"], r["label"], r["mode"]) for r in doc["results"]] == [
-        ("float32", "4x2x3x5", m) for m in compare_shapes.MODES
+        (d, "4x2x3x5", m) for d in ("float32", "float64") for m in compare_shapes.MODES
     ]
+    for r in doc["results"]:
+        assert "blas" in r["speedup"] and not r["grid"]
+        if len(isas) > 1:
+            assert set(r["isas"]) == set(isas)
+            assert r["libs"]["rnnfast"]["samples_ms"] == r["isas"][r["active_isa"]]["samples_ms"]
+    agreed = doc["agreement"][0]["max_relative_error"]["train"]
+    assert agreed.keys() >= {"dx", "dweight_hh", "dh0"}
     assert doc["tolerance"] == {"float32": 1e-4, "float64": 1e-9}
