@@ -51,8 +51,10 @@ this script re-executes itself without them before it measures anything.
 The parts, one job each: compare_shapes.py (the grid, the extra shapes, the problems and their
 FLOPs), compare_peers.py (one runner per library, the blas anchor among them),
 compare_roofline.py (the machine's matmul rate and bandwidth), compare_measure.py (agreement,
-timing, per-ISA timing, the result rows), compare_targets.py (issue 13's targets) and
-compare_report.py (tables, JSON, chart); harness.py holds what the other bench scripts share.
+timing, per-ISA timing, the result rows), compare_targets.py (issue 13's targets),
+compare_quantized.py (bf16 / int8 rows on the float32 shapes, issue 16's targets; --no-quantized
+leaves them out) and compare_report.py (tables, JSON, chart); harness.py holds what the other
+bench scripts share.
 """
 
 from __future__ import annotations
@@ -64,9 +66,18 @@ from pathlib import Path
 
 import numpy as np
 from compare_measure import bench_all, largest_difference, load_note
+from compare_quantized import bench_quantized, print_quantized, quantized_targets
 from compare_report import plot_speedups, print_done, print_header, print_report, write_json
 from compare_roofline import measure_roofline, roofline_note
-from compare_shapes import EXTRA, GRID, QUICK_EXTRA, QUICK_GRID, parse_shapes, work_list
+from compare_shapes import (
+    EXTRA,
+    GRID,
+    QUICK_EXTRA,
+    QUICK_GRID,
+    make_problem,
+    parse_shapes,
+    work_list,
+)
 from compare_targets import evaluate_targets
 from harness import (
     BUSY_CPUS,
@@ -124,6 +135,11 @@ def parse_args(argv=None):
         type=float,
         default=None,
         help="each library runs this long before its repeats (default 250; quick 100)",
+    )
+    ap.add_argument(
+        "--no-quantized",
+        action="store_true",
+        help="leave out the bf16 / int8 rows (compare_quantized.py) run on the float32 shapes",
     )
     ap.add_argument("--out", type=Path, default=OUT_DIR / "compare.json")
     ap.add_argument("--plot", type=Path, default=None, help="PNG path (default: --out with .png)")
@@ -195,9 +211,14 @@ def main(argv=None) -> None:
     notes = []
     rows, agreement = bench_all(work, args, roofs, notes)
     notes += [n for n in (load_note(rows, roofline_others), roofline_note(rows)) if n]
-    targets = evaluate_targets(rows)
+    quantized = []
+    if not args.no_quantized:
+        problems = [make_problem(shape, d) for d, shape in work if np.dtype(d) == np.float32]
+        quantized = bench_quantized(problems, args.threads, rows, args)
+    targets = evaluate_targets(rows) + quantized_targets(quantized)
     print_report(rows, roofs, targets, notes)
-    write_json(args.out, args, rows, roofs, agreement, targets, notes)
+    print_quantized(quantized)
+    write_json(args.out, args, rows, roofs, agreement, targets, notes, quantized)
     plot_speedups(args.plot, rows)
     print_done(largest_difference(agreement), args.out, args.plot)
 

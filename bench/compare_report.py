@@ -169,7 +169,7 @@ def machine_info(args=None) -> dict:
     }
 
 
-def write_json(path: Path, args, rows, roofs, agreement, targets, notes) -> None:
+def write_json(path: Path, args, rows, roofs, agreement, targets, notes, quantized=()) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -180,6 +180,7 @@ def write_json(path: Path, args, rows, roofs, agreement, targets, notes) -> None
         "results": rows,
         "agreement": agreement,
         "targets": targets,
+        "quantized": list(quantized),
         "notes": notes,
     }
     path.write_text(json.dumps(doc, indent=1, default=float))

@@ -21,6 +21,7 @@ sys.path.insert(0, str(BENCH))
 import compare
 import compare_measure
 import compare_peers
+import compare_quantized
 import compare_report
 import compare_roofline
 import compare_shapes
@@ -393,7 +394,11 @@ def test_main_writes_json_and_chart(tmp_path, monkeypatch, capsys):
         "results",
         "agreement",
         "targets",
+        "quantized",
         "notes",
+    ]
+    assert [(r["label"], r["mode"]) for r in doc["quantized"]] == [
+        ("4x2x3x5", m) for m in compare_quantized.FORWARD_MODES
     ]
     assert list(doc["args"]) == [
         "quick",
@@ -405,6 +410,7 @@ def test_main_writes_json_and_chart(tmp_path, monkeypatch, capsys):
         "isas",
         "min_repeat_ms",
         "warmup_ms",
+        "no_quantized",
         "min_repeat_s",
         "warmup_s",
     ]
@@ -424,3 +430,66 @@ def test_main_writes_json_and_chart(tmp_path, monkeypatch, capsys):
     agreed = doc["agreement"][0]["max_relative_error"]["train"]
     assert agreed.keys() >= {"dx", "dweight_hh", "dh0"}
     assert doc["tolerance"] == {"float32": 1e-4, "float64": 1e-9}
+
+
+# ---- the quantized rows (compare_quantized.py) ---------------------------------------------------
+
+
+def test_quantized_rows_on_a_tiny_problem():
+    """Every forward mode gets a row: float32, int8 and bf16 times, their speed-ups, the paths,
+    the bytes (int8 stores about a quarter, bf16 half of float32's) and the error bound held."""
+    p = compare_shapes.make_problem((6, 3, 5, 7), np.float32)
+    args = compare.parse_args(["--repeats", "1", "--min-repeat-ms", "0.1", "--warmup-ms", "1"])
+    rows = compare_quantized.bench_quantized([p], [1], [], args)
+    assert [r["mode"] for r in rows] == list(compare_quantized.FORWARD_MODES)
+    for r in rows:
+        assert set(r["median_ms"]) == {"float32", "int8", "bf16"}
+        assert r["speedup_over_float32"]["int8"] > 0 and r["speedup_over_peer"] == {}
+        assert r["paths"] == {m: rnnfast._core.quantized_path(m) for m in ("int8", "bf16")}
+        b = r["bytes"]
+        assert b["float32"] == 4 * (7 * 5 + 7 * 7)
+        assert b["bf16"] == b["float32"] // 2 and b["int8"] == b["float32"] // 4 + 4 * 2 * 7
+        for m in ("int8", "bf16"):
+            assert 0 < r["relative_error"][m] < compare_quantized.REL_ERROR[m]
+
+
+def test_quantized_results_out_of_bound_abort(monkeypatch):
+    p = compare_shapes.make_problem((6, 3, 5, 7), np.float32)
+    monkeypatch.setitem(compare_quantized.REL_ERROR, "int8", 1e-9)
+    args = compare.parse_args(["--repeats", "1", "--min-repeat-ms", "0.1", "--warmup-ms", "1"])
+    with pytest.raises(SystemExit, match="QUANTIZED OUT OF BOUND"):
+        compare_quantized.bench_quantized([p], [1], [], args)
+
+
+def _quantized_row(B, H, int8, bf16, path="amx"):
+    return {
+        "dtype": "float32",
+        "threads": 1,
+        "label": f"10x{B}x{H}x{H}",
+        "shape": {"T": 10, "B": B, "D": H, "H": H},
+        "mode": "fwd_seq",
+        "speedup_over_float32": {"int8": int8, "bf16": bf16},
+        "paths": {"int8": path, "bf16": path},
+    }
+
+
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        (_quantized_row(1, 1024, 3.1, 1.9), {"int8 >= 3x": True, "bf16 >= 1.8x": True}),
+        (_quantized_row(1, 1024, 2.9, 1.7), {"int8 >= 3x": False, "bf16 >= 1.8x": False}),
+        (_quantized_row(64, 1024, 3.9, 1.2), {"int8 >= 4x": False}),
+        (_quantized_row(64, 1024, 2.1, 1.2, "avx512_vnni"), {"int8 >= 2x": True}),
+        (_quantized_row(64, 1024, 9.0, 1.2, "avx2"), {}),
+        (_quantized_row(8, 256, 0.9, 1.0), {}),
+    ],
+)
+def test_quantized_targets(row, expected):
+    checks = compare_quantized.quantized_targets([row])
+    never = {c["target"].split()[0]: c["met"] for c in checks if "never slower" in c["target"]}
+    x = row["speedup_over_float32"]
+    assert never == {"int8": x["int8"] >= 1, "bf16": x["bf16"] >= 1}
+    named = {c["target"]: c["met"] for c in checks if "never slower" not in c["target"]}
+    assert len(named) == len(expected)
+    for start, met in expected.items():
+        assert [v for k, v in named.items() if k.startswith(start)] == [met]
