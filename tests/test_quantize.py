@@ -15,16 +15,13 @@ import pytest
 import rnnfast
 from rnnfast import _core, decoding, optim, training
 from rnnfast.nn.quantized import QuantizedLayer
+from rnnfast.quantize import ERROR_BOUND
 
 MODES = ("bf16", "int8")
 PATHS = _core.quantized_paths()
 
-# ---- the error bounds against float32: the one place they are stated -------------------------
-# Relative error ||y_q - y|| / ||y|| (Frobenius) of a model's outputs, for models initialised as
-# PyTorch does (weights U(-1/sqrt(H), 1/sqrt(H))) on standard-normal inputs. bf16 keeps 8
-# significant bits (relative rounding 2^-9 of every weight and activation), int8 about 7 of the
-# largest entry of each row; the errors of a stack of layers add up over its depth and steps.
-REL_ERROR = {"bf16": 2e-2, "int8": 5e-2}
+# ---- the error bounds against float32: stated once, in rnnfast.quantize (ERROR_BOUND) -----------
+REL_ERROR = ERROR_BOUND
 
 
 @pytest.fixture(params=PATHS)

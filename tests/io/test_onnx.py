@@ -620,8 +620,10 @@ def test_quantized_export_matches_onnxruntime_within_the_quantization_bound(name
     computes with, dequantized to float32. onnxruntime then computes exactly what the float
     model with those weights computes (rnnfast.onnx.load gives that model back), and differs
     from the quantized copy only by the copy's rounding of its activations: within the
-    quantization's stated error bound (tests/test_quantize.py)."""
-    from test_quantize import REL_ERROR, rel_error
+    quantization's stated error bound (rnnfast.quantize.ERROR_BOUND)."""
+    from test_quantize import rel_error
+
+    from rnnfast.quantize import ERROR_BOUND
 
     build, tokens = CONTAINERS[name]
     model = rnnfast.quantize(build().eval(), mode)
@@ -643,5 +645,5 @@ def test_quantized_export_matches_onnxruntime_within_the_quantization_bound(name
     got = run_ort(exported, {"x": x, "lengths": lengths})
     assert_outputs(got, float_back)
     for g, q in zip(flat(got), quantized):
-        assert rel_error(g, q) < REL_ERROR[mode]
+        assert rel_error(g, q) < ERROR_BOUND[mode]
         assert not np.array_equal(g, q)  # the copy really computed in low precision
