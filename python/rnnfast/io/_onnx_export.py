@@ -1,12 +1,29 @@
-"""The ONNX exporter behind ``rnnfast.io.onnx.export``: a model as a chain of layers, each
-written as standard ONNX ops (``RNN``, ``Gather``, ``MatMul`` + ``Add`` and the glue between
-them). See ``rnnfast.io.onnx`` for what is covered and what raises."""
+"""The ONNX exporter behind ``rnnfast.io.onnx.export``: a model as a chain of layers
+(``_onnx_chain``), each written as standard ONNX ops (``RNN``, ``Gather``, ``MatMul`` + ``Add``
+and the glue between them) by the layer itself, through the protocol below; no list of layer
+classes. See ``rnnfast.io.onnx`` for what is covered and what raises.
+
+The emitter protocol (duck-typed: nn never imports io):
+
+- ``layer.onnx_emit(exporter, flow, who) -> flows``: write the layer reading ``flow`` (a
+  ``_Flow``) and return what its call returns, as flows (a flow; PyTorch's ``(y, h_n)``; the
+  list ``[forward, backward(, h_n)]`` of merge_mode=None). ``who`` names the layer in messages.
+  The layer hands its own facts (weights in ONNX's layout, which ids are padding, ...) to one
+  of the exporter's writers, ``linear``, ``embedding`` and ``recurrent``, which hold the ONNX
+  specifics; any other computation writes nodes on ``exporter.graph`` (``op``, ``initializer``,
+  ``const``: ``_onnx_graph.Graph``) and returns ``flow.derive(value, width)``.
+- ``layer.onnx_check(who)``, optional: raise ValueError for what the inference graph cannot hold
+  in the layer's present state (random masks in training mode, options the ops lack); called
+  for every layer before any node is written.
+- ``onnx_input()`` and ``onnx_state_shape()``: what the chain asks (``_onnx_chain``).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .._validation import check_bool
+from ._onnx_chain import chain_of, first_input, is_recurrent
 from ._onnx_graph import Graph, check_opset
 
 __all__ = ["export_model"]
@@ -27,288 +44,67 @@ class _Flow:
             shape,
         )
 
-
-def _layer_types():
-    from ..nn import RNN, Dense, Dropout, Embedding, Module, Sequential
-
-    return RNN, Dense, Dropout, Embedding, Module, Sequential
-
-
-# ---- the model as a chain of layers ------------------------------------------------------------
-
-
-class _Chain:
-    """The layers a model runs one after another, and how its call returns: ``whole`` the last
-    layer's return as it is (a standalone RNN's ``(y, h_n)``), else a container's (a tuple
-    passes on its first element)."""
-
-    def __init__(self, layers, names, whole):
-        self.layers, self.names, self.whole = layers, names, whole
-
-
-def _contains_module(model):
-    RNN, Dense, Dropout, Embedding, Module, Sequential = _layer_types()
-    if isinstance(model, Module):
-        return True
-    if isinstance(model, Sequential):
-        return any(_contains_module(layer) for layer in model.layers)
-    return False
-
-
-def _all_objects(model):
-    """The model and every layer and container inside it."""
-    out = [model]
-    if hasattr(model, "named_children"):
-        for _, child in model.named_children():
-            out.extend(_all_objects(child))
-    return out
-
-
-def _first_leaf(model):
-    RNN, Dense, Dropout, Embedding, Module, Sequential = _layer_types()
-    while isinstance(model, (Sequential, Module)):
-        children = model.named_children()
-        if not children:
-            return None
-        model = children[0][1]
-    return model
-
-
-def _probe_input(model):
-    """A small input for one eval forward of a Module (its chain is seen by running it)."""
-    RNN, Dense, Dropout, Embedding, Module, Sequential = _layer_types()
-    first = _first_leaf(model)
-    batch_first = getattr(model, "batch_first", None)
-    steps, batch = 3, 2
-    lead = (batch, steps) if batch_first else (steps, batch)
-    if isinstance(first, Embedding):
-        return np.ones(lead, dtype=np.int64)
-    if isinstance(first, RNN):
-        return np.zeros(lead + (first.input_size,), dtype=first.dtype)
-    if isinstance(first, Dense):
-        return np.zeros(lead + (first.in_features,), dtype=first.dtype)
-    raise ValueError(
-        f"{type(model).__name__}: cannot build an input to see its chain of layers (its first "
-        f"child is a {type(first).__name__}); pass example= (an input it accepts)"
-    )
-
-
-def _trace_module(module, x, who):
-    """The chain a Module's forward runs on ``x``: ``(layers, names, output, whole)``. ValueError
-    when the forward is not a plain chain (each child reads the previous child's output)."""
-    from ..nn.module import _Recorded, _Tape
-
-    class Recording(_Tape):
-        def __init__(self):
-            super().__init__(False)
-            self.raw = []
-
-        def call(self, layer, name, args, kwargs):
-            self.raw.append((layer, name, args, dict(kwargs)))
-            return super().call(layer, name, args, dict(kwargs))
-
-    tape = Recording()
-    tape.inputs = [x]
-    tape.note(x, None, None)
-    object.__setattr__(module, "_tape", tape)
-    try:
-        out = module.forward(x)
-    finally:
-        object.__setattr__(module, "_tape", None)
-    if not tape.calls:
-        raise ValueError(f"{who}: its forward calls no child layer; nothing to export")
-    layers, names = [], []
-    previous = x
-    for (layer, name, args, kwargs), call in zip(tape.raw, tape.calls):
-        child = f"{who}.{name[len('self.') :]}" if name.startswith("self.") else name
-        if call.inputs[0] is not previous:
-            raise ValueError(
-                f"{who}: its forward is not a plain chain of children: the input of {child} is "
-                "not the previous child's output (an operation between layers, or a layer "
-                "reading an earlier value); export writes chains of layers only"
-            )
-        extra = [k for k, v in kwargs.items() if v is not None and k not in ("embedding", "x")]
-        if len(args) > 1 or extra:
-            raise ValueError(
-                f"{who}: {child} is called with more than its input "
-                f"({', '.join(extra) or 'a positional argument'}); export writes chains of "
-                "layers, each reading the previous one's output"
-            )
-        embedding = kwargs.get("embedding")
-        if embedding is not None:
-            layers.append(embedding._layer if isinstance(embedding, _Recorded) else embedding)
-            names.append(f"{child}(embedding)")
-        if hasattr(layer, "named_children"):
-            sub = _flatten(layer, call.inputs[0], child)
-            layers.extend(sub.layers)
-            names.extend(sub.names)
-        else:
-            layers.append(layer)
-            names.append(child)
-        result = call.output
-        previous = result[0] if isinstance(result, tuple) else result
-    last = tape.calls[-1].output
-    if out is last:
-        whole = True
-    elif out is previous:
-        whole = False
-    else:
-        raise ValueError(
-            f"{who}: its forward returns something other than its last child's output; "
-            "export writes chains of layers only"
-        )
-    return layers, names, previous, whole
-
-
-def _flatten(model, probe, who):
-    """The model as a chain; ``probe`` (an input, or None) runs it when a Module is inside."""
-    RNN, Dense, Dropout, Embedding, Module, Sequential = _layer_types()
-    if isinstance(model, Sequential):
-        layers, names = [], []
-        x = probe
-        for i, layer in enumerate(model.layers):
-            sub = _flatten(layer, x, f"{who}[{i}]")
-            layers.extend(sub.layers)
-            names.extend(sub.names)
-            if x is not None:
-                x = sub.output
-        chain = _Chain(layers, names, False)
-        chain.output = x
-        return chain
-    if isinstance(model, Module):
-        layers, names, out, whole = _trace_module(model, probe, who)
-        chain = _Chain(layers, names, whole)
-        chain.output = out
-        return chain
-    if isinstance(model, (RNN, Dense, Dropout, Embedding)):
-        chain = _Chain([model], [who], True)
-        if probe is not None:
-            out = model(probe)
-            chain.output = out[0] if isinstance(out, tuple) else out
-        else:
-            chain.output = None
-        return chain
-    raise TypeError(
-        f"{who}: export writes RNN, Embedding, Linear/Dense, Dropout, Sequential and Module "
-        f"(a chain of them); got {type(model).__name__}"
-    )
-
-
-def chain_of(model, example):
-    """``(chain, batch_first)`` of a model; a Module's forward is run once in eval mode on a
-    small input (``example`` or one made from its first layer), then the modes are restored."""
-    RNN, Dense, Dropout, Embedding, Module, Sequential = _layer_types()
-    for obj in _all_objects(model):
-        if isinstance(obj, RNN) and obj.stateful and obj is not model:
-            raise ValueError(
-                "stateful=True: an RNN inside a container carries its state between calls, "
-                "which a graph cannot (export the RNN itself with h0=True and feed h_n back)"
-            )
-    if not _contains_module(model):
-        chain = _flatten(model, None, type(model).__name__)
-    else:
-        probe = _probe_input(model) if example is None else example
-        objects = _all_objects(model)
-        modes = [(obj, obj.training) for obj in objects]
-        try:
-            for obj in objects:
-                obj.training = False
-            chain = _flatten(model, probe, type(model).__name__)
-        finally:
-            for obj, mode in modes:
-                obj.training = mode
-    rnns = [layer for layer in chain.layers if isinstance(layer, RNN)]
-    batch_first = rnns[0].batch_first if rnns else None
-    for layer in rnns[1:]:
-        if layer.batch_first != batch_first:
-            raise ValueError(
-                f"{type(model).__name__}: its RNNs disagree on batch_first; build them alike"
-            )
-    return chain, batch_first
-
-
-# ---- what ONNX cannot express ------------------------------------------------------------------
-
-
-def _float_params(layer):
-    """A layer's float parameters by name; a quantized copy's (rnnfast.quantize) dequantized:
-    the ONNX RNN op has no integer or bf16 weights, so a quantized model is exported with the
-    weights it computes with, in float32 (the graph's activations are not rounded as the
-    quantized kernels round them: its outputs differ from the copy's by that rounding alone)."""
-    dequantized = getattr(layer, "dequantized_params", None)
-    return dequantized() if dequantized is not None else layer._params
-
-
-def _check_rnn(layer, who):
-    alphas = layer.alpha if isinstance(layer.alpha, list) else [layer.alpha]
-    if any(float(a) != 1.0 for a in alphas):
-        raise ValueError(
-            f"{who}: alpha={layer.alpha} (leaky units): the ONNX RNN op computes "
-            "h_t = act(W x_t + R h_{t-1} + b) only, with no leak; export a layer with alpha=1.0"
-        )
-    dilation = getattr(layer, "dilation", 1)
-    if dilation not in (1, None) and not (
-        isinstance(dilation, (list, tuple)) and all(d == 1 for d in dilation)
-    ):
-        raise ValueError(
-            f"{who}: dilation={dilation}: the ONNX RNN op steps through every time step; "
-            "export a layer without dilation"
-        )
-    if layer.training:
-        for option, value in (
-            ("dropout", layer.dropout if layer.num_layers > 1 else 0.0),
-            ("input_dropout", layer.input_dropout),
-            ("recurrent_dropout", layer.recurrent_dropout),
-        ):
-            if value > 0.0:
-                raise ValueError(
-                    f"{who}: {option}={value} in training mode draws random masks, which the "
-                    "exported inference graph does not; call model.eval() before export"
-                )
-
-
-def _check_dropout(layer, who):
-    if layer.training and layer.p > 0.0:
-        raise ValueError(
-            f"{who}: Dropout(p={layer.p}) in training mode draws random masks, which the "
-            "exported inference graph does not; call model.eval() before export"
-        )
+    def derive(self, value, width=None):
+        """The flow of a layer that keeps this one's kind and padding: ``value``, of ``width``
+        (default: the same)."""
+        return _Flow(value, self.kind, self.width if width is None else width, self.valid)
 
 
 # ---- the exporter ------------------------------------------------------------------------------
 
 
 class _Exporter:
-    def __init__(self, graph, batch_first, lengths_input):
-        self.g = graph
+    """What a layer's ``onnx_emit`` writes with: ``graph``, the writers of the ONNX patterns
+    rnnfast's layers use, the model's lengths and the options of the export."""
+
+    def __init__(self, graph, batch_first, lengths_input, h0, padding_at_end):
+        self.graph = graph
         self.batch_first = batch_first
         self.len64 = lengths_input  # int64 (B,) lengths (a graph input or computed), or None
         self._len32 = None
+        self.h0 = h0  # the graph input h0 (a standalone recurrent layer's), or None
+        self.padding_at_end = padding_at_end
+        self.lengths_read_later = False  # a layer after the one being written reads lengths
 
     def lengths32(self):
+        """The model's lengths as the ONNX RNN op's ``sequence_lens`` (int32)."""
         if self._len32 is None:
-            self._len32 = self.g.cast(self.len64, self.g.onnx.TensorProto.INT32)
+            self._len32 = self.graph.cast(self.len64, self.graph.onnx.TensorProto.INT32)
         return self._len32
 
-    # ---- layers ---------------------------------------------------------------------------
+    @staticmethod
+    def float_params(layer):
+        """A layer's float parameters by name; a quantized copy's (rnnfast.quantize)
+        dequantized: the ONNX RNN op has no integer or bf16 weights, so a quantized model is
+        exported with the weights it computes with, in float32 (the graph's activations are not
+        rounded as the quantized kernels round them: its outputs differ from the copy's by that
+        rounding alone)."""
+        dequantized = getattr(layer, "dequantized_params", None)
+        return dequantized() if dequantized is not None else layer._params
 
-    def embedding(self, layer, flow, who, mark_padding, padding_at_end):
-        g = self.g
+    @staticmethod
+    def _what(flow):
+        if flow.kind == "ids":
+            return "token ids"
+        if flow.kind in ("seq", "flat"):
+            return f"width {flow.width}"
+        return flow.kind
+
+    # ---- the writers ----------------------------------------------------------------------
+
+    def embedding(self, flow, who, table, pads, option):
+        """``Gather`` of the rows of ``table`` (V, width) the ids name. ``pads``: the ids that
+        mark padding (``option`` names the layer's option in messages); when a later layer
+        reads lengths they are counted from the ids (which needs padding_at_end)."""
+        g = self.graph
         if flow.kind != "ids":
             raise ValueError(
                 f"{who}: an Embedding reads token ids, so it must be the model's first layer"
             )
-        table = g.initializer(layer.weight, "embedding.weight")
-        out = g.op("Gather", [table, flow.value], axis=0)
+        out = g.op("Gather", [g.initializer(table, "embedding.weight"), flow.value], axis=0)
         valid = flow.valid
-        pads = []
-        if mark_padding and layer.mask_zero:
-            pads.append(0)
-        if mark_padding and layer.padding_idx is not None and layer.padding_idx not in pads:
-            pads.append(layer.padding_idx)
-        if pads:
-            option = "mask_zero=True" if layer.mask_zero else f"padding_idx={layer.padding_idx}"
-            if not padding_at_end:
+        if pads and self.lengths_read_later:
+            if not self.padding_at_end:
                 raise ValueError(
                     f"{who}: {option} marks padding wherever it appears in the ids (Keras's "
                     "general mask), which the ONNX RNN op cannot express (it takes lengths "
@@ -327,37 +123,37 @@ class _Exporter:
             self.len64 = counts if self.len64 is None else g.op("Min", [self.len64, counts])
             self._len32 = None
             valid = "lengths"
-        return _Flow(out, "seq", layer.embedding_dim, valid)
+        return _Flow(out, "seq", table.shape[1], valid)
 
-    def dense(self, layer, flow, who):
-        g = self.g
-        if flow.kind not in ("seq", "flat") or flow.width != layer.in_features:
+    def linear(self, flow, who, weight, bias, label):
+        """``x W^T + b`` over the last axis: ``weight`` (out, in) as PyTorch's Linear holds
+        it, ``bias`` (out,) or None; ``label`` names the layer in messages."""
+        g = self.graph
+        width = weight.shape[1]
+        if flow.kind not in ("seq", "flat") or flow.width != width:
             raise ValueError(
-                f"{who}: Linear({layer.in_features}, {layer.out_features}) reads features of "
-                f"width {layer.in_features}, got {self._what(flow)}"
+                f"{who}: {label} reads features of width {width}, got {self._what(flow)}"
             )
-        p = _float_params(layer)
-        weight = g.initializer(np.ascontiguousarray(p["weight"].T), "linear.weight")
-        out = g.op("MatMul", [flow.value, weight])
-        if layer.bias:
-            out = g.op("Add", [out, g.initializer(p["bias"], "linear.bias")])
-        return _Flow(out, flow.kind, layer.out_features, flow.valid)
+        out = g.op(
+            "MatMul", [flow.value, g.initializer(np.ascontiguousarray(weight.T), "linear.weight")]
+        )
+        if bias is not None:
+            out = g.op("Add", [out, g.initializer(bias, "linear.bias")])
+        return flow.derive(out, weight.shape[0])
 
-    @staticmethod
-    def _what(flow):
-        if flow.kind == "ids":
-            return "token ids"
-        if flow.kind in ("seq", "flat"):
-            return f"width {flow.width}"
-        return flow.kind
-
-    def rnn(self, layer, flow, who, h0):
-        """The RNN's return as its call gives it: a _Flow, a tuple or a list of them."""
-        g = self.g
+    def recurrent(self, layer, flow, who, *, op, activations, weights, label):
+        """A recurrent layer's return as its call gives it (a _Flow, a tuple or a list of
+        them): one ``op`` node (the ONNX ``RNN`` op's inputs and outputs) per stacked layer
+        with ``activations`` per direction and ``weights``, per (layer, direction) in
+        PyTorch's order l * dirs + d, ``(W, R, B)`` in ONNX's layout and gate order (B None
+        without bias). The stack, the directions, go_backwards, residual, h0, the lengths and
+        the API forms (Keras's last output, return_state, merge_mode) are read from the
+        layer's options, as rnnfast's stack runner reads them."""
+        g = self.graph
         if flow.kind != "seq" or flow.width != layer.input_size:
             raise ValueError(
-                f"{who}: RNN(input_size={layer.input_size}) reads sequences of width "
-                f"{layer.input_size}, got {self._what(flow)}"
+                f"{who}: {label} reads sequences of width {layer.input_size}, got "
+                f"{self._what(flow)}"
             )
         if flow.valid == "start":
             raise ValueError(
@@ -374,32 +170,27 @@ class _Exporter:
         # which writes its outputs at the original time positions. A bidirectional layer's
         # two directions then trade places: the ONNX forward direction runs rnnfast's reverse.
         swap = back and dirs == 2
-        p = _float_params(layer)
-        act = "Tanh" if layer.nonlinearity == "tanh" else "Relu"
         direction = "bidirectional" if dirs == 2 else ("reverse" if back else "forward")
+        h0 = self.h0
         inp, states = flow.value, []
         for k in range(L):
             order = [k * dirs + d for d in range(dirs)]
             if swap:
                 order = order[::-1]
-            names = [layer._names[i] for i in order]
-            w = g.initializer(np.stack([p[n[0]] for n in names]), f"rnn.W_l{k}")
-            r = g.initializer(np.stack([p[n[1]] for n in names]), f"rnn.R_l{k}")
-            b = ""
-            if layer.bias:
-                b = g.initializer(
-                    np.stack([np.concatenate([p[n[2]], p[n[3]]]) for n in names]), f"rnn.B_l{k}"
-                )
+            W, R, B = zip(*(weights[i] for i in order))
+            w = g.initializer(np.stack(W), f"rnn.W_l{k}")
+            r = g.initializer(np.stack(R), f"rnn.R_l{k}")
+            b = "" if B[0] is None else g.initializer(np.stack(B), f"rnn.B_l{k}")
             init = ""
             if h0 is not None:
                 init = g.gather(h0, order, 0) if swap else g.slice(h0, k * dirs, (k + 1) * dirs, 0)
             y, y_h = g.op(
-                "RNN",
+                op,
                 [inp, w, r, b, len32, init],
                 n_out=2,
                 hidden_size=H,
                 direction=direction,
-                activations=[act] * dirs,
+                activations=list(activations) * dirs,
             )
             if lengths and h0 is not None:
                 # the op's Y_h of an empty sequence is zeros; rnnfast's h_n is then h0
@@ -463,7 +254,7 @@ class _Exporter:
     # ---- outputs --------------------------------------------------------------------------
 
     def output(self, flow, name):
-        g = self.g
+        g = self.graph
         value, shape = flow.value, flow.shape
         if flow.kind == "seq":
             if self.batch_first:
@@ -481,17 +272,16 @@ class _Exporter:
 def export_model(
     model, path, *, lengths=False, h0=False, opset=None, padding_at_end=False, example=None
 ):
-    RNN, Dense, Dropout, Embedding, Module, Sequential = _layer_types()
     lengths = check_bool("lengths", lengths)
     h0 = check_bool("h0", h0)
     padding_at_end = check_bool("padding_at_end", padding_at_end)
     opset = check_opset(opset)
-    if h0 and not isinstance(model, RNN):
+    if h0 and not is_recurrent(model):
         raise ValueError(
             f"h0=True: a {type(model).__name__} hands its RNNs no initial state (only a "
             "standalone RNN takes h0)"
         )
-    if isinstance(model, RNN) and model.stateful and not h0:
+    if is_recurrent(model) and model.stateful and not h0:
         raise ValueError(
             "stateful=True: the layer starts each call from the state the last one left, which "
             "a graph cannot keep; export with h0=True and feed h_n back as h0"
@@ -504,40 +294,29 @@ def export_model(
             f"{type(model).__name__}: its layers mix dtypes {sorted(d.name for d in dtypes)}"
         )
     for layer, who in zip(layers, chain.names):
-        if isinstance(layer, RNN):
-            _check_rnn(layer, who)
-        elif isinstance(layer, Dropout):
-            _check_dropout(layer, who)
-    graph = Graph(opset, next(iter(dtypes)))
-    g = graph
+        check = getattr(layer, "onnx_check", None)
+        if check is not None:
+            check(who)
+    g = Graph(opset, next(iter(dtypes)))
     TP = g.onnx.TensorProto
-    first = layers[0]
     lead = ["B", "T"] if batch_first else ["T", "B"]
-    if isinstance(first, Embedding):
+    reads = first_input(layers)
+    if reads == "ids":
         x = g.add_input("x", TP.INT64, lead)
         flow = _Flow(g.transpose(x, [1, 0]) if batch_first else x, "ids", None)
+    elif reads is None:
+        raise ValueError(f"{type(model).__name__}: has no layer that fixes its input width")
     else:
-        width = {RNN: "input_size", Dense: "in_features"}
-        attr = next((a for cls, a in width.items() if isinstance(first, cls)), None)
-        if attr is None:  # a leading Dropout: the width comes from the next layer
-            nxt = next((la for la in layers if not isinstance(la, Dropout)), None)
-            attr = next((a for cls, a in width.items() if isinstance(nxt, cls)), None)
-            if attr is None:
-                raise ValueError(f"{type(model).__name__}: has no layer that fixes its input width")
-            first = nxt
-        d = getattr(first, attr)
-        x = g.add_input("x", g.elem, lead + [d])
-        flow = _Flow(g.transpose(x, [1, 0, 2]) if batch_first else x, "seq", d)
+        x = g.add_input("x", g.elem, lead + [reads])
+        flow = _Flow(g.transpose(x, [1, 0, 2]) if batch_first else x, "seq", reads)
     h0_name = None
     if h0:
-        h0_name = g.add_input(
-            "h0", g.elem, [model.num_layers * model.num_directions, "B", model.hidden_size]
-        )
+        rows, hidden = model.onnx_state_shape()
+        h0_name = g.add_input("h0", g.elem, [rows, "B", hidden])
     len_name = g.add_input("lengths", TP.INT64, ["B"]) if lengths else None
-    ex = _Exporter(g, batch_first, len_name)
+    ex = _Exporter(g, batch_first, len_name, h0_name, padding_at_end)
     if lengths:
         flow.valid = "lengths"
-    has_rnn_after = [any(isinstance(la, RNN) for la in layers[i + 1 :]) for i in range(len(layers))]
     result = flow
     for i, (layer, who) in enumerate(zip(layers, chain.names)):
         if not isinstance(result, _Flow):
@@ -545,18 +324,11 @@ def export_model(
                 f"{who}: reads the list [forward, backward] of an RNN with merge_mode=None; "
                 "only the last layer may return it"
             )
-        if isinstance(layer, Embedding):
-            result = ex.embedding(
-                layer, result, who, mark_padding=has_rnn_after[i], padding_at_end=padding_at_end
-            )
-        elif isinstance(layer, Dense):
-            result = ex.dense(layer, result, who)
-        elif isinstance(layer, Dropout):
-            pass
-        elif isinstance(layer, RNN):
-            result = ex.rnn(layer, result, who, h0_name)
-        else:
+        emit = getattr(layer, "onnx_emit", None)
+        if emit is None:
             raise TypeError(f"{who}: export cannot write a {type(layer).__name__}")
+        ex.lengths_read_later = any(map(is_recurrent, layers[i + 1 :]))
+        result = emit(ex, result, who)
         last = i == len(layers) - 1
         if isinstance(result, tuple) and not (last and chain.whole):
             result = result[0]

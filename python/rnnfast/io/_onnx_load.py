@@ -926,7 +926,7 @@ class _Reader:
             layer.train(False)
         # a graph input nothing reads (lengths of a model without an RNN) changes nothing
         got = [(k, p) for k, p, _ in spec]
-        if len(layers) == 1 and isinstance(layers[0], RNN):
+        if len(layers) == 1 and self.stages[0].kind == "rnn":
             rnn = layers[0]
             if got == [("y", None)] and rnn.return_sequences is None:
                 rnn.return_sequences, rnn.return_state = True, False  # y alone
@@ -999,17 +999,12 @@ class _Reader:
             return_sequences=(ret == "sequence") if keras else None,
             return_state=None,
         )
-        state = {}
+        weights = []  # per (layer, direction), PyTorch's order: ONNX's (W, R, B)
         uses_h0 = False
         for k, n in enumerate(nodes):
             for d in range(dirs):
                 onnx_d = (1 - d) if n.swap else d
-                sfx = f"_l{k}" + ("_reverse" if d else "")
-                state["weight_ih" + sfx] = n.w[onnx_d]
-                state["weight_hh" + sfx] = n.r[onnx_d]
-                if n.b is not None:
-                    state["bias_ih" + sfx] = n.b[onnx_d, :H]
-                    state["bias_hh" + sfx] = n.b[onnx_d, H:]
+                weights.append((n.w[onnx_d], n.r[onnx_d], None if n.b is None else n.b[onnx_d]))
             if n.init is not None:
                 uses_h0 = True
                 want = [k * dirs + ((1 - i) if n.swap else i) for i in range(dirs)]
@@ -1019,7 +1014,7 @@ class _Reader:
                         f"onnx graph: RNN node {n.name!r} starts from rows {n.init.rows} of h0, "
                         f"rnnfast's layer {k} from rows {want}"
                     )
-        rnn.load_state_dict(state)
+        rnn.load_onnx_weights(weights)
         if keras:
             rnn.return_state = self.returns_state(stage)
         return rnn, uses_h0

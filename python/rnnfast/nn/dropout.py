@@ -60,3 +60,21 @@ class Dropout(Layer):
 
     def __repr__(self):
         return f"Dropout(p={self.p})"
+
+    # ---- ONNX (rnnfast.io.onnx asks these; nn does not import io) ----------------------------
+
+    def onnx_input(self):
+        """ONNX export: it reads whatever the layer after it reads."""
+        return None
+
+    def onnx_check(self, who):
+        """ONNX export: random masks (training mode) have no place in an inference graph."""
+        if self.training and self.p > 0.0:
+            raise ValueError(
+                f"{who}: Dropout(p={self.p}) in training mode draws random masks, which the "
+                "exported inference graph does not; call model.eval() before export"
+            )
+
+    def onnx_emit(self, exporter, flow, who):
+        """ONNX export: the identity (the graph is the eval-mode model): no node."""
+        return flow

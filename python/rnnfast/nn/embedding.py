@@ -145,3 +145,18 @@ class Embedding(Layer):
             ]
         )
         return f"Embedding({self.num_embeddings}, {self.embedding_dim}{options})"
+
+    # ---- ONNX (rnnfast.io.onnx asks these; nn does not import io) ----------------------------
+
+    def onnx_input(self):
+        """ONNX export: as a model's first layer it reads token ids."""
+        return "ids"
+
+    def onnx_emit(self, exporter, flow, who):
+        """ONNX export: ``Gather`` of the table's rows, with the ids that mark padding (from
+        which the graph counts the lengths of the RNNs after it)."""
+        pads = [0] if self.mask_zero else []
+        if self.padding_idx is not None and self.padding_idx not in pads:
+            pads.append(self.padding_idx)
+        option = "mask_zero=True" if self.mask_zero else f"padding_idx={self.padding_idx}"
+        return exporter.embedding(flow, who, self.weight, pads, option)

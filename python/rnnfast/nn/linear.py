@@ -99,5 +99,17 @@ class Linear(Layer):
     def __repr__(self):
         return f"Linear({self.in_features}, {self.out_features}, bias={self.bias})"
 
+    # ---- ONNX (rnnfast.io.onnx asks these; nn does not import io) ----------------------------
+
+    def onnx_input(self):
+        """ONNX export: as a model's first layer it reads float features of this width."""
+        return self.in_features
+
+    def onnx_emit(self, exporter, flow, who):
+        """ONNX export: ``MatMul`` by W^T, then ``Add`` of the bias."""
+        p = exporter.float_params(self)
+        label = f"Linear({self.in_features}, {self.out_features})"
+        return exporter.linear(flow, who, p["weight"], p.get("bias"), label)
+
 
 Dense = Linear

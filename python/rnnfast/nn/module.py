@@ -399,6 +399,13 @@ class Module(ChildOwner):
         inner = ",\n".join(f"  ({name}): {child!r}" for name, child in self.named_children())
         return f"{type(self).__name__}(\n{inner}\n)"
 
+    # ---- ONNX (rnnfast.io.onnx asks this; nn does not import io) -----------------------------
+
+    def onnx_chain(self, walk, x, who):
+        """ONNX export: the chain is the children as ``forward`` calls them, seen by running
+        it once on ``x``."""
+        return walk.traced(self, x, who)
+
 
 class _Recorded:
     """A child as ``forward`` sees it: calls are recorded on the tape, everything else (its

@@ -651,6 +651,76 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
             f"dtype={self.dtype.name})"
         )
 
+    # ---- ONNX (rnnfast.io.onnx asks these; nn does not import io) ----------------------------
+
+    def onnx_input(self):
+        """ONNX export: as a model's first layer it reads float sequences of this width."""
+        return self.input_size
+
+    def onnx_state_shape(self):
+        """ONNX export: a standalone layer's graph input h0 without its batch axis. A layer
+        with a state over time reads the lengths, and its batch_first is the graph's layout."""
+        return (self.num_layers * self.num_directions, self.hidden_size)
+
+    def onnx_check(self, who):
+        """ONNX export: ValueError for what the ONNX RNN op cannot compute (leaky units,
+        dilation) or an inference graph cannot hold (dropout masks in training mode)."""
+        alphas = self.alpha if isinstance(self.alpha, list) else [self.alpha]
+        if any(float(a) != 1.0 for a in alphas):
+            raise ValueError(
+                f"{who}: alpha={self.alpha} (leaky units): the ONNX RNN op computes "
+                "h_t = act(W x_t + R h_{t-1} + b) only, with no leak; export a layer with "
+                "alpha=1.0"
+            )
+        if self._is_dilated():
+            raise ValueError(
+                f"{who}: dilation={self.dilation}: the ONNX RNN op steps through every time "
+                "step; export a layer without dilation"
+            )
+        if self.training:
+            for option, value in (
+                ("dropout", self.dropout if self.num_layers > 1 else 0.0),
+                ("input_dropout", self.input_dropout),
+                ("recurrent_dropout", self.recurrent_dropout),
+            ):
+                if value > 0.0:
+                    raise ValueError(
+                        f"{who}: {option}={value} in training mode draws random masks, which "
+                        "the exported inference graph does not; call model.eval() before export"
+                    )
+
+    def onnx_weights(self, params):
+        """ONNX export: ``(W, R, B)`` of the ONNX ``RNN`` op per (layer, direction), in
+        PyTorch's order l * dirs + d, from ``params`` (this layer's names): W_ih, W_hh and
+        ``[b_ih, b_hh]`` (None without bias). One gate: PyTorch's order is ONNX's."""
+        return [
+            (params[w], params[r], None if bi is None else np.concatenate([params[bi], params[bh]]))
+            for w, r, bi, bh in self._names
+        ]
+
+    def load_onnx_weights(self, weights):
+        """ONNX load: the inverse of :meth:`onnx_weights`, loaded as a state dict."""
+        H = self.hidden_size
+        state = {}
+        for (w, r, bi, bh), (W, R, B) in zip(self._names, weights):
+            state[w], state[r] = W, R
+            if bi is not None:
+                state[bi], state[bh] = B[:H], B[H:]
+        self.load_state_dict(state)
+
+    def onnx_emit(self, exporter, flow, who):
+        """ONNX export: one ``RNN`` node per stacked layer; the exporter writes the stack, the
+        lengths, h0 and the API forms around them."""
+        return exporter.recurrent(
+            self,
+            flow,
+            who,
+            op="RNN",
+            activations=["Tanh" if self.nonlinearity == "tanh" else "Relu"],
+            weights=self.onnx_weights(exporter.float_params(self)),
+            label=f"RNN(input_size={self.input_size})",
+        )
+
 
 # The options repr compares with their defaults, read from the constructor: one source.
 _OPTION_DEFAULTS = {

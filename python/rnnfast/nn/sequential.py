@@ -211,3 +211,9 @@ class Sequential(ChildOwner):
     def __repr__(self):
         inner = ",\n".join(f"  ({i}): {layer!r}" for i, layer in enumerate(self.layers))
         return f"Sequential(\n{inner}\n)"
+
+    # ---- ONNX (rnnfast.io.onnx asks this; nn does not import io) -----------------------------
+
+    def onnx_chain(self, walk, x, who):
+        """ONNX export: the chain is the layers, run one after another."""
+        return walk.in_order(self.layers, x, who)
