@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import rnnfast
+from rnnfast.nn._layer import Layer
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -506,6 +507,90 @@ def test_layers_and_forwards_export_cannot_write_raise():
         rx.export(make_rnn({}), None, lengths=1)
     with pytest.raises(ValueError, match="width 6"):
         rx.export(rnnfast.Sequential([make_rnn({}), rnnfast.Dense(H + 1, 2)]), None)
+
+
+# ---- a layer of the user's own: the emitter protocol ----------------------------------------
+
+
+class Scaled(Layer):
+    """A layer defined outside rnnfast, ``y = x * scale`` with one learnt vector: it takes part
+    in export through ``onnx_emit`` (and ``onnx_input``, ``onnx_check``), as rnnfast's own
+    layers do; no list of layer types knows it."""
+
+    def __init__(self, width, dtype=np.float32):
+        super().__init__(dtype)
+        self.width = width
+        self._add_parameter("scale", np.linspace(0.5, 2.0, width))
+
+    def forward(self, x):
+        self._cache = None
+        return np.asarray(x, dtype=self.dtype) * self._params["scale"]
+
+    def backward(self, d_out):
+        raise NotImplementedError  # not needed here
+
+    def onnx_input(self):
+        return self.width
+
+    def onnx_check(self, who):
+        if self.width == 5:  # a stand-in for an option the graph cannot express
+            raise ValueError(f"{who}: width=5 cannot be exported")
+
+    def onnx_emit(self, exporter, flow, who):
+        g = exporter.graph
+        scale = g.initializer(exporter.float_params(self)["scale"], "scaled.scale")
+        return flow.derive(g.op("Mul", [flow.value, scale]))
+
+
+class ScaledTagger(rnnfast.Module):
+    def __init__(self):
+        super().__init__()
+        self.scaled = Scaled(D)
+        self.rnn = rnnfast.RNN(D, H, seed=0, batch_first=True, return_sequences=True)
+        self.head = rnnfast.Sequential([rnnfast.Dense(H, 2, seed=0), Scaled(2)])
+
+    def forward(self, x):
+        return self.head(self.rnn(self.scaled(x)))
+
+
+@pytest.mark.parametrize("with_lengths", [False, True], ids=["nolengths", "lengths"])
+def test_a_users_layer_exports_through_its_emitter(with_lengths):
+    rng = np.random.default_rng(4)
+    x = sequences(rng, 6, 4, batch_first=True)
+    lengths = lengths_for(6, 4)
+    kwargs = {"lengths": lengths} if with_lengths else {}
+    for model in (
+        ScaledTagger().eval(),
+        rnnfast.Sequential([Scaled(D), rnnfast.RNN(D, H, seed=1, batch_first=True)]).eval(),
+    ):
+        exported = rx.export(model, None, lengths=with_lengths)
+        assert "Mul" in {n.op_type for n in exported.graph.node}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", rnnfast.nn.PaddingWarning)
+            expected = model(x, **kwargs)
+        assert_outputs(run_ort(exported, {"x": x, "lengths": lengths}), expected)
+    with pytest.raises(ValueError, match=r"Sequential\[1\]: width=5 cannot be exported"):
+        rx.export(rnnfast.Sequential([rnnfast.Dense(D, 5), Scaled(5)]), None)
+
+
+class Unwritable(Scaled):
+    onnx_emit = None  # a layer export has no emitter for
+
+
+def test_a_layer_without_an_emitter_is_refused_by_name():
+    with pytest.raises(TypeError, match=r"Sequential\[1\]:.*onnx_emit; got Unwritable"):
+        rx.export(rnnfast.Sequential([Scaled(D), Unwritable(D)]), None)
+
+    class Wrapper(rnnfast.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Unwritable(D)
+
+        def forward(self, x):
+            return self.inner(x)
+
+    with pytest.raises(TypeError, match="export cannot write a Unwritable"):
+        rx.export(Wrapper().eval(), None, example=np.zeros((3, 2, D), np.float32))
 
 
 def test_load_raises_naming_the_op():

@@ -23,7 +23,7 @@ __all__ = ["chain_of", "first_input", "is_recurrent"]
 
 def is_recurrent(layer):
     """A layer with a state over time (``onnx_state_shape``): it reads the lengths."""
-    return hasattr(layer, "onnx_state_shape")
+    return getattr(layer, "onnx_state_shape", None) is not None
 
 
 def _reads(layer):
@@ -63,7 +63,7 @@ def _all_objects(model):
 
 
 def _first_leaf(model):
-    while hasattr(model, "onnx_chain"):
+    while getattr(model, "onnx_chain", None) is not None:
         children = model.named_children()
         if not children:
             return None
@@ -199,7 +199,7 @@ def _flatten(model, probe, who):
     chain = getattr(model, "onnx_chain", None)
     if chain is not None:
         return chain(_Walk, probe, who)
-    if hasattr(model, "onnx_emit"):
+    if getattr(model, "onnx_emit", None) is not None:
         output = None
         if probe is not None:
             out = model(probe)

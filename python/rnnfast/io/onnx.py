@@ -41,6 +41,22 @@ go_backwards RNN's padded output, or an Embedding's ``mask_zero`` / ``padding_id
 counts the other ids as the lengths); other layers (JordanRNN, Seq2Seq) and forwards that are
 not chains raise too.
 
+Layers write themselves: the exporter keeps no list of layer types. A layer of your own joins
+the graph by defining ``onnx_emit(exporter, flow, who)``: it writes its nodes on
+``exporter.graph`` (``op(op_type, inputs, **attributes)``, ``initializer(array, hint)``,
+``const(value)``) reading ``flow.value`` (a time-major (T, B, width) sequence, or (B, width))
+and returns ``flow.derive(output_name, width)``; ``exporter.float_params(layer)`` gives its
+parameters (dequantized for a quantized copy). Optionally ``onnx_input()`` says what it reads
+as a model's first layer (an int width; ``"ids"`` for token ids; None for whatever the next
+layer reads) and ``onnx_check(who)`` raises a ValueError for what its present state cannot
+export. rnnfast's layers hand their facts to the exporter's writers for their ONNX patterns
+(``linear``, ``embedding``, ``recurrent``: the ``RNN`` op's weights per layer and direction in
+ONNX's layout and gate order, from ``RNN.onnx_weights``; ``RNN.load_onnx_weights`` is its
+inverse for ``load``); a recurrent layer also has ``onnx_state_shape()`` (its ``h0`` without
+the batch axis). A container says how it runs its children with ``onnx_chain``
+(``Sequential``: in order; ``Module``: as its forward calls them). A layer without
+``onnx_emit`` is refused with a TypeError naming it.
+
 Load
 ----
 ``load(path_or_model)`` reads graphs of ONNX ``RNN`` nodes with ``Gather`` (an embedding),
@@ -65,7 +81,9 @@ def export(model, path, *, lengths=False, h0=False, opset=None, padding_at_end=F
 
     Parameters
     ----------
-    model : RNN, Embedding, Linear, Dropout, Sequential or Module (a chain of those)
+    model : layer or container
+        RNN, Embedding, Linear, Dropout or a layer that defines ``onnx_emit``; or a
+        Sequential or Module (a chain of those)
     path : str or os.PathLike, or None (do not write)
     lengths : bool
         Add the graph input ``lengths`` (int64, (B,)): each sequence's length, as
