@@ -164,6 +164,21 @@ def test_every_public_name_is_documented_through_a_public_path(site):
     )
 
 
+def test_the_distributed_api_is_documented(site):
+    """docs/distributed.rst lists rnnfast.distributed's names one by one (an automodule would
+    repeat the module's docstring, which the page's prose covers): each name of its __all__ has
+    an entry there."""
+    import rnnfast.distributed
+
+    out, done, _ = site
+    assert done.returncode == 0, done.stderr
+    documented = _inventory(out / "objects.inv")
+    assert documented.get("rnnfast.distributed") == "module"
+    names = rnnfast.distributed.__all__
+    missing = [n for n in names if f"rnnfast.distributed.{n}" not in documented]
+    assert not missing, f"add them to docs/distributed.rst's API section: {missing}"
+
+
 def test_documented_paths_are_public(site):
     """No page documents a name under a private module path (one with a part starting with an
     underscore): a module move inside the package must not change what the docs say. (autodoc's
