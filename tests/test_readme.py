@@ -1,30 +1,29 @@
-"""Every ```python block of README.md runs as written, on its own: each in a fresh interpreter
-(a subprocess), in an empty temporary folder.
+"""README.md is a first visit's page, and every ```python block of it runs as written.
 
-A block that imports an optional package (torch, keras, threadpoolctl, onnxruntime: all in the
-test extra), or uses rnnfast.onnx (which imports onnx), is skipped where that package is missing,
-unless RNNFAST_REQUIRE_TORCH=1 (as in CI), which makes it fail instead. A block that loads a data
-set gets RNNFAST_DATA=../shared/data where that folder is beside the checkout (skipped
-otherwise), a private cache and no network.
+The page: at most 10 KB, its sections (what rnnfast is, the two set-up commands that .ci/run
+runs, one first model, the performance headline, the features table, whose links name files);
+the rest of what a user reads is in docs/ (tests/test_docs.py runs its blocks).
+
+Each block runs on its own, in a fresh interpreter, with what ``CHECKS`` adds for it; what it
+needs beyond rnnfast (optional packages, MPI, a data set) is in tests/code_blocks.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from code_blocks import run_block
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-OPTIONAL = ("torch", "keras", "threadpoolctl", "onnx", "onnxruntime")
 FENCE = re.compile(r"^([ \t]*)```(\w*)[ \t]*$")
+
+
+def _slug(title):
+    """A section's id: its title in lower case, runs of other characters as one dash."""
+    return re.sub(r"\W+", "-", title.lower()).strip("-")
 
 
 def python_blocks():
@@ -39,8 +38,8 @@ def python_blocks():
         elif fence is not None and match and match.group(1) == fence[0] and not match.group(2):
             if fence[1] == "python":
                 counts[title] = counts.get(title, 0) + 1
-                slug = re.sub(r"\W+", "-", title.lower()).strip("-")
-                blocks.append((f"{slug}-{counts[title]}", textwrap.dedent("\n".join(body))))
+                code = textwrap.dedent("\n".join(body))
+                blocks.append((f"{_slug(title)}-{counts[title]}", code))
             fence = None
         elif fence is not None:
             body.append(line)
@@ -52,65 +51,49 @@ def python_blocks():
 
 BLOCKS = python_blocks()
 
-# What some blocks must also have computed: run after the block, in its interpreter.
+# What some blocks must also have computed: run after the block, in its interpreter. (The
+# checks of the sections that moved to docs/ are in tests/test_docs.py, with their pages.)
 CHECKS = {
-    "usage-3": "assert len(history['val_loss']) == 3 and np.isfinite(history['val_loss']).all()",
-    "variable-length-sequences-1": """
-assert len(predicted) == len(ids)
-assert [p.shape for p in predicted] == [(len(t), 4) for t in tags]
-assert logits.shape == (len(ids), 2)
-""",
-    "for-pytorch-users-1": """
-assert np.abs(y - y_torch.detach().numpy()).max() < 1e-5
-assert np.abs(h_n - h_torch.detach().numpy()).max() < 1e-5
-assert isinstance(back, torch.nn.RNN) and back.bidirectional and back.num_layers == 2
-""",
-    "for-keras-users-1": "assert np.abs(layer(x) - expected).max() < 1e-5",
-    "export-and-serve-with-onnx-runtime-or-with-rnnfast-1": """
-assert y_ort.shape == expected.shape == (12, 3, 5)
-assert np.abs(y_ort - expected).max() < 1e-5 and np.abs(y_fast - expected).max() < 1e-5
-""",
-    "a-model-trained-in-pytorch-served-without-torch-1": """
-assert isinstance(model, rnnfast.Sequential) and y.shape == (3, 50, 1)
-assert np.abs(y - net(torch.from_numpy(x)).detach().numpy()).max() < 1e-5
-""",
-    "quantized-models-bf16-and-int8-weights-1": (
-        "assert q.quantized == 'int8' and np.abs(q(x) - model(x)).max() < 0.05"
-    ),
-    "training-in-pytorch-on-rnnfast-s-kernels-1": """
-assert isinstance(net.rnn, rnnfast.torch.RNN) and type(plain) is torch.nn.RNN
-assert torch.equal(plain.weight_hh_l0, net.rnn.weight_hh_l0)
-assert all(p.grad is not None for p in net.rnn.parameters())
-""",
-    "the-examples-and-their-data-1": """
-assert len(names) == 18 and sum(map(len, names.values())) == 20050
-assert spots.values.shape == (3126,)
+    "a-first-model-1": """
+assert y.shape == (50, 4, 64) and h_n.shape == (4, 4, 32) and dx.shape == x.shape
+assert len(history["val_loss"]) == 3 and np.isfinite(history["val_loss"]).all()
+assert history["val_loss"][-1] < history["val_loss"][0]
+assert np.abs(model[1](out) - model(x_all[800:801])).max() < 1e-5
 """,
 }
 
-
-def test_the_readme_has_its_python_blocks():
-    ids = [i for i, _ in BLOCKS]
-    assert len(ids) >= 8, ids
-    for section in (
-        "usage",
-        "for-pytorch-users",
-        "for-keras-users",
-        "variable-length-sequences",
-        "threads-beside-numpy-and-pytorch",
-        "the-examples-and-their-data",
-        "export-and-serve-with-onnx-runtime-or-with-rnnfast",
-        "a-model-trained-in-pytorch-served-without-torch",
-        "training-in-pytorch-on-rnnfast-s-kernels",
-        "quantized-models-bf16-and-int8-weights",
-    ):
-        assert any(i.startswith(section + "-") for i in ids), (section, ids)
+# A first visit's README: what rnnfast is, the two set-up commands, one first model, the
+# performance headline and the features table; everything else is in docs/.
+SECTIONS = ["set-up", "a-first-model", "performance", "features"]
+MAX_BYTES = 10_000
+COMMANDS = ("pip install . && python -m rnnfast demo", 'pip install ".[test]" && python -m pytest')
 
 
-def _closed_port_url():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+def test_the_readme_fits_a_first_visit():
+    size = len(README.read_bytes())
+    assert size <= MAX_BYTES, f"README.md is {size} bytes, over {MAX_BYTES}: move text to docs/"
+    lines = README.read_text(encoding="utf-8").splitlines()
+    sections = [_slug(line[3:]) for line in lines if line.startswith("## ")]
+    assert sections == SECTIONS, sections
+    assert [i for i, _ in BLOCKS] == ["a-first-model-1"], [i for i, _ in BLOCKS]
+
+
+def test_the_set_up_commands_are_those_ci_runs():
+    """Each set-up command is a bash block of its own; .ci/run runs the test command verbatim."""
+    text = README.read_text(encoding="utf-8")
+    for command in COMMANDS:
+        assert f"```bash\n{command}\n```" in text, command
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert COMMANDS[1] in ci, "the README's test command is not a line of .ci/run"
+
+
+def test_the_readme_links_resolve():
+    """Every relative link of the README (its features table's docs pages) names a file."""
+    prose = re.sub(r"```.*?```|`[^`]*`", "", README.read_text(encoding="utf-8"), flags=re.S)
+    links = re.findall(r"\]\(([^)#:]+)\)", prose)
+    assert len(links) >= 10, links
+    missing = [link for link in links if not (README.parent / link).is_file()]
+    assert not missing, missing
 
 
 def test_every_check_has_its_block():
@@ -119,27 +102,4 @@ def test_every_check_has_its_block():
 
 @pytest.mark.parametrize("block, code", BLOCKS, ids=[i for i, _ in BLOCKS])
 def test_block_runs_on_its_own(block, code, tmp_path):
-    imported = set(re.findall(r"^\s*(?:import|from)\s+(\w+)", code, re.M))
-    if "rnnfast.onnx" in code:
-        imported.add("onnx")
-    for name in sorted(imported & set(OPTIONAL)):
-        if importlib.util.find_spec(name) is None:
-            if os.environ.get("RNNFAST_REQUIRE_TORCH") == "1":
-                pytest.fail(f"{name} is not installed (RNNFAST_REQUIRE_TORCH=1)")
-            pytest.skip(f"{name} is not installed")
-    env = {k: v for k, v in os.environ.items() if k != "RNNFAST_DATA"}
-    env.update(XDG_CACHE_HOME=str(tmp_path / "cache"), RNNFAST_DATA_URL=_closed_port_url())
-    if "datasets.load(" in code:
-        if not SHARED.is_dir():
-            pytest.skip("../shared/data is not beside the checkout")
-        env["RNNFAST_DATA"] = str(SHARED)
-    check = textwrap.dedent(CHECKS.get(block, ""))
-    done = subprocess.run(
-        [sys.executable, "-c", code + "\n" + check],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    run_block(code, tmp_path, CHECKS.get(block, ""))

@@ -1,6 +1,6 @@
 """rnnfast's threads beside the other thread pools of a process: its own concurrent calls share
 one budget, threadpoolctl lists and limits it, and it shares one OpenMP runtime with PyTorch.
-README.md "Threads" documents what these tests hold to."""
+docs/threads.rst ("Threads beside NumPy and PyTorch") documents what these tests hold to."""
 
 from __future__ import annotations
 

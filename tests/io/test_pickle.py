@@ -1,4 +1,4 @@
-"""Layers and models pickle and deep-copy (as the README says): RNN, Sequential, a Module
+"""Layers and models pickle and deep-copy (as docs/quickstart.rst says): RNN, Sequential, a Module
 subclass and Seq2Seq round-trip through pickle.dumps / pickle.loads and copy.deepcopy with
 their parameters, options, carried state, dropout generator and training cache, give the same
 outputs and gradients as the original, and are independent of it."""
