@@ -41,6 +41,7 @@ PAGES = (
     "quantization",
     "threads",
     "reliability",
+    "custom_layers",
     "api/index",
 )
 OPTIONAL = ("torch", "keras", "threadpoolctl", "onnx", "onnxruntime")
