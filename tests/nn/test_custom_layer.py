@@ -67,7 +67,7 @@ class LastStep(rnnfast.Layer):
         return dx
 
 
-class Tagger(rnnfast.Module):
+class ScaledTagger(rnnfast.Module):
     def __init__(self, hidden=H, dtype=F64):
         super().__init__()
         self.rnn = rnnfast.RNN(D, hidden, batch_first=True, return_sequences=True, dtype=dtype)
@@ -119,7 +119,7 @@ def test_fit_trains_it(where, rng):
         model = ScaleShift(D, seed=0)
         y = x * 2.0 - 1.0
     else:
-        model = Tagger() if where == "module" else _sequential()
+        model = ScaledTagger() if where == "module" else _sequential()
     before = {k: v.copy() for k, v in model.state_dict().items()}
     history = training.fit(
         model,
@@ -148,7 +148,7 @@ def test_summary_shows_its_row():
     assert "ScaleShift" in ScaleShift(H).summary()  # a layer's own: its weights and bytes
 
 
-@pytest.mark.parametrize("model_of", [_sequential, Tagger, lambda: ScaleShift(H, seed=3)])
+@pytest.mark.parametrize("model_of", [_sequential, ScaledTagger, lambda: ScaleShift(H, seed=3)])
 def test_save_and_load_by_name_and_by_cls(model_of, tmp_path, rng):
     model = model_of().eval()
     path = tmp_path / "model.npz"
@@ -198,7 +198,7 @@ def test_it_pickles_alone_and_in_models(rng):
         model.eval()
         again = pickle.loads(pickle.dumps(model))
         np.testing.assert_array_equal(again(x), model(x))
-    tagger = Tagger()
+    tagger = ScaledTagger()
     tagger.eval()
     again = pickle.loads(pickle.dumps(tagger))
     np.testing.assert_array_equal(again(x.astype(F64)), tagger(x.astype(F64)))

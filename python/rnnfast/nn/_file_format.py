@@ -35,35 +35,19 @@ _CONFIG_KEY = "__rnnfast_config__"
 # in the config of a quantized copy (rnnfast.quantize): its mode, "bf16" or "int8"
 QUANTIZED_KEY = "__quantized__"
 
-# the configuration a layer has before it offers get_config()
-_BASIC_CONFIG = (
-    "input_size",
-    "hidden_size",
-    "num_layers",
-    "nonlinearity",
-    "bias",
-    "batch_first",
-    "dropout",
-    "bidirectional",
-    "dtype",
-)
-
 
 def layer_config(layer):
     """The constructor arguments that rebuild ``layer``'s architecture, JSON-ready.
 
-    ``layer.get_config()`` where the layer has it, else its basic attributes; the dtype is
-    given by name (``"float32"``), NumPy scalars as Python ones.
+    ``layer.get_config()`` (the layer protocol's) with the class's name under ``"__class__"``;
+    the dtype is given by name (``"float32"``), NumPy scalars as Python ones.
 
     Raises
     ------
     TypeError
         A configuration value JSON cannot hold.
     """
-    if hasattr(layer, "get_config"):
-        config = dict(layer.get_config())
-    else:
-        config = {name: getattr(layer, name) for name in _BASIC_CONFIG}
+    config = dict(layer.get_config())
     if "dtype" in config:
         config["dtype"] = np.dtype(config["dtype"]).name
     # a quantized copy records its float class: load builds that, then quantizes it
@@ -105,8 +89,11 @@ def save(layer, path):
     ValueError
         A parameter is named like one of the format's own entries.
     """
-    if not (hasattr(layer, "state_dict") and callable(layer.state_dict)):
-        raise TypeError(f"layer: expected an rnnfast layer, got {type(layer).__name__}")
+    if not all(callable(getattr(layer, m, None)) for m in ("state_dict", "get_config")):
+        raise TypeError(
+            f"layer: expected an rnnfast layer (get_config and state_dict), got "
+            f"{type(layer).__name__}"
+        )
     config = layer_config(layer)
     if getattr(layer, "quantized", None) is not None:
         config[QUANTIZED_KEY] = layer.quantized  # the arrays are the raw quantized ones
