@@ -79,6 +79,8 @@ class Layer(ParameterOwner):
         The dtype of the parameters (``self.dtype``) and of the inputs the layer takes.
     """
 
+    # the names of a call's positional arguments after x, and of the inputs whose gradients
+    # backward returns after dx, in order (the RNN: h0, lengths, mask; dx, dh0)
     call_arguments = ()
 
     def __init__(self, dtype=np.float32):
