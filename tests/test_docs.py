@@ -41,6 +41,7 @@ PAGES = (
     "threads",
     "examples",
     "reliability",
+    "custom_layers",
     "api/index",
 )
 CODE_BLOCK = re.compile(r"^([ \t]*)\.\. code-block::[ \t]+(\w+)[ \t]*$")

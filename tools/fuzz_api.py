@@ -611,7 +611,7 @@ KNOWN = [
     # rnnfast.load on a corrupt zip: zipfile raises NotImplementedError ("zip file version
     # 25.4", "That compression method is not supported", "compressed patched data (flag bit
     # 5)") or RuntimeError ("File 'bias_hh_l1.npy' is encrypted, password required"), which
-    # persistence._read_arrays does not turn into ValueError.
+    # nn._file_format._read_arrays does not turn into ValueError.
     # Likewise a lone .npy (not .npz) with a malformed header: numpy's header parser lets
     # tokenize.TokenError ("EOF in multi-line statement") or IndentationError ("unindent does
     # not match any outer indentation level") escape. All one finding: _read_arrays catches a

@@ -36,6 +36,7 @@ from . import (  # noqa: E402
 )
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
 from ._threadpool import register as _register_with_threadpoolctl  # noqa: E402
+from ._version import __version__  # noqa: E402
 from .data import (  # noqa: E402
     lengths_to_mask,
     mask_to_lengths,
@@ -44,22 +45,21 @@ from .data import (  # noqa: E402
     unpad_sequences,
 )
 from .io import interop, persistence  # noqa: E402  (rnnfast.interop, rnnfast.persistence)
-from .io.persistence import load, save  # noqa: E402
 from .nn import (  # noqa: E402
     RNN,
     Dense,
     Dropout,
     Embedding,
     JordanRNN,
+    Layer,
     Linear,
     Module,
     Seq2Seq,
     Sequential,
     seq2seq,
 )
+from .nn.persistence import load, save  # noqa: E402
 from .quantize import quantize  # noqa: E402  (the function: rnnfast.quantize(model, mode))
-
-__version__ = "0.1.0"
 
 _register_with_threadpoolctl()
 
@@ -75,6 +75,7 @@ def __getattr__(name):
 __all__ = [
     "RNN",
     "JordanRNN",
+    "Layer",
     "diagnostics",
     "Linear",
     "Dense",

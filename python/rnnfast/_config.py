@@ -7,6 +7,7 @@ import os
 import platform
 
 from . import _core
+from ._version import __version__
 
 __all__ = ["get_num_threads", "set_num_threads", "threads", "show_config"]
 
@@ -40,8 +41,6 @@ def threads(n: int):
 
 def show_config() -> str:
     """Print (and return) the version, ISA in use, ISAs compiled in, threads and compiler."""
-    from . import __version__
-
     lines = [
         f"rnnfast {__version__}",
         f"isa in use:       {_core.active_isa()}",

@@ -9,6 +9,8 @@ shows rnnfast's budget. threadpoolctl is optional: without it this does nothing.
 
 from __future__ import annotations
 
+from ._version import __version__
+
 try:
     import threadpoolctl
 except ImportError:  # pragma: no cover - threadpoolctl is an optional companion
@@ -36,8 +38,6 @@ def _controller_class():
                 set_(int(num_threads))
 
         def get_version(self):
-            from . import __version__
-
             return __version__
 
     return RnnfastController

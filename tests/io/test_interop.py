@@ -9,6 +9,7 @@ from conftest import ACTIVATIONS, DTYPES, assert_close
 
 import rnnfast
 from rnnfast import interop, reference
+from rnnfast.nn import rnn_torch
 
 T, B, D, H = 6, 3, 5, 7
 
@@ -70,7 +71,7 @@ def test_from_torch_matches_torch(torch, dtype, nonlinearity, bias, batch_first,
     layer = interop.from_torch(module)
 
     assert isinstance(layer, rnnfast.RNN)
-    for name in interop._TORCH_CONFIG:
+    for name in rnn_torch._TORCH_CONFIG:
         assert getattr(layer, name) == getattr(module, name), name
     assert layer.dtype == np.dtype(dtype)
     assert layer.training is False  # as the module (eval)
@@ -106,7 +107,7 @@ def test_to_torch_matches_layer(torch, dtype, nonlinearity, batch_first, arch, r
     module = interop.to_torch(layer)
 
     assert isinstance(module, torch.nn.RNN)
-    for name in interop._TORCH_CONFIG:
+    for name in rnn_torch._TORCH_CONFIG:
         assert getattr(module, name) == getattr(layer, name), name
     assert all(p.dtype == _torch_dtype(torch, dtype) for p in module.parameters())
     assert module.training is False

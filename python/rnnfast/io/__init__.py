@@ -1,8 +1,8 @@
-"""Saving and loading (``persistence``: .npz files, no pickle, and the Keras-style summary) and
-weights from and to PyTorch and Keras (``interop``); ONNX export and import (``onnx``, imported
-on first use: ``rnnfast.io.onnx.export``). Imports ``rnnfast.nn`` only inside its
-functions (and in ``onnx``, loaded on first use), so the layers' package never depends on it at
-load time."""
+"""Saving and loading (``persistence``: .npz files, no pickle, and the Keras-style summary: the
+functions of ``rnnfast.nn.persistence`` under their older path) and weights from and to PyTorch
+and Keras (``interop``); ONNX export and import (``onnx``, imported on first use:
+``rnnfast.io.onnx.export``). io reads the layers through their protocol and imports ``rnnfast.nn``;
+``nn`` never imports io."""
 
 from . import interop, persistence
 from .interop import from_torch, keras_weights, load_keras, to_torch

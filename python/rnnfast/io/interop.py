@@ -10,9 +10,11 @@ torch and keras are imported only inside the functions that need them.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
+
+from ..nn.rnn import RNN
+from ..nn.rnn_torch import from_torch as _from_torch
+from ..nn.rnn_torch import to_torch
 
 __all__ = [
     "from_torch",
@@ -22,18 +24,6 @@ __all__ = [
     "load_keras",
     "keras_weights",
 ]
-
-# the constructor arguments that torch.nn.RNN and rnnfast.RNN share, in torch's order
-_TORCH_CONFIG = (
-    "input_size",
-    "hidden_size",
-    "num_layers",
-    "nonlinearity",
-    "bias",
-    "batch_first",
-    "dropout",
-    "bidirectional",
-)
 
 
 def _to_numpy(value):
@@ -69,97 +59,9 @@ def from_torch(module, cls=None):
     Returns
     -------
     rnnfast.RNN
-        Same input_size, hidden_size, num_layers, nonlinearity, bias, batch_first, dropout,
-        bidirectional and dtype; a copy of the weights; training mode as the module's.
-
-    Raises
-    ------
-    TypeError
-        ``module`` is not a ``torch.nn.RNN`` (LSTM and GRU are other recurrences), or its
-        parameters are neither float32 nor float64.
-    ValueError
-        The module uses an option rnnfast does not have (``proj_size``).
-    NotImplementedError
-        The configuration is one this build of rnnfast cannot construct.
+        As :meth:`rnnfast.RNN.from_torch`, which this is for ``cls=None``.
     """
-    import torch
-
-    if cls is None:
-        from ..nn.rnn import RNN as cls
-    if not isinstance(module, torch.nn.RNN):
-        raise TypeError(
-            f"module: expected a torch.nn.RNN (the Elman recurrence), got {type(module).__name__}"
-        )
-    if getattr(module, "proj_size", 0):
-        raise ValueError(f"module: proj_size={module.proj_size} has no rnnfast equivalent")
-    dtypes = {p.dtype for p in module.parameters()}
-    if len(dtypes) != 1 or next(iter(dtypes)) not in (torch.float32, torch.float64):
-        raise TypeError(
-            f"module: expected float32 or float64 parameters, got {sorted(map(str, dtypes))}"
-        )
-    dtype = np.float32 if next(iter(dtypes)) == torch.float32 else np.float64
-    config = {name: getattr(module, name) for name in _TORCH_CONFIG}
-    # torch keeps bidirectional as given (it accepts 1) and reads it by truth: so does this
-    config["bidirectional"] = bool(config["bidirectional"])
-    layer = cls(**config, dtype=dtype)
-    layer.load_state_dict(module.state_dict())
-    layer.train(module.training)
-    return layer
-
-
-def _torch_incompatibilities(layer):
-    """The options of ``layer`` that change its mathematics in ways torch.nn.RNN cannot express."""
-    problems = []
-    if getattr(layer, "go_backwards", False):
-        problems.append("go_backwards=True")
-    if getattr(layer, "residual", False):
-        problems.append("residual=True")
-    alpha = getattr(layer, "alpha", 1.0)
-    if any(float(a) != 1.0 for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha])):
-        problems.append(f"alpha={alpha} (leaky units)")
-    merge_mode = getattr(layer, "merge_mode", "concat")
-    if getattr(layer, "bidirectional", False) and merge_mode != "concat":
-        problems.append(f"merge_mode={merge_mode!r} (torch concatenates the two directions)")
-    return problems
-
-
-def to_torch(layer):
-    """A ``torch.nn.RNN`` (on the CPU) with the configuration and a copy of the weights of
-    ``layer``.
-
-    Parameters
-    ----------
-    layer : rnnfast.RNN
-
-    Returns
-    -------
-    torch.nn.RNN
-        float32, or float64 (``.double()``) for a float64 layer; training mode as the layer's.
-
-    Raises
-    ------
-    ValueError
-        The layer uses an option torch.nn.RNN does not have (go_backwards, residual
-        connections, leaky units alpha < 1, a merge mode other than "concat").
-    """
-    import torch
-
-    problems = _torch_incompatibilities(layer)
-    if problems:
-        raise ValueError(f"layer: torch.nn.RNN has no equivalent of {', '.join(problems)}")
-    config = {name: getattr(layer, name) for name in _TORCH_CONFIG}
-    with warnings.catch_warnings():
-        # torch warns that dropout with one layer has nothing to act on; rnnfast agrees, and the
-        # value is kept so that the configuration round-trips unchanged.
-        warnings.filterwarnings("ignore", message=".*dropout.*", category=UserWarning)
-        module = torch.nn.RNN(**config)
-    if np.dtype(layer.dtype) == np.float64:
-        module = module.double()
-    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in layer.state_dict().items()}
-    with torch.no_grad():
-        module.load_state_dict(state)
-    module.train(bool(getattr(layer, "training", True)))
-    return module
+    return _from_torch(module, RNN if cls is None else cls)
 
 
 # ---- Keras ---------------------------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """Layers and containers: the RNN layer (``rnn``: its API forms; ``stack``: its stack runner over
 layers x directions x batch order x reversal), Linear/Dense, Embedding, Dropout, Sequential and
 the general container Module, Seq2Seq, JordanRNN, their quantized inference copies
-(``quantized``, ``quantized_rnn``; ``rnnfast.quantize`` makes them) and how padding travels
-through models (``masking``). ``nn`` does not import ``rnnfast.io`` at load time: saving and
-loading reach it lazily."""
+(``quantized``, ``quantized_rnn``; ``rnnfast.quantize`` makes them), how padding travels
+through models (``masking``) and saving and loading (``persistence``, the .npz format). Each is a
+subclass of ``Layer``, the layer protocol (``_layer``): what the containers, training, summary,
+persistence and quantization ask of a layer. ``nn`` never imports ``rnnfast.io``."""
 
 from . import seq2seq
+from ._layer import Layer
 from .dropout import Dropout
 from .embedding import Embedding
 from .jordan import JordanRNN
@@ -24,6 +26,7 @@ __all__ = [
     "Dropout",
     "Embedding",
     "JordanRNN",
+    "Layer",
     "Linear",
     "Module",
     "PaddingWarning",

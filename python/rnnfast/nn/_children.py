@@ -1,6 +1,8 @@
 """What every container does the same way over its children (Sequential's layers, a Module's
 attributes, Seq2Seq's parts): parameters and gradients under prefixed names ("0.weight",
-"rnn.weight_ih_l0"), zero_grad, state dicts loaded all or nothing, and the training mode."""
+"rnn.weight_ih_l0"), zero_grad, state dicts loaded all or nothing, the training mode, the
+parameter counts, and the mark of a quantized copy. A container is a layer (``Layer``): it
+nests in other containers, saves, loads and quantizes through the same protocol."""
 
 from __future__ import annotations
 
@@ -8,14 +10,15 @@ import numpy as np
 
 from .._state_dict import check_state_dict_keys
 from ._inference_only import refuse_training
-from .storage import storage_summary
+from ._layer import Layer
 
 __all__ = ["ChildOwner"]
 
 
-class ChildOwner:
-    """Mixin for containers: they define ``named_children() -> [(prefix, layer), ...]`` and keep
-    ``self.training``; ``_forget_forward()`` drops what a training forward kept (optional)."""
+class ChildOwner(Layer):
+    """Base of the containers: they define ``named_children() -> [(prefix, layer), ...]`` and
+    keep ``self.training``; ``_forget_forward()`` drops what a training forward kept (optional).
+    (They keep no parameters of their own, so they do not call ``Layer.__init__``.)"""
 
     def named_parameters(self):
         return [
@@ -81,12 +84,15 @@ class ChildOwner:
     def eval(self):
         return self.train(False)
 
-    def summary(self):
-        """Print (and return) each layer's weight type and bytes and the totals
-        (``nn.storage``); Sequential prints a Keras table instead."""
-        text = storage_summary(self)
-        print(text)
-        return text
+    def keras_param_count(self):
+        return sum(child.keras_param_count() for _, child in self.named_children())
+
+    def _as_inference_copy(self, mode):
+        """This container (a copy made by ``quantized_copy``) as an inference copy: eval mode,
+        its ``quantized`` mode recorded (save writes it; training refuses it)."""
+        self.train(False)
+        object.__setattr__(self, "quantized", mode)
+        return self
 
     def _forget_forward(self):
         """Eval mode keeps no training forward: containers that keep one drop it here."""

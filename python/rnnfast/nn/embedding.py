@@ -7,6 +7,7 @@ import numpy as np
 from .. import _core
 from .._validation import as_float_array
 from ._layer import Layer, positive_int
+from .masking import embedding_padding
 
 __all__ = ["Embedding"]
 
@@ -63,7 +64,7 @@ class Embedding(Layer):
         table = rng.standard_normal((self.num_embeddings, self.embedding_dim))
         if padding_idx is not None:
             table[padding_idx] = 0.0
-        self._add_parameter("weight", table)
+        self.add_parameter("weight", table)
 
     def valid_positions(self, ids):
         """Boolean array shaped like ``ids``, False on padding (every id 0 with ``mask_zero``,
@@ -123,6 +124,12 @@ class Embedding(Layer):
             rows = np.where((flat == self.padding_idx)[:, None], 0, rows)
         _core.embedding_backward(flat, rows, self.grads["weight"])
         return None  # ids have no gradient
+
+    def call_with_padding(self, x, valid, suspect, who, **kwargs):
+        """The call inside a container: its own padding (``mask_zero`` / ``padding_idx``) joined
+        with the valid mask given, or, with neither, the ids 0 as suspected padding."""
+        ids = np.asarray(x)
+        return (self(ids), *embedding_padding(self, ids, valid))
 
     def get_config(self):
         return {

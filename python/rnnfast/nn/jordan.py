@@ -27,7 +27,6 @@ import math
 import numpy as np
 
 from .. import _core
-from .._parameters import ParameterOwner
 from .._validation import (
     as_float_array,
     check_bool,
@@ -36,6 +35,9 @@ from .._validation import (
     check_probability,
     layer_dtype,
 )
+from ..data import mask_to_lengths
+from ._layer import Layer
+from .masking import pass_padding_on, prefix_lengths, valid_from_lengths
 from .rnn_options import RecurrentOptions
 
 __all__ = ["JordanRNN", "previous_targets", "teacher_forcing_inputs"]
@@ -169,7 +171,7 @@ class _Run:
             setattr(self, k, kw.get(k))
 
 
-class JordanRNN(RecurrentOptions, ParameterOwner):
+class JordanRNN(RecurrentOptions, Layer):
     """Output-to-hidden recurrence: ``h_t = act(W_ih x_t + W_yh y_{t-1} + b_h)``,
     ``y_t = V h_t + c`` (Jordan's network; the lecture notes' "RNN B").
 
@@ -414,8 +416,6 @@ class JordanRNN(RecurrentOptions, ParameterOwner):
             bt = np.arange(steps)[None, :] < lengths[:, None]
             valid = bt if self._batch_first else np.ascontiguousarray(bt.T)
         if lengths is not None:
-            from .masking import valid_from_lengths
-
             self.output_mask = valid_from_lengths(lengths, steps, self._batch_first)
         else:
             self.output_mask = None
@@ -521,8 +521,6 @@ class JordanRNN(RecurrentOptions, ParameterOwner):
                 raise ValueError(
                     f"mask: expected shape (B, T) = {(batch, steps)}, got shape {m.shape}"
                 )
-            from ..data import mask_to_lengths
-
             lengths = mask_to_lengths(m)
         lengths = check_lengths(lengths, steps, batch)
         return x, y_prev, y0, lengths, mode, packed
@@ -851,9 +849,6 @@ class JordanRNN(RecurrentOptions, ParameterOwner):
             "teacher_forcing_ratio": self._ratio,
         }
 
-    def num_parameters(self):
-        return sum(p.size for p in self._params.values())
-
     def keras_param_count(self):
         """Keras's count: a SimpleRNN-like hidden layer (kernel, output-feedback kernel, one
         bias) and a Dense output layer; rnnfast stores exactly these, one bias each."""
@@ -898,11 +893,18 @@ class JordanRNN(RecurrentOptions, ParameterOwner):
         print(text)
         return text
 
-    def save(self, path):
-        """Write configuration and parameters to a .npz file; ``rnnfast.load`` reads it."""
-        from ..io.persistence import save
-
-        save(self, path)
+    def call_with_padding(self, x, valid, suspect, who, **kwargs):
+        """The call inside a container: a valid mask padded at the end runs as the lengths
+        (padded steps output zeros, as the RNN's), and is passed on with the output."""
+        if valid is not None and "lengths" not in kwargs:
+            lengths = prefix_lengths(valid, self.batch_first)
+            if lengths is None:
+                raise ValueError(
+                    f"{who}: JordanRNN takes lengths, padding at the end of each "
+                    "sequence; this batch has masked steps inside sequences"
+                )
+            kwargs["lengths"] = lengths
+        return pass_padding_on(self, x, valid, suspect, **kwargs)
 
     def __repr__(self):
         extra = "".join(

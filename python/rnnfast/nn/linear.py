@@ -28,11 +28,11 @@ class Linear(Layer):
         self.seed = seed
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.in_features)
-        self._add_parameter(
+        self.add_parameter(
             "weight", rng.uniform(-bound, bound, (self.out_features, self.in_features))
         )
         if self.bias:
-            self._add_parameter("bias", rng.uniform(-bound, bound, self.out_features))
+            self.add_parameter("bias", rng.uniform(-bound, bound, self.out_features))
 
     def forward(self, x):
         x_user = np.asarray(x)

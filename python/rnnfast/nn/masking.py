@@ -2,13 +2,16 @@
 
 A container calls each of its layers through :func:`call_layer` with the batch's *valid mask*:
 a boolean array shaped like the data's two leading axes, in the data's own layout ((B, T) for
-batch-first data, (T, B) for time-major), True on real steps. Each call returns the layer's
+batch-first data, (T, B) for time-major), True on real steps. The layer says what it does with
+the mask (its ``call_with_padding``, the layer protocol's: ``nn._layer``), and returns its
 output and the valid mask of that output:
 
-- an ``Embedding`` with ``mask_zero`` / ``padding_idx`` makes one from its ids;
+- an ``Embedding`` with ``mask_zero`` / ``padding_idx`` makes one from its ids
+  (:func:`embedding_padding`);
 - an ``RNN`` consumes it as lengths (its own ``batch_first`` says which axis is time) and passes
-  it on when it returns a sequence; one that returns its last output ends it;
-- ``Dense``, ``Dropout`` and any layer whose output keeps the input's leading axes pass it on.
+  it on when it returns a sequence; one that returns its last output ends it (:func:`call_rnn`);
+- ``Dense``, ``Dropout`` and any layer whose output keeps the input's leading axes pass it on,
+  others end it (:func:`pass_padding_on`, the base class's rule).
 
 A mask shaped like the leading axes needs no layout to be applied to targets of the same shape,
 so losses and metrics take it as it comes: ``batch_first`` is said once, on the RNN.
@@ -27,6 +30,7 @@ import numpy as np
 __all__ = [
     "PaddingWarning",
     "call_layer",
+    "pass_padding_on",
     "batch_first_of",
     "call_rnn",
     "embedding_padding",
@@ -168,36 +172,21 @@ def valid_shape(x):
 
 def call_layer(layer, x, valid, suspect, who, **kwargs):
     """``layer(x, **kwargs)`` with the padding carried through: ``(out, valid, suspect)`` of the
-    output. ``who`` names the layer in messages ("layers[1]", "self.rnn")."""
-    from .embedding import Embedding
-    from .jordan import JordanRNN
-    from .rnn import RNN
+    output, as the layer's ``call_with_padding`` says. ``who`` names the layer in messages
+    ("layers[1]", "self.rnn")."""
+    carry = getattr(layer, "call_with_padding", None)
+    if carry is None:  # a layer-like object outside the protocol: the base class's rule
+        return pass_padding_on(layer, x, valid, suspect, **kwargs)
+    return carry(x, valid, suspect, who, **kwargs)
 
-    if hasattr(layer, "call_with_padding"):  # a container: it carries the padding itself
-        return layer.call_with_padding(x, valid, suspect, **kwargs)
-    if isinstance(layer, Embedding):
-        return _call_embedding(layer, x, valid, suspect)
-    if isinstance(layer, RNN):
-        return call_rnn(layer, x, valid, suspect, who, **kwargs)
-    if isinstance(layer, JordanRNN) and valid is not None and "lengths" not in kwargs:
-        # its lengths (padding at the end): padded steps output zeros, as the RNN's
-        lengths = prefix_lengths(valid, layer.batch_first)
-        if lengths is None:
-            raise ValueError(
-                f"{who}: JordanRNN takes lengths, padding at the end of each "
-                "sequence; this batch has masked steps inside sequences"
-            )
-        kwargs["lengths"] = lengths
+
+def pass_padding_on(layer, x, valid, suspect, **kwargs):
+    """``layer(x, **kwargs)`` passing the padding on when the output keeps the input's two
+    leading axes (the same steps), ending it otherwise."""
     out = layer(x, **kwargs)
     if _keeps_leading_axes(x, out):
         return out, valid, suspect
     return out, None, None
-
-
-def _call_embedding(layer, ids, valid, suspect):
-    ids = np.asarray(ids)
-    out = layer(ids)
-    return (out, *embedding_padding(layer, ids, valid))
 
 
 def embedding_padding(layer, ids, valid):
@@ -278,27 +267,25 @@ def _output_valid(rnn, x, kwargs):
 
 
 def batch_first_of(layers, who):
-    """The ``batch_first`` the RNNs among ``layers`` (and inside nested containers) agree on,
-    or None when there is no RNN; ValueError when they disagree."""
-    from .rnn import RNN
-
+    """The ``batch_first`` that the layers reading sequences among ``layers`` (and inside nested
+    containers) agree on, or None when none of them says; ValueError when they disagree."""
     seen = {}
 
     def visit(layer, name):
-        if isinstance(layer, RNN):
-            seen.setdefault(layer.batch_first, name)
-        for child_name, child in getattr(layer, "named_children", lambda: [])():
+        children = getattr(layer, "named_children", None)
+        if children is None:
+            batch_first = getattr(layer, "batch_first", None)
+            if batch_first is not None:
+                seen.setdefault(bool(batch_first), name)
+            return
+        for child_name, child in children():
             visit(child, f"{name}.{child_name}")
-        for i, child in enumerate(
-            getattr(layer, "layers", []) if not isinstance(layer, RNN) else []
-        ):
-            visit(child, f"{name}[{i}]")
 
     for i, layer in enumerate(layers):
         visit(layer, f"{who}[{i}]")
     if len(seen) > 1:
         raise ValueError(
-            f"{who}: its RNNs disagree on batch_first ({seen[True]} is batch-first, "
+            f"{who}: its layers disagree on batch_first ({seen[True]} is batch-first, "
             f"{seen[False]} time-major); build them with the same batch_first"
         )
     return next(iter(seen), None)

@@ -26,6 +26,7 @@ or an Embedding with ``mask_zero``) reaches every RNN that reads what came from 
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from ._children import ChildOwner
 from ._inference_only import refuse_training
+from ._layer import quantize_layer
 from .masking import batch_first_of, call_layer, input_suspect, input_valid_mask
 
 __all__ = ["Module"]
@@ -81,13 +83,13 @@ class _Tape:
                 "its backward, so give each use a layer of its own (or share the weights "
                 "with a backward written by hand)"
             )
-        from .rnn import RNN
-
         x = args[0] if args else kwargs.pop("x")
         # a child handed to a child (rnn(ids, embedding=self.embed)): the layer itself
         kwargs = {k: v._layer if isinstance(v, _Recorded) else v for k, v in kwargs.items()}
-        if isinstance(layer, RNN):  # name the positional state, lengths and mask
-            kwargs.update(zip(("h0", "lengths", "mask"), args[1:]))
+        # the layer names its positional arguments after x (an RNN's h0, lengths, mask)
+        names = getattr(layer, "call_arguments", ())
+        if names:
+            kwargs.update(zip(names, args[1:]))
             args = args[:1]
         if len(args) > 1:  # a layer of the user's with more inputs: called as it is
             out, valid, suspect = layer(*args, **kwargs), None, None
@@ -96,7 +98,8 @@ class _Tape:
             out, valid, suspect = call_layer(layer, x, valid, suspect, name, **kwargs)
         if self.training:
             out = _read_only(out)
-        inputs = [x] + ([kwargs.get("h0")] if isinstance(layer, RNN) else [])
+        # backward's gradients after dx go to these, in order (an RNN's dh0 to h0)
+        inputs = [x] + [kwargs.get(name) for name in names]
         self.calls.append(_Call(layer, name, inputs, out))
         first = out[0] if isinstance(out, tuple) else out
         self.note(first, valid, suspect)
@@ -337,7 +340,7 @@ class Module(ChildOwner):
         )
         return out
 
-    def call_with_padding(self, x, valid, suspect, **kwargs):
+    def call_with_padding(self, x, valid, suspect, who, **kwargs):
         """The forward with the padding carried in and out (when nested in a container)."""
         return self._run(x, (), kwargs, valid, suspect, None, None)
 
@@ -377,23 +380,29 @@ class Module(ChildOwner):
         """The layout of the model's sequences: its RNNs' ``batch_first`` (None without RNNs)."""
         return batch_first_of(self.children(), type(self).__name__)
 
-    # ---- parameters, modes, state ---------------------------------------------------------
-
-    # ---- description and persistence ------------------------------------------------------
+    # ---- description, persistence, quantization -------------------------------------------
 
     def get_config(self):
         """The constructor's arguments, recorded when the model was built."""
         return dict(self.__dict__.get("_init_config", {}))
 
-    def keras_param_count(self):
-        return sum(child.keras_param_count() for child in self.children())
-
-    def save(self, path):
-        """Write the model to ``path`` (.npz, no pickle); ``rnnfast.load(path, cls=MyModel)``
-        rebuilds it."""
-        from ..io.persistence import save
-
-        save(self, path)
+    def quantized_copy(self, mode, where="model"):
+        """A copy with its children quantized (``rnnfast.quantize``): the subclass's own forward
+        runs on them. Its other attributes are shared with the original (a shallow copy)."""
+        children = {}
+        for name, child in self._children.items():
+            if isinstance(child, list):
+                children[name] = [
+                    quantize_layer(c, mode, f"{where}.{name}[{i}]") for i, c in enumerate(child)
+                ]
+            else:
+                children[name] = quantize_layer(child, mode, f"{where}.{name}")
+        q = copy.copy(self)
+        object.__setattr__(q, "_children", children)
+        object.__setattr__(q, "_tape", None)
+        object.__setattr__(q, "_last", None)
+        object.__setattr__(q, "output_mask", None)
+        return q._as_inference_copy(mode)
 
     def __repr__(self):
         inner = ",\n".join(f"  ({name}): {child!r}" for name, child in self.named_children())

@@ -42,7 +42,9 @@ class QuantizedLayer:
     which is what ``save`` writes; ``load_state_dict`` takes exactly those dtypes and shapes.
     """
 
-    float_class = None  # the float layer's class: its name is what a saved file records
+    # the float layer's class, of which this class is a subclass: Layer.quantized_copy finds
+    # the quantized class through it (no list of them), and a saved file records its name
+    float_class = None
 
     @classmethod
     def from_float(cls, layer, mode):

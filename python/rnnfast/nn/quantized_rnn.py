@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional
-from .embedding import Embedding
 from .quantized import QuantizedLayer
-from .rnn import RNN
+from .rnn import RNN, is_embedding
 
 __all__ = ["QuantizedRNN"]
 
@@ -67,7 +66,7 @@ class QuantizedRNN(QuantizedLayer, RNN):
         """As :meth:`RNN.forward`. With ``embedding``, the ids are embedded first (the
         quantized kernels take no token input), with the same result."""
         if embedding is not None:
-            if not isinstance(embedding, Embedding):
+            if not is_embedding(embedding):
                 raise TypeError(f"embedding: expected an Embedding, got {type(embedding).__name__}")
             x = embedding(x)
         return super().forward(x, h0, lengths, mask)

@@ -10,7 +10,6 @@ import numpy as np
 
 from .. import functional
 from .._mask_args import check_flag
-from .._parameters import ParameterOwner
 from .._validation import (
     as_float_array,
     check_bool,
@@ -18,6 +17,9 @@ from .._validation import (
     check_positive_int,
     layer_dtype,
 )
+from . import rnn_summary, rnn_torch
+from ._layer import Layer
+from .masking import call_rnn
 from .rnn_forms import RNNForms, output_batch_axis, without_axis
 from .rnn_options import RNNOptions
 from .rnn_rings import RNNRings, map_state
@@ -29,7 +31,13 @@ from .stack import Run, float_direction_kernel, stack_backward, stack_forward
 __all__ = ["RNN"]
 
 
-class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
+def is_embedding(layer):
+    """Whether ``layer`` is what token input reads (an Embedding, or its quantized copy): a
+    table ``weight`` looked up by the ids ``check_ids`` accepts, ``padding_idx`` untrained."""
+    return all(hasattr(layer, a) for a in ("check_ids", "weight", "embedding_dim", "padding_idx"))
+
+
+class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface (and Keras's options), on NumPy
     arrays.
 
@@ -102,6 +110,8 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
     # itself (rnnfast.torch: torch's version check of saved tensors), so they are kept as given
     # instead of copied. A class default, so that layers pickled before it existed load.
     _inputs_guarded = False
+    # a Module names a call's positional arguments after x so, and routes dh0 to h0
+    call_arguments = ("h0", "lengths", "mask")
 
     def __init__(
         self,
@@ -481,9 +491,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
         """Checked token ids (a private int64 copy), (T, B) or (B, T), or (T,) unbatched, and
         the table they index (a copy in training mode: backward's dW_ih reads the table as the
         forward saw it)."""
-        from .embedding import Embedding
-
-        if not isinstance(embedding, Embedding):
+        if not is_embedding(embedding):
             raise TypeError(f"embedding: expected an Embedding, got {type(embedding).__name__}")
         if embedding.embedding_dim != self.input_size:
             raise ValueError(
@@ -601,42 +609,59 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
 
     def keras_param_count(self):
         """Parameters in Keras's layout (one bias vector per direction), as its summary counts."""
-        from ..io import persistence  # nn does not import io at load time
+        return rnn_summary.keras_param_count(self)
 
-        return persistence.keras_param_count(self)
-
-    def num_parameters(self):
-        return sum(p.size for p in self._params.values())
+    def output_shape(self, input_shape):
+        """The output's shape for ``input_shape`` (batch first): the last layer's merged width,
+        for every step or, with ``return_sequences=False``, the last."""
+        if self.return_sequences is False:
+            return (input_shape[0], self.output_size)
+        return tuple(input_shape[:-1]) + (self.output_size,)
 
     def summary(self):
         """Print (and return) a Keras-style table: one row per layer, output shapes and parameter
         counts in Keras's layout (one bias), plus the PyTorch-layout total (two biases)."""
-        from ..io import persistence
-
-        text = persistence.summary_text(self)
+        text = rnn_summary.summary_text(self)
         print(text)
         return text
 
-    # ---- interop and persistence ---------------------------------------------------------------
+    # ---- padding ---------------------------------------------------------------------------------
+
+    def call_with_padding(self, x, valid, suspect, who, **kwargs):
+        """The call inside a container: the valid mask runs as lengths (or Keras's mask), and
+        is passed on with a returned sequence, ended with the last output (``nn.masking``)."""
+        return call_rnn(self, x, valid, suspect, who, **kwargs)
+
+    def takes_embedding(self, embedding, ids):
+        """Can ``self(ids, embedding=embedding)`` stand for ``self(embedding(ids))``, and pay?
+        (Sequential and Seq2Seq's encoder ask before fusing.) Fusing trades the (T*B)-row
+        projection for a vocabulary-row one, so it needs fewer table rows than tokens; the two
+        layers must agree on mode, dtype and width. Anything else (including bad ids) takes the
+        unfused path and its errors."""
+        if not is_embedding(embedding):
+            return False
+        ids = np.asarray(ids)
+        return (
+            ids.ndim == 2
+            and ids.dtype.kind in "iu"
+            and embedding.num_embeddings < ids.size
+            and embedding.embedding_dim == self.input_size
+            and embedding.dtype == self.dtype
+            and embedding.training == self.training
+            # input dropout acts on the embedded sequence, which token input never builds
+            and not (self.training and self.input_dropout > 0.0)
+        )
+
+    # ---- interop -------------------------------------------------------------------------------
 
     @classmethod
     def from_torch(cls, module):
         """A layer with the configuration and weights of a ``torch.nn.RNN``."""
-        from ..io import interop
-
-        return interop.from_torch(module, cls=cls)
+        return rnn_torch.from_torch(module, cls)
 
     def to_torch(self):
         """A ``torch.nn.RNN`` with this layer's configuration and weights (torch imported here)."""
-        from ..io import interop
-
-        return interop.to_torch(self)
-
-    def save(self, path):
-        """Write configuration and parameters to a .npz file (no pickle); ``rnnfast.load`` reads it."""
-        from ..io import persistence
-
-        persistence.save(self, path)
+        return rnn_torch.to_torch(self)
 
     def __repr__(self):
         """Sizes, every option that differs from the constructor's default, and the dtype:

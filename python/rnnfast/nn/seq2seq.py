@@ -18,6 +18,7 @@ ending in EOS), both of length n.
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 
@@ -27,6 +28,7 @@ from .. import decoding
 from ..losses import cross_entropy, log_softmax
 from ._children import ChildOwner
 from ._inference_only import refuse_training
+from ._layer import quantize_layer
 from .embedding import Embedding
 from .linear import Linear
 from .rnn import RNN
@@ -490,10 +492,19 @@ class Seq2Seq(ChildOwner):
             step_fn, state, bos, max_len, beam_width, eos_token=eos, length_penalty=length_penalty
         )
 
-    # ---- parameters and modes ---------------------------------------------------------------
+    # ---- configuration and quantization ------------------------------------------------------
 
-    def num_parameters(self):
-        return sum(p.size for p in self.parameters())
+    def quantized_copy(self, mode, where="model"):
+        """A copy with its five layers quantized (``rnnfast.quantize``); decoding steps through
+        them. Of this exact class only, as for layers."""
+        if type(self) is not Seq2Seq:
+            return super().quantized_copy(mode, where)
+        q = copy.copy(self)
+        for name, child in self.modules.items():
+            setattr(q, name, quantize_layer(child, mode, f"{where}.{name}"))
+        q._rng = copy.deepcopy(self._rng)  # the copy's coin flips do not advance the original's
+        q._cache, q._encoder_fused, q.last_fed_tokens = None, False, None
+        return q._as_inference_copy(mode)
 
     def get_config(self):
         return {

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ._children import ChildOwner
 from ._inference_only import refuse_training
-from .masking import (
-    batch_first_of,
-    call_layer,
-    call_rnn,
-    input_suspect,
-    input_valid_mask,
-)
+from ._layer import quantize_layer
+from .masking import batch_first_of, call_layer, input_suspect, input_valid_mask
+from .persistence import build_layer, layer_config
 from .storage import storage_rows, storage_summary
 
 __all__ = ["Sequential"]
@@ -20,26 +14,11 @@ __all__ = ["Sequential"]
 
 def embedding_feeds_rnn(layer, following, ids):
     """Can ``following(ids, embedding=layer)`` stand for ``following(layer(ids))``, and pay?
-    (Sequential and Seq2Seq's encoder ask before fusing.)
-    Fusing trades the (T*B)-row projection for a vocabulary-row one, so it needs fewer table
-    rows than tokens; the two layers must agree on mode, dtype and width. Anything else
-    (including bad ids) takes the unfused path and its errors."""
-    from .embedding import Embedding
-    from .rnn import RNN
-
-    if not (isinstance(layer, Embedding) and isinstance(following, RNN)):
-        return False
-    ids = np.asarray(ids)
-    return (
-        ids.ndim == 2
-        and ids.dtype.kind in "iu"
-        and layer.num_embeddings < ids.size
-        and layer.embedding_dim == following.input_size
-        and layer.dtype == following.dtype
-        and layer.training == following.training
-        # input dropout acts on the embedded sequence, which token input never builds
-        and not (following.training and following.input_dropout > 0.0)
-    )
+    (Sequential and Seq2Seq's encoder ask before fusing.) The following layer says
+    (``takes_embedding``, the layer protocol's: an RNN after an Embedding, when the batch has
+    more tokens than the table rows)."""
+    takes = getattr(following, "takes_embedding", None)
+    return takes is not None and takes(layer, ids)
 
 
 class Sequential(ChildOwner):
@@ -85,18 +64,26 @@ class Sequential(ChildOwner):
         axes), or None; losses and metrics take it as their ``mask``.
         """
         valid = input_valid_mask(self, x, lengths, mask)
-        out, self.output_mask, _ = self.call_with_padding(x, valid, input_suspect(x, valid))
+        out, self.output_mask, _ = self.call_with_padding(
+            x, valid, input_suspect(x, valid), "Sequential"
+        )
         return out
 
-    def call_with_padding(self, x, valid, suspect):
-        """The forward with the padding carried in and out: ``(out, valid, suspect)``."""
+    def call_with_padding(self, x, valid, suspect, who, **kwargs):
+        """The forward with the padding carried in and out: ``(out, valid, suspect)``. (The
+        layers are named by their index in messages, ``who`` and ``kwargs`` are not used: a
+        Sequential takes its input alone.)"""
+        if kwargs:
+            raise TypeError(
+                f"{who}: a Sequential takes its input alone, got keyword(s) {sorted(kwargs)}"
+            )
         fused = set()
         i = 0
         while i < len(self.layers):
             layer = self.layers[i]
             if i + 1 < len(self.layers) and embedding_feeds_rnn(layer, self.layers[i + 1], x):
-                x, valid, suspect = call_rnn(
-                    self.layers[i + 1], x, valid, suspect, f"layers[{i + 1}]", embedding=layer
+                x, valid, suspect = self.layers[i + 1].call_with_padding(
+                    x, valid, suspect, f"layers[{i + 1}]", embedding=layer
                 )
                 fused.add(i)
                 i += 2
@@ -133,23 +120,32 @@ class Sequential(ChildOwner):
     def __len__(self):
         return len(self.layers)
 
-    # ---- parameters ---------------------------------------------------------------------------
-
-    # ---- description and persistence ----------------------------------------------------------
+    # ---- description, persistence, quantization -----------------------------------------------
 
     def get_config(self):
-        from ..io.persistence import layer_config
-
         return {"layers": [layer_config(layer) for layer in self.layers]}
 
     @classmethod
     def from_config(cls, config):
-        from ..io.persistence import build_layer
-
         return cls([build_layer(c) for c in config["layers"]])
 
-    def keras_param_count(self):
-        return sum(layer.keras_param_count() for layer in self.layers)
+    def output_shape(self, input_shape):
+        """The last layer's output shape, each layer's from the one before (None when one of
+        them does not say)."""
+        shape = tuple(input_shape)
+        for layer in self.layers:
+            shape = None if shape is None else layer.output_shape(shape)
+        return shape
+
+    def quantized_copy(self, mode, where="model"):
+        """A Sequential of the layers' quantized copies (``rnnfast.quantize``): of this exact
+        class only, as for layers (a subclass may compute what the copy would not)."""
+        if type(self) is not Sequential:
+            return super().quantized_copy(mode, where)
+        layers = [
+            quantize_layer(c, mode, f"{where}.layers[{i}]") for i, c in enumerate(self.layers)
+        ]
+        return Sequential(layers)._as_inference_copy(mode)
 
     def summary(self, input_shape=None):
         """Print (and return) a Keras-style table: each layer, its output shape (from
@@ -157,15 +153,13 @@ class Sequential(ChildOwner):
         and its parameter count in Keras's layout (RNNs: one bias vector), then the totals. A
         quantized copy (``rnnfast.quantize``) also shows each layer's weight type and bytes,
         and the total bytes beside the float32 model's."""
-        from ..io.persistence import output_shape
-
         # a quantized copy's table also shows each layer's weight type and bytes
         quantized = getattr(self, "quantized", None) is not None
         extra = ("Weights", "Bytes") if quantized else ()
         rows = [("Layer (type)", "Output Shape", "Param #", *extra)]
         shape = None if input_shape is None else (None, *input_shape)
         for i, layer in enumerate(self.layers):
-            shape = None if shape is None else output_shape(layer, shape)
+            shape = None if shape is None else layer.output_shape(shape)
             shown = "?" if shape is None else str(shape).replace("None", "None")
             row = (
                 f"{type(layer).__name__.lower()}_{i} ({type(layer).__name__})",
@@ -202,11 +196,6 @@ class Sequential(ChildOwner):
         text = "\n".join(lines)
         print(text)
         return text
-
-    def save(self, path):
-        from ..io.persistence import save
-
-        save(self, path)
 
     def __repr__(self):
         inner = ",\n".join(f"  ({i}): {layer!r}" for i, layer in enumerate(self.layers))

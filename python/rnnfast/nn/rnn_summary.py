@@ -1,0 +1,106 @@
+"""The RNN's Keras-style description: its summary table and its parameter count in Keras's
+layout (one bias vector per direction where rnnfast, as PyTorch, stores two), read from its
+parameters' PyTorch names."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["keras_param_count", "summary_text"]
+
+_PARAM = re.compile(r"^(weight|bias)_(ih|hh)_l(\d+)(_reverse)?$")
+
+
+def _groups(layer):
+    """{(layer index, reverse): {kind: array}} from the named parameters; others apart."""
+    groups, others = {}, {}
+    for name, p in layer.named_parameters():
+        m = _PARAM.match(name)
+        if m is None:
+            others[name] = p
+            continue
+        key = (int(m.group(3)), m.group(4) is not None)
+        groups.setdefault(key, {})[f"{m.group(1)}_{m.group(2)}"] = p
+    return groups, others
+
+
+def _keras_count(group):
+    """Keras's count for one direction: kernel, recurrent kernel and one bias vector."""
+    n = group["weight_ih"].size + group["weight_hh"].size
+    if "bias_ih" in group or "bias_hh" in group:
+        n += next(group[k] for k in ("bias_ih", "bias_hh") if k in group).size
+    return n
+
+
+def summary_text(layer):
+    """A Keras-style table of ``layer``: one row per stacked layer (both directions together),
+    its output shape and its parameter count in Keras's layout (one bias vector per direction,
+    so the totals equal Keras's ``SimpleRNN`` / ``Bidirectional`` counts), then the total in
+    PyTorch's layout (two bias vectors, ``bias_ih`` and ``bias_hh``), which rnnfast stores.
+
+    Returns
+    -------
+    str
+    """
+    groups, others = _groups(layer)
+    H = layer.hidden_size
+    dirs = 2 if getattr(layer, "bidirectional", False) else 1
+    batch_first = getattr(layer, "batch_first", False)
+    last = layer.num_layers - 1
+    merge_mode = getattr(layer, "merge_mode", "concat")
+    # None: PyTorch's convention, the whole sequence
+    return_sequences = getattr(layer, "return_sequences", None) is not False
+
+    rows = [("Layer (type)", "Output Shape", "Param #")]
+    keras_total = 0
+    for k in range(layer.num_layers):
+        count = sum(_keras_count(g) for (i, _), g in groups.items() if i == k)
+        keras_total += count
+        width = H * dirs if (k < last or merge_mode == "concat") else H
+        if k == last and not return_sequences:
+            shape = f"(B, {width})"
+        else:
+            shape = f"(B, T, {width})" if batch_first else f"(T, B, {width})"
+        kind = "Bidirectional RNN" if dirs == 2 else "RNN"
+        # Keras's dropout / recurrent_dropout (rnnfast's input_ / recurrent_dropout) shown
+        # where set: they change what training computes, not the parameters
+        drops = "".join(
+            f", {keras_name} {getattr(layer, ours)}"
+            for keras_name, ours in (
+                ("dropout", "input_dropout"),
+                ("recurrent_dropout", "recurrent_dropout"),
+            )
+            if getattr(layer, ours, 0.0)
+        )
+        rows.append((f"rnn_l{k} ({kind}, {layer.nonlinearity}{drops})", shape, f"{count:,}"))
+    other_total = sum(p.size for p in others.values())
+    if others:
+        rows.append(("other parameters", "", f"{other_total:,}"))
+        keras_total += other_total
+    torch_total = sum(p.size for p in layer.parameters())
+
+    widths = [max(len(r[i]) for r in rows) + 3 for i in range(3)]
+    width = sum(widths)
+
+    def fmt(row):
+        return " " + "".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+
+    lines = [f'Model: "{type(layer).__name__}"', "_" * width, fmt(rows[0]), "=" * width]
+    for i, row in enumerate(rows[1:]):
+        lines.append(fmt(row))
+        lines.append("=" * width if i == len(rows) - 2 else "_" * width)
+    lines.append(f"Total params: {keras_total:,}")
+    if getattr(layer, "bias", True) and torch_total != keras_total:
+        lines.append(
+            f"PyTorch layout: {torch_total:,} params (rnnfast stores two bias vectors per "
+            "direction, bias_ih and bias_hh; Keras's one bias is their sum)"
+        )
+    else:
+        lines.append(f"PyTorch layout: {torch_total:,} params (no biases)")
+    return "\n".join(lines)
+
+
+def keras_param_count(layer):
+    """An RNN's parameters in Keras's layout: one bias vector per direction, not two."""
+    groups, others = _groups(layer)
+    return sum(_keras_count(g) for g in groups.values()) + sum(p.size for p in others.values())
