@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import rnnfast
-from rnnfast.nn._layer import Layer
+from rnnfast.nn import Layer
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -520,7 +520,7 @@ class Scaled(Layer):
     def __init__(self, width, dtype=np.float32):
         super().__init__(dtype)
         self.width = width
-        self._add_parameter("scale", np.linspace(0.5, 2.0, width))
+        self.add_parameter("scale", np.linspace(0.5, 2.0, width))
 
     def forward(self, x):
         self._cache = None
@@ -542,7 +542,7 @@ class Scaled(Layer):
         return flow.derive(g.op("Mul", [flow.value, scale]))
 
 
-class ScaledTagger(rnnfast.Module):
+class ScaledExportTagger(rnnfast.Module):
     def __init__(self):
         super().__init__()
         self.scaled = Scaled(D)
@@ -560,7 +560,7 @@ def test_a_users_layer_exports_through_its_emitter(with_lengths):
     lengths = lengths_for(6, 4)
     kwargs = {"lengths": lengths} if with_lengths else {}
     for model in (
-        ScaledTagger().eval(),
+        ScaledExportTagger().eval(),
         rnnfast.Sequential([Scaled(D), rnnfast.RNN(D, H, seed=1, batch_first=True)]).eval(),
     ):
         exported = rx.export(model, None, lengths=with_lengths)
