@@ -1,15 +1,18 @@
-"""What the bench scripts share: a clean BLAS environment, what the machine and its BLAS libraries
-are, one thread count in every library, rnnfast on a chosen ISA, timing, the machine's load,
-agreement errors and logging.
+"""What the bench scripts share: a clean BLAS environment, what the machine and its BLAS
+libraries are, one thread count in every library, rnnfast on a chosen ISA, timing, the machine's
+load, agreement errors and logging; and for the scripts that take ``--cases "T,B,D,H;..."``,
+reading the cases, the text table of their rows and the JSON they leave. (Where the scripts read
+and write is in ``bench/__init__.py``.)
 
-Used by compare.py (and its modules), compare_composition.py and thread_pools.py, which import it
-from this folder (a script's own folder is first on sys.path).
+The scripts import it as ``bench._common`` (they run as ``python -m bench.<folder>.<name>`` from
+the repository root, which Python puts first on sys.path).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import math
 import os
 import platform
@@ -31,6 +34,15 @@ BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 REEXEC_MARKER = "_RNNFAST_BENCH_UNSET"
 
 
+def script_name() -> str:
+    """The running script as it was started: 'bench.peers.compare' under ``python -m``, else
+    its file's name."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is None:
+        return Path(sys.argv[0]).name
+    return spec.name.removesuffix(".__main__")
+
+
 def reexec_without_blas_overrides() -> None:
     """Restart this script with the OpenBLAS overrides removed from the environment, if any is set.
 
@@ -42,13 +54,14 @@ def reexec_without_blas_overrides() -> None:
         return
     settings = ", ".join(f"{name}={os.environ[name]}" for name in found)
     print(
-        f"{Path(sys.argv[0]).name}: {settings} set; re-executing with "
+        f"{script_name()}: {settings} set; re-executing with "
         f"{' and '.join(BLAS_OVERRIDES)} unset so that NumPy's BLAS picks its own kernels",
         flush=True,
     )
     env = {k: v for k, v in os.environ.items() if k not in BLAS_OVERRIDES}
     env[REEXEC_MARKER] = settings
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    # sys.orig_argv keeps "-m bench.<folder>.<name>", which sys.argv has turned into a file path
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
 def blas_info() -> list:
@@ -251,3 +264,50 @@ def relative_error(a, b) -> float:
 def log(msg: str) -> None:
     """Progress to stderr, so that stdout holds only the report."""
     print(msg, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- cases, tables, JSON
+
+
+def parse_cases(text):
+    """``"T,B,D,H;..."`` as a list of (T, B, D, H) tuples of positive ints; anything else ends
+    the script with a message naming the part that is not one."""
+    cases = []
+    for part in text.split(";"):
+        try:
+            values = tuple(int(v) for v in part.split(","))
+        except ValueError:
+            values = ()
+        if len(values) != 4 or min(values) < 1:
+            raise SystemExit(f"--cases: expected T,B,D,H of positive ints, got {part!r}")
+        cases.append(values)
+    return cases
+
+
+def cell(key, spec="", suffix=""):
+    """A column's text for a row: the row's value under ``key`` formatted by ``spec`` ('.3f',
+    '.1e', ...), then ``suffix`` ('x' after a ratio)."""
+    return lambda row: f"{row[key]:{spec}}{suffix}"
+
+
+# The columns of a case's shape, in the order of --cases
+SHAPE_COLUMNS = [("T", ">4", cell("T")), ("B", ">4", cell("B"))]
+SHAPE_COLUMNS += [("D", ">5", cell("D")), ("H", ">5", cell("H"))]
+
+
+def text_table(columns, rows):
+    """A header of the columns' titles, a rule under it and a line per row, the columns one
+    space apart. A column is (title, place, text): ``place`` the alignment and width of its
+    title and cells ('>9', '<20'), ``text(row)`` its text for a row (see :func:`cell`)."""
+    head = " ".join(f"{title:{place}}" for title, place, _ in columns)
+    lines = [head, "-" * len(head)]
+    lines += [" ".join(f"{text(r):{place}}" for _, place, text in columns) for r in rows]
+    return "\n".join(lines)
+
+
+def write_json(path, result):
+    """``result`` as JSON at ``path`` (its folder made if need be), and a line saying so."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"\nwrote {out}")

@@ -36,18 +36,10 @@ import time
 
 import _cli  # the examples' shared command line, beside this file
 import numpy as np
+from _tasks import encode_text  # the task's data, as its twin in bench/ reads it
 
 import rnnfast
 from rnnfast import decoding, losses, optim, training
-
-
-def encode_text(text, train_fraction=0.9):
-    """(train ids, validation ids, alphabet): the characters as int64 ids, split in order."""
-    alphabet = sorted(set(text))
-    index = {c: i for i, c in enumerate(alphabet)}
-    ids = np.array([index[c] for c in text], dtype=np.int64)
-    split = int(train_fraction * len(ids))
-    return ids[:split], ids[split:], alphabet
 
 
 def build_model(vocab, embed, hidden, seed):

@@ -19,27 +19,13 @@ RESULT line as ``quantized_test_accuracy=...``.
 from __future__ import annotations
 
 import time
-import unicodedata
 
 import _cli  # the examples' shared command line, beside this file
 import numpy as np
+from _tasks import flatten  # the task's data, as its twin in bench/ reads it
 
 import rnnfast
 from rnnfast import metrics, optim, training
-
-
-def ascii_letters(name):
-    """The name without accents (Ślusàrski -> Slusarski), as the classic tutorial does."""
-    return "".join(c for c in unicodedata.normalize("NFD", name) if unicodedata.category(c) != "Mn")
-
-
-def flatten(by_language):
-    """(names without accents, language index per name, language names) of the data set's
-    dict language -> names."""
-    languages = list(by_language)
-    names = [ascii_letters(n) for lang in languages for n in by_language[lang]]
-    labels = np.repeat(np.arange(len(languages)), [len(by_language[lang]) for lang in languages])
-    return names, labels, languages
 
 
 def one_hot(name, alphabet):

@@ -1,12 +1,13 @@
 """End-to-end training time of the examples against their PyTorch twins.
 
-Each example in examples/ (names, charlm, sunspots) has a twin in bench/ that trains the same
+Each example in examples/ (names, charlm, sunspots) has a twin in this folder that trains the same
 model on the same data with the same hyper-parameters in PyTorch; both end with a line
 ``RESULT <metric>=<value> ... time_s=<seconds>`` (time_s covers the same work on both sides:
 loading, training, evaluation; not the plots). This runs each pair alternately, ``--repeats``
 times, and reports the medians and the time ratio (rnnfast / PyTorch; the target is <= 0.5).
 
-    python bench/examples_vs_torch.py [--repeats 3] [--only names charlm sunspots] [--data ROOT]
+    python -m bench.end_to_end.examples_vs_torch [--repeats 3] [--only names charlm sunspots]
+                                                 [--data ROOT]
 
 Each script uses its defaults but ``--data``: both sides use every core (rnnfast's default
 threads; the twins' ``--threads 2``). ``--data ROOT`` is the datasets root given to every
@@ -24,22 +25,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PAIRS = {
-    "names": ("examples/names.py", "bench/torch_names.py", "test_accuracy"),
-    "charlm": ("examples/charlm.py", "bench/torch_charlm.py", "val_perplexity"),
-    "sunspots": ("examples/sunspots.py", "bench/torch_sunspots.py", "test_rmse"),
-}
+from bench import REPO, SHARED_DATA
+
+# each example (examples/<name>.py; its twin: torch_<name>.py of this folder) and its metric
+PAIRS = {"names": "test_accuracy", "charlm": "val_perplexity", "sunspots": "test_rmse"}
 
 
-SHARED = ROOT.parent / "shared" / "data"
-
-
-def result_line(script: str, cwd: str, data) -> dict:
-    """The key=value pairs of the script's RESULT line (it runs with its defaults)."""
+def result_line(command: list, cwd, data) -> dict:
+    """The key=value pairs of the RESULT line of ``python <command>`` (its defaults but
+    ``--data``), run in ``cwd``."""
     extra = ["--data", str(data)] if data is not None else []
     out = subprocess.run(
-        [sys.executable, str(ROOT / script), *extra],
+        [sys.executable, *command, *extra],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -56,7 +53,7 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--data",
         type=Path,
-        default=SHARED if SHARED.is_dir() else None,
+        default=SHARED_DATA if SHARED_DATA.is_dir() else None,
         help="the datasets root given to every script",
     )
     args = parser.parse_args(argv)
@@ -67,11 +64,15 @@ def main(argv=None) -> None:
     )
     with tempfile.TemporaryDirectory() as cwd:  # the examples' plots land here
         for name in args.only:
-            ours, twin, metric = PAIRS[name]
+            metric = PAIRS[name]
+            example = [str(REPO / "examples" / f"{name}.py")]
+            twin = ["-m", f"bench.end_to_end.torch_{name}"]
             runs = {"rnnfast": [], "torch": []}
             for _ in range(args.repeats):
-                runs["rnnfast"].append(result_line(ours, cwd, args.data))
-                runs["torch"].append(result_line(twin, cwd, args.data))
+                runs["rnnfast"].append(result_line(example, cwd, args.data))
+                # the twin runs from the repository root, where ``bench`` is found; it leaves
+                # no file behind
+                runs["torch"].append(result_line(twin, REPO, args.data))
             med = {
                 side: {k: statistics.median(r[k] for r in rs) for k in (metric, "time_s")}
                 for side, rs in runs.items()

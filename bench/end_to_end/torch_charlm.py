@@ -1,7 +1,7 @@
 """PyTorch twin of examples/charlm.py: same text, split, truncated-BPTT windows, model,
 optimiser, clipping and epochs, for comparing end-to-end training time and accuracy.
 
-    python bench/torch_charlm.py [--data ROOT] [--epochs 2] [--threads 2]
+    python -m bench.end_to_end.torch_charlm [--data ROOT] [--epochs 2] [--threads 2]
 
 Ends with ``RESULT val_perplexity=... time_s=...`` as the rnnfast example (the time covers the
 same work: loading, training, validation and the three decoded samples).
@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from charlm import encode_text
-
+from examples._tasks import encode_text
 from rnnfast import datasets
 from rnnfast.training import stream_windows
 

@@ -1,7 +1,7 @@
 """PyTorch twin of examples/names.py: same names, split, batches, one-hot encoding, model,
 optimiser and epochs, for comparing end-to-end training time and accuracy.
 
-    python bench/torch_names.py [--data ROOT] [--epochs 15] [--hidden 128] [--threads 2]
+    python -m bench.end_to_end.torch_names [--data ROOT] [--epochs 15] [--hidden 128] [--threads 2]
 
 ``--data ROOT`` as the example's: the datasets root (default: rnnfast.datasets' lookup).
 
@@ -13,7 +13,6 @@ its own last letter (what rnnfast's ``lengths`` gives). Ends with
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -22,9 +21,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from names import flatten
-
+from examples._tasks import flatten
 from rnnfast import datasets
 
 

@@ -1,7 +1,7 @@
 """PyTorch twin of examples/sunspots.py: same data, split, scaling, windows, model, optimiser
 and epochs, for comparing end-to-end training time and accuracy.
 
-    python bench/torch_sunspots.py [--data ROOT] [--epochs 60] [--threads 2]
+    python -m bench.end_to_end.torch_sunspots [--data ROOT] [--epochs 60] [--threads 2]
 
 Ends with ``RESULT test_rmse=... persistence_rmse=... time_s=...`` as the rnnfast example.
 """
@@ -9,7 +9,6 @@ Ends with ``RESULT test_rmse=... persistence_rmse=... time_s=...`` as the rnnfas
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -17,9 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from sunspots import rmse, split_scale, windows
-
+from examples._tasks import rmse, split_scale, windows
 from rnnfast import datasets
 
 

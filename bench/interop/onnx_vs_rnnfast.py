@@ -2,8 +2,8 @@
 ``rnnfast.io.onnx.export`` writes of the same model, and ``rnnfast.torch.RNN`` against
 ``torch.nn.RNN`` inside a torch training step.
 
-    python bench/onnx_vs_rnnfast.py [--cases "T,B,D,H;..."] [--threads 1] [--repeats 7]
-                                    [--min-repeat-s 0.2] [--out PATH]
+    python -m bench.interop.onnx_vs_rnnfast [--cases "T,B,D,H;..."] [--threads 1] [--repeats 7]
+                                            [--min-repeat-s 0.2] [--out PATH]
 
 1. Inference, float32, eval mode: ``RNN(D, H)`` (one layer) and ``RNN(D, H, num_layers=2,
    bidirectional=True)`` over (T, B, D) time-major input with variable lengths (lengths=True:
@@ -15,7 +15,7 @@
    weights, B x T x D batch-first input, torch's autograd around both; the input gradients'
    relative difference beside the times.
 
-Times are medians of repeats that alternate between the two sides (bench/harness.py), each
+Times are medians of repeats that alternate between the two sides (bench/_common.py), each
 repeat at least --min-repeat-s long; ratio = the peer's time / rnnfast's (> 1: rnnfast is
 faster). Prints the tables with the ISA and thread count and writes JSON (default
 bench/results/onnx_vs_rnnfast.json).
@@ -25,24 +25,27 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import onnxruntime as ort
 import torch
-from bench_common import SHAPE_COLUMNS, cell, parse_cases, text_table, write_json
-from harness import log, relative_error, thread_count, time_alternating
 
 import rnnfast
 import rnnfast.torch as rt
+from bench import RESULTS
+from bench._common import (
+    SHAPE_COLUMNS,
+    cell,
+    log,
+    parse_cases,
+    relative_error,
+    text_table,
+    thread_count,
+    time_alternating,
+    write_json,
+)
 from rnnfast import _core
 from rnnfast.io import onnx as rx
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # (T, B, D, H): H <= 128 (where the kernels gain most over the peers), then larger
 DEFAULT_CASES = "100,1,32,64;100,16,64,128;100,64,64,128;50,32,256,512;20,8,512,1024"
@@ -166,7 +169,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=7, help="alternating repeats (default 7)")
     parser.add_argument("--min-repeat-s", type=float, default=0.2, help="seconds per repeat")
     parser.add_argument("--skip", choices=["inference", "training"], action="append", default=[])
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "onnx_vs_rnnfast.json"))
+    parser.add_argument("--out", default=str(RESULTS / "onnx_vs_rnnfast.json"))
     args = parser.parse_args(argv)
     cases = parse_cases(args.cases)
     isa = _core.active_isa()

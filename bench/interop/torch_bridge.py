@@ -1,8 +1,9 @@
 """rnnfast.torch.RNN against torch.nn.RNN inside a torch training loop (issue 17's target: at
 least 3x where H <= 128).
 
-    python bench/torch_bridge.py [--cases "T,B,D,H;..."] [--threads 1] [--optimizer sgd|adam]
-                                 [--time-major] [--repeats 7] [--min-repeat-s 0.2] [--out PATH]
+    python -m bench.interop.torch_bridge [--cases "T,B,D,H;..."] [--threads 1]
+                                         [--optimizer sgd|adam] [--time-major] [--repeats 7]
+                                         [--min-repeat-s 0.2] [--out PATH]
 
 One training step of the same model on each side: ``RNN(D, H, batch_first=True)`` (the
 bridge's a ``rnnfast.torch.from_torch`` copy of torch's), a ``Linear(H, 1)`` head on every
@@ -14,7 +15,7 @@ input (B, T, D) not requiring gradients, as a first layer's input does not. ``--
 Columns:
 
 - ``torch ms`` and ``bridge ms``: medians of repeats that alternate between the two steps
-  (bench/harness.py), each repeat at least --min-repeat-s long; ``ratio`` = torch / bridge.
+  (bench/_common.py), each repeat at least --min-repeat-s long; ``ratio`` = torch / bridge.
 - ``kernels ms``: rnnfast's own layer (``rnnfast.RNN``, NumPy arrays, the same layout) forward and
   backward alone, the same shapes, timed in the same alternation: the part of the bridge's
   step that is rnnfast's kernels and their Python layer. ``rest ms`` = bridge - kernels: the
@@ -35,26 +36,26 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
-from pathlib import Path
 
 import numpy as np
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import harness  # noqa: E402  (bench/harness.py: the BLAS environment comes first)
-
-harness.reexec_without_blas_overrides()
-
-import torch  # noqa: E402
-from bench_common import SHAPE_COLUMNS, cell, parse_cases, text_table, write_json  # noqa: E402
-from harness import log, relative_error, thread_count, time_alternating  # noqa: E402
-
-import rnnfast  # noqa: E402
-import rnnfast.torch as rt  # noqa: E402
-from rnnfast import _core  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+import rnnfast
+import rnnfast.torch as rt
+from bench import RESULTS
+from bench._common import (
+    SHAPE_COLUMNS,
+    cell,
+    log,
+    parse_cases,
+    reexec_without_blas_overrides,
+    relative_error,
+    text_table,
+    thread_count,
+    time_alternating,
+    write_json,
+)
+from rnnfast import _core
 
 # T = 100, B in {1, 16, 64}, D = H in {32, 64, 128} (the target's range), then larger layers
 DEFAULT_CASES = ";".join(
@@ -180,7 +181,7 @@ def main(argv=None):
     parser.add_argument("--time-major", action="store_true", help="batch_first=False input")
     parser.add_argument("--repeats", type=int, default=7, help="alternating repeats (default 7)")
     parser.add_argument("--min-repeat-s", type=float, default=0.2, help="seconds per repeat")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "torch_bridge.json"))
+    parser.add_argument("--out", default=str(RESULTS / "torch_bridge.json"))
     args = parser.parse_args(argv)
     if args.threads < 1 or args.repeats < 1 or args.min_repeat_s <= 0:
         raise SystemExit("--threads and --repeats: positive ints; --min-repeat-s: positive")
@@ -207,4 +208,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    reexec_without_blas_overrides()  # before the first timing (main() runs in tests too)
     main()

@@ -2,8 +2,8 @@
 
 Run from the repository root:
 
-    python bench/gemm_vs_blas.py                 # float32 and float64, 1 thread
-    python bench/gemm_vs_blas.py --dtype float64 --threads 2 --repeats 7
+    python -m bench.kernels.gemm_vs_blas                 # float32 and float64, 1 thread
+    python -m bench.kernels.gemm_vs_blas --dtype float64 --threads 2 --repeats 7
 
 The shapes are those of bench/cpp/bench_gemm.cpp (whose rows set rnnfast's kernel beside
 OpenBLAS's sgemm / dgemm in C++): the recurrent step C = A W^T (M = B, K = N = H), the input
@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import blas_info, reexec_without_blas_overrides, thread_count, time_alternating
 
 import rnnfast
+from bench import RESULTS
+from bench._common import blas_info, reexec_without_blas_overrides, thread_count, time_alternating
 from rnnfast import _core
 
 TARGET = 0.95  # rnnfast's rate over the best BLAS's
@@ -150,9 +151,7 @@ def main() -> None:
     parser.add_argument("--min-repeat-s", type=float, default=0.02)
     parser.add_argument("--kinds", default="step,proj,grad_hh,grad_ih")
     parser.add_argument("--hidden", default="64,256,1024,2048", help="H of the step rows")
-    parser.add_argument(
-        "--out", default=str(Path(__file__).parent / "results" / "gemm_vs_blas.json")
-    )
+    parser.add_argument("--out", default=str(RESULTS / "gemm_vs_blas.json"))
     args = parser.parse_args()
     import torch
 

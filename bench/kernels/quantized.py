@@ -2,11 +2,11 @@
 weights on each quantized path this CPU runs, against rnnfast's float32 forward on the same
 shapes, side by side in one process.
 
-    python bench/quantized.py [--cases "T,B,D,H;..."] [--threads N] [--repeats 7]
-                              [--min-repeat-s 0.2] [--out PATH]
+    python -m bench.kernels.quantized [--cases "T,B,D,H;..."] [--threads N] [--repeats 7]
+                                      [--min-repeat-s 0.2] [--out PATH]
 
 One tanh layer, x (T, B, D), h0 = 0, the combined bias, every h_t returned (return_sequences).
-Times are medians of repeats alternating between all the variants of a case (bench/harness.py);
+Times are medians of repeats alternating between all the variants of a case (bench/_common.py);
 speedup = float32 time / quantized time (> 1: the quantized forward is faster), float32 run on
 the float ISA under which the path is the automatic choice (avx2 and avx_vnni against float32
 avx2, the AVX-512 and AMX paths against float32 avx512: what a user of that machine gains).
@@ -20,23 +20,15 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_common import parse_cases, write_json
-from harness import thread_count, time_alternating
-
 import rnnfast
+from bench import RESULTS
+from bench._common import parse_cases, thread_count, time_alternating, write_json
 from rnnfast import _core
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-import quantized_model as qm  # noqa: E402  (the formats' NumPy model: weights quantized as the library does)
+from rnnfast.nn.quantized_formats import QuantizedWeight
 
 # The float ISA under which each quantized path is the automatic choice ("auto" runs on the
 # best one, as the float32 row of the machine's best ISA).
@@ -54,10 +46,8 @@ DEFAULT_CASES = "100,1,1024,1024;50,64,1024,1024;100,1,32,64;100,16,64,128;50,8,
 
 
 def quantized_weights(kind, w):
-    if kind == "int8":
-        q, s = qm.quantize_weights_int8(w)
-        return _core.QuantizedMatrix("int8", q, s)
-    return _core.QuantizedMatrix("bf16", qm.to_bf16_bits(w), None)
+    """The kernels' packed copy of ``w`` quantized as rnnfast.quantize stores it."""
+    return QuantizedWeight.from_float(kind, w).packed
 
 
 def forward_on(path, isa, x, w_ih, w_hh, bias):
@@ -155,7 +145,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=rnnfast.get_num_threads())
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--min-repeat-s", type=float, default=0.2)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "quantized.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "quantized.json")
     args = parser.parse_args(argv)
     cases = parse_cases(args.cases)
     print(

@@ -8,32 +8,29 @@ training step against the RNN (+ Dense) step of the same D, H, O at T >= 100 (ta
 3x faster; the GEMM flops of the two, 6 T B H (D + 2 O) and 6 T B H (D + H + O), are shown
 beside it: their ratio is what the step's parallelism alone cannot beat).
 
-    python bench/compare_composition.py [--repeats 7] [--threads 1,2]
-                                        [--cases torch,masks,dilation,jordan] [--out PATH]
+    python -m bench.layers.composition [--repeats 7] [--threads 1,2]
+                                       [--cases torch,masks,dilation,jordan] [--out PATH]
 
 Every case is first checked for agreement (outputs, h_n, input and weight gradients: against
 torch, or for the masked rows against rnnfast.reference); timings are medians per call,
-measured with the bench scripts' timing helpers in harness.py (warm-up, one library after the
+measured with the bench scripts' timing helpers in _common.py (warm-up, one library after the
 other; the masked and plain rnnfast runners alternate their repeats). Prints a table and writes
-JSON (default bench/results/compare_composition.json).
+JSON (default bench/results/composition.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
 import rnnfast
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness
-import jordan_vs_rnn
-from harness import relative_error
+from bench import RESULTS, _common
+from bench._common import relative_error
+from bench.layers._jordan_step import StepCase, step_runners
 
 T, B, D, H = 50, 32, 256, 256
 CASES = {
@@ -136,7 +133,7 @@ def make_mask_case(step_mask, zero_output_for_mask, dropout, seed=0):
         "bias_ih": rng.uniform(-bound, bound, H).astype(np.float32),
         "bias_hh": rng.uniform(-bound, bound, H).astype(np.float32),
     }
-    plain = dict(harness.PLAIN_BACKWARD)
+    plain = dict(_common.PLAIN_BACKWARD)
     masked = dict(plain, zero_output_for_mask=zero_output_for_mask)
     if step_mask:
         masked["step_mask"] = rng.random((T, B)) < KEEP_RATE
@@ -195,8 +192,8 @@ def check_masked_against_reference(name, arrays, opts):
 
 
 def timed_ms(timer, fns: dict, args) -> dict:
-    """Median milliseconds per call of each function, timed by harness.time_each or
-    harness.time_alternating."""
+    """Median milliseconds per call of each function, timed by _common.time_each or
+    _common.time_alternating."""
     t = timer(fns, args.repeats, args.min_repeat_ms / 1e3)
     return {k: 1e3 * v["median_s"] for k, v in t.items()}
 
@@ -222,14 +219,14 @@ def torch_table(args, rows):
     print("lengths uniform in [T/4, T]; x = torch time / rnnfast time")
     print(f"{'case':<42} {'threads':>7} {'mode':<8} {'rnnfast ms':>11} {'torch ms':>9} {'x':>6}")
     for threads in args.threads:
-        with harness.thread_count(threads):
+        with _common.thread_count(threads):
             for name, spec in CASES.items():
                 layer, module, x, lengths = make_case(*spec)
                 fast, slow = rnnfast_runners(layer, x, lengths), torch_runners(module, x, lengths)
                 worst = check_agreement(name, fast, slow)
                 for mode, i in (("forward", 0), ("train", 1)):
                     fns = {"rnnfast": fast[i], "torch": slow[i]}
-                    ms = timed_ms(harness.time_each, fns, args)
+                    ms = timed_ms(_common.time_each, fns, args)
                     ratio = ms["torch"] / ms["rnnfast"]
                     add_row(
                         rows, name, threads, mode, ms, ("speedup", ratio, f"{ratio:>6.2f}"), worst
@@ -248,7 +245,7 @@ def masks_table(args, rows):
         f"{'case':<42} {'threads':>7} {'mode':<8} {'masked ms':>11} {'plain ms':>9} {'overhead':>9}"
     )
     for threads in args.threads:
-        with harness.thread_count(threads):
+        with _common.thread_count(threads):
             for name, spec in MASK_CASES.items():
                 arrays, plain, masked = make_mask_case(*spec)
                 worst = check_masked_against_reference(name, arrays, masked)
@@ -256,7 +253,7 @@ def masks_table(args, rows):
                 fast_masked = functional_runners(arrays, masked)
                 for mode, i in (("forward", 0), ("train", 1)):
                     fns = {"plain": fast_plain[i], "masked": fast_masked[i]}
-                    t = timed_ms(harness.time_alternating, fns, args)
+                    t = timed_ms(_common.time_alternating, fns, args)
                     ms = {"masked": t["masked"], "plain": t["plain"]}
                     overhead = ms["masked"] / ms["plain"] - 1.0
                     figure = ("overhead", overhead, f"{100 * overhead:>+8.1f}%")
@@ -286,7 +283,7 @@ def dilation_table(args, rows):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((T, B, D)).astype(np.float32)
     for threads in args.threads:
-        with harness.thread_count(threads):
+        with _common.thread_count(threads):
             for name, dilation in DILATIONS.items():
                 layers = 4 if isinstance(dilation, list) else 1
                 dilated = rnnfast.RNN(D, H, num_layers=layers, dilation=dilation, seed=0)
@@ -295,7 +292,7 @@ def dilation_table(args, rows):
                 fast_d, fast_p = rnnfast_runners(dilated, x, None), rnnfast_runners(plain, x, None)
                 for mode, i in (("forward", 0), ("train", 1)):
                     fns = {"plain": fast_p[i], "dilated": fast_d[i]}
-                    t = timed_ms(harness.time_alternating, fns, args)
+                    t = timed_ms(_common.time_alternating, fns, args)
                     ms = {"dilated": t["dilated"], "plain": t["plain"]}
                     ratio = ms["plain"] / ms["dilated"]
                     add_row(
@@ -350,7 +347,7 @@ def check_jordan(case):
 
 
 def jordan_table(args, rows):
-    """One training step (forward, MSE, backward, Adam), bench/jordan_vs_rnn.py's runners: the
+    """One training step (forward, MSE, backward, Adam), _jordan_step's runners (jordan_vs_rnn.py's): the
     figure is RNN time / JordanRNN time (target: at least 3)."""
     print(
         "\nteacher-forced JordanRNN vs RNN + Dense of the same D, H, O, one training step; "
@@ -361,13 +358,13 @@ def jordan_table(args, rows):
         f"{'flops x':>8}"
     )
     for threads in args.threads:
-        with harness.thread_count(threads):
+        with _common.thread_count(threads):
             for name, shape in JORDAN_CASES.items():
                 steps, batch, d, h, o = shape
-                case = jordan_vs_rnn.StepCase(*shape)
+                case = StepCase(*shape)
                 worst = check_jordan(case)
-                fns = jordan_vs_rnn.step_runners(*shape, case=case)
-                t = timed_ms(harness.time_alternating, fns, args)
+                fns = step_runners(*shape, case=case)
+                t = timed_ms(_common.time_alternating, fns, args)
                 ms = {"jordan": t["JordanRNN"], "rnn": t["RNN + Dense"]}
                 ratio = ms["rnn"] / ms["jordan"]
                 flops = (d + h + o) / (d + 2 * o)
@@ -383,9 +380,7 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--min-repeat-ms", type=float, default=20.0)
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "compare_composition.json"
-    )
+    parser.add_argument("--out", type=Path, default=RESULTS / "composition.json")
     parser.add_argument(
         "--cases",
         default="torch,masks,dilation,jordan",
@@ -400,7 +395,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    harness.reexec_without_blas_overrides()
+    _common.reexec_without_blas_overrides()
     tables = set(args.cases.split(","))
     rows, mask_rows, dilation_rows, jordan_rows = [], [], [], []
     print(f"T={T} B={B} D={D} H={H} float32; isa {rnnfast._core.active_isa()}")

@@ -7,7 +7,7 @@ are timed alternately, forward + backward of the layer pair, as medians, for a c
 model's shape (vocabulary much smaller than the batch's tokens) and for a vocabulary as large
 as the batch's tokens (where Sequential stops fusing).
 
-    python bench/embedding_fusion.py [--repeats 15] [--calls 10] [--threads 2]
+    python -m bench.layers.embedding_fusion [--repeats 15] [--calls 10] [--threads 2]
 """
 
 from __future__ import annotations

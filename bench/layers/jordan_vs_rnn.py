@@ -3,8 +3,8 @@ the lecture notes' trade-off measured. Teacher forcing decouples the time steps,
 training step is a few GEMMs over all T*B rows; the RNN's BPTT is sequential in T. The RNN's
 hidden-to-hidden recurrence is the more powerful one.
 
-    python bench/jordan_vs_rnn.py [--cases T,B,D,H,O;...] [--threads 1,2] [--repeats 9]
-                                  [--data ROOT] [--epochs 30] [--out PATH]
+    python -m bench.layers.jordan_vs_rnn [--cases T,B,D,H,O;...] [--threads 1,2] [--repeats 9]
+                                         [--data ROOT] [--epochs 30] [--out PATH]
 
 1. Training step (forward, MSE loss, backward, Adam step) at T >= 100, B x D -> H -> O, for
    each case and thread count:
@@ -39,79 +39,17 @@ from pathlib import Path
 import numpy as np
 
 import rnnfast
+from bench import RESULTS, SHARED_DATA
+from bench._common import time_alternating
+from bench.layers._jordan_step import step_runners
+from examples._tasks import split_scale  # examples/sunspots.py's split and scaling
 from rnnfast import JordanRNN, datasets, optim, training
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
-
-
-# ---- timing -------------------------------------------------------------------------------------
-
-
-def _time_loop(fn, inner):
-    start = time.perf_counter()
-    for _ in range(inner):
-        fn()
-    return (time.perf_counter() - start) / inner
-
-
-def _warm_up(fn, min_repeat_s):
-    """Runs fn for a while; the number of calls that make one repeat last min_repeat_s."""
-    fn()
-    t = _time_loop(fn, 1)
-    deadline = time.perf_counter() + 0.3
-    while time.perf_counter() < deadline:
-        fn()
-    return max(1, int(min_repeat_s / max(t, 1e-9)))
-
-
-def time_alternating(fns, repeats, min_repeat_s=0.2):
-    """Median seconds per call of each function, the repeats alternating between them (a
-    change in the machine's load then lands on both sides alike)."""
-    inner = {k: _warm_up(fn, min_repeat_s) for k, fn in fns.items()}
-    samples = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            samples[k].append(_time_loop(fn, inner[k]))
-    return {k: statistics.median(v) for k, v in samples.items()}
+# the step table's repeats: each at least this long, after this long a warm-up per model
+MIN_REPEAT_S, WARMUP_S = 0.2, 0.3
 
 
 # ---- 1. training step ---------------------------------------------------------------------------
-
-
-class StepCase:
-    """The two models of one training-step case and their data: x (T, B, D), targets y
-    (T, B, O), the JordanRNN's packed teacher-forcing input [x, y_prev] (built once, as the
-    data is)."""
-
-    def __init__(self, steps, batch, d, h, o, seed=0):
-        rng = np.random.default_rng(seed)
-        self.x = rng.standard_normal((steps, batch, d)).astype(np.float32)
-        self.y = rng.standard_normal((steps, batch, o)).astype(np.float32)
-        self.jordan = JordanRNN(d, h, o, teacher_forced=True, seed=seed)
-        self.packed = self.jordan.teacher_forcing_inputs(self.x, self.y)
-        self.rnn = rnnfast.Sequential(
-            [rnnfast.RNN(d, h, seed=seed), rnnfast.Dense(h, o, seed=seed + 1)]
-        )
-
-
-def step_runners(steps, batch, d, h, o, seed=0, case=None):
-    """One training step (forward, MSE, backward, Adam) of each model, by name."""
-    case = case or StepCase(steps, batch, d, h, o, seed)
-    jordan, rnn, packed, x, y = case.jordan, case.rnn, case.packed, case.x, case.y
-    opt_j, opt_r = optim.Adam(jordan, lr=1e-4), optim.Adam(rnn, lr=1e-4)
-
-    def train(model, opt, inp):
-        def step():
-            model.zero_grad()
-            out = model(inp)
-            _, d_out = rnnfast.losses.mse_loss(out, y)
-            model.backward(d_out)
-            opt.step()
-
-        return step
-
-    return {"JordanRNN": train(jordan, opt_j, packed), "RNN + Dense": train(rnn, opt_r, x)}
 
 
 def bench_steps(args):
@@ -120,7 +58,8 @@ def bench_steps(args):
         with rnnfast.threads(threads):
             for steps, batch, d, h, o in args.cases:
                 fns = step_runners(steps, batch, d, h, o)
-                med = time_alternating(fns, args.repeats)
+                timed = time_alternating(fns, args.repeats, MIN_REPEAT_S, warmup_s=WARMUP_S)
+                med = {name: t["median_s"] for name, t in timed.items()}
                 n = steps * batch
                 rows.append(
                     {
@@ -156,12 +95,6 @@ def _step_line(r):
 
 
 # ---- 2. sunspots ----------------------------------------------------------------------------------
-
-
-def split_scale(values, train_fraction=0.8):
-    split = int(train_fraction * len(values))
-    lo, hi = values[:split].min(), values[:split].max()
-    return ((values - lo) / (hi - lo)).astype(np.float32), split, (lo, hi)
 
 
 def seq_windows(series, window, first_target, last_target):
@@ -282,7 +215,7 @@ def main(argv=None):
     parser.add_argument(
         "--out",
         type=Path,
-        default=ROOT / "bench" / "results" / "jordan_vs_rnn.json",
+        default=RESULTS / "jordan_vs_rnn.json",
         help="JSON results file",
     )
     args = parser.parse_args(argv)

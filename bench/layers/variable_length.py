@@ -14,7 +14,7 @@ ratios:
   when Sequential would fuse them), cross-entropy with lengths, backward. fit: ``Sequential`` with
   ``Embedding(mask_zero=True)`` on the ragged list.
 
-    python bench/variable_length.py [--epochs 5] [--data ROOT]
+    python -m bench.layers.variable_length [--epochs 5] [--data ROOT]
 
 Prints a table and the ISA; no assertion.
 """

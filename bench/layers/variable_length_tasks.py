@@ -13,7 +13,7 @@ two paths alternate, and the table gives the median epoch time of each and the m
 ratios. Also trains the path the issue found silently wrong (end-padded ids, no lengths) and
 reports whether rnnfast now warns.
 
-    python bench/variable_length_tasks.py --polarity DIR --conllu DIR [--epochs 5]
+    python -m bench.layers.variable_length_tasks --polarity DIR --conllu DIR [--epochs 5]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Data-parallel scaling of a charlm training step on 1, 2, ... local MPI ranks.
 
-    python bench/distributed.py [--ranks 1,2] [--steps 40] [--json FILE]
-    python bench/distributed.py --cost-model [--compute-ms MS] [--latency-us 30]
+    python -m bench.system.distributed [--ranks 1,2] [--steps 40] [--json FILE]
+    python -m bench.system.distributed --cost-model [--compute-ms MS] [--latency-us 30]
 
 The model is examples/charlm.py's (Embedding(V, 64) -> RNN(64, 256, stateful) -> Linear(256, V),
 float32, Adam, clipping at 5) on windows of --bptt characters of tinyshakespeare
@@ -32,7 +32,7 @@ efficiency is ``compute / (compute + allreduce)`` (no overlap: the bound from be
 overlap with the backward only helps), and 90% needs ``compute >= 9 x allreduce``, so a batch
 per rank of at least ``9 x allreduce / (compute per sequence)``.
 
-The script launches itself as ``mpiexec -n N python bench/distributed.py --worker``
+The script launches itself as ``mpiexec -n N python -m bench.system.distributed --worker``
 (mpi4py and mpiexec: ``pip install ".[mpi]"``); it prints a table and writes --json.
 """
 
@@ -47,13 +47,15 @@ import sys
 import time
 from pathlib import Path
 
+from bench import REPO, SHARED_DATA  # paths only: nothing that loads a BLAS
+
+# one BLAS thread per rank (see above), set before NumPy loads its BLAS
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np
+import numpy as np  # noqa: E402  (after the thread settings above)
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parents[1] / "shared" / "data" / "tinyshakespeare" / "input.txt"
+DEFAULT_DATA = SHARED_DATA / "tinyshakespeare" / "input.txt"
 
 
 def arguments(argv=None):
@@ -287,11 +289,12 @@ def mpiexec():
 
 
 def launch(args, n):
-    command = [mpiexec(), "-hosts", "127.0.0.1", "-n", str(n), sys.executable, __file__]
+    command = [mpiexec(), "-hosts", "127.0.0.1", "-n", str(n), sys.executable, "-m", __spec__.name]
     command += ["--worker", "--steps", str(args.steps), "--warmup", str(args.warmup)]
     command += ["--batch", str(args.batch), "--bptt", str(args.bptt), "--data", str(args.data)]
     command += ["--embed", str(args.embed), "--hidden", str(args.hidden)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    # the ranks start in the repository root, where ``bench`` is found
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=REPO)
     if done.returncode != 0:
         sys.exit(f"mpiexec -n {n} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     line = next(x for x in done.stdout.splitlines() if x.startswith("JSON "))
@@ -307,7 +310,7 @@ def main(argv=None):
         import mpi4py  # noqa: F401
     except ImportError:
         if not (args.cost_model and args.compute_ms is not None):
-            sys.exit("bench/distributed.py needs mpi4py and mpiexec: pip install '.[mpi]'")
+            sys.exit("bench.system.distributed needs mpi4py and mpiexec: pip install '.[mpi]'")
     if args.cost_model:
         if args.compute_ms is not None:
             compute, source = args.compute_ms / 1e3, "--compute-ms"

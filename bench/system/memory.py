@@ -2,8 +2,8 @@
 
 Run from the repository root:
 
-    python bench/memory.py                        # T=2000, B=64, D=H=1024, float32
-    python bench/memory.py --T 500 --D 64 --H 256 # a smaller problem
+    python -m bench.system.memory                         # T=2000, B=64, D=H=1024, float32
+    python -m bench.system.memory --T 500 --D 64 --H 256  # a smaller problem
 
 Cases (float32):
 
@@ -29,8 +29,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench import REPO, RESULTS  # paths only: a child measures its own memory
+
 CASES = ("forward_last", "forward_seq", "train")
-OUT_DIR = Path(__file__).resolve().parent / "results"
 MB = 1e6
 ITEMSIZE = 4  # float32
 
@@ -163,7 +164,8 @@ def fit_to_memory(args) -> None:
 def measure(case, args) -> dict:
     cmd = [
         sys.executable,
-        __file__,
+        "-m",
+        __spec__.name,
         "--child",
         case,
         "--T",
@@ -177,7 +179,7 @@ def measure(case, args) -> dict:
         "--threads",
         str(args.threads or 0),
     ]
-    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:
         raise SystemExit(
             f"memory.py: case {case} failed (exit {done.returncode}):\n{done.stderr[-2000:]}"
@@ -218,7 +220,7 @@ def parse_args(argv=None):
     ap.add_argument(
         "--cases", default=",".join(CASES), help="comma-separated subset of " + ", ".join(CASES)
     )
-    ap.add_argument("--out", type=Path, default=OUT_DIR / "memory.json")
+    ap.add_argument("--out", type=Path, default=RESULTS / "memory.json")
     ap.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 

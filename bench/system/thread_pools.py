@@ -6,7 +6,7 @@ threads at once; every scenario in this one process, as medians. Besides time, i
 process's involuntary context switches (a thread preempted because another wanted its core):
 the direct sign of more runnable threads than cores.
 
-    python bench/thread_pools.py [--repeats 15] [--threads 2]
+    python -m bench.system.thread_pools [--repeats 15] [--threads 2]
 
 NumPy's OpenBLAS is slowed by OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides that some machines
 set; like compare.py, this re-executes itself without them.
@@ -19,16 +19,15 @@ import contextlib
 import os
 import resource
 import statistics
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import threadpoolctl
 import torch
-from harness import (
+
+import rnnfast
+from bench._common import (
     BUSY_CPUS,
     PLAIN_BACKWARD,
     blas_info,
@@ -36,8 +35,6 @@ from harness import (
     others_cpus,
     reexec_without_blas_overrides,
 )
-
-import rnnfast
 from rnnfast import functional as F
 
 SHAPE = (100, 32, 64, 256)  # T, B, D, H of the rnnfast training step

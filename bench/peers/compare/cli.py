@@ -3,11 +3,12 @@ an unfused BLAS anchor, each row set against the machine's roofline and issue 13
 
 Run from the repository root:
 
-    python bench/compare.py           # issue 3's grid and the EXTRA shapes, threads 1 and 2,
-                                      # float32 and float64, rnnfast on each ISA above baseline
-    python bench/compare.py --quick   # smoke run: 4 shapes (2 in float64), 3 short repeats
-    python bench/compare.py --shapes 200x1x32x64,50x32x512x512 --threads 1 --dtype float32
-    python bench/compare.py --extra none --isas none     # the grid only, the active ISA only
+    python -m bench.peers.compare           # issue 3's grid and the EXTRA shapes, threads 1
+                                            # and 2, float32 and float64, rnnfast on each ISA
+                                            # above baseline
+    python -m bench.peers.compare --quick   # smoke run: 4 shapes (2 in float64), 3 short repeats
+    python -m bench.peers.compare --shapes 200x1x32x64,50x32x512x512 --threads 1 --dtype float32
+    python -m bench.peers.compare --extra none --isas none     # the grid only, the active ISA only
 
 How long it takes, on the 2-core VM of issue 13 (Intel Xeon, AVX-512), which other sessions shared
 throughout: the default run (12 shapes x 2 dtypes x 2 thread counts x 3 modes = 144 rows; 5
@@ -27,7 +28,7 @@ For each shape (T, B, D, H) and thread count it times three modes:
 
 in rnnfast and its peers: torch, ort (float32 only: ORT has no float64 RNN kernel), numpy
 (rnnfast.reference, a NumPy loop over the steps) and blas, the anchor: the same GEMMs in the best
-BLAS without fusion, through torch.matmul on MKL (compare_peers.py says which).
+BLAS without fusion, through torch.matmul on MKL (runners.py says which).
 
 Every library gets the same weights (the torch module's state_dict) and must agree with the others
 before anything is timed; a disagreement aborts the run. Times are medians of --repeats repeats,
@@ -38,7 +39,7 @@ GFLOP/s (forward FLOPs = 2*T*B*(D*H + H*H), training = 3x), the speed-up of rnnf
 peer (peer_time / rnnfast_time), each row's fraction of the machine's roofline
 (max(FLOPs / matmul rate, T * bytes(W_hh) / matvec bandwidth), each rate the faster of NumPy's
 BLAS and torch's, measured in the same run at the same thread count; both are printed) and a
-"targets" section (compare_targets.py lists them), each target met or missed with its figure.
+"targets" section (targets.py lists them), each target met or missed with its figure.
 The header names the CPU (/proc/cpuinfo), the ISA rnnfast ran, NumPy's BLAS and the kernel it
 chose (threadpoolctl) and torch's BLAS (torch.__config__); the JSON holds the same.
 Column "busy" is the CPUs other processes used meanwhile: on a shared machine, rows with busy > 0
@@ -48,13 +49,12 @@ bench/results/compare.json and a chart of the speed-ups to bench/results/compare
 NumPy's OpenBLAS is slowed by OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides that some machines set;
 this script re-executes itself without them before it measures anything.
 
-The parts, one job each: compare_shapes.py (the grid, the extra shapes, the problems and their
-FLOPs), compare_peers.py (one runner per library, the blas anchor among them),
-compare_roofline.py (the machine's matmul rate and bandwidth), compare_measure.py (agreement,
-timing, per-ISA timing, the result rows), compare_targets.py (issue 13's targets),
-compare_quantized.py (bf16 / int8 rows on the float32 shapes, issue 16's targets; --no-quantized
-leaves them out) and compare_report.py (tables, JSON, chart); harness.py holds what the other
-bench scripts share.
+The parts, one job each, beside this file in bench/peers/compare/: shapes.py (the grid, the
+extra shapes, the problems and their FLOPs), runners.py (one runner per library, the blas anchor
+among them), roofline.py (the machine's matmul rate and bandwidth), measure.py (agreement,
+timing, per-ISA timing, the result rows), targets.py (issue 13's targets), quantized.py (bf16 /
+int8 rows on the float32 shapes, issue 16's targets; --no-quantized leaves them out) and
+report.py (tables, JSON, chart); bench/_common.py holds what every bench script shares.
 """
 
 from __future__ import annotations
@@ -65,11 +65,21 @@ import time
 from pathlib import Path
 
 import numpy as np
-from compare_measure import bench_all, largest_difference, load_note
-from compare_quantized import bench_quantized, print_quantized, quantized_targets
-from compare_report import plot_speedups, print_done, print_header, print_report, write_json
-from compare_roofline import measure_roofline, roofline_note
-from compare_shapes import (
+
+import rnnfast
+from bench import RESULTS
+from bench._common import BUSY_CPUS, WARMUP_S, cpu_clock, others_cpus, reexec_without_blas_overrides
+from bench.peers.compare.measure import bench_all, largest_difference, load_note
+from bench.peers.compare.quantized import bench_quantized, print_quantized, quantized_targets
+from bench.peers.compare.report import (
+    plot_speedups,
+    print_done,
+    print_header,
+    print_report,
+    write_json,
+)
+from bench.peers.compare.roofline import measure_roofline, roofline_note
+from bench.peers.compare.shapes import (
     EXTRA,
     GRID,
     QUICK_EXTRA,
@@ -78,22 +88,13 @@ from compare_shapes import (
     parse_shapes,
     work_list,
 )
-from compare_targets import evaluate_targets
-from harness import (
-    BUSY_CPUS,
-    WARMUP_S,
-    cpu_clock,
-    others_cpus,
-    reexec_without_blas_overrides,
-)
-
-import rnnfast
-
-OUT_DIR = Path(__file__).resolve().parent / "results"
+from bench.peers.compare.targets import evaluate_targets
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.peers.compare", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument(
         "--quick",
         action="store_true",
@@ -110,7 +111,7 @@ def parse_args(argv=None):
         "--extra",
         default=None,
         help="comma-separated TxBxDxH off the grid, run after --shapes, or 'none' (default: "
-        "compare_shapes.EXTRA, quick: QUICK_EXTRA; none when --shapes is given)",
+        "shapes.EXTRA, quick: QUICK_EXTRA; none when --shapes is given)",
     )
     ap.add_argument(
         "--dtype",
@@ -139,9 +140,9 @@ def parse_args(argv=None):
     ap.add_argument(
         "--no-quantized",
         action="store_true",
-        help="leave out the bf16 / int8 rows (compare_quantized.py) run on the float32 shapes",
+        help="leave out the bf16 / int8 rows (quantized.py) run on the float32 shapes",
     )
-    ap.add_argument("--out", type=Path, default=OUT_DIR / "compare.json")
+    ap.add_argument("--out", type=Path, default=RESULTS / "compare.json")
     ap.add_argument("--plot", type=Path, default=None, help="PNG path (default: --out with .png)")
     args = ap.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 5)

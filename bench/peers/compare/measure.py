@@ -1,4 +1,4 @@
-"""compare.py's measurement: every library (and rnnfast on each ISA of --isas) checked against the
+"""compare's measurement: every library (and rnnfast on each ISA of --isas) checked against the
 others, then timed, one shape and thread count at a time; one result row per mode, with each
 library's time, GFLOP/s and roofline fraction, the speed-ups over the peers and rnnfast per ISA."""
 
@@ -8,10 +8,9 @@ import os
 import time
 
 import numpy as np
-from compare_peers import PEERS, all_runners
-from compare_roofline import roofline_seconds
-from compare_shapes import MODES, Problem, make_problem, mode_flops, on_grid
-from harness import (
+
+import rnnfast
+from bench._common import (
     BUSY_CPUS,
     cpu_clock,
     log,
@@ -22,8 +21,9 @@ from harness import (
     time_alternating,
     time_each,
 )
-
-import rnnfast
+from bench.peers.compare.roofline import roofline_seconds
+from bench.peers.compare.runners import PEERS, all_runners
+from bench.peers.compare.shapes import MODES, Problem, make_problem, mode_flops, on_grid
 
 TOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-9}  # max|a-b| / max|b|
 
@@ -128,9 +128,9 @@ def outputs(libs: dict, isas: list) -> dict:
 def time_mode(libs: dict, isas: list, args) -> tuple[dict, dict]:
     """(timing per library, rnnfast's timing per ISA) of one mode.
 
-    Given ISAs, rnnfast's repeats alternate between them (harness.time_alternating: one rnnfast
+    Given ISAs, rnnfast's repeats alternate between them (_common.time_alternating: one rnnfast
     pool, so a change in the machine's load lands on every ISA alike) and its timing is the first
-    (active) ISA's; the other libraries are timed one after the other (harness.time_each)."""
+    (active) ISA's; the other libraries are timed one after the other (_common.time_each)."""
     run_mine = libs["rnnfast"][0]
     by_isa = {}
     if isas:

@@ -1,4 +1,4 @@
-"""compare.py's quantized rows (issue 16): rnnfast's bf16 and int8 inference (rnnfast.quantize's
+"""compare's quantized rows (issue 16): rnnfast's bf16 and int8 inference (rnnfast.quantize's
 kernels) beside float32 rnnfast, torch and ONNX Runtime, on the float32 shapes of the run.
 
 For each float32 shape and thread count, the forward modes (fwd_seq, fwd_last) run on weights
@@ -9,7 +9,7 @@ first checked against float32 rnnfast within the error bound rnnfast.quantize st
 the float32 row's, from the same run. Bytes: float32 weights, the quantized weights as stored
 (data and scales) and the kernels' packed copies.
 
-Targets (compare_targets' form, reported, never asserted): at B = 1, H = 1024 int8 >= 3x and
+Targets (targets' form, reported, never asserted): at B = 1, H = 1024 int8 >= 3x and
 bf16 >= 1.8x float32 forward; at B = 64, H = 1024 int8 >= 2x with VNNI and >= 4x with AMX (the
 path the kernels chose); on every row neither is slower than float32.
 """
@@ -17,10 +17,10 @@ path the kernels chose); on every row neither is slower than float32.
 from __future__ import annotations
 
 import numpy as np
-from compare_shapes import Problem
-from compare_targets import check
-from harness import relative_error, thread_count, time_alternating
 
+from bench._common import relative_error, thread_count, time_alternating
+from bench.peers.compare.shapes import Problem
+from bench.peers.compare.targets import check
 from rnnfast import _core, functional
 from rnnfast.nn.quantized_formats import MODES, QuantizedWeight
 from rnnfast.quantize import ERROR_BOUND
@@ -137,7 +137,7 @@ def quantized_targets(rows: list) -> list:
     """Issue 16's speed targets on the quantized rows."""
     out = []
     for r in rows:
-        # compare_targets.check reads a row's threads, label and mode
+        # targets.check reads a row's threads, label and mode
         x = r["speedup_over_float32"]
         B, H = r["shape"]["B"], r["shape"]["H"]
         for m in MODES:

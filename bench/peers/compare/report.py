@@ -1,4 +1,4 @@
-"""compare.py's report: the header (versions, CPU model, rnnfast's ISA, both BLAS libraries), the
+"""compare's report: the header (versions, CPU model, rnnfast's ISA, both BLAS libraries), the
 rooflines, the tables (a column per peer, the blas anchor included, and per other ISA), the
 targets, the JSON document and the chart."""
 
@@ -14,12 +14,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
-from compare_measure import TOL, isas_to_time
-from compare_peers import PEERS
-from compare_shapes import MODES
-from harness import REEXEC_MARKER, cpu_model, numpy_blas_summary, torch_blas
 
 import rnnfast
+from bench._common import REEXEC_MARKER, cpu_model, numpy_blas_summary, torch_blas
+from bench.peers.compare.measure import TOL, isas_to_time
+from bench.peers.compare.runners import PEERS
+from bench.peers.compare.shapes import MODES
 
 # ----------------------------------------------------------------------------- printed
 

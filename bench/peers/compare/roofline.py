@@ -1,4 +1,4 @@
-"""compare.py's roofline: the machine's best matmul rate and matrix @ vector bandwidth at a thread
+"""compare's roofline: the machine's best matmul rate and matrix @ vector bandwidth at a thread
 count, each the faster of NumPy's BLAS and torch's (MKL) measured side by side in the same run, and
 the roofline time of a problem's mode that they give.
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from compare_shapes import Problem, mode_flops
-from harness import blas_info, thread_count, time_each
+
+from bench._common import blas_info, thread_count, time_each
+from bench.peers.compare.shapes import Problem, mode_flops
 
 MATMUL_N = 2048
 MATVEC_BYTES = 4 << 20  # 4 MiB: beyond L2, the bandwidth W_hh's trips through the caches get
@@ -27,7 +28,7 @@ def measure_roofline(dtype, threads: int, repeats: int) -> dict:
     """Matmul GFLOP/s at 2048^3 and matrix @ vector bytes/s on a 4 MiB matrix, in NumPy and torch.
 
     Every library runs at `threads` threads (threadpoolctl for NumPy's BLAS, torch.set_num_threads
-    for torch); each is warmed up before its repeats (harness.time_each), so that the other's
+    for torch); each is warmed up before its repeats (_common.time_each), so that the other's
     spinning worker threads are gone when it is timed."""
     rng = np.random.default_rng(1)
     n = MATMUL_N

@@ -1,4 +1,4 @@
-"""compare.py's peers: one runner per library, each given the same Problem.
+"""compare's peers: one runner per library, each given the same Problem.
 
 Each library gives, per mode it supports, a pair (run, named): run() is what is timed and returns
 the library's raw result; named(raw) turns that into {name: ndarray} for the agreement check.
@@ -13,7 +13,7 @@ The "blas" anchor is what the best BLAS gives without fusion: one projection GEM
 (T*B x D) @ (D x H), then per step one (B x H) @ (H x H) GEMM accumulated onto that step's
 projection and a tanh in place; training adds the backward's GEMMs: per step
 dz_t @ W_hh (the recurrent delta), then dW_ih = dZ^T X, dW_hh = dZ[1:]^T Y[:-1] and dX = dZ W_ih
-as large GEMMs over the whole sequence. Its FLOPs are the ones compare_shapes counts, less the
+as large GEMMs over the whole sequence. Its FLOPs are the ones shapes counts, less the
 products with h0 = 0 that no one needs to compute. It returns the same outputs and gradients as
 the others and is checked against them, so it is a real forward and backward.
 """
@@ -24,11 +24,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
-from compare_shapes import Problem
-from harness import PLAIN_BACKWARD, log
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
+from bench._common import PLAIN_BACKWARD, log
+from bench.peers.compare.shapes import Problem
 from rnnfast import functional, reference
 
 LIBS = ("rnnfast", "torch", "ort", "numpy", "blas")  # "numpy" is rnnfast.reference

@@ -1,4 +1,4 @@
-"""compare.py's shapes: the grid of issue 3, the extra shapes outside it, the quick subsets, the
+"""compare's shapes: the grid of issue 3, the extra shapes outside it, the quick subsets, the
 streaming shape, the --shapes syntax, and the problem (inputs and weights) built for one shape in
 one dtype."""
 

@@ -1,4 +1,4 @@
-"""compare.py's performance targets (issue 13), evaluated on the result rows: every check says met
+"""compare's performance targets (issue 13), evaluated on the result rows: every check says met
 or missed with its figure. Reported, never asserted.
 
     float32   forward >= 1.25x torch and >= 1.5x ONNX Runtime; training >= 1.25x torch;
@@ -11,7 +11,7 @@ or missed with its figure. Reported, never asserted.
               rnnfast or the peer runs above 100% of the roofline: that roofline was measured
               low (a busy machine) and is not the row's limit
     per ISA   on an AVX-512 machine the avx512 kernels beat avx2 on every shape with B >= 8
-              (needs rnnfast timed on both: compare.py --isas)
+              (needs rnnfast timed on both: compare --isas)
     streaming 200x1x32x64 forward at most 0.25 us per step, on every ISA timed
     threads   2 threads never slower than 1; >= 1.8x 1 thread where H >= 512, forward and training
 
@@ -23,7 +23,7 @@ beating torch (float64 keeps a NumPy-loop target, as NumPy's default dtype).
 
 from __future__ import annotations
 
-from compare_shapes import STREAMING_SHAPE, label
+from bench.peers.compare.shapes import STREAMING_SHAPE, label
 
 FORWARD = ("fwd_seq", "fwd_last")
 ROOF_SHARE = {"fwd_seq": 0.85, "fwd_last": 0.85, "train": 0.80}
