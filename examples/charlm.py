@@ -10,7 +10,7 @@ RNN's state is carried from one window to the next while the gradient stops at e
 start. Adam with gradient clipping. Prints the validation perplexity (last 10% of the text),
 samples generated from a prompt by greedy, temperature and beam-search decoding, draws the
 loss curves and saves the model into ``--out``, and ends with a line ``RESULT val_perplexity=... time_s=...`` (time_s: loading,
-training, validation and decoding, the work bench/torch_charlm.py times; not the plot).
+training, validation and decoding, the work bench/end_to_end/torch_charlm.py times; not the plot).
 
 Data-parallel on MPI ranks (``pip install "rnnfast[mpi]"``)::
 

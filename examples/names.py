@@ -9,7 +9,7 @@ batch is padded by fit and carries its names' lengths: the RNN's output is each 
 after its own last letter, and a Dense layer maps it to the 18 languages. 80/20 split with a fixed seed, Adam, softmax cross-entropy. Prints the test
 accuracy, draws a confusion matrix and saves the model into ``--out``, and ends with a line
 ``RESULT test_accuracy=... time_s=...`` (time_s: loading, training and testing, the work
-bench/torch_names.py times; not the plot).
+bench/end_to_end/torch_names.py times; not the plot).
 
 ``--quantize bf16`` or ``--quantize int8``: the trained model is also quantized
 (``rnnfast.quantize``), its summary (weight bytes) printed and its test accuracy added to the

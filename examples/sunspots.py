@@ -12,7 +12,7 @@ the model summary, the test RMSE in sunspot units against the persistence baseli
 month equals the last), draws the forecast against the truth and saves the model into
 ``--out``, and ends with a line
 ``RESULT test_rmse=... persistence_rmse=... time_s=...`` (time_s: loading, training and
-testing, the work bench/torch_sunspots.py times; not the plot).
+testing, the work bench/end_to_end/torch_sunspots.py times; not the plot).
 
 ``--quantize bf16`` or ``--quantize int8``: the trained model is also quantized
 (``rnnfast.quantize``), its summary (weight bytes) printed and its test RMSE added to the
