@@ -9,7 +9,7 @@ the direct sign of more runnable threads than cores.
     python -m bench.system.thread_pools [--repeats 15] [--threads 2]
 
 NumPy's OpenBLAS is slowed by OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides that some machines
-set; like compare.py, this re-executes itself without them.
+set; like bench.peers.compare, this re-executes itself without them.
 """
 
 from __future__ import annotations
