@@ -10,7 +10,7 @@ RNN's state is carried from one window to the next while the gradient stops at e
 start. Adam with gradient clipping. Prints the validation perplexity (last 10% of the text),
 samples generated from a prompt by greedy, temperature and beam-search decoding, draws the
 loss curves and saves the model into ``--out``, and ends with a line ``RESULT val_perplexity=... time_s=...`` (time_s: loading,
-training, validation and decoding, the work bench/torch_charlm.py times; not the plot).
+training, validation and decoding, the work bench/end_to_end/torch_charlm.py times; not the plot).
 
 Data-parallel on MPI ranks (``pip install "rnnfast[mpi]"``)::
 
@@ -36,18 +36,10 @@ import time
 
 import _cli  # the examples' shared command line, beside this file
 import numpy as np
+from _tasks import encode_text  # the task's data, as its twin in bench/ reads it
 
 import rnnfast
 from rnnfast import decoding, losses, optim, training
-
-
-def encode_text(text, train_fraction=0.9):
-    """(train ids, validation ids, alphabet): the characters as int64 ids, split in order."""
-    alphabet = sorted(set(text))
-    index = {c: i for i, c in enumerate(alphabet)}
-    ids = np.array([index[c] for c in text], dtype=np.int64)
-    split = int(train_fraction * len(ids))
-    return ids[:split], ids[split:], alphabet
 
 
 def build_model(vocab, embed, hidden, seed):

@@ -9,7 +9,7 @@ batch is padded by fit and carries its names' lengths: the RNN's output is each 
 after its own last letter, and a Dense layer maps it to the 18 languages. 80/20 split with a fixed seed, Adam, softmax cross-entropy. Prints the test
 accuracy, draws a confusion matrix and saves the model into ``--out``, and ends with a line
 ``RESULT test_accuracy=... time_s=...`` (time_s: loading, training and testing, the work
-bench/torch_names.py times; not the plot).
+bench/end_to_end/torch_names.py times; not the plot).
 
 ``--quantize bf16`` or ``--quantize int8``: the trained model is also quantized
 (``rnnfast.quantize``), its summary (weight bytes) printed and its test accuracy added to the
@@ -19,27 +19,13 @@ RESULT line as ``quantized_test_accuracy=...``.
 from __future__ import annotations
 
 import time
-import unicodedata
 
 import _cli  # the examples' shared command line, beside this file
 import numpy as np
+from _tasks import flatten  # the task's data, as its twin in bench/ reads it
 
 import rnnfast
 from rnnfast import metrics, optim, training
-
-
-def ascii_letters(name):
-    """The name without accents (Ślusàrski -> Slusarski), as the classic tutorial does."""
-    return "".join(c for c in unicodedata.normalize("NFD", name) if unicodedata.category(c) != "Mn")
-
-
-def flatten(by_language):
-    """(names without accents, language index per name, language names) of the data set's
-    dict language -> names."""
-    languages = list(by_language)
-    names = [ascii_letters(n) for lang in languages for n in by_language[lang]]
-    labels = np.repeat(np.arange(len(languages)), [len(by_language[lang]) for lang in languages])
-    return names, labels, languages
 
 
 def one_hot(name, alphabet):

@@ -12,7 +12,7 @@ the model summary, the test RMSE in sunspot units against the persistence baseli
 month equals the last), draws the forecast against the truth and saves the model into
 ``--out``, and ends with a line
 ``RESULT test_rmse=... persistence_rmse=... time_s=...`` (time_s: loading, training and
-testing, the work bench/torch_sunspots.py times; not the plot).
+testing, the work bench/end_to_end/torch_sunspots.py times; not the plot).
 
 ``--quantize bf16`` or ``--quantize int8``: the trained model is also quantized
 (``rnnfast.quantize``), its summary (weight bytes) printed and its test RMSE added to the
@@ -24,27 +24,10 @@ from __future__ import annotations
 import time
 
 import _cli  # the examples' shared command line, beside this file
-import numpy as np
+from _tasks import rmse, split_scale, windows  # the task's data, as its twin in bench/ reads it
 
 import rnnfast
 from rnnfast import optim, training
-
-
-def split_scale(values, train_fraction=0.8):
-    """(scaled series, split index, (lo, hi)): min-max scaling fitted on the training part."""
-    split = int(train_fraction * len(values))
-    lo, hi = values[:split].min(), values[:split].max()
-    return ((values - lo) / (hi - lo)).astype(np.float32), split, (lo, hi)
-
-
-def windows(series, window, first_target, last_target):
-    """Inputs (M, window, 1) and targets (M, 1) for the targets series[first_target:last_target],
-    each predicted from the ``window`` values before it (which may reach back into an earlier
-    split: only the targets define the split)."""
-    first_target = max(first_target, window)
-    idx = np.arange(first_target, last_target)
-    x = np.stack([series[i - window : i] for i in idx])[..., None]
-    return x.astype(np.float32), series[idx, None].astype(np.float32), idx
 
 
 def build_model(window, seed):
@@ -57,10 +40,6 @@ def build_model(window, seed):
             rnnfast.Dense(100, 1, seed=seed + 4),
         ]
     )
-
-
-def rmse(a, b):
-    return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
 
 
 def forecast_plot(months, truth, forecast, path, title):

@@ -372,12 +372,11 @@ def test_sampler_checks_its_arguments():
 
 
 def test_bench_cost_model():
-    """bench/distributed.py's cost model: the charlm model's 404 KiB, the ring allreduce's
+    """bench/system/distributed.py's cost model: the charlm model's 404 KiB, the ring allreduce's
     formula, and the batch for 90% efficiency (no MPI needed)."""
-    path = Path(__file__).resolve().parents[1] / "bench" / "distributed.py"
-    spec = importlib.util.spec_from_file_location("bench_distributed", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from bench import REPO
+    from bench.system import distributed as bench
+
     grad = bench.gradient_bytes(64, 256)
     assert round(grad / 1024) == 404
     rows = bench.cost_model(0.02, 32, grad, latency_s=30e-6)
@@ -388,10 +387,11 @@ def test_bench_cost_model():
     need = row["streams_for_target"]
     assert 9 * expected <= need * 0.02 / 32 < 9 * expected + 0.02 / 32
     done = subprocess.run(
-        [sys.executable, str(path), "--cost-model", "--compute-ms", "20"],
+        [sys.executable, "-m", "bench.system.distributed", "--cost-model", "--compute-ms", "20"],
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=REPO,
     )
     assert done.returncode == 0, done.stderr
     assert "64" in done.stdout and "efficiency" in done.stdout, done.stdout

@@ -210,18 +210,29 @@ def test_documented_paths_are_public(site):
 
 def test_the_files_the_pages_name_exist():
     """The tests, scripts and examples the pages point to (``tests/nn/test_rnn_masks.py``,
-    ``python bench/compare.py``) are where they say: a file moved or renamed fails here, so the
-    pages follow it. (Outputs such as bench/results/ are made by the scripts, not looked for.)"""
+    ``python -m bench.peers.compare``) are where they say: a file moved or renamed fails here, so
+    the pages follow it. (Outputs such as bench/results/ are made by the scripts, not looked
+    for.)"""
     root = DOCS.parent
-    named = set()
+    named, modules = set(), set()
     for path in DOCS.rglob("*.rst"):
         if "_build" not in path.parts:
             text = path.read_text(encoding="utf-8")
             named |= set(re.findall(r"(?<![\w/-])((?:tests|bench|examples|tools)/[\w*./-]*)", text))
+            modules |= set(re.findall(r"python -m (bench(?:\.\w+)+)", text))
     named = {n.rstrip(".") for n in named if not n.startswith("bench/results")}
     assert len(named) > 10, sorted(named)
     missing = sorted(n for n in named if not list(root.glob(n)))
     assert not missing, f"the pages name files that are not in the repository: {missing}"
+    assert len(modules) > 5, sorted(modules)
+    # a script is a module (bench/x/y.py) or a package run by its __main__ (bench/x/y/)
+    scripts = {m: Path(root, *m.split(".")) for m in modules}
+    missing = sorted(
+        m
+        for m, p in scripts.items()
+        if not (p.with_suffix(".py").is_file() or (p / "__main__.py").is_file())
+    )
+    assert not missing, f"the pages run bench scripts that are not in the repository: {missing}"
 
 
 # ---- the code blocks --------------------------------------------------------------------------

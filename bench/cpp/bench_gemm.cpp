@@ -167,7 +167,7 @@ void step_shapes(benchmark::internal::Benchmark* b) {
             b->Args({0, m, h, h});
 }
 // Projections (M = T*B, K = D, N = H) and gradients (M = H, K = T*B, N = D or H) of the
-// compare.py grid rows 50x64x128x256, 25x64x1024x1024, 50x16x1760x1760, 50x32x512x512.
+// bench.peers.compare's grid rows 50x64x128x256, 25x64x1024x1024, 50x16x1760x1760, 50x32x512x512.
 void big_shapes(benchmark::internal::Benchmark* b) {
     for (auto s : {std::vector<index>{3200, 128, 256},
                    {1600, 512, 512},

@@ -4,14 +4,14 @@ loop allocates and frees the same few arrays every batch (kernel outputs, packed
 gradients), and which of them lands at the top of the heap depends on everything else the
 program allocates in between: in one loop the heap kept its pages, in another (fit's, with a
 few more small arrays per batch) it trimmed and re-faulted 117,000 pages per epoch, making the
-same kernels run 1.3x longer (bench/variable_length.py, names). A fixed trim threshold keeps up
+same kernels run 1.3x longer (bench/layers/variable_length.py, names). A fixed trim threshold keeps up
 to that much freed memory for reuse, whatever the allocation order.
 
 Fixing the trim threshold also fixes the mmap threshold (glibc: setting either turns off their
 dynamic adjustment) at its initial 128 KiB: every larger array (a (50, 32, 256) float32 batch
 is 1.6 MB) is then mapped afresh and its pages faulted in on first write, and unmapped when
 freed. A copy of that batch took 0.49 ms instead of 0.10 ms, and a teacher-forced JordanRNN
-training step (bench/jordan_vs_rnn.py, T=100, B=32, H=256) 2x longer. So the mmap threshold is
+training step (bench/layers/jordan_vs_rnn.py, T=100, B=32, H=256) 2x longer. So the mmap threshold is
 fixed too, at glibc's own upper bound for the dynamic one: arrays below it come from the heap,
 whose freed memory the trim threshold keeps.
 

@@ -16,7 +16,7 @@ from .nn.quantized_formats import MODES
 __all__ = ["ERROR_BOUND", "MODES", "quantize"]
 
 # The stated error of a quantized copy against its float32 model, tested in tests/test_quantize.py
-# and checked by bench/compare.py before it times anything: relative error ||y_q - y|| / ||y||
+# and checked by bench.peers.compare before it times anything: relative error ||y_q - y|| / ||y||
 # (Frobenius) of a model's outputs, for models initialised as PyTorch does (weights
 # U(-1/sqrt(H), 1/sqrt(H))) on standard-normal inputs. bf16 keeps 8 significant bits (relative
 # rounding 2^-9 of every weight and activation), int8 about 7 of the largest entry of each row;

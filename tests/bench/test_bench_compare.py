@@ -1,13 +1,11 @@
-"""bench/compare.py and its modules: the command line, the shapes, the peers' agreement, the
-targets and the report, on tiny problems and made-up timings (nothing here is a timed assertion).
-A short end-to-end run of main() writes the JSON and the chart."""
+"""bench/peers/compare/ (python -m bench.peers.compare): the command line, the shapes, the
+peers' agreement, the targets and the report, on tiny problems and made-up timings (nothing here
+is a timed assertion). A short end-to-end run of main() writes the JSON and the chart."""
 
 from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,20 +13,16 @@ import pytest
 for name in ("onnx", "onnxruntime", "psutil", "torch", "threadpoolctl", "matplotlib"):
     pytest.importorskip(name)
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import compare
-import compare_measure
-import compare_peers
-import compare_quantized
-import compare_report
-import compare_roofline
-import compare_shapes
-import compare_targets
-import harness
-
 import rnnfast
+from bench import _common
+from bench.peers.compare import cli as compare
+from bench.peers.compare import measure as compare_measure
+from bench.peers.compare import quantized as compare_quantized
+from bench.peers.compare import report as compare_report
+from bench.peers.compare import roofline as compare_roofline
+from bench.peers.compare import runners as compare_peers
+from bench.peers.compare import shapes as compare_shapes
+from bench.peers.compare import targets as compare_targets
 
 
 def test_parse_shapes():
@@ -44,7 +38,7 @@ def test_parse_shapes():
 def test_parse_args_defaults_and_quick():
     args = compare.parse_args([])
     assert (args.repeats, args.min_repeat_s, args.threads) == (5, 0.02, [1, 2])
-    assert args.warmup_s == harness.WARMUP_S
+    assert args.warmup_s == _common.WARMUP_S
     assert args.shapes == compare_shapes.GRID + compare_shapes.EXTRA
     assert args.plot == args.out.with_suffix(".png")
     supported = rnnfast._core.supported_isas()
@@ -90,22 +84,22 @@ def test_isas_to_time():
 
 def test_on_isa_switches_and_restores():
     active = rnnfast._core.active_isa()
-    seen = harness.on_isa(rnnfast._core.active_isa, "baseline")()
+    seen = _common.on_isa(rnnfast._core.active_isa, "baseline")()
     assert seen == "baseline" and rnnfast._core.active_isa() == active
 
     def fails():
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        harness.on_isa(fails, "baseline")()
+        _common.on_isa(fails, "baseline")()
     assert rnnfast._core.active_isa() == active
 
 
 def test_machine_description():
-    cpu = harness.cpu_model()
+    cpu = _common.cpu_model()
     assert cpu and cpu != "unknown"
-    assert "CPU capability" in harness.torch_blas()
-    assert harness.numpy_blas_summary()
+    assert "CPU capability" in _common.torch_blas()
+    assert _common.numpy_blas_summary()
 
 
 @pytest.mark.parametrize("argv", [["--shapes", "1x2"], ["--threads", "0"], ["--repeats", "-1"]])
@@ -147,7 +141,7 @@ def test_peers_agree_on_a_tiny_problem(dtype, shape):
     (T = 1 has no recurrent product at all)."""
     p = compare_shapes.make_problem(shape, dtype)
     notes = []
-    with harness.thread_count(1):
+    with _common.thread_count(1):
         runners = compare_peers.all_runners(p, 1, notes)
         for mode in compare_shapes.MODES:
             named = {
@@ -190,7 +184,7 @@ def test_roofline_takes_the_faster_library():
 
 def test_measure_roofline_measures_both_libraries(monkeypatch):
     monkeypatch.setattr(compare_roofline, "MATMUL_N", 64)
-    monkeypatch.setattr(harness, "WARMUP_S", 0.001)
+    monkeypatch.setattr(_common, "WARMUP_S", 0.001)
     roof = compare_roofline.measure_roofline(np.float32, 1, 1)
     assert roof["matmul_gflops_by_lib"].keys() == {"numpy", "torch"}
     assert roof["matmul_gflops"] == max(roof["matmul_gflops_by_lib"].values()) > 0
@@ -211,8 +205,8 @@ def row_at(
     p = compare_shapes.make_problem(shape, dtype)
     roof = dict(ROOF, dtype=np.dtype(dtype).name, threads=threads)
     roof_s = compare_roofline.roofline_seconds(p, mode, roof)
-    timings = {lib: harness.timing([roof_s / f] * 3, 1) for lib, f in fractions.items()}
-    by_isa = {isa: harness.timing([t] * 3, 1) for isa, t in (isa_seconds or {}).items()}
+    timings = {lib: _common.timing([roof_s / f] * 3, 1) for lib, f in fractions.items()}
+    by_isa = {isa: _common.timing([t] * 3, 1) for isa, t in (isa_seconds or {}).items()}
     row = compare_measure.make_row(p, threads, mode, timings, roof, by_isa, active="avx512")
     row["others_cpus"] = 0.0
     return row
@@ -316,8 +310,8 @@ def made_up_rows(threads=(1, 2)):
     for n in threads:
         for mode in compare_shapes.MODES:
             libs = [lib for lib in compare_peers.LIBS if mode != "train" or lib != "ort"]
-            t = {lib: harness.timing([1e-3 * (i + 1) / n] * 3, 4) for i, lib in enumerate(libs)}
-            by_isa = {"avx512": t["rnnfast"], "avx2": harness.timing([1.5e-3 / n] * 3, 4)}
+            t = {lib: _common.timing([1e-3 * (i + 1) / n] * 3, 4) for i, lib in enumerate(libs)}
+            by_isa = {"avx512": t["rnnfast"], "avx2": _common.timing([1.5e-3 / n] * 3, 4)}
             row = compare_measure.make_row(p, n, mode, t, dict(ROOF, threads=n), by_isa, "avx512")
             row["others_cpus"] = 0.0
             rows.append(row)
@@ -366,7 +360,7 @@ def test_report(capsys):
 def test_header(capsys):
     compare_report.print_header(compare.parse_args(["--isas", "baseline"]))
     out = capsys.readouterr().out
-    assert f"cpu: {harness.cpu_model()}" in out
+    assert f"cpu: {_common.cpu_model()}" in out
     assert f"rnnfast isa: {rnnfast._core.active_isa()} " in out
     assert "numpy BLAS: " in out and "torch BLAS: " in out and "CPU capability" in out
     assert ("also timed: baseline" in out) == (rnnfast._core.active_isa() != "baseline")
@@ -415,7 +409,7 @@ def test_main_writes_json_and_chart(tmp_path, monkeypatch, capsys):
         "warmup_s",
     ]
     machine = doc["machine"]
-    assert machine["cpu"] == harness.cpu_model()
+    assert machine["cpu"] == _common.cpu_model()
     assert machine["rnnfast_isa"] == rnnfast._core.active_isa()
     assert sorted(machine["rnnfast_isas_timed"]) == (sorted(isas) if len(isas) > 1 else [])
     assert machine["numpy_blas"] and "CPU capability" in machine["torch_blas"]
@@ -432,7 +426,7 @@ def test_main_writes_json_and_chart(tmp_path, monkeypatch, capsys):
     assert doc["tolerance"] == {"float32": 1e-4, "float64": 1e-9}
 
 
-# ---- the quantized rows (compare_quantized.py) ---------------------------------------------------
+# ---- the quantized rows (bench/peers/compare/quantized.py) -----------------------------------
 
 
 def test_quantized_rows_on_a_tiny_problem():

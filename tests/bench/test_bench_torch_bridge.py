@@ -1,21 +1,16 @@
-"""bench/torch_bridge.py on a tiny run: the command line, one row per case with both sides'
+"""bench/interop/torch_bridge.py on a tiny run: the command line, one row per case with both sides'
 weight_hh gradients in agreement, the table and the JSON (no timed assertion)."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 for name in ("psutil", "torch", "threadpoolctl"):
     pytest.importorskip(name)
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import torch_bridge  # noqa: E402
+from bench.interop import torch_bridge
 
 
 def test_parse_cases():

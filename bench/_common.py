@@ -1,0 +1,313 @@
+"""What the bench scripts share: a clean BLAS environment, what the machine and its BLAS
+libraries are, one thread count in every library, rnnfast on a chosen ISA, timing, the machine's
+load, agreement errors and logging; and for the scripts that take ``--cases "T,B,D,H;..."``,
+reading the cases, the text table of their rows and the JSON they leave. (Where the scripts read
+and write is in ``bench/__init__.py``.)
+
+The scripts import it as ``bench._common`` (they run as ``python -m bench.<folder>.<name>`` from
+the repository root, which Python puts first on sys.path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import threadpoolctl
+import torch
+
+import rnnfast
+
+# ----------------------------------------------------------------------------- environment
+
+BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+REEXEC_MARKER = "_RNNFAST_BENCH_UNSET"
+
+
+def script_name() -> str:
+    """The running script as it was started: 'bench.peers.compare' under ``python -m``, else
+    its file's name."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is None:
+        return Path(sys.argv[0]).name
+    return spec.name.removesuffix(".__main__")
+
+
+def reexec_without_blas_overrides() -> None:
+    """Restart this script with the OpenBLAS overrides removed from the environment, if any is set.
+
+    OpenBLAS reads them once, when it loads, so this process cannot undo them; its replacement
+    starts clean.
+    """
+    found = [name for name in BLAS_OVERRIDES if name in os.environ]
+    if not found:
+        return
+    settings = ", ".join(f"{name}={os.environ[name]}" for name in found)
+    print(
+        f"{script_name()}: {settings} set; re-executing with "
+        f"{' and '.join(BLAS_OVERRIDES)} unset so that NumPy's BLAS picks its own kernels",
+        flush=True,
+    )
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_OVERRIDES}
+    env[REEXEC_MARKER] = settings
+    # sys.orig_argv keeps "-m bench.<folder>.<name>", which sys.argv has turned into a file path
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def blas_info() -> list:
+    """NumPy's BLAS libraries as threadpoolctl sees them (name, version, CPU kernels, threads)."""
+    keys = ("internal_api", "architecture", "version", "num_threads", "threading_layer", "prefix")
+    return [
+        {k: info.get(k) for k in keys}
+        for info in threadpoolctl.threadpool_info()
+        if info["user_api"] == "blas"
+    ]
+
+
+def numpy_blas_summary() -> str:
+    """'openblas 0.3.31 SkylakeX (pthreads)': NumPy's BLAS and the kernel it picked for this CPU."""
+    return (
+        "; ".join(
+            f"{b['internal_api']} {b['version']} {b['architecture']} ({b['threading_layer']})"
+            for b in blas_info()
+        )
+        or "none found"
+    )
+
+
+def torch_blas() -> str:
+    """torch's BLAS and its vector ISA, from torch.__config__.show(): 'Intel(R) oneAPI Math Kernel
+    Library Version 2024.2...; CPU capability AVX512'."""
+    text = torch.__config__.show()
+    blas = next((line for line in text.splitlines() if "Math Kernel Library" in line), None)
+    if blas is None:  # a build on another BLAS names it only in its build settings
+        blas = next(
+            (
+                f"BLAS_INFO={w.split('=')[1].rstrip(',')}"
+                for w in text.split()
+                if w.startswith("BLAS_INFO=")
+            ),
+            "BLAS unknown",
+        )
+    capability = next(
+        (line.split(":", 1)[1].strip() for line in text.splitlines() if "CPU capability" in line),
+        "unknown",
+    )
+    return f"{blas.strip(' -')}; CPU capability {capability}"
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, with vendor, family, model and stepping (a VM may
+    call its CPU just 'Intel(R) Xeon(R) Processor'); platform.processor() where there is none."""
+    fields = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if not line.strip():
+                break  # the first processor's block is enough
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    if "model name" not in fields:
+        return platform.processor() or "unknown"
+    ids = " ".join(f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields)
+    return f"{fields['model name']} ({fields.get('vendor_id', '?')} {ids})"
+
+
+@contextlib.contextmanager
+def thread_count(n: int):
+    """n threads in every library: rnnfast, torch, NumPy's BLAS (ORT gets n per session)."""
+    previous_torch = torch.get_num_threads()
+    with threadpoolctl.threadpool_limits(limits=n), rnnfast.threads(n):
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous_torch)
+
+
+def on_isa(fn, isa: str):
+    """fn run with rnnfast's kernels of the given ISA, the previous one restored after each call.
+
+    The switch is one atomic store (tens of ns), so calls on different ISAs can alternate."""
+
+    def run():
+        previous = rnnfast._core.active_isa()
+        rnnfast._core.set_active_isa(isa)
+        try:
+            return fn()
+        finally:
+            rnnfast._core.set_active_isa(previous)
+
+    return run
+
+
+# rnn_backward's required keywords for a forward given none of these options (h0 included).
+PLAIN_BACKWARD = {
+    "h0": None,
+    "nonlinearity": "tanh",
+    "lengths": None,
+    "alpha": 1.0,
+    "step_mask": None,
+    "zero_output_for_mask": False,
+    "recurrent_mask": None,
+}
+
+# ----------------------------------------------------------------------------- timing
+
+WARMUP_S = 0.25  # each library runs itself this long before it is timed (see time_each)
+
+
+def time_loop(fn, inner: int) -> float:
+    """Seconds per call of fn, over inner back-to-back calls."""
+    start = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - start) / inner
+
+
+def warm_up(fn, warmup_s: float, min_repeat_s: float) -> int:
+    """Call fn for at least warmup_s (at least once); return the calls per repeat that make one
+    repeat last at least min_repeat_s."""
+    calls, start = 0, time.perf_counter()
+    while calls == 0 or time.perf_counter() - start < warmup_s:
+        fn()
+        calls += 1
+    per_call = (time.perf_counter() - start) / calls
+    return int(min(max(1, math.ceil(min_repeat_s / max(per_call, 1e-9))), 100_000))
+
+
+def timing(samples: list, inner: int) -> dict:
+    """One function's timing as the bench scripts report it."""
+    return {"median_s": statistics.median(samples), "samples_s": samples, "inner": inner}
+
+
+def time_each(fns: dict, repeats: int, min_repeat_s: float, warmup_s: float | None = None) -> dict:
+    """Median seconds per call of each function, timed one library after the other.
+
+    Each library first warms up by running itself for warmup_s (default WARMUP_S): that also
+    outlasts the previous
+    library's worker threads, which spin for a while after a call (OpenBLAS's for ~0.1 s) and
+    would take a core from the next library. Interleaving the libraries' repeats let them do
+    that; sleeping between them instead lets the idle CPUs of a virtual machine go cold."""
+    out = {}
+    for lib, fn in fns.items():
+        inner = warm_up(fn, WARMUP_S if warmup_s is None else warmup_s, min_repeat_s)
+        gc.collect()
+        out[lib] = timing([time_loop(fn, inner) for _ in range(repeats)], inner)
+    return out
+
+
+def time_alternating(
+    fns: dict, repeats: int, min_repeat_s: float, warmup_s: float | None = None
+) -> dict:
+    """Median seconds per call of each function, their repeats alternating.
+
+    time_each times one library after the other, because one library's idle threads would take
+    cores from the next; where every function is rnnfast on one thread pool, alternating keeps a
+    change in the machine's load from landing on one side only."""
+    warmup_s = WARMUP_S if warmup_s is None else warmup_s
+    inner = {k: warm_up(fn, warmup_s, min_repeat_s) for k, fn in fns.items()}
+    samples = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            samples[k].append(time_loop(fn, inner[k]))
+    return {k: timing(v, inner[k]) for k, v in samples.items()}
+
+
+# ----------------------------------------------------------------------------- machine load
+
+BUSY_CPUS = 0.2  # others' average CPU use above which a block of timings is flagged
+
+
+def cpu_clock() -> tuple:
+    """(wall seconds, CPU seconds busy on the whole machine, CPU seconds used by this process)."""
+    t = psutil.cpu_times()
+    busy = (
+        t.user
+        + t.nice
+        + t.system
+        + getattr(t, "irq", 0)
+        + getattr(t, "softirq", 0)
+        + getattr(t, "steal", 0)
+    )
+    mine = psutil.Process().cpu_times()
+    return time.monotonic(), busy, mine.user + mine.system
+
+
+def others_cpus(since: tuple) -> float:
+    """CPUs that other processes (and the hypervisor's steal) kept busy, on average, since then."""
+    now = cpu_clock()
+    wall = max(now[0] - since[0], 1e-9)
+    return max(0.0, ((now[1] - since[1]) - (now[2] - since[2])) / wall)
+
+
+# ----------------------------------------------------------------------------- agreement, logging
+
+
+def relative_error(a, b) -> float:
+    """max|a - b| / max|b| in float64; infinite where the shapes differ."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return math.inf
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+
+
+def log(msg: str) -> None:
+    """Progress to stderr, so that stdout holds only the report."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- cases, tables, JSON
+
+
+def parse_cases(text):
+    """``"T,B,D,H;..."`` as a list of (T, B, D, H) tuples of positive ints; anything else ends
+    the script with a message naming the part that is not one."""
+    cases = []
+    for part in text.split(";"):
+        try:
+            values = tuple(int(v) for v in part.split(","))
+        except ValueError:
+            values = ()
+        if len(values) != 4 or min(values) < 1:
+            raise SystemExit(f"--cases: expected T,B,D,H of positive ints, got {part!r}")
+        cases.append(values)
+    return cases
+
+
+def cell(key, spec="", suffix=""):
+    """A column's text for a row: the row's value under ``key`` formatted by ``spec`` ('.3f',
+    '.1e', ...), then ``suffix`` ('x' after a ratio)."""
+    return lambda row: f"{row[key]:{spec}}{suffix}"
+
+
+# The columns of a case's shape, in the order of --cases
+SHAPE_COLUMNS = [("T", ">4", cell("T")), ("B", ">4", cell("B"))]
+SHAPE_COLUMNS += [("D", ">5", cell("D")), ("H", ">5", cell("H"))]
+
+
+def text_table(columns, rows):
+    """A header of the columns' titles, a rule under it and a line per row, the columns one
+    space apart. A column is (title, place, text): ``place`` the alignment and width of its
+    title and cells ('>9', '<20'), ``text(row)`` its text for a row (see :func:`cell`)."""
+    head = " ".join(f"{title:{place}}" for title, place, _ in columns)
+    lines = [head, "-" * len(head)]
+    lines += [" ".join(f"{text(r):{place}}" for _, place, text in columns) for r in rows]
+    return "\n".join(lines)
+
+
+def write_json(path, result):
+    """``result`` as JSON at ``path`` (its folder made if need be), and a line saying so."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"\nwrote {out}")

@@ -1,0 +1,147 @@
+"""PyTorch twin of examples/charlm.py: same text, split, truncated-BPTT windows, model,
+optimiser, clipping and epochs, for comparing end-to-end training time and accuracy.
+
+    python -m bench.end_to_end.torch_charlm [--data ROOT] [--epochs 2] [--threads 2]
+
+Ends with ``RESULT val_perplexity=... time_s=...`` as the rnnfast example (the time covers the
+same work: loading, training, validation and the three decoded samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from examples._tasks import encode_text
+from rnnfast import datasets
+from rnnfast.training import stream_windows
+
+
+class CharLM(nn.Module):
+    def __init__(self, vocab, embed, hidden):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, embed)
+        self.rnn = nn.RNN(embed, hidden, batch_first=True)
+        self.linear = nn.Linear(hidden, vocab)
+
+    def forward(self, x, h=None):
+        y, h = self.rnn(self.embedding(x), h)
+        return self.linear(y), h
+
+
+def evaluate(model, tokens, batch_size, bptt):
+    xs, ys = stream_windows(tokens, batch_size, bptt)
+    model.eval()
+    h, total = None, 0.0
+    with torch.no_grad():
+        for xb, yb in zip(xs, ys):
+            logits, h = model(torch.from_numpy(xb), h)
+            total += nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), torch.from_numpy(yb).reshape(-1)
+            ).item()
+    return total / len(xs)
+
+
+def decode(model, prompt_ids, length, mode, temperature=0.8, width=4, seed=0):
+    """Greedy, sampled or beam-search continuation of the prompt (batch of one)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        _, h = model(torch.tensor([prompt_ids[:-1]]))
+        if mode != "beam":
+            token, out = prompt_ids[-1], []
+            for _ in range(length):
+                logits, h = model(torch.tensor([[token]]), h)
+                lp = torch.log_softmax(logits[0, -1], -1)
+                probs = torch.softmax(lp / temperature, -1)
+                token = (
+                    int(lp.argmax())
+                    if mode == "greedy"
+                    else int(torch.multinomial(probs, 1, generator=gen))
+                )
+                out.append(token)
+            return out
+        beams = [(0.0, [prompt_ids[-1]])]
+        hs = h
+        for _ in range(length):
+            tokens = torch.tensor([[b[1][-1]] for b in beams])
+            logits, hs = model(
+                tokens,
+                hs.expand(-1, len(beams), -1).contiguous() if hs.shape[1] != len(beams) else hs,
+            )
+            lp = torch.log_softmax(logits[:, -1], -1)
+            scores = torch.tensor([b[0] for b in beams])[:, None] + lp
+            top = torch.topk(scores.reshape(-1), width)
+            rows = top.indices // lp.shape[1]
+            beams = [
+                (float(s), beams[r][1] + [int(t)])
+                for s, r, t in zip(top.values, rows, top.indices % lp.shape[1])
+            ]
+            hs = hs[:, rows]
+        return beams[0][1][1:]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=None, help="the datasets root")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--embed", type=int, default=64)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--bptt", type=int, default=100)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--clip", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--prompt", default="ROMEO:\n")
+    parser.add_argument("--length", type=int, default=200)
+    parser.add_argument("--beam-width", type=int, default=4)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    from tqdm import tqdm
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    train_ids, val_ids, alphabet = encode_text(datasets.load("tinyshakespeare", args.data))
+    model = CharLM(len(alphabet), args.embed, args.hidden)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    xs, ys = stream_windows(train_ids, args.batch_size, args.bptt)
+    for epoch in range(args.epochs):
+        model.train()
+        h, total = None, 0.0
+        bar = tqdm(range(len(xs)), desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch")
+        for i in bar:
+            optimizer.zero_grad()
+            logits, h = model(torch.from_numpy(xs[i]), h)
+            h = h.detach()
+            loss = nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), torch.from_numpy(ys[i]).reshape(-1)
+            )
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            optimizer.step()
+            total += loss.item()
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+        val = evaluate(model, val_ids, args.batch_size, args.bptt)
+        print(
+            f"epoch {epoch + 1}: train loss {total / len(xs):.4f}, validation loss {val:.4f} "
+            f"(perplexity {math.exp(val):.3f})"
+        )
+    model.eval()
+    index = {c: i for i, c in enumerate(alphabet)}
+    prompt_ids = [index[c] for c in args.prompt if c in index]
+    for mode in ("greedy", "sample", "beam"):
+        ids = decode(
+            model, prompt_ids, args.length, mode, args.temperature, args.beam_width, args.seed
+        )
+        print(f"\n---- {mode} ----\n{args.prompt}{''.join(alphabet[i] for i in ids)}")
+    print(f"RESULT val_perplexity={math.exp(val):.4f} time_s={time.perf_counter() - start:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""PyTorch twin of examples/sunspots.py: same data, split, scaling, windows, model, optimiser
+and epochs, for comparing end-to-end training time and accuracy.
+
+    python -m bench.end_to_end.torch_sunspots [--data ROOT] [--epochs 60] [--threads 2]
+
+Ends with ``RESULT test_rmse=... persistence_rmse=... time_s=...`` as the rnnfast example.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from examples._tasks import rmse, split_scale, windows
+from rnnfast import datasets
+
+
+class Stacked(nn.Module):
+    """RNN(1, 50, sequences) -> Dropout(0.2) -> RNN(50, 100, last step) -> Dropout(0.2)
+    -> Linear(100, 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn1 = nn.RNN(1, 50, batch_first=True)
+        self.drop1 = nn.Dropout(0.2)
+        self.rnn2 = nn.RNN(50, 100, batch_first=True)
+        self.drop2 = nn.Dropout(0.2)
+        self.dense = nn.Linear(100, 1)
+
+    def forward(self, x):
+        y, _ = self.rnn1(x)
+        _, h = self.rnn2(self.drop1(y))
+        return self.dense(self.drop2(h[-1]))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=None, help="the datasets root")
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--window", type=int, default=24)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    from tqdm import tqdm
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    values = datasets.load("sunspots", args.data).values
+    series, split, (lo, hi) = split_scale(values)
+    x_train, y_train, _ = windows(series, args.window, 0, split)
+    x_test, _, test_idx = windows(series, args.window, split, len(series))
+    x_train, y_train = torch.from_numpy(x_train), torch.from_numpy(y_train)
+    model = Stacked()
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    loss_fn = nn.MSELoss()
+    rng = np.random.default_rng(args.seed)
+    n = len(x_train)
+    for epoch in range(args.epochs):
+        model.train()
+        order = torch.from_numpy(rng.permutation(n))
+        batches = [order[i : i + args.batch_size] for i in range(0, n, args.batch_size)]
+        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch")
+        total = 0.0
+        for index in bar:
+            optimizer.zero_grad()
+            loss = loss_fn(model(x_train[index]), y_train[index])
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(index)
+            bar.set_postfix(loss=f"{total / n:.4f}", refresh=False)
+    model.eval()
+    with torch.no_grad():
+        pred = model(torch.from_numpy(x_test))[:, 0].numpy() * (hi - lo) + lo
+    truth = values[test_idx]
+    test_rmse, base_rmse = rmse(pred, truth), rmse(values[test_idx - 1], truth)
+    print(f"test RMSE {test_rmse:.2f} sunspots, persistence {base_rmse:.2f}")
+    print(
+        f"RESULT test_rmse={test_rmse:.3f} persistence_rmse={base_rmse:.3f} "
+        f"time_s={time.perf_counter() - start:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
