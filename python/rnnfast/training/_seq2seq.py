@@ -8,10 +8,11 @@ import math
 
 import numpy as np
 
-from .data.batching import BucketedBatches
-from .losses import cross_entropy
-from .metrics import accuracy_counts
-from .optim import clip_grad_norm
+from ..data.batching import BucketedBatches
+from ..losses import cross_entropy
+from ..metrics import accuracy_counts
+from ..optim import clip_grad_norm
+from ._loop import Loop
 
 __all__ = ["evaluate_seq2seq", "fit_seq2seq"]
 
@@ -92,53 +93,101 @@ def fit_seq2seq(
         optimizer steps (``seq2seq.teacher_forcing_schedule``).
     bucket, max_tokens : batches of similar source lengths (``data.BucketedBatches``).
     """
-    from .training import _Progress
+    return Seq2SeqLoop(
+        model,
+        sources,
+        targets,
+        optimizer=optimizer,
+        bos=bos,
+        eos=eos,
+        epochs=epochs,
+        batch_size=batch_size,
+        teacher_forcing=teacher_forcing,
+        bucket=bucket,
+        max_tokens=max_tokens,
+        clip_norm=clip_norm,
+        seed=seed,
+        validation_data=validation_data,
+        callbacks=callbacks,
+        verbose=verbose,
+    ).run()
 
-    src, tgt = _pairs(sources, targets)
-    rng = np.random.default_rng(seed)
-    lengths = np.array([len(s) for s in src], dtype=np.int64)
-    history, step = {}, 0
-    for epoch in range(epochs):
-        model.train()
-        if bucket or max_tokens is not None:
-            batches = list(
+
+class Seq2SeqLoop(Loop):
+    """fit_seq2seq's loop: batches of (source, target) pairs, each a teacher-forced step of
+    ``model.train_batch``; the loss is the mean over the target tokens."""
+
+    resets_state = False  # a Seq2Seq starts every batch from its encoder's state
+
+    def __init__(
+        self,
+        model,
+        sources,
+        targets,
+        *,
+        optimizer,
+        bos,
+        eos,
+        batch_size,
+        teacher_forcing,
+        bucket,
+        max_tokens,
+        clip_norm,
+        seed,
+        validation_data,
+        **loop,
+    ):
+        super().__init__(model, **loop)
+        self.src, self.tgt = _pairs(sources, targets)
+        self.rng = np.random.default_rng(seed)
+        self.lengths = np.array([len(s) for s in self.src], dtype=np.int64)
+        self.optimizer, self.clip_norm = optimizer, clip_norm
+        self.bos, self.eos, self.batch_size = bos, eos, batch_size
+        self.teacher_forcing, self.bucket, self.max_tokens = teacher_forcing, bucket, max_tokens
+        self.validation_data = validation_data
+        self.steps = 0  # optimizer steps tried: a teacher-forcing schedule's clock
+
+    def batches(self, epoch):
+        if self.bucket or self.max_tokens is not None:
+            return list(
                 BucketedBatches(
-                    np.maximum(lengths, 1),
-                    batch_size,
-                    max_tokens=max_tokens,
+                    np.maximum(self.lengths, 1),
+                    self.batch_size,
+                    max_tokens=self.max_tokens,
                     shuffle=True,
-                    seed=int(rng.integers(2**31)),
+                    seed=int(self.rng.integers(2**31)),
                 )
             )
-        else:
-            order = rng.permutation(len(src))
-            batches = [order[i : i + batch_size] for i in range(0, len(src), batch_size)]
-        progress = _Progress(len(batches), f"epoch {epoch + 1}/{epochs}", verbose)
-        total, counted = 0.0, 0
-        for index in batches:
-            s, s_len, t_in, t_out, t_len = _batch(src, tgt, index, bos, eos)
-            ratio = teacher_forcing(step) if callable(teacher_forcing) else teacher_forcing
-            model.zero_grad()
-            loss = model.train_batch(
-                s, s_len, t_in, t_out, t_len, teacher_forcing_ratio=ratio, rng=rng
-            )
-            step += 1
-            if clip_norm is not None and not math.isfinite(clip_grad_norm(model, clip_norm)):
-                continue
-            optimizer.step()
-            total += loss * int(t_len.sum())
-            counted += int(t_len.sum())
-            progress.update(loss, counted)
-        logs = {"loss": total / max(counted, 1)}
-        if validation_data is not None:
-            val = evaluate_seq2seq(model, *validation_data, bos=bos, eos=eos, batch_size=batch_size)
-            logs.update({f"val_{k}": v for k, v in val.items()})
-        progress.close(logs)
-        for key, value in logs.items():
-            history.setdefault(key, []).append(value)
-        if any(cb.on_epoch_end(epoch, logs, model) for cb in callbacks):
-            break
-    return history
+        order = self.rng.permutation(len(self.src))
+        return [order[i : i + self.batch_size] for i in range(0, len(self.src), self.batch_size)]
+
+    def step(self, index):
+        s, s_len, t_in, t_out, t_len = _batch(self.src, self.tgt, index, self.bos, self.eos)
+        forcing = self.teacher_forcing
+        ratio = forcing(self.steps) if callable(forcing) else forcing
+        self.model.zero_grad()
+        loss = self.model.train_batch(
+            s, s_len, t_in, t_out, t_len, teacher_forcing_ratio=ratio, rng=self.rng
+        )
+        self.steps += 1
+        if self.clip_norm is not None and not math.isfinite(
+            clip_grad_norm(self.model, self.clip_norm)
+        ):
+            return None
+        self.optimizer.step()
+        tokens = int(t_len.sum())
+        return loss, tokens, tokens
+
+    def validate(self):
+        if self.validation_data is None:
+            return None
+        return evaluate_seq2seq(
+            self.model,
+            *self.validation_data,
+            bos=self.bos,
+            eos=self.eos,
+            batch_size=self.batch_size,
+        )
 
 
 def evaluate_seq2seq(model, sources, targets, *, bos, eos=None, batch_size=256):
