@@ -147,6 +147,7 @@ def takes_options(options_class, **defaults):
 class Loop:
     """The epoch loop, and the history it returns (:meth:`run`).
 
+    ``options``: the fit's keywords (epochs, callbacks, verbose and what the subclass reads).
     Subclasses give ``batches(epoch)`` (a list) and ``step(batch)``: ``(loss, counted,
     samples)``, or None for a step not taken (a gradient norm that is not finite); the epoch's
     loss is the mean over the counted positions, the progress bar's throughput counts
@@ -157,9 +158,10 @@ class Loop:
     reduce = None  # how an array is summed over the processes: nothing to sum here
     resets_state = True  # stateful layers start each epoch afresh
 
-    def __init__(self, model, *, epochs, callbacks, verbose):
-        self.model, self.epochs = model, epochs
-        self.callbacks, self.verbose = callbacks, verbose
+    def __init__(self, model, options):
+        self.model, self.options = model, options
+        self.epochs, self.callbacks = options.epochs, options.callbacks
+        self.verbose = options.verbose
 
     def run(self):
         try:
@@ -212,12 +214,13 @@ class Loop:
 
 class LossLoop(Loop):
     """A loop whose step trains a loss: forward, the loss with the padding left out, backward,
-    the gradient norm clipped, the optimizer's step (skipped when the norm is not finite)."""
+    the gradient norm clipped, the optimizer's step (skipped when the norm is not finite).
+    ``options`` also gives ``loss``, ``optimizer`` and ``clip_norm``."""
 
-    def __init__(self, model, *, loss, optimizer, clip_norm, epochs, callbacks, verbose):
-        super().__init__(model, epochs=epochs, callbacks=callbacks, verbose=verbose)
-        self.loss_fn = resolve_loss(loss)
-        self.optimizer, self.clip_norm = optimizer, clip_norm
+    def __init__(self, model, options):
+        super().__init__(model, options)
+        self.loss_fn = resolve_loss(options.loss)
+        self.optimizer, self.clip_norm = options.optimizer, options.clip_norm
 
     def train_step(self, xb, yb, lengths=None, metrics=None):
         """One batch: ``(loss, counted positions, whether it stepped)``; the training metrics
@@ -252,17 +255,8 @@ class FitLoop(LossLoop):
     """``training.fit``'s loop: epochs of (shuffled, or bucketed) batches of a data set."""
 
     def __init__(self, model, x, y, options):
-        super().__init__(
-            model,
-            loss=options.loss,
-            optimizer=options.optimizer,
-            clip_norm=options.clip_norm,
-            epochs=options.epochs,
-            callbacks=options.callbacks,
-            verbose=options.verbose,
-        )
+        super().__init__(model, options)
         Metrics(options.metrics)  # unknown names fail before any training
-        self.options = options
         self.rng = np.random.default_rng(options.seed)
         self.data = model_data(model, x, y, options.lengths, options.mask, options.batch_axis)
         if self.data.y is None:
@@ -319,16 +313,7 @@ class StreamLoop(LossLoop):
     order, the stateful layers' state carried from one window to the next."""
 
     def __init__(self, model, tokens, options):
-        super().__init__(
-            model,
-            loss=options.loss,
-            optimizer=options.optimizer,
-            clip_norm=options.clip_norm,
-            epochs=options.epochs,
-            callbacks=options.callbacks,
-            verbose=options.verbose,
-        )
-        self.options = options
+        super().__init__(model, options)
         self.windows = list(zip(*stream_windows(tokens, self.streams, options.bptt)))
 
     @property

@@ -4,6 +4,7 @@ loss and of the corpus figures (token accuracy, perplexity)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,7 +13,7 @@ from ..data.batching import BucketedBatches
 from ..losses import cross_entropy
 from ..metrics import accuracy_counts
 from ..optim import clip_grad_norm
-from ._loop import Loop
+from ._loop import Loop, takes_options
 
 __all__ = ["evaluate_seq2seq", "fit_seq2seq"]
 
@@ -61,25 +62,27 @@ def _batch(src, tgt, index, bos, eos):
     )
 
 
-def fit_seq2seq(
-    model,
-    sources,
-    targets,
-    *,
-    optimizer,
-    bos,
-    eos=None,
-    epochs=1,
-    batch_size=32,
-    teacher_forcing=1.0,
-    bucket=True,
-    max_tokens=None,
-    clip_norm=None,
-    seed=None,
-    validation_data=None,
-    callbacks=(),
-    verbose=True,
-):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Seq2SeqOptions:
+    """The keywords of :func:`fit_seq2seq`."""
+
+    optimizer: object
+    bos: int
+    eos: object = None
+    epochs: int = 1
+    batch_size: int = 32
+    teacher_forcing: object = 1.0
+    bucket: bool = True
+    max_tokens: object = None
+    clip_norm: object = None
+    seed: object = None
+    validation_data: object = None
+    callbacks: object = ()
+    verbose: bool = True
+
+
+@takes_options(Seq2SeqOptions)
+def fit_seq2seq(model, sources, targets, options):
     """Train a ``Seq2Seq`` on ragged (source, target) token sequences; returns the history
     (``loss``, and ``val_loss`` / ``val_accuracy`` / ``val_perplexity`` with validation data).
 
@@ -93,24 +96,7 @@ def fit_seq2seq(
         optimizer steps (``seq2seq.teacher_forcing_schedule``).
     bucket, max_tokens : batches of similar source lengths (``data.BucketedBatches``).
     """
-    return Seq2SeqLoop(
-        model,
-        sources,
-        targets,
-        optimizer=optimizer,
-        bos=bos,
-        eos=eos,
-        epochs=epochs,
-        batch_size=batch_size,
-        teacher_forcing=teacher_forcing,
-        bucket=bucket,
-        max_tokens=max_tokens,
-        clip_norm=clip_norm,
-        seed=seed,
-        validation_data=validation_data,
-        callbacks=callbacks,
-        verbose=verbose,
-    ).run()
+    return Seq2SeqLoop(model, sources, targets, options).run()
 
 
 class Seq2SeqLoop(Loop):
@@ -119,74 +105,50 @@ class Seq2SeqLoop(Loop):
 
     resets_state = False  # a Seq2Seq starts every batch from its encoder's state
 
-    def __init__(
-        self,
-        model,
-        sources,
-        targets,
-        *,
-        optimizer,
-        bos,
-        eos,
-        batch_size,
-        teacher_forcing,
-        bucket,
-        max_tokens,
-        clip_norm,
-        seed,
-        validation_data,
-        **loop,
-    ):
-        super().__init__(model, **loop)
+    def __init__(self, model, sources, targets, options):
+        super().__init__(model, options)
         self.src, self.tgt = _pairs(sources, targets)
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(options.seed)
         self.lengths = np.array([len(s) for s in self.src], dtype=np.int64)
-        self.optimizer, self.clip_norm = optimizer, clip_norm
-        self.bos, self.eos, self.batch_size = bos, eos, batch_size
-        self.teacher_forcing, self.bucket, self.max_tokens = teacher_forcing, bucket, max_tokens
-        self.validation_data = validation_data
         self.steps = 0  # optimizer steps tried: a teacher-forcing schedule's clock
 
     def batches(self, epoch):
-        if self.bucket or self.max_tokens is not None:
+        o = self.options
+        if o.bucket or o.max_tokens is not None:
             return list(
                 BucketedBatches(
                     np.maximum(self.lengths, 1),
-                    self.batch_size,
-                    max_tokens=self.max_tokens,
+                    o.batch_size,
+                    max_tokens=o.max_tokens,
                     shuffle=True,
                     seed=int(self.rng.integers(2**31)),
                 )
             )
         order = self.rng.permutation(len(self.src))
-        return [order[i : i + self.batch_size] for i in range(0, len(self.src), self.batch_size)]
+        return [order[i : i + o.batch_size] for i in range(0, len(self.src), o.batch_size)]
 
     def step(self, index):
-        s, s_len, t_in, t_out, t_len = _batch(self.src, self.tgt, index, self.bos, self.eos)
-        forcing = self.teacher_forcing
+        o = self.options
+        s, s_len, t_in, t_out, t_len = _batch(self.src, self.tgt, index, o.bos, o.eos)
+        forcing = o.teacher_forcing
         ratio = forcing(self.steps) if callable(forcing) else forcing
         self.model.zero_grad()
         loss = self.model.train_batch(
             s, s_len, t_in, t_out, t_len, teacher_forcing_ratio=ratio, rng=self.rng
         )
         self.steps += 1
-        if self.clip_norm is not None and not math.isfinite(
-            clip_grad_norm(self.model, self.clip_norm)
-        ):
+        if o.clip_norm is not None and not math.isfinite(clip_grad_norm(self.model, o.clip_norm)):
             return None
-        self.optimizer.step()
+        o.optimizer.step()
         tokens = int(t_len.sum())
         return loss, tokens, tokens
 
     def validate(self):
-        if self.validation_data is None:
+        o = self.options
+        if o.validation_data is None:
             return None
         return evaluate_seq2seq(
-            self.model,
-            *self.validation_data,
-            bos=self.bos,
-            eos=self.eos,
-            batch_size=self.batch_size,
+            self.model, *o.validation_data, bos=o.bos, eos=o.eos, batch_size=o.batch_size
         )
 
 
