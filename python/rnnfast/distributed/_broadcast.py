@@ -58,8 +58,8 @@ def broadcast_parameters(model, root=0):
 def _named_params(obj):
     if isinstance(obj, DistributedOptimizer):
         obj = obj.optimizer
-    if hasattr(obj, "_slots") and not hasattr(obj, "named_parameters"):  # an Optimizer
-        return [(s.name, s.param) for s in obj._slots]
+    if hasattr(obj, "slots") and not hasattr(obj, "named_parameters"):  # an Optimizer
+        return [(s.name, s.param) for s in obj.slots]
     return list(obj.named_parameters())
 
 
@@ -74,7 +74,7 @@ def broadcast_optimizer_state(optimizer, root=0):
     """
     comm = get_comm()
     inner = optimizer.optimizer if isinstance(optimizer, DistributedOptimizer) else optimizer
-    signature = (type(inner).__name__, [tuple(s.param.shape) for s in inner._slots])
+    signature = (type(inner).__name__, [tuple(s.param.shape) for s in inner.slots])
     _same_everywhere(
         comm,
         "broadcast_optimizer_state: the optimizers",

@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 
-from ..optim._params import _current_grads
 from ._communication import get_comm, mpi
 
 __all__ = ["DistributedOptimizer"]
@@ -116,7 +115,7 @@ class DistributedOptimizer:
     def __init__(self, optimizer, *, bucket_bytes=1 << 18, overlap=True, trace=False):
         if isinstance(optimizer, DistributedOptimizer):
             raise TypeError("optimizer: already a DistributedOptimizer")
-        if not hasattr(optimizer, "_slots") or not hasattr(optimizer, "step"):
+        if not hasattr(optimizer, "slots") or not hasattr(optimizer, "step"):
             raise TypeError(
                 f"optimizer: expected an rnnfast.optim optimizer, got {type(optimizer).__name__}"
             )
@@ -136,7 +135,7 @@ class DistributedOptimizer:
         self.wait_seconds = 0.0
         self._hooked = []  # units whose backward we wrapped
         self._owners = {}  # unit index -> the container whose child it is
-        self._build(optimizer._slots)
+        self._build(optimizer.slots)
         if overlap and self._comm.Get_size() > 1:
             self._install_hooks()
         self._reset()
@@ -147,10 +146,10 @@ class DistributedOptimizer:
         units = {}  # id(unit) -> (unit, name, [entries]) in parameter order
         loose = []
         for slot in slots:
-            if slot._module is None:
+            if slot.module is None:
                 loose.append(_Entry(slot, None, None))
                 continue
-            unit, key, name = _leaf(slot._module, slot._key)
+            unit, key, name = _leaf(slot.module, slot.key)
             if id(unit) not in units:
                 units[id(unit)] = (unit, name or type(unit).__name__, [])
             units[id(unit)][2].append(_Entry(slot, unit, key))
@@ -241,7 +240,7 @@ class DistributedOptimizer:
 
     def _containers(self):
         seen, out = set(), []
-        stack = [s._module for s in self.optimizer._slots if s._module is not None]
+        stack = [s.module for s in self.optimizer.slots if s.module is not None]
         while stack:
             m = stack.pop()
             if id(m) in seen or not _transparent(m):
@@ -321,7 +320,8 @@ class DistributedOptimizer:
             return
         size = self._comm.Get_size()
         if size > 1:
-            grads = _current_grads([e.slot for e in self._entries])
+            now = dict(zip(map(id, self.optimizer.slots), self.optimizer.current_grads()))
+            grads = [now[id(e.slot)] for e in self._entries]
             if self._again:  # start over from the arrays: wait for what was started
                 self._wait()
                 self._ready = set()

@@ -97,9 +97,9 @@ class StreamOptions:
 
 def takes_options(options_class, **defaults):
     """Decorate ``f(<positional>, options, *, <own keywords>)`` into the function users call,
-    ``f(<positional>, *, <options_class's fields>, <own keywords>)``: it binds the arguments as
-    Python would (the same TypeErrors), gathers the fields into one ``options_class`` and passes
-    that. Its signature (``inspect.signature``, help(), the docs) lists every keyword.
+    ``f(<positional>, *, <options_class's fields>, <own keywords>)``: it binds the arguments to
+    that signature (a missing or unknown one is a TypeError naming the function and the
+    argument), gathers the fields into one ``options_class`` and passes that. Its signature (``inspect.signature``, help(), the docs) lists every keyword.
     ``defaults``: fields whose default differs for this function (distributed's ``seed=0``)."""
     fields = [f.name for f in dataclasses.fields(options_class)]
     unknown = sorted(set(defaults) - set(fields))
