@@ -835,6 +835,12 @@ class JordanRNN(RecurrentOptions, ParameterOwner):
 
     # ---- parameters, description, persistence -------------------------------------------------
 
+    def random_generators(self):
+        """None: a JordanRNN draws no dropout masks; its generator flips the teacher-forcing
+        coins, which stay those of the layer's seed on every rank (see
+        ``Layer.random_generators``)."""
+        return {}
+
     def get_config(self):
         """The constructor arguments (JSON-ready): ``JordanRNN(**layer.get_config())``."""
         return {
@@ -853,12 +859,6 @@ class JordanRNN(RecurrentOptions, ParameterOwner):
 
     def num_parameters(self):
         return sum(p.size for p in self._params.values())
-
-    def random_generators(self):
-        """None: a JordanRNN draws no dropout masks; its generator flips the teacher-forcing
-        coins, which stay those of the layer's seed on every rank (see
-        ``Layer.random_generators``)."""
-        return {}
 
     def keras_param_count(self):
         """Keras's count: a SimpleRNN-like hidden layer (kernel, output-feedback kernel, one
