@@ -492,3 +492,37 @@ def test_two_network_namespaces_over_tcp(tmp_path):
     finally:
         for ns in (ns_a, ns_b):
             _ip("netns", "del", ns, check=False)  # the veth pair goes with them
+
+
+def test_seed_dropout_asks_the_layers_for_their_generators():
+    """seed_dropout reseeds what each layer names in random_generators(), through the
+    containers' children: a layer of one's own included, and nothing else."""
+    import rnnfast
+
+    class Noisy:
+        """A layer of one's own that draws noise from two generators."""
+
+        def __init__(self):
+            self.noise = np.random.default_rng(1)
+            self.other = np.random.default_rng(2)
+            self.kept = np.random.default_rng(3)  # not training noise: not named
+
+        def random_generators(self):
+            return {"noise": self.noise, "other": self.other}
+
+        def __call__(self, x):
+            return x
+
+        def backward(self, d_out):
+            return d_out
+
+    noisy = Noisy()
+    jordan = rnnfast.JordanRNN(2, 3, 2, seed=0)
+    coins = jordan.random_generators()
+    model = rnnfast.Sequential([rnnfast.Dropout(0.5, seed=0), noisy, jordan])
+    assert dist.seed_dropout(model, 4, rank=1) == 3
+    assert coins == {}
+    expected = [np.random.default_rng([4, 1, i]).random(3) for i in range(3)]
+    got = [model[0]._rng.random(3), noisy.noise.random(3), noisy.other.random(3)]
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(noisy.kept.random(3), np.random.default_rng(3).random(3))

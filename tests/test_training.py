@@ -171,3 +171,49 @@ def test_unknown_loss_and_mismatched_targets_are_refused(rng):
         training.fit(model, x, y, loss="hinge", optimizer=optim.SGD(model, lr=0.1))
     with pytest.raises(ValueError, match="y"):
         training.fit(model, x, y[:8], loss="mse", optimizer=optim.SGD(model, lr=0.1))
+
+
+def test_fit_and_distributed_fit_take_one_definition_of_the_keywords():
+    """training.fit and rnnfast.distributed.fit (fit_stream likewise) list the same keywords in
+    the same order, from one definition; distributed adds its own and seeds with 0 by default."""
+    import inspect
+
+    from rnnfast import distributed
+
+    for local, parallel, own in (
+        (training.fit, distributed.fit, ["distributed"]),
+        (training.fit_stream, distributed.fit_stream, []),
+    ):
+        mine = inspect.signature(local).parameters
+        theirs = inspect.signature(parallel).parameters
+        shared = [name for name in mine if name not in own]
+        assert list(theirs)[: len(shared)] == shared
+        for name in shared:
+            if name != "seed":
+                assert theirs[name].default == mine[name].default, name
+    assert list(inspect.signature(distributed.fit).parameters)[-2:] == [
+        "broadcast",
+        "reseed_dropout",
+    ]
+    assert inspect.signature(distributed.fit).parameters["seed"].default == 0
+    assert inspect.signature(training.fit).parameters["seed"].default is None
+    with pytest.raises(TypeError, match=r"fit\(\): got an unexpected keyword argument 'epoch'"):
+        training.fit(None, [[1.0]], [[1.0]], loss="mse", optimizer=None, epoch=2)
+    with pytest.raises(TypeError, match=r"fit\(\): missing a required argument: 'loss'"):
+        training.fit(None, [[1.0]], [[1.0]], optimizer=None)
+
+
+def test_training_does_not_import_distributed():
+    """training sits below distributed (DESIGN.md's layer order): fit(distributed=True) before
+    rnnfast.distributed was imported says what to do, and imports nothing."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytest, rnnfast\n"
+        "from rnnfast import training\n"
+        "with pytest.raises(RuntimeError, match=r'call rnnfast\\.distributed\\.init\\(\\) first'):\n"
+        "    training.fit(None, [[1]], [[1]], loss='mse', optimizer=None, distributed=True)\n"
+        "assert 'rnnfast.distributed' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

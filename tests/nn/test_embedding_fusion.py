@@ -516,6 +516,26 @@ def test_sequential_fusion_state_follows_each_forward(rng):
     assert np.any(model.grads["0.weight"] != 0)
 
 
+def test_sequential_says_which_layers_ran_inside_another(rng):
+    """What rnnfast.distributed's hooks ask a container: whether its backward only runs its
+    children's (a subclass with a backward of its own: no), and which child ran inside which
+    in the last forward (the fused Embedding inside the RNN after it)."""
+    model = _model(7, F64)
+    embedding, rnn = model[0], model[1]
+    assert model.backward_runs_children()
+    model(rng.integers(0, 7, size=(B_, T_)))
+    assert model.children_run_by(rnn) == (embedding,)
+    assert model.children_run_by(embedding) == ()
+    model(rng.integers(0, 7, size=(1, 3)))  # unfused
+    assert model.children_run_by(rnn) == ()
+
+    class Own(Sequential):
+        def backward(self, d_out):
+            return super().backward(d_out)
+
+    assert not Own(list(model.layers)).backward_runs_children()
+
+
 @pytest.mark.parametrize("context", ["init", "input", "both"])
 def test_seq2seq_encoder_fuses_and_matches_the_unfused_encoder(context, rng, monkeypatch):
     """Seq2Seq's encoder (Embedding -> RNN) fuses when the source has more tokens than its

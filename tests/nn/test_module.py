@@ -777,3 +777,16 @@ def test_an_embedding_handed_to_the_rnn_runs_fused_with_its_padding(rng):
     plain.backward(d)
     for name, g in plain.grads.items():
         np.testing.assert_allclose(fused.grads[name], g, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_module_says_whether_its_backward_only_runs_the_childrens():
+    """What rnnfast.distributed's hooks ask: the tape's backward runs each child's once; a
+    subclass with a backward of its own is one whole (and a Seq2Seq always is)."""
+
+    class OwnBackward(Tagger):
+        def backward(self, d_out):
+            return super().backward(d_out)
+
+    assert Tagger(5, 4, 3).backward_runs_children()
+    assert not OwnBackward(5, 4, 3).backward_runs_children()
+    assert Tagger(5, 4, 3).children_run_by(None) == ()

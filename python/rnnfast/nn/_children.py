@@ -43,6 +43,19 @@ class ChildOwner(Layer):
         for _, child in self.named_children():
             child.zero_grad()
 
+    def backward_runs_children(self):
+        """Whether this container's ``backward`` only runs its children's, each once, and
+        leaves their gradients alone after: then a child's gradients are complete when its
+        backward returns, and data-parallel training (``rnnfast.distributed``) starts reducing
+        them while the children below are still in theirs. False here: a container with a
+        backward of its own (Seq2Seq) is one whole."""
+        return False
+
+    def children_run_by(self, child):
+        """The children whose forward and backward ``child`` ran inside its own in the last
+        forward (their gradients are complete when ``child``'s backward returns): none here."""
+        return ()
+
     def state_dict(self):
         return {
             f"{prefix}.{name}": v

@@ -100,6 +100,12 @@ class Layer(ParameterOwner):
     def __call__(self, x):
         return self.forward(x)
 
+    def random_generators(self):
+        """The numpy Generators this layer draws its training noise (dropout masks) from, by
+        attribute name: ``rnnfast.distributed.seed_dropout`` gives each rank streams of its
+        own by replacing them. None here; a layer that draws masks names its own."""
+        return {}
+
     def _take_cache(self):
         if self._cache is None:
             raise RuntimeError(

@@ -58,6 +58,10 @@ class Dropout(Layer):
     def output_shape(self, input_shape):
         return tuple(input_shape)
 
+    def random_generators(self):
+        """``{"_rng": the generator of the masks}`` (see ``Layer.random_generators``)."""
+        return {"_rng": self._rng}
+
     def __repr__(self):
         return f"Dropout(p={self.p})"
 

@@ -833,6 +833,12 @@ class JordanRNN(RecurrentOptions, Layer):
 
     # ---- parameters, description, persistence -------------------------------------------------
 
+    def random_generators(self):
+        """None: a JordanRNN draws no dropout masks; its generator flips the teacher-forcing
+        coins, which stay those of the layer's seed on every rank (see
+        ``Layer.random_generators``)."""
+        return {}
+
     def get_config(self):
         """The constructor arguments (JSON-ready): ``JordanRNN(**layer.get_config())``."""
         return {

@@ -325,6 +325,11 @@ class Module(ChildOwner):
     def _forget_forward(self):
         object.__setattr__(self, "_last", None)
 
+    def backward_runs_children(self):
+        """True unless a subclass writes its own backward (see ``ChildOwner``): the tape runs
+        each child's backward once."""
+        return type(self).backward is Module.backward
+
     def children(self):
         return [c for _, c in self.named_children()]
 

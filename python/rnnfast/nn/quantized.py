@@ -115,6 +115,11 @@ class QuantizedLayer:
 
     # ---- no training -------------------------------------------------------------------------
 
+    def random_generators(self):
+        """None: a quantized copy runs in eval mode only and draws no masks (nor keeps the float
+        layer's generators)."""
+        return {}
+
     def named_parameters(self):
         refuse_training(self, "named_parameters")
 

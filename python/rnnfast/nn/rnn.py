@@ -618,6 +618,12 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             return (input_shape[0], self.output_size)
         return tuple(input_shape[:-1]) + (self.output_size,)
 
+    def random_generators(self):
+        """``{"_dropout_rng": the generator of the dropout masks}`` (``dropout`` between
+        stacked layers, ``input_dropout``, ``recurrent_dropout``): what
+        ``rnnfast.distributed.seed_dropout`` reseeds per rank (see ``Layer.random_generators``)."""
+        return {"_dropout_rng": self._dropout_rng}
+
     def summary(self):
         """Print (and return) a Keras-style table: one row per layer, output shapes and parameter
         counts in Keras's layout (one bias), plus the PyTorch-layout total (two biases)."""

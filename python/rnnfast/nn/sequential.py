@@ -114,6 +114,18 @@ class Sequential(ChildOwner):
         """``(index, layer)`` of every layer: its parameters are named ``"{index}.{name}"``."""
         return [(str(i), layer) for i, layer in enumerate(self.layers)]
 
+    def backward_runs_children(self):
+        """True unless a subclass writes its own backward (see ``ChildOwner``)."""
+        return type(self).backward is Sequential.backward
+
+    def children_run_by(self, child):
+        """The Embedding fused into ``child`` (the RNN after it) in the last forward, if any."""
+        return tuple(
+            self.layers[i]
+            for i in self._fused
+            if i + 1 < len(self.layers) and self.layers[i + 1] is child
+        )
+
     def __getitem__(self, index):
         return self.layers[index]
 

@@ -19,6 +19,16 @@ class _Slot:
         self._key = key
         self._grad = grad
 
+    @property
+    def module(self):
+        """The module whose ``grads[key]`` is the gradient, or None for a (param, grad) pair."""
+        return self._module
+
+    @property
+    def key(self):
+        """The parameter's name within :attr:`module`."""
+        return self._key
+
     def grad(self, grads_of):
         """The current gradient; ``grads_of(module)`` is that module's ``grads`` mapping."""
         grad = self._grad if self._module is None else grads_of(self._module)[self._key]

@@ -45,6 +45,19 @@ class Optimizer:
         return dict(self._hyper)
 
     @property
+    def slots(self):
+        """The parameters it updates, in order: each with ``name``, ``param`` (the live array)
+        and, for a module's, ``module`` and ``key`` (its gradient is ``module.grads[key]``);
+        for a ``(param, grad)`` pair ``module`` is None. What a wrapper such as
+        ``rnnfast.distributed.DistributedOptimizer`` reads."""
+        return tuple(self._slots)
+
+    def current_grads(self):
+        """The gradient arrays of :attr:`slots` now, in the same order (live arrays, each
+        shape-checked against its parameter: a ValueError names the one that differs)."""
+        return _current_grads(self._slots)
+
+    @property
     def step_count(self):
         """The number of ``step()`` calls so far (Adam's bias correction uses it)."""
         return self._step

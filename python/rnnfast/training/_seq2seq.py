@@ -4,14 +4,16 @@ loss and of the corpus figures (token accuracy, perplexity)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
-from .data.batching import BucketedBatches
-from .losses import cross_entropy
-from .metrics import accuracy_counts
-from .optim import clip_grad_norm
+from ..data.batching import BucketedBatches
+from ..losses import cross_entropy
+from ..metrics import accuracy_counts
+from ..optim import clip_grad_norm
+from ._loop import Loop, takes_options
 
 __all__ = ["evaluate_seq2seq", "fit_seq2seq"]
 
@@ -60,25 +62,27 @@ def _batch(src, tgt, index, bos, eos):
     )
 
 
-def fit_seq2seq(
-    model,
-    sources,
-    targets,
-    *,
-    optimizer,
-    bos,
-    eos=None,
-    epochs=1,
-    batch_size=32,
-    teacher_forcing=1.0,
-    bucket=True,
-    max_tokens=None,
-    clip_norm=None,
-    seed=None,
-    validation_data=None,
-    callbacks=(),
-    verbose=True,
-):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Seq2SeqOptions:
+    """The keywords of :func:`fit_seq2seq`."""
+
+    optimizer: object
+    bos: int
+    eos: object = None
+    epochs: int = 1
+    batch_size: int = 32
+    teacher_forcing: object = 1.0
+    bucket: bool = True
+    max_tokens: object = None
+    clip_norm: object = None
+    seed: object = None
+    validation_data: object = None
+    callbacks: object = ()
+    verbose: bool = True
+
+
+@takes_options(Seq2SeqOptions)
+def fit_seq2seq(model, sources, targets, options):
     """Train a ``Seq2Seq`` on ragged (source, target) token sequences; returns the history
     (``loss``, and ``val_loss`` / ``val_accuracy`` / ``val_perplexity`` with validation data).
 
@@ -92,53 +96,60 @@ def fit_seq2seq(
         optimizer steps (``seq2seq.teacher_forcing_schedule``).
     bucket, max_tokens : batches of similar source lengths (``data.BucketedBatches``).
     """
-    from .training import _Progress
+    return Seq2SeqLoop(model, sources, targets, options).run()
 
-    src, tgt = _pairs(sources, targets)
-    rng = np.random.default_rng(seed)
-    lengths = np.array([len(s) for s in src], dtype=np.int64)
-    history, step = {}, 0
-    for epoch in range(epochs):
-        model.train()
-        if bucket or max_tokens is not None:
-            batches = list(
+
+class Seq2SeqLoop(Loop):
+    """fit_seq2seq's loop: batches of (source, target) pairs, each a teacher-forced step of
+    ``model.train_batch``; the loss is the mean over the target tokens."""
+
+    resets_state = False  # a Seq2Seq starts every batch from its encoder's state
+
+    def __init__(self, model, sources, targets, options):
+        super().__init__(model, options)
+        self.src, self.tgt = _pairs(sources, targets)
+        self.rng = np.random.default_rng(options.seed)
+        self.lengths = np.array([len(s) for s in self.src], dtype=np.int64)
+        self.steps = 0  # optimizer steps tried: a teacher-forcing schedule's clock
+
+    def batches(self, epoch):
+        o = self.options
+        if o.bucket or o.max_tokens is not None:
+            return list(
                 BucketedBatches(
-                    np.maximum(lengths, 1),
-                    batch_size,
-                    max_tokens=max_tokens,
+                    np.maximum(self.lengths, 1),
+                    o.batch_size,
+                    max_tokens=o.max_tokens,
                     shuffle=True,
-                    seed=int(rng.integers(2**31)),
+                    seed=int(self.rng.integers(2**31)),
                 )
             )
-        else:
-            order = rng.permutation(len(src))
-            batches = [order[i : i + batch_size] for i in range(0, len(src), batch_size)]
-        progress = _Progress(len(batches), f"epoch {epoch + 1}/{epochs}", verbose)
-        total, counted = 0.0, 0
-        for index in batches:
-            s, s_len, t_in, t_out, t_len = _batch(src, tgt, index, bos, eos)
-            ratio = teacher_forcing(step) if callable(teacher_forcing) else teacher_forcing
-            model.zero_grad()
-            loss = model.train_batch(
-                s, s_len, t_in, t_out, t_len, teacher_forcing_ratio=ratio, rng=rng
-            )
-            step += 1
-            if clip_norm is not None and not math.isfinite(clip_grad_norm(model, clip_norm)):
-                continue
-            optimizer.step()
-            total += loss * int(t_len.sum())
-            counted += int(t_len.sum())
-            progress.update(loss, counted)
-        logs = {"loss": total / max(counted, 1)}
-        if validation_data is not None:
-            val = evaluate_seq2seq(model, *validation_data, bos=bos, eos=eos, batch_size=batch_size)
-            logs.update({f"val_{k}": v for k, v in val.items()})
-        progress.close(logs)
-        for key, value in logs.items():
-            history.setdefault(key, []).append(value)
-        if any(cb.on_epoch_end(epoch, logs, model) for cb in callbacks):
-            break
-    return history
+        order = self.rng.permutation(len(self.src))
+        return [order[i : i + o.batch_size] for i in range(0, len(self.src), o.batch_size)]
+
+    def step(self, index):
+        o = self.options
+        s, s_len, t_in, t_out, t_len = _batch(self.src, self.tgt, index, o.bos, o.eos)
+        forcing = o.teacher_forcing
+        ratio = forcing(self.steps) if callable(forcing) else forcing
+        self.model.zero_grad()
+        loss = self.model.train_batch(
+            s, s_len, t_in, t_out, t_len, teacher_forcing_ratio=ratio, rng=self.rng
+        )
+        self.steps += 1
+        if o.clip_norm is not None and not math.isfinite(clip_grad_norm(self.model, o.clip_norm)):
+            return None
+        o.optimizer.step()
+        tokens = int(t_len.sum())
+        return loss, tokens, tokens
+
+    def validate(self):
+        o = self.options
+        if o.validation_data is None:
+            return None
+        return evaluate_seq2seq(
+            self.model, *o.validation_data, bos=o.bos, eos=o.eos, batch_size=o.batch_size
+        )
 
 
 def evaluate_seq2seq(model, sources, targets, *, bos, eos=None, batch_size=256):
