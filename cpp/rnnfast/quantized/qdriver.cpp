@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "qops.hpp"
-#include "rnnfast/dispatch.hpp"
-#include "rnnfast/elementwise.hpp"
-#include "rnnfast/gemm.hpp"
-#include "rnnfast/rnn.hpp"
-#include "rnnfast/step_barrier.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/cells/elman_leaky.hpp"
+#include "rnnfast/drivers/rnn.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/step_barrier.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast::quantized {
 namespace {

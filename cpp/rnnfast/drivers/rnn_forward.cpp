@@ -2,15 +2,14 @@
 #include <cstring>
 #include <vector>
 
-#include "dispatch.hpp"
-#include "elementwise.hpp"
-#include "gemm.hpp"
-#include "masked_step.hpp"
 #include "rnn.hpp"
-#include "step_barrier.hpp"
+#include "rnnfast/cells/elman_leaky.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/gemm/stream_pack.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/step_barrier.hpp"
+#include "rnnfast/runtime/threads.hpp"
 #include "step_masks.hpp"
-#include "stream_pack.hpp"
-#include "threads.hpp"
 
 namespace rnnfast {
 namespace {

@@ -1,6 +1,6 @@
-#include "dispatch.hpp"
-#include "elementwise.hpp"
 #include "rnn.hpp"
+#include "rnnfast/cells/elman_leaky.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
 
 namespace rnnfast {
 

@@ -4,14 +4,14 @@
 #include <vector>
 
 #include "backward_parts.hpp"
-#include "dispatch.hpp"
-#include "embedding.hpp"
-#include "gemm.hpp"
-#include "masked_step.hpp"
 #include "rnn.hpp"
-#include "step_barrier.hpp"
+#include "rnnfast/cells/elman_masked.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/ops/embedding.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/step_barrier.hpp"
+#include "rnnfast/runtime/threads.hpp"
 #include "step_masks.hpp"
-#include "threads.hpp"
 
 namespace rnnfast {
 

@@ -4,14 +4,14 @@
 #include <vector>
 
 #include "backward_parts.hpp"
-#include "dispatch.hpp"
-#include "elementwise.hpp"
-#include "embedding.hpp"
-#include "gemm.hpp"
 #include "rnn.hpp"
-#include "step_barrier.hpp"
-#include "stream_pack.hpp"
-#include "threads.hpp"
+#include "rnnfast/cells/elman_leaky.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/gemm/stream_pack.hpp"
+#include "rnnfast/ops/embedding.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/step_barrier.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast {
 
