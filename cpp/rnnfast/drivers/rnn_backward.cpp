@@ -10,7 +10,6 @@
 #include "rnnfast/gemm/stream_pack.hpp"
 #include "rnnfast/ops/embedding.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
-#include "rnnfast/runtime/step_barrier.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "time_loop.hpp"
 

@@ -7,7 +7,6 @@
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/gemm/stream_pack.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
-#include "rnnfast/runtime/step_barrier.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "step_masks.hpp"
 #include "time_loop.hpp"

@@ -1,19 +1,21 @@
-// The quantized products and the recurrent forward over a whole sequence. The structure follows
-// the float driver (rnn_forward.cpp): the input projection of a chunk of steps is one product,
-// then each step is one product over the running sequences (sorted longest first) whose
-// epilogue dequantizes, adds the projection and applies the activation; each thread owns the
-// same column panels of W_hh at every step, with one barrier per step.
+// The quantized products and the recurrent forward over a whole sequence. The forward is a pass
+// of the float drivers' time loop (drivers/time_loop.hpp), as the float forward is: the input
+// projection of a chunk of steps is one product, then each step is one product over the running
+// sequences (sorted longest first) whose epilogue dequantizes, adds the projection and applies
+// the activation; each thread owns the same column panels of W_hh at every step, with one
+// barrier per step.
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "qops.hpp"
 #include "rnnfast/cells/elman_leaky.hpp"
 #include "rnnfast/drivers/rnn.hpp"
+#include "rnnfast/drivers/time_loop.hpp"
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
-#include "rnnfast/runtime/step_barrier.hpp"
 #include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast::quantized {
@@ -195,74 +197,130 @@ void dense(const float* x, index M, const PackedMatrix& w, const float* bias, fl
     }
 }
 
+namespace {
+
+// The recurrent forward as a pass of the time loop (drivers/time_loop.hpp), a region per chunk:
+// the chunk's input projection is a product with its own thread count, run before the region.
+struct ForwardPass : TimeLoopPass {
+    const ForwardArgs& a;
+    const index B, D, H, step_size;
+    const PackedMatrix& w_hh;
+    const QuantKernels& k;
+    const std::vector<index> active;
+    const bool tanh_state;
+    const index panels;
+    const int threads;
+    const index chunk;
+    // Steps t live in y, or in a ring of one chunk of steps when only h_T is kept.
+    const bool keep_all;
+    std::vector<float> carry, ring;
+    Prepared projection;
+    // Each thread prepares the h_{t-1} rows its product reads, in buffers of its own.
+    std::vector<Prepared> own_input;
+    std::vector<Products> own_products;
+    float* buffer = nullptr;
+
+    ForwardPass(const ForwardArgs& args, std::vector<float> start)
+        : a(args),
+          B(args.batch),
+          D(args.input_size),
+          H(args.hidden_size),
+          step_size(B * H),
+          w_hh(*args.w_hh),
+          k(active_kernels(w_hh.kind)),
+          active(active_rows(args.lengths, args.steps, B)),
+          tanh_state(args.act == Activation::tanh),
+          panels(w_hh.panels()),
+          threads(threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
+                              Sync::barrier)),
+          chunk(std::min(args.steps, std::max(kChunkSteps, kChunkValues / step_size))),
+          keep_all(args.y != nullptr),
+          carry(std::move(start)),
+          ring(keep_all ? 0 : static_cast<size_t>(chunk * step_size)),
+          projection(*args.w_ih, k, chunk * B) {
+        for (int i = 0; i < threads; ++i) {
+            own_input.emplace_back(w_hh, k, B);
+            own_products.emplace_back(w_hh, B);
+        }
+    }
+
+    LoopShape shape() const {
+        LoopShape s;
+        s.steps = a.steps;
+        s.chunk = chunk;
+        s.region_per_chunk = true;
+        s.team = threads;
+        s.stepping = threads;
+        s.batch = B;
+        s.active = active.data();
+        s.columns = H;
+        s.panels = panels;
+        s.panel = kPanel;
+        s.row_granule = kShareRows;
+        return s;
+    }
+
+    void before_region(const Chunk& c) {
+        buffer = keep_all ? a.y + c.t0 * step_size : ring.data();
+        project(projection, a.x + c.t0 * B * D, c.steps * B, a.bias, 0, buffer, H);
+    }
+
+    void after_region(const Chunk& c) {
+        if (keep_all)  // padded steps output zeros
+            for (index t = c.t0; t < c.t0 + c.steps; ++t) {
+                const index rows = active[static_cast<size_t>(t)];
+                std::memset(a.y + t * step_size + rows * H, 0,
+                            sizeof(float) * static_cast<size_t>((B - rows) * H));
+            }
+        std::memcpy(carry.data(), buffer + (c.steps - 1) * step_size,
+                    sizeof(float) * static_cast<size_t>(step_size));
+    }
+
+    struct Member {
+        ForwardPass& p;
+        Prepared& mine;
+        Products& products;
+
+        Member(ForwardPass& pass, const Team& team, int)
+            : p(pass),
+              mine(pass.own_input[static_cast<size_t>(team.me)]),
+              products(pass.own_products[static_cast<size_t>(team.me)]) {}
+
+        void chunk_begin(const Chunk&) {}
+        void chunk_end(const Chunk&) {}
+
+        void step(const Chunk&, const Step& st) {
+            const index H = p.H;
+            const Share& s = st.share;
+            const Block& own = st.own;
+            const float* h_prev = st.i == 0 ? p.carry.data() : p.buffer + (st.i - 1) * p.step_size;
+            float* h = p.buffer + st.i * p.step_size;
+            if (s.m0 < s.m1 && s.p0 < s.p1) {
+                mine.prepare(h_prev, H, s.m0, s.m1, p.tanh_state);
+                products.compute(mine, s.m0, s.m1, s.p0, s.p1);
+                products.finish(mine, s.m0, h, H, h, H, own);  // pre = projection + product
+                activate(h, H, own, p.a.act);
+                if (p.a.alpha != 1.0f) leaky_mix(h, h_prev, H, own, p.a.alpha);
+                const Block ending{std::max(own.m0, st.ending), own.m1, own.c0, own.c1};
+                for (index r = ending.m0; r < ending.m1; ++r)
+                    std::memcpy(p.a.h_n + r * H + ending.c0, h + r * H + ending.c0,
+                                sizeof(float) * static_cast<size_t>(ending.c1 - ending.c0));
+            }
+        }
+    };
+};
+
+}  // namespace
+
 void rnn_forward(const ForwardArgs& a) {
-    const index T_ = a.steps, B = a.batch, H = a.hidden_size, D = a.input_size;
+    const index T_ = a.steps, B = a.batch, H = a.hidden_size;
     const index step_size = B * H;
     std::vector<float> carry(static_cast<size_t>(step_size), 0.0f);
     if (a.h0 && step_size > 0) std::memcpy(carry.data(), a.h0, sizeof(float) * carry.size());
     if (step_size > 0) std::memcpy(a.h_n, carry.data(), sizeof(float) * carry.size());
     if (T_ == 0 || B == 0 || H == 0) return;
-    const PackedMatrix& w_hh = *a.w_hh;
-    const QuantKernels& k = active_kernels(w_hh.kind);
-    const std::vector<index> active = active_rows(a.lengths, T_, B);
-    const bool tanh_state = a.act == Activation::tanh;
-    const index panels = w_hh.panels();
-    const int threads =
-        threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B), Sync::barrier);
-    const index chunk = std::min(T_, std::max(kChunkSteps, kChunkValues / step_size));
-    // Steps t live in y, or in a ring of one chunk of steps when only h_T is kept.
-    const bool keep_all = a.y != nullptr;
-    std::vector<float> ring(keep_all ? 0 : static_cast<size_t>(chunk * step_size));
-    Prepared projection(*a.w_ih, k, chunk * B);
-    // Each thread prepares the h_{t-1} rows its product reads, in buffers of its own.
-    std::vector<Prepared> own_input;
-    std::vector<Products> own_products;
-    for (int i = 0; i < threads; ++i) {
-        own_input.emplace_back(w_hh, k, B);
-        own_products.emplace_back(w_hh, B);
-    }
-
-    for (index t0 = 0; t0 < T_; t0 += chunk) {
-        const index steps = std::min(chunk, T_ - t0);
-        float* buffer = keep_all ? a.y + t0 * step_size : ring.data();
-        project(projection, a.x + t0 * B * D, steps * B, a.bias, 0, buffer, H);
-        StepBarrier barrier;
-#pragma omp parallel num_threads(threads)
-        {
-#pragma omp single
-            barrier.reset(team_size());
-            Prepared& mine = own_input[static_cast<size_t>(thread_index())];
-            Products& products = own_products[static_cast<size_t>(thread_index())];
-            for (index i = 0; i < steps; ++i) {
-                const index t = t0 + i, rows = active[static_cast<size_t>(t)];
-                const Share s = share_of(rows, panels, kShareRows, thread_index(), team_size());
-                const Block own = columns_of(s, H);
-                const float* h_prev = i == 0 ? carry.data() : buffer + (i - 1) * step_size;
-                float* h = buffer + i * step_size;
-                if (s.m0 < s.m1 && s.p0 < s.p1) {
-                    mine.prepare(h_prev, H, s.m0, s.m1, tanh_state);
-                    products.compute(mine, s.m0, s.m1, s.p0, s.p1);
-                    products.finish(mine, s.m0, h, H, h, H, own);  // pre = projection + product
-                    activate(h, H, own, a.act);
-                    if (a.alpha != 1.0f) leaky_mix(h, h_prev, H, own, a.alpha);
-                    const Block ending{std::max(own.m0, active[static_cast<size_t>(t + 1)]), own.m1,
-                                       own.c0, own.c1};
-                    for (index r = ending.m0; r < ending.m1; ++r)
-                        std::memcpy(a.h_n + r * H + ending.c0, h + r * H + ending.c0,
-                                    sizeof(float) * static_cast<size_t>(ending.c1 - ending.c0));
-                }
-                barrier.wait();
-            }
-        }
-        if (keep_all)  // padded steps output zeros
-            for (index t = t0; t < t0 + steps; ++t) {
-                const index rows = active[static_cast<size_t>(t)];
-                std::memset(a.y + t * step_size + rows * H, 0,
-                            sizeof(float) * static_cast<size_t>((B - rows) * H));
-            }
-        std::memcpy(carry.data(), buffer + (steps - 1) * step_size,
-                    sizeof(float) * static_cast<size_t>(step_size));
-    }
+    ForwardPass pass(a, std::move(carry));
+    run_time_loop(pass.shape(), pass);
 }
 
 }  // namespace rnnfast::quantized
