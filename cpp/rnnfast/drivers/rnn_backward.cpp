@@ -5,7 +5,7 @@
 
 #include "backward_parts.hpp"
 #include "rnn.hpp"
-#include "rnnfast/cells/elman_leaky.hpp"
+#include "rnnfast/cells/elman.hpp"
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/gemm/stream_pack.hpp"
 #include "rnnfast/ops/embedding.hpp"
@@ -25,8 +25,11 @@ namespace {
 // The whole walk is one region of the time loop: per chunk the team splits the set-up of its
 // steps, meets, runs the step loop (one barrier per step), then computes the chunk's gradients
 // (chunk_gradients, no fork/join) and meets before the next chunk overwrites the deltas.
-template <class T>
+template <class T, class Cell>
 struct BackwardPass : TimeLoopPass {
+    static_assert(Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&
+                      Cell::kStoredSteps == 0,
+                  "this pass runs cells of one state, one gate group and one product per step");
     const BackwardArgs<T>& a;
     const index B, D, H, step_size;
     const KernelTable<T>& kt;
@@ -61,7 +64,7 @@ struct BackwardPass : TimeLoopPass {
           stream(streams<T>(B, H)),
           packed_hh(scratch<T>(stream ? stream_packed_size(kt, H, H) : kt.packed_b_size(H, H))),
           buffers(kt, args, chunk * B),
-          grad(gradient_epilogue(args.act)),
+          grad(Cell::gradient_step_epilogue(args.act, args.alpha)),
           delta(static_cast<size_t>(chunk * step_size)),
           later(static_cast<size_t>(step_size)),
           leaky(args.alpha != T(1)),
@@ -81,7 +84,7 @@ struct BackwardPass : TimeLoopPass {
         s.stepping = team_plan.steps;
         s.batch = B;
         s.active = active.data();
-        s.columns = H;
+        s.columns = Cell::columns(H);
         s.panels = panels;
         s.panel = kt.nr;
         s.row_granule = kt.mr;
@@ -102,7 +105,7 @@ struct BackwardPass : TimeLoopPass {
             task.ldc = p.H;
             task.ldaux = p.H;
             task.accumulate = true;
-            task.op = p.leaky ? Epilogue::none : p.grad;
+            task.op = p.grad;
         }
 
         void pack_weights() {
@@ -149,7 +152,7 @@ struct BackwardPass : TimeLoopPass {
             if (p.leaky) {
                 const T* g_next = i + 1 < c.steps ? p.state_grad.data() + (i + 1) * step_size
                                                   : (have_later ? p.later_grad.data() : nullptr);
-                if (g_next) add_scaled(g, g_next, H, own, T(1) - p.a.alpha);
+                if (g_next) Cell::carry_state_grad(g, g_next, H, own, p.a.alpha);
             }
             // The very last step has no recurrent term (K = 0: the epilogue alone).
             task.K = next ? H : 0;
@@ -162,9 +165,9 @@ struct BackwardPass : TimeLoopPass {
                 p.kt.matvec(p.packed_hh.get() + own.c0 * H, task.K, next, g + own.c0,
                             own.c1 - own.c0, task.op, task.aux + own.c0);
             if (p.leaky)
-                leaky_delta(p.delta.data() + i * step_size, g, p.a.y + t * step_size,
-                            t > 0 ? p.a.y + (t - 1) * step_size : p.h_start, H, own, p.a.alpha,
-                            p.a.act);
+                Cell::delta_from_state_grad(
+                    p.delta.data() + i * step_size, g, p.a.y + t * step_size,
+                    t > 0 ? p.a.y + (t - 1) * step_size : p.h_start, H, own, p.a.alpha, p.a.act);
         }
 
         void chunk_end(const Chunk& c) {
@@ -235,7 +238,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
     }
     if (a.keep || a.recurrent_mask) return rnn_backward_masked(a);
 
-    BackwardPass<T> pass(a);
+    BackwardPass<T, ElmanCell<T>> pass(a);
     run_time_loop(pass.shape(), pass);
     if (a.ids) token_gradients(pass.kt, a, pass.buffers);
 }

@@ -5,7 +5,7 @@
 
 #include "backward_parts.hpp"
 #include "rnn.hpp"
-#include "rnnfast/cells/elman_masked.hpp"
+#include "rnnfast/cells/elman.hpp"
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/ops/embedding.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
@@ -17,8 +17,11 @@ namespace rnnfast {
 
 namespace {
 
-template <class T>
+template <class T, class Cell>
 struct MaskedBackwardPass : TimeLoopPass {
+    static_assert(Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&
+                      Cell::kStoredSteps == 0,
+                  "this pass runs cells of one state, one gate group and one product per step");
     const BackwardArgs<T>& a;
     const index B, H, step_size;
     const KernelTable<T>& kt;
@@ -73,7 +76,7 @@ struct MaskedBackwardPass : TimeLoopPass {
         s.batch = B;
         s.active = active.data();
         s.keep = masks.keep.data();
-        s.columns = H;
+        s.columns = Cell::columns(H);
         s.panels = panels;
         s.panel = kt.nr;
         s.row_granule = kt.mr;
@@ -134,7 +137,7 @@ struct MaskedBackwardPass : TimeLoopPass {
                           1};
                 p.kt.gemm_block(back, s.m0, s.m1, s.p0, s.p1);
             }
-            masked_grad_step(st, H, step.own);
+            Cell::masked_backward_step(st, H, step.own);
         }
 
         void chunk_end(const Chunk& c) {
@@ -177,10 +180,11 @@ struct MaskedBackwardPass : TimeLoopPass {
 // the time loop, each chunk's deltas turned into weight and input gradients by large GEMMs.
 template <class T>
 void rnn_backward_masked(const BackwardArgs<T>& a) {
-    MaskedBackwardPass<T> pass(a);
+    MaskedBackwardPass<T, ElmanCell<T>> pass(a);
     run_time_loop(pass.shape(), pass);
-    state_grad_before(a.dh0, pass.later_grad.get(), pass.rho.get(), pass.masks.keep.data(),
-                      a.recurrent_mask, a.alpha, a.batch, a.hidden_size);
+    ElmanCell<T>::masked_initial_state_grad(a.dh0, pass.later_grad.get(), pass.rho.get(),
+                                            pass.masks.keep.data(), a.recurrent_mask, a.alpha,
+                                            a.batch, a.hidden_size);
     if (a.ids) token_gradients(pass.kt, a, pass.buffers);
 }
 

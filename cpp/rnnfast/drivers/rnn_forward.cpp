@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "rnn.hpp"
-#include "rnnfast/cells/elman_leaky.hpp"
+#include "rnnfast/cells/elman.hpp"
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/gemm/stream_pack.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
@@ -41,8 +41,11 @@ void gather_block(const T* table, const std::int64_t* ids, index width, const Bl
 // The forward as a pass of the time loop: per chunk, the input projection of its steps (a GEMM
 // outside the team, before its region), then the recurrence: each step one product of h_{t-1}
 // with W_hh^T onto the projection in place, the activation in its epilogue.
-template <class T>
+template <class T, class Cell>
 struct ForwardPass : TimeLoopPass {
+    static_assert(Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&
+                      Cell::kStoredSteps == 0,
+                  "this pass runs cells of one state, one gate group and one product per step");
     const ForwardArgs<T>& a;
     const index B, D, H, step_size;
     const KernelTable<T>& kt;
@@ -121,7 +124,7 @@ struct ForwardPass : TimeLoopPass {
         s.batch = B;
         s.active = active.data();
         s.keep = masked ? masks.keep.data() : nullptr;
-        s.columns = H;
+        s.columns = Cell::columns(H);
         s.panels = panels;
         s.panel = kt.nr;
         s.row_granule = kt.mr;
@@ -181,7 +184,7 @@ struct ForwardPass : TimeLoopPass {
             task.packed_b = p.packed_hh.data();
             task.ldc = p.H;
             task.accumulate = true;  // h_t = act(projection already in place + h_{t-1} W_hh^T)
-            task.op = forward_epilogue(p.a.act);
+            task.op = Cell::step_epilogue(p.a.act);
         }
 
         void chunk_begin(const Chunk& c) {
@@ -212,8 +215,7 @@ struct ForwardPass : TimeLoopPass {
             else if (s.m1 > s.m0)  // the sequence is still running
                 p.kt.matvec(p.stream_w.data() + own.c0 * H, H, task.A.p, h + own.c0,
                             own.c1 - own.c0, task.op, nullptr);
-            if (p.a.alpha != T(1))  // leaky unit: the same share, so no extra barrier
-                leaky_mix(h, h_prev, H, own, p.a.alpha);
+            Cell::finish_step(h, h_prev, H, own, p.a.alpha);  // the same block: no barrier
             if (st.keep) carry_skipped_rows(h, h_prev, st.keep, H, own);
             // Sequences whose last step this is keep their state as h_n.
             const Block ending{std::max(own.m0, st.ending), own.m1, own.c0, own.c1};
@@ -241,7 +243,7 @@ void rnn_forward(const ForwardArgs<T>& a) {
     // overwrite their rows when they end.
     if (step_size > 0) std::memcpy(a.h_n, h_prev0, sizeof(T) * static_cast<size_t>(step_size));
     if (T_ == 0 || B == 0 || H == 0) return;  // nothing to compute (and no null memcpys)
-    ForwardPass<T> pass(a, h_prev0);
+    ForwardPass<T, ElmanCell<T>> pass(a, h_prev0);
     run_time_loop(pass.shape(), pass);
 }
 

@@ -1,5 +1,5 @@
 #include "rnn.hpp"
-#include "rnnfast/cells/elman_leaky.hpp"
+#include "rnnfast/cells/elman.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 
 namespace rnnfast {
@@ -25,10 +25,10 @@ void rnn_step(const StepArgs<T>& a) {
     act.C = a.h_next;
     act.ldc = H;
     act.accumulate = true;
-    act.op = forward_epilogue(a.act);
+    act.op = ElmanCell<T>::step_epilogue(a.act);
     const index panels = (H + kt.nr - 1) / kt.nr;
     kt.gemm_block(act, 0, B, 0, panels);
-    if (a.alpha != T(1)) leaky_mix(a.h_next, a.h, H, Block{0, B, 0, H}, a.alpha);
+    ElmanCell<T>::finish_step(a.h_next, a.h, H, Block{0, B, 0, H}, a.alpha);
 }
 
 template void rnn_step(const StepArgs<float>&);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "qproducts.hpp"
-#include "rnnfast/cells/elman_leaky.hpp"
+#include "rnnfast/cells/elman.hpp"
 #include "rnnfast/drivers/rnn.hpp"
 #include "rnnfast/drivers/time_loop.hpp"
 #include "rnnfast/gemm/gemm.hpp"
@@ -95,7 +95,7 @@ struct ForwardPass : TimeLoopPass {
         s.stepping = threads;
         s.batch = B;
         s.active = active.data();
-        s.columns = H;
+        s.columns = ElmanCell<float>::columns(H);
         s.panels = panels;
         s.panel = kPanel;
         s.row_granule = kShareRows;
@@ -142,7 +142,7 @@ struct ForwardPass : TimeLoopPass {
                 products.compute(mine, s.m0, s.m1, s.p0, s.p1);
                 products.finish(mine, s.m0, h, H, h, H, own);  // pre = projection + product
                 activate(h, H, own, p.a.act);
-                if (p.a.alpha != 1.0f) leaky_mix(h, h_prev, H, own, p.a.alpha);
+                ElmanCell<float>::finish_step(h, h_prev, H, own, p.a.alpha);
                 const Block ending{std::max(own.m0, st.ending), own.m1, own.c0, own.c1};
                 for (index r = ending.m0; r < ending.m1; ++r)
                     std::memcpy(p.a.h_n + r * H + ending.c0, h + r * H + ending.c0,
