@@ -27,9 +27,7 @@ namespace {
 // (chunk_gradients, no fork/join) and meets before the next chunk overwrites the deltas.
 template <class T, class Cell>
 struct BackwardPass : TimeLoopPass {
-    static_assert(Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&
-                      Cell::kStoredSteps == 0,
-                  "this pass runs cells of one state, one gate group and one product per step");
+    static_assert(single_product_cell<Cell>(), "a cell of one state, gate group and product");
     const BackwardArgs<T>& a;
     const index B, D, H, step_size;
     const KernelTable<T>& kt;
@@ -76,19 +74,10 @@ struct BackwardPass : TimeLoopPass {
           active(active_rows(args.lengths, args.steps, B)) {}
 
     LoopShape shape() const {
-        LoopShape s;
-        s.steps = a.steps;
-        s.chunk = chunk;
-        s.reverse = true;
-        s.team = team_plan.team;
-        s.stepping = team_plan.steps;
-        s.batch = B;
-        s.active = active.data();
-        s.columns = Cell::columns(H);
-        s.panels = panels;
-        s.panel = kt.nr;
-        s.row_granule = kt.mr;
-        return s;
+        return {{a.steps, chunk, true, false},  // in reverse, one region
+                {team_plan.team, team_plan.steps},
+                {B, active.data(), nullptr},
+                kernel_columns(kt, Cell::columns(H))};
     }
 
     struct Member {
@@ -98,11 +87,10 @@ struct BackwardPass : TimeLoopPass {
         GemmTask<T> task;
 
         Member(BackwardPass& pass, const Team& t, int steppers)
-            : p(pass), team(t), stepping(steppers) {
-            task.M = p.B;
-            task.N = p.H;
-            task.packed_b = p.packed_hh.get();
-            task.ldc = p.H;
+            : p(pass),
+              team(t),
+              stepping(steppers),
+              task(packed_task<T>(p.B, p.H, 0, p.packed_hh.get(), nullptr, p.H)) {
             task.ldaux = p.H;
             task.accumulate = true;
             task.op = p.grad;
@@ -202,15 +190,9 @@ struct BackwardPass : TimeLoopPass {
                     p.a.dh0[i] = p.leaky ? (T(1) - p.a.alpha) * p.later_grad[i] : T(0);
                     if (p.a.dh_n && r >= p.active[0]) p.a.dh0[i] += p.a.dh_n[i];
                 }
-            GemmTask<T> last;
+            GemmTask<T> last = packed_task<T>(B, H, H, p.packed_hh.get(), p.a.dh0, H);
             last.accumulate = true;
-            last.M = B;
-            last.N = H;
-            last.K = H;
             last.A = {p.later.data(), H, 1};
-            last.packed_b = p.packed_hh.get();
-            last.C = p.a.dh0;
-            last.ldc = H;
             if (!p.stream)
                 p.kt.gemm_block(last, s.m0, s.m1, s.p0, s.p1);
             else

@@ -19,13 +19,10 @@ namespace {
 
 template <class T, class Cell>
 struct MaskedBackwardPass : TimeLoopPass {
-    static_assert(Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&
-                      Cell::kStoredSteps == 0,
-                  "this pass runs cells of one state, one gate group and one product per step");
+    static_assert(single_product_cell<Cell>(), "a cell of one state, gate group and product");
     const BackwardArgs<T>& a;
     const index B, H, step_size;
     const KernelTable<T>& kt;
-    const index panels;
     const StepMasks masks;
     const std::vector<index> source;
     const std::vector<index> active;  // every row runs every step (lengths are in the masks)
@@ -49,7 +46,6 @@ struct MaskedBackwardPass : TimeLoopPass {
           H(args.hidden_size),
           step_size(B * H),
           kt(kernels<T>()),
-          panels(panel_count(H, kt.nr)),
           masks(step_masks(args.keep, args.lengths, args.zero_output_for_mask, args.steps, B)),
           source(state_sources(masks, args.steps, B)),
           active(active_rows(nullptr, args.steps, B)),
@@ -67,20 +63,10 @@ struct MaskedBackwardPass : TimeLoopPass {
           h_start(args.h0 ? args.h0 : zeros.data()) {}
 
     LoopShape shape() const {
-        LoopShape s;
-        s.steps = a.steps;
-        s.chunk = chunk;
-        s.reverse = true;
-        s.team = team_plan.team;
-        s.stepping = team_plan.steps;
-        s.batch = B;
-        s.active = active.data();
-        s.keep = masks.keep.data();
-        s.columns = Cell::columns(H);
-        s.panels = panels;
-        s.panel = kt.nr;
-        s.row_granule = kt.mr;
-        return s;
+        return {{a.steps, chunk, true, false},  // in reverse, one region
+                {team_plan.team, team_plan.steps},
+                {B, active.data(), masks.keep.data()},
+                kernel_columns(kt, Cell::columns(H))};
     }
 
     // Every row at every step, so a member's block is the same throughout: what it reads of
@@ -91,13 +77,10 @@ struct MaskedBackwardPass : TimeLoopPass {
         GemmTask<T> back;
         MaskedGradStep<T> st;
 
-        Member(MaskedBackwardPass& pass, const Team& t, int) : p(pass), team(t) {
-            back.M = p.B;
-            back.N = p.H;
-            back.K = p.H;
-            back.packed_b = p.packed_hh.get();
-            back.C = p.rho.get();
-            back.ldc = p.H;
+        Member(MaskedBackwardPass& pass, const Team& t, int)
+            : p(pass),
+              team(t),
+              back(packed_task<T>(p.B, p.H, p.H, p.packed_hh.get(), p.rho.get(), p.H)) {
             st.out_t = nullptr;
             st.y = p.a.y;
             st.batch = p.B;
@@ -153,14 +136,8 @@ struct MaskedBackwardPass : TimeLoopPass {
             team.barrier->wait();  // before the next chunk overwrites the deltas
             if (!c.last) return;
             // dh0: what step 0 sends back to h0, by the same rule as every other step.
-            GemmTask<T> first;
-            first.M = p.B;
-            first.N = p.H;
-            first.K = p.H;
+            GemmTask<T> first = packed_task<T>(p.B, p.H, p.H, p.packed_hh.get(), p.rho.get(), p.H);
             first.A = {p.later.get(), p.H, 1};
-            first.packed_b = p.packed_hh.get();
-            first.C = p.rho.get();
-            first.ldc = p.H;
             team_task(p.kt, team, first);
         }
     };

@@ -43,9 +43,7 @@ void gather_block(const T* table, const std::int64_t* ids, index width, const Bl
 // with W_hh^T onto the projection in place, the activation in its epilogue.
 template <class T, class Cell>
 struct ForwardPass : TimeLoopPass {
-    static_assert(Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&
-                      Cell::kStoredSteps == 0,
-                  "this pass runs cells of one state, one gate group and one product per step");
+    static_assert(single_product_cell<Cell>(), "a cell of one state, gate group and product");
     const ForwardArgs<T>& a;
     const index B, D, H, step_size;
     const KernelTable<T>& kt;
@@ -115,32 +113,16 @@ struct ForwardPass : TimeLoopPass {
     }
 
     LoopShape shape() const {
-        LoopShape s;
-        s.steps = a.steps;
-        s.chunk = chunk;
-        s.region_per_chunk = true;
-        s.team = threads;
-        s.stepping = threads;
-        s.batch = B;
-        s.active = active.data();
-        s.keep = masked ? masks.keep.data() : nullptr;
-        s.columns = Cell::columns(H);
-        s.panels = panels;
-        s.panel = kt.nr;
-        s.row_granule = kt.mr;
-        return s;
+        return {{a.steps, chunk, false, true},  // a region per chunk
+                {threads, threads},
+                {B, active.data(), masked ? masks.keep.data() : nullptr},
+                kernel_columns(kt, Cell::columns(H))};
     }
 
     // Input projection of `rows` rows of inputs: one GEMM, biases added in its epilogue.
     void project(const T* inputs, index rows, T* out) const {
-        GemmTask<T> proj;
-        proj.M = rows;
-        proj.N = H;
-        proj.K = D;
+        GemmTask<T> proj = packed_task<T>(rows, H, D, packed_ih.data(), out, H);
         proj.A = {inputs, D, 1};
-        proj.packed_b = packed_ih.data();
-        proj.C = out;
-        proj.ldc = H;
         proj.bias = bias.empty() ? nullptr : bias.data();
         run_task(kt, proj,
                  threads_for(2.0 * double(rows) * double(D) * double(H), std::max(panels, rows),
@@ -177,12 +159,10 @@ struct ForwardPass : TimeLoopPass {
         const Team team;
         GemmTask<T> task;
 
-        Member(ForwardPass& pass, const Team& t, int) : p(pass), team(t) {
-            task.M = p.B;
-            task.N = p.H;
-            task.K = p.H;
-            task.packed_b = p.packed_hh.data();
-            task.ldc = p.H;
+        Member(ForwardPass& pass, const Team& t, int)
+            : p(pass),
+              team(t),
+              task(packed_task<T>(p.B, p.H, p.H, p.packed_hh.data(), nullptr, p.H)) {
             task.accumulate = true;  // h_t = act(projection already in place + h_{t-1} W_hh^T)
             task.op = Cell::step_epilogue(p.a.act);
         }

@@ -1,5 +1,6 @@
 #include "rnn.hpp"
 #include "rnnfast/cells/elman.hpp"
+#include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 
 namespace rnnfast {
@@ -18,12 +19,7 @@ void rnn_step(const StepArgs<T>& a) {
     }
     // The activation through the GEMM's epilogue alone (K = 0), so it is the very same vector
     // code as in the sequence kernels.
-    GemmTask<T> act;
-    act.M = B;
-    act.N = H;
-    act.K = 0;
-    act.C = a.h_next;
-    act.ldc = H;
+    GemmTask<T> act = packed_task<T>(B, H, 0, nullptr, a.h_next, H);
     act.accumulate = true;
     act.op = ElmanCell<T>::step_epilogue(a.act);
     const index panels = (H + kt.nr - 1) / kt.nr;

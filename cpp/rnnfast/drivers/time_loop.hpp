@@ -60,6 +60,7 @@
 
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/gemm/team_gemm.hpp"
+#include "rnnfast/runtime/kernel_table.hpp"
 #include "rnnfast/runtime/step_barrier.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "rnnfast/runtime/types.hpp"
@@ -68,20 +69,42 @@ namespace rnnfast {
 
 // What the loop walks, and how it splits each step.
 struct LoopShape {
-    index steps = 0;                     // T
-    index chunk = 1;                     // steps per chunk
-    bool reverse = false;                // walk from step T - 1 down to 0 (the backward)
-    bool region_per_chunk = false;       // a region per chunk, serial hooks between them
-    int team = 1;                        // threads asked for the region
-    int stepping = 1;                    // of them, those that run the steps
-    index batch = 0;                     // B
-    const index* active = nullptr;       // (T + 1): rows running at step t, active[T] = 0
-    const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: every running row runs each step
-    index columns = 0;                   // of the step's product (kGates * H)
-    index panels = 0;                    // column panels of `panel` columns each
-    index panel = 1;
-    int row_granule = 1;  // rows split between members in multiples of this (the tile's mr)
+    struct Walk {
+        index steps = 0;                // T
+        index chunk = 1;                // steps per chunk
+        bool reverse = false;           // from step T - 1 down to 0 (the backward)
+        bool region_per_chunk = false;  // a region per chunk, the serial hooks between them
+    } walk;
+    struct Threads {
+        int team = 1;      // asked for the region
+        int stepping = 1;  // of them, those that run the steps
+    } threads;
+    struct Rows {
+        index batch = 0;                     // B
+        const index* active = nullptr;       // (T + 1): rows running at step t, active[T] = 0
+        const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: every running row runs
+    } rows;
+    struct Columns {
+        index count = 0;   // of the step's product (kGates * H)
+        index panels = 0;  // column panels of `panel` columns each
+        index panel = 1;
+        int row_granule = 1;  // rows split between members in multiples of this (the tile's mr)
+    } columns;
 };
+
+// The column split of a step whose products run on the float kernels.
+template <class T>
+LoopShape::Columns kernel_columns(const KernelTable<T>& kt, index count) {
+    return {count, panel_count(count, kt.nr), kt.nr, kt.mr};
+}
+
+// Whether a cell is of the kind the passes run today: one state, one gate group, one product per
+// step and nothing stored beyond y (see the top of this file for what a gated cell adds).
+template <class Cell>
+constexpr bool single_product_cell() {
+    return Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&
+           Cell::kStoredSteps == 0;
+}
 
 // Steps [t0, t0 + steps), the walk's first and last chunk (in the walk's order).
 struct Chunk {
@@ -108,11 +131,11 @@ struct TimeLoopPass {
 
 namespace time_loop_detail {
 
-inline index chunk_count(const LoopShape& s) {
+inline index chunk_count(const LoopShape::Walk& s) {
     return (s.steps + s.chunk - 1) / s.chunk;
 }
 
-inline Chunk chunk_at(const LoopShape& s, index c) {
+inline Chunk chunk_at(const LoopShape::Walk& s, index c) {
     Chunk k;
     if (s.reverse) {
         const index t1 = s.steps - c * s.chunk;
@@ -127,17 +150,19 @@ inline Chunk chunk_at(const LoopShape& s, index c) {
     return k;
 }
 
-inline Step step_at(const LoopShape& s, const Chunk& chunk, index i, int me, int stepping,
+inline Step step_at(const LoopShape& shape, const Chunk& chunk, index i, int me, int stepping,
                     StepBarrier* barrier) {
+    const LoopShape::Rows& r = shape.rows;
+    const LoopShape::Columns& c = shape.columns;
     Step st;
     st.t = chunk.t0 + i;
     st.i = i;
-    st.rows = s.active[st.t];
-    st.ending = s.active[st.t + 1];
-    st.keep = s.keep ? s.keep + st.t * s.batch : nullptr;
-    st.share = share_of(st.rows, s.panels, s.row_granule, me, stepping);
-    st.own = Block{st.share.m0, st.share.m1, std::min(s.columns, st.share.p0 * s.panel),
-                   std::min(s.columns, st.share.p1 * s.panel)};
+    st.rows = r.active[st.t];
+    st.ending = r.active[st.t + 1];
+    st.keep = r.keep ? r.keep + st.t * r.batch : nullptr;
+    st.share = share_of(st.rows, c.panels, c.row_granule, me, stepping);
+    st.own = Block{st.share.m0, st.share.m1, std::min(c.count, st.share.p0 * c.panel),
+                   std::min(c.count, st.share.p1 * c.panel)};
     st.barrier = barrier;
     return st;
 }
@@ -146,22 +171,22 @@ inline Step step_at(const LoopShape& s, const Chunk& chunk, index i, int me, int
 template <class Pass>
 void run_region(const LoopShape& shape, Pass& pass, index c0, index c1) {
     StepBarrier step_barrier, team_barrier;
-#pragma omp parallel num_threads(shape.team)
+#pragma omp parallel num_threads(shape.threads.team)
     {
 #pragma omp single
         {
             team_barrier.reset(team_size());
-            step_barrier.reset(std::min(shape.stepping, team_size()));
+            step_barrier.reset(std::min(shape.threads.stepping, team_size()));
         }
         const Team team{thread_index(), team_size(), &team_barrier};
-        const int stepping = std::min(shape.stepping, team.size);
+        const int stepping = std::min(shape.threads.stepping, team.size);
         typename Pass::Member member(pass, team, stepping);
         for (index c = c0; c < c1; ++c) {
-            const Chunk chunk = chunk_at(shape, c);
+            const Chunk chunk = chunk_at(shape.walk, c);
             member.chunk_begin(chunk);
             if (team.me < stepping)
                 for (index n = 0; n < chunk.steps; ++n) {
-                    const index i = shape.reverse ? chunk.steps - 1 - n : n;
+                    const index i = shape.walk.reverse ? chunk.steps - 1 - n : n;
                     member.step(chunk, step_at(shape, chunk, i, team.me, stepping, &step_barrier));
                     step_barrier.wait();
                 }
@@ -184,13 +209,13 @@ void run_region(const LoopShape& shape, Pass& pass, index c0, index c1) {
 template <class Pass>
 void run_time_loop(const LoopShape& shape, Pass& pass) {
     using namespace time_loop_detail;
-    const index chunks = chunk_count(shape);
-    const index per_region = shape.region_per_chunk ? 1 : chunks;
+    const index chunks = chunk_count(shape.walk);
+    const index per_region = shape.walk.region_per_chunk ? 1 : chunks;
     for (index c = 0; c < chunks; c += per_region) {
         const index end = std::min(chunks, c + per_region);
-        pass.before_region(chunk_at(shape, c));
+        pass.before_region(chunk_at(shape.walk, c));
         run_region(shape, pass, c, end);
-        pass.after_region(chunk_at(shape, end - 1));
+        pass.after_region(chunk_at(shape.walk, end - 1));
     }
 }
 

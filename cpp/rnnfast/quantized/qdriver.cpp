@@ -28,14 +28,9 @@ void activate(float* h, index ld, const Block& b, Activation act) {
     if (b.m1 <= b.m0 || b.c1 <= b.c0) return;
     const KernelTable<float>& kt = kernels<float>();
     static const float none = 0.0f;
-    GemmTask<float> t;
-    t.M = b.m1 - b.m0;
-    t.N = b.c1 - b.c0;
-    t.K = 0;
+    GemmTask<float> t =
+        packed_task<float>(b.m1 - b.m0, b.c1 - b.c0, 0, &none, h + b.m0 * ld + b.c0, ld);
     t.A = {&none, 0, 0};
-    t.packed_b = &none;
-    t.C = h + b.m0 * ld + b.c0;
-    t.ldc = ld;
     t.accumulate = true;
     t.op = forward_epilogue(act);
     kt.gemm_block(t, 0, t.M, 0, panel_count(t.N, kt.nr));
@@ -87,19 +82,10 @@ struct ForwardPass : TimeLoopPass {
     }
 
     LoopShape shape() const {
-        LoopShape s;
-        s.steps = a.steps;
-        s.chunk = chunk;
-        s.region_per_chunk = true;
-        s.team = threads;
-        s.stepping = threads;
-        s.batch = B;
-        s.active = active.data();
-        s.columns = ElmanCell<float>::columns(H);
-        s.panels = panels;
-        s.panel = kPanel;
-        s.row_granule = kShareRows;
-        return s;
+        return {{a.steps, chunk, false, true},  // a region per chunk
+                {threads, threads},
+                {B, active.data(), nullptr},
+                {ElmanCell<float>::columns(H), panels, kPanel, kShareRows}};
     }
 
     void before_region(const Chunk& c) {
