@@ -28,31 +28,35 @@
 //                                                         the chunk, on its block `step.own`
 // TimeLoopPass gives empty serial hooks to a pass that has none.
 //
-// How a cell plugs in (cells/elman.hpp is the first cell). The loop knows nothing of the cell;
-// the passes are written against a cell policy that says:
-//   - its states, kStates: what is carried from step to step (Elman: h; LSTM: h and c). A pass
-//     keeps one (B, H) slot per state per step, and a skipped or finished row carries each one.
+// How a cell plugs in (cells/elman.hpp, ElmanCell, is the first). The loop knows nothing of
+// the cell; a pass takes the cell as a template argument and calls it, statically, for:
+//   - its states, kStates: what is carried from step to step (Elman: h; LSTM: h and c). The
+//     pass keeps one (B, H) slot per state per step, and a skipped or finished row carries each.
 //   - its gate groups, kGates (Elman 1, GRU 3, LSTM 4): the step's product has kGates * H
-//     columns, so LoopShape::columns is kGates * H and the packed recurrent weights order their
-//     columns so that a member's panels hold every gate of its hidden units (the epilogue then
-//     combines the gates of a unit in registers, with no barrier).
-//   - the per-step GEMM list: the products a member runs on its block each step, in order.
-//     Elman has one (h_{t-1} W_hh^T, onto the projected input). A product that reads what other
-//     members wrote in the same step (LSTM's projection h = r W_hr^T with proj_size, a deep
+//     columns (columns(H), which the pass gives LoopShape::Columns::count), and the packed
+//     recurrent weights order their columns so that a member's panels hold every gate of its
+//     hidden units: the epilogue then combines a unit's gates in registers, with no barrier.
+//   - its per-step products, kStepGemms: what a member runs on its block each step, in order.
+//     Elman has one (h_{t-1} W_hh^T onto the projected input). A product that reads what other
+//     members wrote in the same step (LSTM's projection r W_hr^T with proj_size, a deep
 //     transition's k layers) is preceded by step.barrier->wait(), which every stepping member
 //     calls the same number of times per step; the loop's own barrier still ends the step.
-//   - the epilogue after the products, on the member's block: Elman's activation (fused into
-//     the product's epilogue) and leaky mix; a gated cell's sigmoids, tanh and state update.
-//   - what the backward needs stored per step: Elman needs only y (act' is recovered from h_t);
-//     a gated cell stores its gates, (B, kGates * H) per step, in a workspace the forward writes
-//     and the backward's member.step reads for its block.
+//   - its epilogue after the products, on the member's block (step_epilogue, finish_step):
+//     Elman's activation (fused into the product) and leaky mix; a gated cell's sigmoids, tanh
+//     and state update.
+//   - what its backward needs stored per step, kStoredSteps: Elman nothing beyond y (act' is
+//     recovered from h_t); a gated cell its gates, (B, kGates * H) per step, in a workspace the
+//     forward's step writes and the backward's step reads for its block.
 //   - its backward step: from the state gradients of step t + 1 and the stored step, the
-//     gradient of the pre-activations (Elman: elman_leaky.hpp, elman_masked.hpp), whose product
-//     with W_hh is the recurrent term of step t - 1, and which the chunk's gradient GEMMs turn
-//     into dW and dX.
-//   - per-gate recurrent masks: Keras's recurrent dropout on a gated cell masks h_{t-1} once
-//     per gate; the member forms kGates masked copies of its rows (apply_recurrent_mask per
-//     gate) and its GEMM list has one product per gate, each on its gate's columns.
+//     gradient of the pre-activations (Elman: carry_state_grad, delta_from_state_grad,
+//     masked_backward_step), whose product with W_hh is the recurrent term of step t - 1 and
+//     which the chunk's gradient GEMMs turn into dW and dX.
+//   - per-gate recurrent masks: Keras's recurrent dropout on a gated cell masks h_{t-1} once per
+//     gate; the member forms kGates masked copies of its rows (apply_recurrent_mask per gate)
+//     and its product list has one product per gate, each on its gate's columns.
+// Today's passes run cells with one state, one gate group, one product and nothing stored
+// (single_product_cell, asserted); a gated cell's passes add the state slots, the gate
+// workspace and the product list, on this same loop.
 #pragma once
 
 #include <algorithm>
