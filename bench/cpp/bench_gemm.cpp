@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "rnnfast/dispatch.hpp"
-#include "rnnfast/gemm.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace {
 

@@ -8,10 +8,10 @@
 #include <random>
 #include <vector>
 
-#include "rnnfast/dispatch.hpp"
-#include "rnnfast/gemm.hpp"
-#include "rnnfast/rnn.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/drivers/rnn.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace {
 

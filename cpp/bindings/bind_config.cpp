@@ -1,9 +1,9 @@
 // Bindings of the run-time configuration: ISA dispatch and threads.
 #include "check.hpp"
-#include "rnnfast/cache_info.hpp"
-#include "rnnfast/dispatch.hpp"
-#include "rnnfast/step_barrier.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/runtime/cache_info.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/step_barrier.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 #include <pybind11/stl.h>
 

@@ -6,10 +6,10 @@
 #include <algorithm>
 
 #include "check.hpp"
-#include "rnnfast/dispatch.hpp"
-#include "rnnfast/embedding.hpp"
-#include "rnnfast/gemm.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/ops/embedding.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast::bindings {
 namespace {

@@ -2,8 +2,8 @@
 #include <cstdint>
 
 #include "check.hpp"
-#include "rnnfast/softmax.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/ops/softmax.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast::bindings {
 namespace {

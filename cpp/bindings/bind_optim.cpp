@@ -1,7 +1,7 @@
 // Bindings of the fused optimizer updates (python/rnnfast/optim.py computes the step's scalars).
 #include "check.hpp"
-#include "rnnfast/optim.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/ops/optim.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast::bindings {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "check.hpp"
 #include "rnnfast/quantized/qops.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast::bindings {
 namespace {

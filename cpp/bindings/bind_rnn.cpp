@@ -3,8 +3,8 @@
 #include <string>
 
 #include "check.hpp"
-#include "rnnfast/rnn.hpp"
-#include "rnnfast/threads.hpp"
+#include "rnnfast/drivers/rnn.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast::bindings {
 namespace {

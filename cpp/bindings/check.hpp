@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "rnnfast/types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast::bindings {
 

@@ -12,9 +12,9 @@
 #include <cstring>
 #include <utility>
 
-#include "../cache_info.hpp"
-#include "../kernel_table.hpp"
-#include "../scratch.hpp"
+#include "rnnfast/runtime/cache_info.hpp"
+#include "rnnfast/runtime/kernel_table.hpp"
+#include "rnnfast/runtime/scratch.hpp"
 
 namespace rnnfast {
 namespace RNNFAST_ISA_NS {

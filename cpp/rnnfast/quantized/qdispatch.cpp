@@ -7,7 +7,7 @@
 #endif
 
 #include "qops.hpp"
-#include "rnnfast/dispatch.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
 
 namespace rnnfast::quantized {
 namespace {

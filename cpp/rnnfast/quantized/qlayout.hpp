@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "rnnfast/types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast::quantized {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "threads.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast {
 

@@ -1,11 +1,13 @@
 // Which steps of each sequence run and which outputs hold its state, under a general keep mask
-// and lengths (see rnn.hpp): the tables the masked forward and backward drivers select by.
+// and lengths (see rnn.hpp): the tables the masked forward and backward drivers select by; and
+// the forward's element-wise passes for them, over one thread's block of a step.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
-#include "types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
 
@@ -27,5 +29,23 @@ StepMasks step_masks(const std::uint8_t* keep, const index* lengths, bool zero_o
 // holds sequence b's state h_t (the last s <= t with out[s] set), or -1 where that state is
 // still h0 (no kept step yet). A kept step's output is its state, so no kept step lies between.
 std::vector<index> state_sources(const StepMasks& masks, index steps, index batch);
+
+// Forward: a skipped row keeps its state, h_t = h_{t-1} (the GEMM computed it anyway: the
+// step is one dense GEMM over every row, and the select is cheaper than compacting rows).
+template <class T>
+void carry_skipped_rows(T* h, const T* h_prev, const std::uint8_t* keep_t, index ld, Block b) {
+    for (index r = b.m0; r < b.m1; ++r)
+        if (!keep_t[r])
+            std::memcpy(h + r * ld + b.c0, h_prev + r * ld + b.c0,
+                        sizeof(T) * static_cast<size_t>(b.c1 - b.c0));
+}
+
+// out = h * mask: h_{t-1} as the step's W_hh product reads it under recurrent dropout.
+template <class T>
+void apply_recurrent_mask(T* out, const T* h, const T* mask, index ld, Block b) {
+    for (index r = b.m0; r < b.m1; ++r)
+        for (index c = b.c0; c < b.c1; ++c)
+            out[r * ld + c] = h[r * ld + c] * mask[r * ld + c];
+}
 
 }  // namespace rnnfast

@@ -21,6 +21,11 @@ inline Epilogue gradient_epilogue(Activation a) {
     return a == Activation::tanh ? Epilogue::tanh_grad : Epilogue::relu_grad;
 }
 
+// One thread's block of a (rows x columns) step: rows [m0, m1) and columns [c0, c1).
+struct Block {
+    index m0, m1, c0, c1;
+};
+
 // A strided matrix view: element (i, j) lives at p[i * rs + j * cs]. Transposes are views.
 template <class T>
 struct MatView {

@@ -1,7 +1,7 @@
 // The Adam / AdamW parameter update as one pass over the arrays. No Python here.
 #pragma once
 
-#include "types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "kernel_table.hpp"
+#include "rnnfast/runtime/kernel_table.hpp"
 
 namespace rnnfast {
 
@@ -24,6 +24,20 @@ inline index panel_count(index N, int nr) {
 // Packs all of B (K x N) for the kernels, in parallel.
 template <class T>
 std::vector<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index N, int threads);
+
+// A task on a B packed already (all of K): C (M x N, leading dimension ldc) = A B; the caller
+// sets A and whatever else it needs (accumulate, bias, the epilogue).
+template <class T>
+GemmTask<T> packed_task(index M, index N, index K, const T* packed_b, T* C, index ldc) {
+    GemmTask<T> t;
+    t.M = M;
+    t.N = N;
+    t.K = K;
+    t.packed_b = packed_b;
+    t.C = C;
+    t.ldc = ldc;
+    return t;
+}
 
 // Runs a task whose B is packed already; call from outside any parallel region.
 template <class T>

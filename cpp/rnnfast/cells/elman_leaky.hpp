@@ -1,15 +1,11 @@
-// Element-wise passes of the leaky unit, over one thread's share of a (B x H) step: rows
-// [m0, m1) and columns [c0, c1). They run beside the fused GEMM epilogues (which cover the plain
-// unit, alpha = 1) and are O(B*H) per step against the GEMM's O(B*H*H).
+// The Elman cell's element-wise passes of the leaky unit, over one thread's share of a (B x H)
+// step (a Block: rows [m0, m1) and columns [c0, c1)). They run beside the fused GEMM epilogues
+// (which cover the plain unit, alpha = 1) and are O(B*H) per step against the GEMM's O(B*H*H).
 #pragma once
 
-#include "types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
-
-struct Block {
-    index m0, m1, c0, c1;
-};
 
 // h_t = (1 - alpha) h_{t-1} + alpha a_t, in place over a_t.
 template <class T>

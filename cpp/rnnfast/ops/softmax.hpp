@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
 

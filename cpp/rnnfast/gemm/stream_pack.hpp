@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kernel_table.hpp"
+#include "rnnfast/runtime/kernel_table.hpp"
 
 namespace rnnfast {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "threads.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast {
 

@@ -1,34 +1,14 @@
-// Element-wise passes of the masked drivers (general step masks, recurrent dropout), over one
-// thread's share of a (B x H) step, as in elementwise.hpp. Each touches only what its thread
-// writes, or reads what the step's barrier has published, so they need no barrier of their
-// own, and are O(B*H) per step against the GEMM's O(B*H*H).
+// The Elman cell's backward step under general step masks and recurrent dropout (the masked
+// backward driver), over one thread's share of a (B x H) step, as in elman_leaky.hpp. It
+// touches only what its thread writes, or reads what the step's barrier has published, so it
+// needs no barrier of its own, and is O(B*H) per step against the GEMM's O(B*H*H).
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
-#include "elementwise.hpp"
-#include "types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
-
-// Forward: a skipped row keeps its state, h_t = h_{t-1} (the GEMM computed it anyway: the
-// step is one dense GEMM over every row, and the select is cheaper than compacting rows).
-template <class T>
-void carry_skipped_rows(T* h, const T* h_prev, const std::uint8_t* keep_t, index ld, Block b) {
-    for (index r = b.m0; r < b.m1; ++r)
-        if (!keep_t[r])
-            std::memcpy(h + r * ld + b.c0, h_prev + r * ld + b.c0,
-                        sizeof(T) * static_cast<size_t>(b.c1 - b.c0));
-}
-
-// out = h * mask: h_{t-1} as the step's W_hh product reads it under recurrent dropout.
-template <class T>
-void apply_recurrent_mask(T* out, const T* h, const T* mask, index ld, Block b) {
-    for (index r = b.m0; r < b.m1; ++r)
-        for (index c = b.c0; c < b.c1; ++c)
-            out[r * ld + c] = h[r * ld + c] * mask[r * ld + c];
-}
 
 // What one backward step of the masked driver reads and writes, for its block.
 template <class T>

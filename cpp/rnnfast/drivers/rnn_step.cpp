@@ -1,6 +1,7 @@
-#include "dispatch.hpp"
-#include "elementwise.hpp"
 #include "rnn.hpp"
+#include "rnnfast/cells/elman.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
 
 namespace rnnfast {
 
@@ -18,17 +19,12 @@ void rnn_step(const StepArgs<T>& a) {
     }
     // The activation through the GEMM's epilogue alone (K = 0), so it is the very same vector
     // code as in the sequence kernels.
-    GemmTask<T> act;
-    act.M = B;
-    act.N = H;
-    act.K = 0;
-    act.C = a.h_next;
-    act.ldc = H;
+    GemmTask<T> act = packed_task<T>(B, H, 0, nullptr, a.h_next, H);
     act.accumulate = true;
-    act.op = forward_epilogue(a.act);
+    act.op = ElmanCell<T>::step_epilogue(a.act);
     const index panels = (H + kt.nr - 1) / kt.nr;
     kt.gemm_block(act, 0, B, 0, panels);
-    if (a.alpha != T(1)) leaky_mix(a.h_next, a.h, H, Block{0, B, 0, H}, a.alpha);
+    ElmanCell<T>::finish_step(a.h_next, a.h, H, Block{0, B, 0, H}, a.alpha);
 }
 
 template void rnn_step(const StepArgs<float>&);

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "embedding.hpp"
-#include "threads.hpp"
+#include "rnnfast/ops/embedding.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <vector>
 
-#include "dispatch.hpp"
-#include "threads.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast {
 

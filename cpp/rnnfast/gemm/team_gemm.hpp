@@ -5,7 +5,7 @@
 #pragma once
 
 #include "gemm.hpp"
-#include "step_barrier.hpp"
+#include "rnnfast/runtime/step_barrier.hpp"
 
 namespace rnnfast {
 

@@ -1,6 +1,18 @@
 #include "step_masks.hpp"
 
+#include "rnn.hpp"
+
 namespace rnnfast {
+
+std::vector<index> active_rows(const index* lengths, index steps, index batch) {
+    std::vector<index> active(static_cast<size_t>(steps + 1), lengths ? 0 : batch);
+    active[static_cast<size_t>(steps)] = 0;
+    if (lengths)
+        for (index b = 0; b < batch; ++b)
+            for (index t = 0; t < lengths[b]; ++t)
+                ++active[static_cast<size_t>(t)];
+    return active;
+}
 
 StepMasks step_masks(const std::uint8_t* keep, const index* lengths, bool zero_output_for_mask,
                      index steps, index batch) {

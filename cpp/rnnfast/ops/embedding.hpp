@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "types.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
 

@@ -7,11 +7,11 @@
 
 #include <vector>
 
-#include "kernel_table.hpp"
 #include "rnn.hpp"
-#include "team_gemm.hpp"
-#include "threads.hpp"
-#include "types.hpp"
+#include "rnnfast/gemm/team_gemm.hpp"
+#include "rnnfast/runtime/kernel_table.hpp"
+#include "rnnfast/runtime/threads.hpp"
+#include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
 

@@ -1,0 +1,233 @@
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "rnn.hpp"
+#include "rnnfast/cells/elman.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/gemm/stream_pack.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/threads.hpp"
+#include "step_masks.hpp"
+#include "time_loop.hpp"
+
+namespace rnnfast {
+namespace {
+
+// Steps projected at once when only h_T is kept: the workspace is kChunk x B x H whatever T is.
+constexpr index kChunk = 16;
+
+template <class T>
+std::vector<T> combined_bias(const T* b_ih, const T* b_hh, index H) {
+    std::vector<T> bias;
+    if (b_ih == nullptr && b_hh == nullptr) return bias;
+    bias.assign(static_cast<size_t>(H), T(0));
+    for (index j = 0; j < H; ++j)
+        bias[j] = (b_ih ? b_ih[j] : T(0)) + (b_hh ? b_hh[j] : T(0));
+    return bias;
+}
+
+// out[r, c0:c1] = table[ids[r], c0:c1] for the block's rows: a step's projected input, read
+// from the projected embedding table by the thread that owns the block, just before its GEMM
+// adds the recurrent term (the block is then still in its cache).
+template <class T>
+void gather_block(const T* table, const std::int64_t* ids, index width, const Block& block,
+                  T* out) {
+    for (index r = block.m0; r < block.m1; ++r)
+        std::memcpy(out + r * width + block.c0, table + ids[r] * width + block.c0,
+                    sizeof(T) * static_cast<size_t>(block.c1 - block.c0));
+}
+
+// The forward as a pass of the time loop: per chunk, the input projection of its steps (a GEMM
+// outside the team, before its region), then the recurrence: each step one product of h_{t-1}
+// with W_hh^T onto the projection in place, the activation in its epilogue.
+template <class T, class Cell>
+struct ForwardPass : TimeLoopPass {
+    static_assert(single_product_cell<Cell>(), "a cell of one state, gate group and product");
+    const ForwardArgs<T>& a;
+    const index B, D, H, step_size;
+    const KernelTable<T>& kt;
+    const index panels;
+    const bool masked;  // a general mask or recurrent dropout: every row runs every step
+    StepMasks masks;
+    std::vector<index> active;
+    int threads;
+    std::vector<T> bias;
+    std::vector<T> packed_ih, packed_hh, stream_w;
+    bool stream;
+    MatView<T> w_hh_t;
+    bool keep_all;
+    index chunk;
+    std::vector<T> workspace, carry;
+    const T* h_prev0;
+    T* buffer;
+    std::vector<T> dropped, projected_table;
+
+    ForwardPass(const ForwardArgs<T>& args, const T* h_start)
+        : a(args),
+          B(args.batch),
+          D(args.input_size),
+          H(args.hidden_size),
+          step_size(B * H),
+          kt(kernels<T>()),
+          panels(panel_count(H, kt.nr)),
+          masked(args.keep != nullptr || args.recurrent_mask != nullptr),
+          w_hh_t{args.w_hh, 1, H},
+          h_prev0(h_start) {
+        const index T_ = a.steps;
+        // Masked: lengths folded into the step masks; a skipped row is selected back to its
+        // state in the epilogue.
+        if (masked) masks = step_masks(a.keep, a.lengths, a.zero_output_for_mask, T_, B);
+        active = active_rows(masked ? nullptr : a.lengths, T_, B);
+        threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
+                              Sync::barrier);
+        bias = combined_bias(a.b_ih, a.b_hh, H);
+        // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence. A small batch
+        // of one (streams()) streams W_hh^T instead (matvec), each thread packing the columns it
+        // owns in its first step (so no barrier: it alone reads them).
+        packed_ih = pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, threads);
+        stream = streams<T>(B, H);
+        if (!stream) packed_hh = pack_whole(kt, w_hh_t, H, H, threads);
+        stream_w.resize(stream ? static_cast<size_t>(stream_packed_size(kt, H, H)) : 0);
+        // Every h_t goes straight into y; without y, a ring of kChunk steps plus a carried h.
+        keep_all = a.y != nullptr;
+        chunk = keep_all ? T_ : std::min(T_, kChunk);
+        if (!keep_all) {
+            workspace.resize(static_cast<size_t>(chunk * step_size));
+            carry.assign(h_prev0, h_prev0 + step_size);
+            h_prev0 = carry.data();
+        }
+        buffer = keep_all ? a.y : workspace.data();
+        // Recurrent dropout: W_hh reads h_{t-1} * mask. Each thread forms the rows its GEMM
+        // reads (all columns) in a buffer of its own just before its GEMM: that repeats the
+        // products when threads split the columns, but the GEMM then reads h_{t-1} as the plain
+        // unit does. A shared buffer written by each thread for its block right after computing
+        // h_{t-1} cost ~10% at 2 threads: the other thread's GEMM read those lines straight
+        // after the burst.
+        dropped.resize(a.recurrent_mask ? static_cast<size_t>(threads * step_size) : 0);
+        // Token input: the table's rows projected once; each step then gathers its rows.
+        if (a.ids) {
+            projected_table.resize(static_cast<size_t>(a.vocab * H));
+            project(a.x, a.vocab, projected_table.data());
+        }
+    }
+
+    LoopShape shape() const {
+        return {{a.steps, chunk, false, true},  // a region per chunk
+                {threads, threads},
+                {B, active.data(), masked ? masks.keep.data() : nullptr},
+                kernel_columns(kt, Cell::columns(H))};
+    }
+
+    // Input projection of `rows` rows of inputs: one GEMM, biases added in its epilogue.
+    void project(const T* inputs, index rows, T* out) const {
+        GemmTask<T> proj = packed_task<T>(rows, H, D, packed_ih.data(), out, H);
+        proj.A = {inputs, D, 1};
+        proj.bias = bias.empty() ? nullptr : bias.data();
+        run_task(kt, proj,
+                 threads_for(2.0 * double(rows) * double(D) * double(H), std::max(panels, rows),
+                             Sync::fork_join));
+    }
+
+    void before_region(const Chunk& c) {
+        if (!a.ids) project(a.x + c.t0 * B * D, c.steps * B, buffer);  // else gathered per step
+    }
+
+    void after_region(const Chunk& c) {
+        if (keep_all) {  // padded steps output zeros (their rows hold the projection or nothing)
+            for (index t = c.t0; t < c.t0 + c.steps; ++t) {
+                const index rows = active[static_cast<size_t>(t)];
+                std::memset(a.y + t * step_size + rows * H, 0,
+                            sizeof(T) * static_cast<size_t>((B - rows) * H));
+            }
+            // Masked: y held every state for the recurrence; now the outputs that are not the
+            // state become zeros (every step has run: keep_all is one chunk of all T steps).
+            if (masked)
+                for (index i = 0; i < a.steps * B; ++i)
+                    if (!masks.out[static_cast<size_t>(i)])
+                        std::memset(a.y + i * H, 0, sizeof(T) * static_cast<size_t>(H));
+        } else {
+            std::memcpy(carry.data(), buffer + (c.steps - 1) * step_size,
+                        sizeof(T) * static_cast<size_t>(step_size));
+        }
+    }
+
+    // The recurrence: each thread owns the same hidden units at every step (its slice of packed
+    // W_hh stays in its cache); the loop's barrier after each step publishes h_t to all threads.
+    struct Member {
+        ForwardPass& p;
+        const Team team;
+        GemmTask<T> task;
+
+        Member(ForwardPass& pass, const Team& t, int)
+            : p(pass),
+              team(t),
+              task(packed_task<T>(p.B, p.H, p.H, p.packed_hh.data(), nullptr, p.H)) {
+            task.accumulate = true;  // h_t = act(projection already in place + h_{t-1} W_hh^T)
+            task.op = Cell::step_epilogue(p.a.act);
+        }
+
+        void chunk_begin(const Chunk& c) {
+            if (p.stream && c.t0 == 0) {
+                const Share s = share_of(1, p.panels, p.kt.mr, team.me, team.size);
+                stream_pack(p.kt, p.w_hh_t, p.H, std::min(p.H, s.p0 * p.kt.nr),
+                            std::min(p.H, s.p1 * p.kt.nr), p.stream_w.data());
+            }
+        }
+
+        void step(const Chunk&, const Step& st) {
+            const index H = p.H, i = st.i, t = st.t;
+            const Share& s = st.share;
+            const Block& own = st.own;
+            const T* h_prev = i == 0 ? p.h_prev0 : p.buffer + (i - 1) * p.step_size;
+            T* h = p.buffer + i * p.step_size;
+            if (p.a.recurrent_mask) {
+                T* mine = p.dropped.data() + team.me * p.step_size;
+                apply_recurrent_mask(mine, h_prev, p.a.recurrent_mask, H, Block{s.m0, s.m1, 0, H});
+                task.A = {mine, H, 1};
+            } else {
+                task.A = {h_prev, H, 1};
+            }
+            task.C = h;
+            if (p.a.ids) gather_block(p.projected_table.data(), p.a.ids + t * p.B, H, own, h);
+            if (!p.stream)
+                p.kt.gemm_block(task, s.m0, s.m1, s.p0, s.p1);
+            else if (s.m1 > s.m0)  // the sequence is still running
+                p.kt.matvec(p.stream_w.data() + own.c0 * H, H, task.A.p, h + own.c0,
+                            own.c1 - own.c0, task.op, nullptr);
+            Cell::finish_step(h, h_prev, H, own, p.a.alpha);  // the same block: no barrier
+            if (st.keep) carry_skipped_rows(h, h_prev, st.keep, H, own);
+            // Sequences whose last step this is keep their state as h_n.
+            const Block ending{std::max(own.m0, st.ending), own.m1, own.c0, own.c1};
+            for (index r = ending.m0; r < ending.m1; ++r)
+                std::memcpy(p.a.h_n + r * H + ending.c0, h + r * H + ending.c0,
+                            sizeof(T) * static_cast<size_t>(ending.c1 - ending.c0));
+        }
+        void chunk_end(const Chunk&) {}
+    };
+};
+
+}  // namespace
+
+template <class T>
+void rnn_forward(const ForwardArgs<T>& a) {
+    const index T_ = a.steps, B = a.batch, H = a.hidden_size;
+    const index step_size = B * H;
+    std::vector<T> zeros;
+    const T* h_prev0 = a.h0;
+    if (h_prev0 == nullptr) {
+        zeros.assign(static_cast<size_t>(step_size), T(0));
+        h_prev0 = zeros.data();
+    }
+    // h_n starts as h0: a sequence of length 0 ends before the first step; the others
+    // overwrite their rows when they end.
+    if (step_size > 0) std::memcpy(a.h_n, h_prev0, sizeof(T) * static_cast<size_t>(step_size));
+    if (T_ == 0 || B == 0 || H == 0) return;  // nothing to compute (and no null memcpys)
+    ForwardPass<T, ElmanCell<T>> pass(a, h_prev0);
+    run_time_loop(pass.shape(), pass);
+}
+
+template void rnn_forward(const ForwardArgs<float>&);
+template void rnn_forward(const ForwardArgs<double>&);
+
+}  // namespace rnnfast

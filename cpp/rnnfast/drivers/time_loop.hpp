@@ -1,0 +1,226 @@
+// The one time loop of the recurrent drivers: the chunks of steps, the thread team and its one
+// OpenMP parallel region, the barrier after each step, the lengths and the step masks. The float
+// forward (rnn_forward.cpp), the backward (rnn_backward.cpp), the masked backward
+// (rnn_backward_masked.cpp) and the quantized forward (quantized/qdriver.cpp) are passes that
+// instantiate it with what differs; nothing else in the drivers opens a region for the steps.
+//
+// What the loop does. It walks time in chunks of `chunk` steps, from step 0 up or (reverse, the
+// backward) from T - 1 down, the chunks aligned to the end it starts from. One team of `team`
+// threads runs the walk in one region, or one region per chunk when the pass has serial work
+// between chunks (region_per_chunk: the forward's input projection is a GEMM with its own
+// thread count). Of the team, the first `stepping` members run the steps (a step's B x H x H
+// may be worth fewer threads than the chunk's gradient GEMMs); the others wait for them at the
+// team barrier. At step t the running rows are [0, active[t]) (lengths: sequences sorted longest
+// first, so each step is one dense product over them; active[t + 1] says which end at t), and
+// keep[t * B + b] says whether row b runs step t at all (the general mask; a skipped row keeps
+// its state). Each stepping member gets the same column panels at every step (weight-stationary:
+// its slice of the packed recurrent weights stays in its cache), splitting rows instead when
+// there are fewer panels than members, and the members meet at one barrier after each step.
+//
+// How a pass plugs in. A pass is a struct with a nested Member, built once per thread inside the
+// region from (pass, team, stepping). The loop calls, all statically (templates, inlined: no
+// virtual call and no std::function in the step loop):
+//   pass.before_region(chunk), pass.after_region(chunk)  serially, outside the team, around each
+//                                                         region (its first and last chunk)
+//   member.chunk_begin(chunk), member.chunk_end(chunk)   every member, inside the team; they
+//                                                         meet at team.barrier where they need to
+//   member.step(chunk, step)                             each stepping member, once per step of
+//                                                         the chunk, on its block `step.own`
+// TimeLoopPass gives empty serial hooks to a pass that has none.
+//
+// How a cell plugs in (cells/elman.hpp, ElmanCell, is the first). The loop knows nothing of
+// the cell; a pass takes the cell as a template argument and calls it, statically, for:
+//   - its states, kStates: what is carried from step to step (Elman: h; LSTM: h and c). The
+//     pass keeps one (B, H) slot per state per step, and a skipped or finished row carries each.
+//   - its gate groups, kGates (Elman 1, GRU 3, LSTM 4): the step's product has kGates * H
+//     columns (columns(H), which the pass gives LoopShape::Columns::count), and the packed
+//     recurrent weights order their columns so that a member's panels hold every gate of its
+//     hidden units: the epilogue then combines a unit's gates in registers, with no barrier.
+//   - its per-step products, kStepGemms: what a member runs on its block each step, in order.
+//     Elman has one (h_{t-1} W_hh^T onto the projected input). A product that reads what other
+//     members wrote in the same step (LSTM's projection r W_hr^T with proj_size, a deep
+//     transition's k layers) is preceded by step.barrier->wait(), which every stepping member
+//     calls the same number of times per step; the loop's own barrier still ends the step.
+//   - its epilogue after the products, on the member's block (step_epilogue, finish_step):
+//     Elman's activation (fused into the product) and leaky mix; a gated cell's sigmoids, tanh
+//     and state update.
+//   - what its backward needs stored per step, kStoredSteps: Elman nothing beyond y (act' is
+//     recovered from h_t); a gated cell its gates, (B, kGates * H) per step, in a workspace the
+//     forward's step writes and the backward's step reads for its block.
+//   - its backward step: from the state gradients of step t + 1 and the stored step, the
+//     gradient of the pre-activations (Elman: carry_state_grad, delta_from_state_grad,
+//     masked_backward_step), whose product with W_hh is the recurrent term of step t - 1 and
+//     which the chunk's gradient GEMMs turn into dW and dX.
+//   - per-gate recurrent masks: Keras's recurrent dropout on a gated cell masks h_{t-1} once per
+//     gate; the member forms kGates masked copies of its rows (apply_recurrent_mask per gate)
+//     and its product list has one product per gate, each on its gate's columns.
+// Today's passes run cells with one state, one gate group, one product and nothing stored
+// (single_product_cell, asserted); a gated cell's passes add the state slots, the gate
+// workspace and the product list, on this same loop.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/gemm/team_gemm.hpp"
+#include "rnnfast/runtime/kernel_table.hpp"
+#include "rnnfast/runtime/step_barrier.hpp"
+#include "rnnfast/runtime/threads.hpp"
+#include "rnnfast/runtime/types.hpp"
+
+namespace rnnfast {
+
+// What the loop walks, and how it splits each step.
+struct LoopShape {
+    struct Walk {
+        index steps = 0;                // T
+        index chunk = 1;                // steps per chunk
+        bool reverse = false;           // from step T - 1 down to 0 (the backward)
+        bool region_per_chunk = false;  // a region per chunk, the serial hooks between them
+    } walk;
+    struct Threads {
+        int team = 1;      // asked for the region
+        int stepping = 1;  // of them, those that run the steps
+    } threads;
+    struct Rows {
+        index batch = 0;                     // B
+        const index* active = nullptr;       // (T + 1): rows running at step t, active[T] = 0
+        const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: every running row runs
+    } rows;
+    struct Columns {
+        index count = 0;   // of the step's product (kGates * H)
+        index panels = 0;  // column panels of `panel` columns each
+        index panel = 1;
+        int row_granule = 1;  // rows split between members in multiples of this (the tile's mr)
+    } columns;
+};
+
+// The column split of a step whose products run on the float kernels.
+template <class T>
+LoopShape::Columns kernel_columns(const KernelTable<T>& kt, index count) {
+    return {count, panel_count(count, kt.nr), kt.nr, kt.mr};
+}
+
+// Whether a cell is of the kind the passes run today: one state, one gate group, one product per
+// step and nothing stored beyond y (see the top of this file for what a gated cell adds).
+template <class Cell>
+constexpr bool single_product_cell() {
+    return Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&
+           Cell::kStoredSteps == 0;
+}
+
+// Steps [t0, t0 + steps), the walk's first and last chunk (in the walk's order).
+struct Chunk {
+    index t0 = 0, steps = 0;
+    bool first = false, last = false;
+};
+
+// One step as a stepping member sees it.
+struct Step {
+    index t = 0, i = 0;                  // the step, and its index in the chunk
+    index rows = 0;                      // rows running at step t (active[t])
+    index ending = 0;                    // active[t + 1]: rows [ending, rows) end at step t
+    const std::uint8_t* keep = nullptr;  // (B) row b runs step t, or null: all running rows do
+    Share share;                         // the member's rows x column panels
+    Block own;                           // the same as rows x columns
+    StepBarrier* barrier = nullptr;      // the stepping members' barrier, for a sub-step meeting
+};
+
+// Empty serial hooks, for a pass that has no work outside the team.
+struct TimeLoopPass {
+    void before_region(const Chunk&) {}
+    void after_region(const Chunk&) {}
+};
+
+namespace time_loop_detail {
+
+inline index chunk_count(const LoopShape::Walk& s) {
+    return (s.steps + s.chunk - 1) / s.chunk;
+}
+
+inline Chunk chunk_at(const LoopShape::Walk& s, index c) {
+    Chunk k;
+    if (s.reverse) {
+        const index t1 = s.steps - c * s.chunk;
+        k.t0 = std::max<index>(0, t1 - s.chunk);
+        k.steps = t1 - k.t0;
+    } else {
+        k.t0 = c * s.chunk;
+        k.steps = std::min(s.chunk, s.steps - k.t0);
+    }
+    k.first = c == 0;
+    k.last = c + 1 == chunk_count(s);
+    return k;
+}
+
+inline Step step_at(const LoopShape& shape, const Chunk& chunk, index i, int me, int stepping,
+                    StepBarrier* barrier) {
+    const LoopShape::Rows& r = shape.rows;
+    const LoopShape::Columns& c = shape.columns;
+    Step st;
+    st.t = chunk.t0 + i;
+    st.i = i;
+    st.rows = r.active[st.t];
+    st.ending = r.active[st.t + 1];
+    st.keep = r.keep ? r.keep + st.t * r.batch : nullptr;
+    st.share = share_of(st.rows, c.panels, c.row_granule, me, stepping);
+    st.own = Block{st.share.m0, st.share.m1, std::min(c.count, st.share.p0 * c.panel),
+                   std::min(c.count, st.share.p1 * c.panel)};
+    st.barrier = barrier;
+    return st;
+}
+
+// Chunks [c0, c1) in one region.
+template <class Pass>
+void run_region(const LoopShape& shape, Pass& pass, index c0, index c1) {
+    StepBarrier step_barrier, team_barrier;
+#pragma omp parallel num_threads(shape.threads.team)
+    {
+#pragma omp single
+        {
+            team_barrier.reset(team_size());
+            step_barrier.reset(std::min(shape.threads.stepping, team_size()));
+        }
+        const Team team{thread_index(), team_size(), &team_barrier};
+        const int stepping = std::min(shape.threads.stepping, team.size);
+        typename Pass::Member member(pass, team, stepping);
+        for (index c = c0; c < c1; ++c) {
+            const Chunk chunk = chunk_at(shape.walk, c);
+            member.chunk_begin(chunk);
+            if (team.me < stepping)
+                for (index n = 0; n < chunk.steps; ++n) {
+                    const index i = shape.walk.reverse ? chunk.steps - 1 - n : n;
+                    member.step(chunk, step_at(shape, chunk, i, team.me, stepping, &step_barrier));
+                    step_barrier.wait();
+                }
+            // The last step's barrier published the chunk to the members that ran it; those
+            // that sat it out meet them here.
+            if (stepping < team.size) {
+                if (team.me < stepping)
+                    team_barrier.wait();
+                else
+                    team_barrier.wait_idle();
+            }
+            member.chunk_end(chunk);
+        }
+    }
+}
+
+}  // namespace time_loop_detail
+
+// Walks shape.steps steps with `pass` (see the top of this file).
+template <class Pass>
+void run_time_loop(const LoopShape& shape, Pass& pass) {
+    using namespace time_loop_detail;
+    const index chunks = chunk_count(shape.walk);
+    const index per_region = shape.walk.region_per_chunk ? 1 : chunks;
+    for (index c = 0; c < chunks; c += per_region) {
+        const index end = std::min(chunks, c + per_region);
+        pass.before_region(chunk_at(shape.walk, c));
+        run_region(shape, pass, c, end);
+        pass.after_region(chunk_at(shape.walk, end - 1));
+    }
+}
+
+}  // namespace rnnfast
