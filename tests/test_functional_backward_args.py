@@ -155,7 +155,11 @@ def test_zero_output_for_mask_must_be_a_bool(problem, bad):
         ),
         (np.ones((H, B)), ValueError, r"recurrent_mask: expected shape \(B, H\)"),
         (np.ones(H), ValueError, r"recurrent_mask: expected shape \(B, H\)"),
-        (np.ones((B, H), np.float32), TypeError, r"recurrent_mask: dtype float32 differs"),
+        (
+            np.ones((B, H), np.float32),
+            TypeError,
+            r"recurrent_mask: expected a float64 array \(the layer's dtype\), got dtype float32",
+        ),
         (np.ones((B, H), np.int64), TypeError, r"recurrent_mask: expected a float32 or float64"),
     ],
     ids=["wide", "transposed", "1d", "float32-vs-float64", "int"],

@@ -846,7 +846,7 @@ add(
 )
 for label, args, exc, rx in [
     ("Linear-0", (rnnfast.Linear, 0, 3), ValueError, "in_features"),
-    ("Linear-float", (rnnfast.Linear, D, 3.0), ValueError, "out_features"),
+    ("Linear-float", (rnnfast.Linear, D, 3.0), TypeError, "out_features"),
     ("Linear-absurd", (rnnfast.Linear, HUGE, HUGE), (MemoryError, ValueError), ""),
     ("Linear-dtype", (rnnfast.Linear, D, 3, True, np.int8), TypeError, "dtype"),
     ("Embedding-neg", (rnnfast.Embedding, -1, 3), ValueError, "num_embeddings"),
@@ -977,7 +977,7 @@ for label, kw, exc, rx in [
 for label, kw, exc, rx in [
     ("betas-1", {"betas": (1.0, 0.999)}, ValueError, r"betas\[0\]"),
     ("betas-neg", {"betas": (0.9, -0.1)}, ValueError, r"betas\[1\]"),
-    ("betas-scalar", {"betas": 0.9}, ValueError, "betas"),
+    ("betas-scalar", {"betas": 0.9}, TypeError, "betas: expected a pair"),
     ("betas-triple", {"betas": (0.9, 0.9, 0.9)}, ValueError, "betas"),
     ("betas-str", {"betas": ("a", "b")}, TypeError, r"betas\[0\]"),
     ("eps-neg", {"eps": -1e-8}, ValueError, "eps"),

@@ -11,12 +11,13 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _core
-from ._mask_args import check_flag, check_step_mask
 from ._validation import (
     as_float_array,
     check_alpha,
+    check_bool,
     check_lengths,
     check_nonlinearity,
+    check_step_mask,
     optional_float_array,
 )
 
@@ -208,7 +209,7 @@ def rnn_backward(
         ``dx``; None with ``input_gradient=False``.
     """
     check_nonlinearity(nonlinearity)
-    input_gradient = check_flag("input_gradient", input_gradient)
+    input_gradient = check_bool("input_gradient", input_gradient)
     w_ih = as_float_array("weight_ih", weight_ih)
     dt = w_ih.dtype
     x, ids, steps, batch = _sequence(x, dt, ids)
@@ -262,7 +263,7 @@ def _masks(step_mask, zero_output_for_mask, recurrent_mask, steps, batch, dtype)
     recurrent mask's shape)."""
     return (
         check_step_mask(step_mask, steps, batch),
-        check_flag("zero_output_for_mask", zero_output_for_mask),
+        check_bool("zero_output_for_mask", zero_output_for_mask),
         optional_float_array("recurrent_mask", recurrent_mask, dtype),
     )
 

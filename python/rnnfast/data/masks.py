@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from .._validation import check_lengths
+from .._validation import check_int, check_lengths
 
 __all__ = ["mask_to_lengths", "lengths_to_mask"]
 
@@ -68,12 +66,11 @@ def lengths_to_mask(lengths, steps):
     Raises
     ------
     TypeError
-        Non-integer ``lengths``.
+        Non-integer ``lengths`` or ``steps``.
     ValueError
-        A negative or non-int ``steps``, ``lengths`` not 1-D or out of range.
+        A negative ``steps``, ``lengths`` not 1-D or out of range.
     """
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 0:
-        raise ValueError(f"steps: expected a non-negative int, got {steps!r}")
+    steps = check_int("steps", steps, minimum=0)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1:
         raise ValueError(f"lengths: expected shape (B,), got shape {lengths.shape}")

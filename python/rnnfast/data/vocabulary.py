@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from ._checks import check_int, check_optional_int
+from .._validation import check_int, check_optional_int
 
 __all__ = ["Vocabulary"]
 

@@ -14,13 +14,7 @@ from .._validation import (
     layer_dtype,
 )
 
-__all__ = ["positive_int", "Layer"]
-
-
-def positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    return int(value)
+__all__ = ["Layer"]
 
 
 class Layer(ParameterOwner):

@@ -9,7 +9,6 @@ import math
 import numpy as np
 
 from .. import functional
-from .._mask_args import check_flag
 from .._parameters import ParameterOwner
 from .._validation import (
     as_float_array,
@@ -414,7 +413,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
         ``self.grads``. Options assigned since the forward do not apply: the gradient is the
         forward's. A failed call changes nothing and keeps the forward for a retry.
         """
-        input_gradient = check_flag("input_gradient", input_gradient)
+        input_gradient = check_bool("input_gradient", input_gradient)
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the layer in training "
