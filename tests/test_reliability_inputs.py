@@ -244,14 +244,7 @@ add(
 
 BWD = {"x": X, "weight_ih": W_IH, "weight_hh": W_HH, "y": Y, "dy": DY, "dh_n": DH_N, "h0": H0}
 # the backward's required keywords besides h0 (the forward's options; none of them arrays)
-BWD_OPTIONS = {
-    "nonlinearity": "tanh",
-    "lengths": None,
-    "alpha": 1.0,
-    "step_mask": None,
-    "zero_output_for_mask": False,
-    "recurrent_mask": None,
-}
+BWD_OPTIONS = {k: v for k, v in F.PLAIN_FORWARD_OPTIONS.items() if k != "h0"}
 
 
 def bwd(**over):

@@ -6,6 +6,7 @@ kernels run in C++ with the GIL released.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -22,6 +23,7 @@ from ._validation import (
 )
 
 __all__ = [
+    "PLAIN_FORWARD_OPTIONS",
     "rnn_forward",
     "rnn_backward",
     "rnn_step",
@@ -29,6 +31,26 @@ __all__ = [
     "quantized_rnn_forward",
     "quantized_rnn_step",
 ]
+
+PLAIN_FORWARD_OPTIONS = MappingProxyType(
+    {
+        "h0": None,
+        "nonlinearity": "tanh",
+        "lengths": None,
+        "alpha": 1.0,
+        "step_mask": None,
+        "zero_output_for_mask": False,
+        "recurrent_mask": None,
+    }
+)
+"""The forward keywords :func:`rnn_backward` must be told again, at the values of a plain
+forward (:func:`rnn_forward`'s defaults: no h0, tanh, no lengths, alpha 1, no masks). A
+read-only mapping; override what the forward was given, and pass the same dict to both calls::
+
+    fw = {**F.PLAIN_FORWARD_OPTIONS, "h0": h0, "lengths": lengths}
+    y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, **fw)
+    grads = F.rnn_backward(x, w_ih, w_hh, y, dy, **fw)
+"""
 
 
 class RNNGrads(NamedTuple):
@@ -176,10 +198,10 @@ def rnn_backward(
     Every forward argument that changes the gradient is a keyword without a default: the
     backward cannot know what the forward was given, so the caller says it, ``h0=None`` and
     ``step_mask=None`` included. Omitting one raises TypeError (a missing h0 used to give a
-    wrong dW_hh silently). Passing the same keywords to both calls keeps them in step::
+    wrong dW_hh silently). :data:`PLAIN_FORWARD_OPTIONS` holds them at a plain forward's
+    values; passing the same keywords to both calls keeps them in step::
 
-        fw = dict(h0=h0, nonlinearity="tanh", lengths=None, alpha=1.0, step_mask=None,
-                  zero_output_for_mask=False, recurrent_mask=None)
+        fw = {**PLAIN_FORWARD_OPTIONS, "h0": h0}
         y, h_n = rnn_forward(x, w_ih, w_hh, b_ih, b_hh, **fw)
         grads = rnn_backward(x, w_ih, w_hh, y, dy, dh_n, **fw)
 
@@ -194,8 +216,8 @@ def rnn_backward(
         output's step).
     dh_n : array_like, shape (B, H), optional: gradient with respect to h_n.
     h0, nonlinearity, lengths, alpha, step_mask, zero_output_for_mask, recurrent_mask :
-        keyword-only and required: exactly as given to :func:`rnn_forward` (None, "tanh",
-        None, 1.0, None, False, None for a plain forward).
+        keyword-only and required: exactly as given to :func:`rnn_forward`
+        (:data:`PLAIN_FORWARD_OPTIONS` for a plain forward).
     input_gradient : bool
         False: ``dx`` is not computed (None): an input that needs no gradient (the data fed
         to a first layer) saves its GEMM, a sixth of the backward's FLOPs when D = H. The
