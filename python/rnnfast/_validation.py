@@ -138,6 +138,14 @@ def check_real(name: str, value) -> float:
     return float(value)
 
 
+def check_finite_real(name: str, value) -> float:
+    """A finite real number (NaN and infinities are ValueError)."""
+    x = check_real(name, value)
+    if not np.isfinite(x):
+        raise value_error(name, "a finite number", value)
+    return x
+
+
 def check_real_at_least(name: str, value, low) -> float:
     """A real number >= ``low``; NaN fails the comparison, so it is refused too."""
     x = check_real(name, value)

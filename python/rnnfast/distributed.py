@@ -57,6 +57,7 @@ import traceback
 import numpy as np
 
 from . import training as _training
+from ._validation import check_bool, check_int, check_positive_int
 from .data.batching import BucketedBatches
 from .nn.dropout import Dropout
 from .nn.module import Module
@@ -206,12 +207,10 @@ def seed_dropout(model, seed=0, rank=None):
     ``rank``: this process's rank (by default :func:`rank`; give it to seed without MPI).
     Returns the number of generators reseeded.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed: expected an int >= 0 (the same on every rank), got {seed!r}")
+    check_int("seed", seed, 0)  # the same on every rank
     if rank is None:
         rank = get_comm().Get_rank()
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
-        raise ValueError(f"rank: expected an int >= 0, got {rank!r}")
+    check_int("rank", rank, 0)
     count = 0
     for obj in _walk(model, set()):
         for attribute in ("_rng",) if isinstance(obj, Dropout) else ("_dropout_rng",):
@@ -411,13 +410,9 @@ class DistributedOptimizer:
             raise TypeError(
                 f"optimizer: expected an rnnfast.optim optimizer, got {type(optimizer).__name__}"
             )
-        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, (int, np.integer)):
-            raise TypeError(f"bucket_bytes: expected an int, got {type(bucket_bytes).__name__}")
-        if bucket_bytes < 1:
-            raise ValueError(f"bucket_bytes: expected an int >= 1, got {bucket_bytes}")
-        for flag, value in (("overlap", overlap), ("trace", trace)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{flag}: expected a bool, got {type(value).__name__}")
+        check_positive_int("bucket_bytes", bucket_bytes)
+        check_bool("overlap", overlap)
+        check_bool("trace", trace)
         self._comm = get_comm()
         self._MPI = _mpi()
         self.optimizer = optimizer
@@ -739,25 +734,17 @@ class DistributedSampler:
         rank=None,
         size=None,
     ):
-        self.n = _positive("n", n)
-        self.batch_size = _positive("batch_size", batch_size)
-        for flag, value in (("shuffle", shuffle), ("drop_last", drop_last)):
-            if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"{flag}: expected a bool, got {type(value).__name__}")
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed: expected an int >= 0 (the same on every rank), got {seed!r}")
-        self.seed = int(seed)
+        self.n = check_positive_int("n", n)
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.drop_last = check_bool("drop_last", drop_last)
+        self.seed = check_int("seed", seed, 0)  # the same on every rank
         if size is None:
             size = get_comm().Get_size()
         if rank is None:
             rank = get_comm().Get_rank()
-        self.size = _positive("size", size)
-        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-            raise TypeError(f"rank: expected an int, got {type(rank).__name__}")
-        if not 0 <= rank < self.size:
-            raise ValueError(f"rank: expected 0 <= rank < size={self.size}, got {rank}")
-        self.rank = int(rank)
+        self.size = check_positive_int("size", size)
+        self.rank = check_int("rank", rank, 0, self.size - 1)
         if lengths is not None:
             lengths = np.asarray(lengths)
             if lengths.shape != (self.n,):
@@ -821,12 +808,6 @@ class DistributedSampler:
             f"size={self.size}, shuffle={self.shuffle}, seed={self.seed}, "
             f"drop_last={self.drop_last})"
         )
-
-
-def _positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-    return int(value)
 
 
 # ---- training loops -----------------------------------------------------------------------------
