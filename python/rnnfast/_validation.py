@@ -239,12 +239,12 @@ def optional_float_array(name: str, value, dtype) -> np.ndarray | None:
     return None if value is None else as_float_array(name, value, dtype)
 
 
-def check_int_array(name: str, value, what: str = "an integer array") -> np.ndarray:
+def check_int_array(name: str, value) -> np.ndarray:
     """``value`` as an integer NumPy array (ids, lengths, class targets), else TypeError;
     bools are refused (a mask passed where ids go)."""
     arr = np.asarray(value)
     if arr.dtype.kind not in "iu":
-        raise type_error(name, what, arr)
+        raise type_error(name, "an integer array", arr)
     return arr
 
 

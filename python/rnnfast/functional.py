@@ -16,6 +16,7 @@ from ._validation import (
     as_float_array,
     check_alpha,
     check_bool,
+    check_int_array,
     check_lengths,
     check_nonlinearity,
     check_step_mask,
@@ -316,9 +317,7 @@ def _sequence(x, dtype, ids):
         return x, None, x.shape[0], x.shape[1]
     if x.ndim != 2:
         raise ValueError(f"x: expected an embedding table (V, D) with ids, got shape {x.shape}")
-    ids = np.asarray(ids)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"ids: expected an integer array, got dtype {ids.dtype}")
+    ids = check_int_array("ids", ids)
     if ids.ndim != 2:
         raise ValueError(f"ids: expected 2 dimensions (T, B), got shape {ids.shape}")
     ids = np.ascontiguousarray(ids, dtype=np.int64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core
-from .._validation import as_float_array, check_bool, check_int, check_positive_int
+from .._validation import as_float_array, check_bool, check_int, check_int_array, check_positive_int
 from ._layer import Layer
 
 __all__ = ["Embedding"]
@@ -74,9 +74,7 @@ class Embedding(Layer):
     def check_ids(self, ids):
         """``ids`` as an integer array whose values index the table; TypeError/ValueError
         otherwise."""
-        ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"ids: expected an integer array, got dtype {ids.dtype}")
+        ids = check_int_array("ids", ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
             raise ValueError(
                 f"ids: expected values in [0, {self.num_embeddings}), got min {ids.min()}, "

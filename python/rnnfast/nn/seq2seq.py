@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from .. import decoding
-from .._validation import check_finite_real
+from .._validation import check_finite_real, check_int_array
 from ..losses import cross_entropy, log_softmax
 from ._children import ChildOwner
 from ._inference_only import refuse_training
@@ -125,9 +125,7 @@ def _tokens(name, value, vocab=None):
 def _lengths(name, value, batch, steps):
     if value is None:
         return np.full(batch, steps, np.int64)
-    arr = np.asarray(value)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    arr = check_int_array(name, value)
     if arr.shape != (batch,):
         raise ValueError(f"{name}: expected shape (B,) = ({batch},), got shape {arr.shape}")
     if arr.size and (arr.min() < 0 or arr.max() > steps):
