@@ -262,19 +262,29 @@ def check_lengths(lengths, steps: int, batch: int) -> np.ndarray | None:
     return arr.astype(np.int64)
 
 
+def check_bool_mask(name: str, value, shape: tuple, shape_text: str) -> np.ndarray:
+    """A mask as a bool array: bools, or integers 0 and 1 (TypeError for another dtype,
+    ValueError for another value or shape). ``shape`` may hold None for a size left free;
+    ``shape_text`` says it for the message, e.g. ``"(B, T) = (2, 5)"``."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biu":
+        raise type_error(name, "a bool (or 0/1 integer) array", arr)
+    if arr.ndim != len(shape) or any(s not in (None, n) for s, n in zip(shape, arr.shape)):
+        raise shape_error(name, shape_text, arr)
+    if arr.dtype.kind != "b":
+        if arr.size and not np.all((arr == 0) | (arr == 1)):
+            bad = arr[(arr != 0) & (arr != 1)].flat[0]
+            raise value_error(name, "values 0 or 1 (or bools)", bad)
+        arr = arr != 0
+    return arr
+
+
 def check_step_mask(step_mask, steps: int, batch: int) -> np.ndarray | None:
-    """A (T, B) keep mask as the kernels take it: uint8 0/1, C-contiguous. Bool arrays, and
-    integer arrays of 0 and 1, are accepted; anything else raises TypeError or ValueError."""
+    """A (T, B) keep mask as the kernels take it: uint8 0/1, C-contiguous (see
+    :func:`check_bool_mask`)."""
     if step_mask is None:
         return None
-    arr = np.asarray(step_mask)
-    if arr.dtype.kind not in "biu":
-        raise type_error("step_mask", "a bool (or 0/1 integer) array", arr)
-    if arr.shape != (steps, batch):
-        raise shape_error("step_mask", f"(T, B) = ({steps}, {batch})", arr)
-    if arr.dtype.kind != "b" and arr.size and not np.all((arr == 0) | (arr == 1)):
-        bad = arr[(arr != 0) & (arr != 1)].flat[0]
-        raise value_error("step_mask", "values 0 or 1 (or bools)", bad)
+    arr = check_bool_mask("step_mask", step_mask, (steps, batch), f"(T, B) = ({steps}, {batch})")
     return np.ascontiguousarray(arr, dtype=np.uint8)
 
 

@@ -46,12 +46,8 @@ PLAIN_FORWARD_OPTIONS = MappingProxyType(
 )
 """The forward keywords :func:`rnn_backward` must be told again, at the values of a plain
 forward (:func:`rnn_forward`'s defaults: no h0, tanh, no lengths, alpha 1, no masks). A
-read-only mapping; override what the forward was given, and pass the same dict to both calls::
-
-    fw = {**F.PLAIN_FORWARD_OPTIONS, "h0": h0, "lengths": lengths}
-    y, h_n = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, **fw)
-    grads = F.rnn_backward(x, w_ih, w_hh, y, dy, **fw)
-"""
+read-only mapping: override what the forward was given, as in
+``fw = {**F.PLAIN_FORWARD_OPTIONS, "h0": h0}``, and pass the same ``**fw`` to both calls."""
 
 
 class RNNGrads(NamedTuple):

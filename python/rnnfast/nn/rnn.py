@@ -13,6 +13,7 @@ from .._parameters import ParameterOwner
 from .._validation import (
     as_float_array,
     check_bool,
+    check_bool_mask,
     check_lengths,
     check_positive_int,
     layer_dtype,
@@ -511,15 +512,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, ParameterOwner):
             return check_lengths(lengths, steps, batch), None
         if lengths is not None:
             raise ValueError("lengths, mask: give one of them, not both")
-        m = np.asarray(mask)
-        if m.dtype.kind not in "biu":
-            raise TypeError(f"mask: expected a boolean (B, T) array, got dtype {m.dtype}")
-        if m.shape != (batch, steps):
-            raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)}, got shape {m.shape}")
-        if m.dtype.kind != "b":
-            if m.size and (m.min() < 0 or m.max() > 1):
-                raise ValueError("mask: expected boolean or 0/1 values")
-            m = m.astype(bool)
+        m = check_bool_mask("mask", mask, (batch, steps), f"(B, T) = {(batch, steps)}")
         counts = m.sum(axis=1, dtype=np.int64)
         prefix = np.arange(steps)[None, :] < counts[:, None]
         if self._zero_output(o) and np.array_equal(m, prefix):
