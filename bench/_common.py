@@ -150,17 +150,6 @@ def on_isa(fn, isa: str):
     return run
 
 
-# rnn_backward's required keywords for a forward given none of these options (h0 included).
-PLAIN_BACKWARD = {
-    "h0": None,
-    "nonlinearity": "tanh",
-    "lengths": None,
-    "alpha": 1.0,
-    "step_mask": None,
-    "zero_output_for_mask": False,
-    "recurrent_mask": None,
-}
-
 # ----------------------------------------------------------------------------- timing
 
 WARMUP_S = 0.25  # each library runs itself this long before it is timed (see time_each)

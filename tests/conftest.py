@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import rnnfast
-from rnnfast import _core, reference
+from rnnfast import _core, functional, reference
 
 # ---- tolerances: the one place they are stated -------------------------------------------------
 # Used through assert_close, which scales atol by the largest magnitude of the expected array:
@@ -243,17 +243,9 @@ def reference_forward(p, nonlinearity):
     return reference.rnn_forward(**p.astype(np.float64).forward_args(), nonlinearity=nonlinearity)
 
 
-# rnn_backward's required keywords (besides h0) for a forward given no options: every forward
-# argument that changes the gradient must be passed to the backward. Override with
-# dict(PLAIN, lengths=...); pass h0 explicitly at each call.
-PLAIN = {
-    "nonlinearity": "tanh",
-    "lengths": None,
-    "alpha": 1.0,
-    "step_mask": None,
-    "zero_output_for_mask": False,
-    "recurrent_mask": None,
-}
+# rnn_backward's required keywords besides h0 (functional.PLAIN_FORWARD_OPTIONS without it): the
+# tests pass h0 explicitly at each call. Override with dict(PLAIN, lengths=...).
+PLAIN = {k: v for k, v in functional.PLAIN_FORWARD_OPTIONS.items() if k != "h0"}
 
 
 def reference_backward(p, y, dy, dh_n, nonlinearity):

@@ -23,13 +23,12 @@ LAYER_ORDER = {
         "_validation",
         "_parameters",
         "_state_dict",
-        "_mask_args",  # argument checks, as _validation
         "_version",  # __version__, which _config and _threadpool report
     ),
     2: ("functional", "reference", "losses", "decoding", "data", "datasets", "optim"),
     3: ("metrics", "nn"),
     4: ("io", "quantize", "diagnostics", "torch", "onnx"),  # onnx: rnnfast.io.onnx's other name
-    5: ("training", "training_seq2seq", "keras"),
+    5: ("training",),
     6: ("distributed",),
     7: ("demo", "__main__", ""),  # "": the package's __init__
 }

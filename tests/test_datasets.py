@@ -304,7 +304,7 @@ def test_offline_message_names_the_canonical_address(env, monkeypatch):
 
 
 def test_download_must_be_a_bool(env):
-    with pytest.raises(TypeError, match="download should be of type bool, got int 0"):
+    with pytest.raises(TypeError, match=r"download: expected a bool, got 0 \(int\)"):
         datasets.load("names", download=0)
 
 

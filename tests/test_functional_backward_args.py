@@ -10,33 +10,17 @@ import inspect
 
 import numpy as np
 import pytest
-from conftest import DTYPES, assert_close, make_problem, numerical_gradient
+from conftest import DTYPES, PLAIN, assert_close, make_problem, numerical_gradient
 
 from rnnfast import functional as F
 from rnnfast import reference as R
 
 T, B, D, H = 5, 3, 2, 4
-REQUIRED = (
-    "h0",
-    "nonlinearity",
-    "lengths",
-    "alpha",
-    "step_mask",
-    "zero_output_for_mask",
-    "recurrent_mask",
-)
+REQUIRED = tuple(F.PLAIN_FORWARD_OPTIONS)
 
 
 def _options(**over):
-    return {
-        "nonlinearity": "tanh",
-        "lengths": None,
-        "alpha": 1.0,
-        "step_mask": None,
-        "zero_output_for_mask": False,
-        "recurrent_mask": None,
-        **over,
-    }
+    return {**PLAIN, **over}
 
 
 @pytest.fixture
@@ -52,6 +36,23 @@ def test_every_gradient_changing_option_is_keyword_only_without_default(fn):
     for name in REQUIRED:
         assert params[name].kind is inspect.Parameter.KEYWORD_ONLY, name
         assert params[name].default is inspect.Parameter.empty, name
+
+
+@pytest.mark.parametrize("fn", [F.rnn_backward, R.rnn_backward], ids=["functional", "reference"])
+def test_plain_forward_options_are_the_required_keywords_at_the_forwards_defaults(fn):
+    """PLAIN_FORWARD_OPTIONS names exactly the keywords the backward has no default for, each
+    at rnn_forward's default: the one statement the callers (bench, demo, tools, tests) use."""
+    required = [
+        name
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and p.default is p.empty
+    ]
+    assert sorted(required) == sorted(F.PLAIN_FORWARD_OPTIONS)
+    forward = inspect.signature(F.rnn_forward).parameters
+    assert {k: forward[k].default for k in required} == dict(F.PLAIN_FORWARD_OPTIONS)
+    with pytest.raises(TypeError):
+        F.PLAIN_FORWARD_OPTIONS["alpha"] = 0.5  # read-only: a caller cannot change it for all
+    assert "PLAIN_FORWARD_OPTIONS" in F.__all__
 
 
 @pytest.mark.parametrize("missing", REQUIRED)
@@ -155,7 +156,11 @@ def test_zero_output_for_mask_must_be_a_bool(problem, bad):
         ),
         (np.ones((H, B)), ValueError, r"recurrent_mask: expected shape \(B, H\)"),
         (np.ones(H), ValueError, r"recurrent_mask: expected shape \(B, H\)"),
-        (np.ones((B, H), np.float32), TypeError, r"recurrent_mask: dtype float32 differs"),
+        (
+            np.ones((B, H), np.float32),
+            TypeError,
+            r"recurrent_mask: expected a float64 array \(the layer's dtype\), got dtype float32",
+        ),
         (np.ones((B, H), np.int64), TypeError, r"recurrent_mask: expected a float32 or float64"),
     ],
     ids=["wide", "transposed", "1d", "float32-vs-float64", "int"],

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ACTIVATIONS, DTYPES, ISAS, assert_close, make_problem, numerical_gradient
+from conftest import (
+    ACTIVATIONS,
+    DTYPES,
+    ISAS,
+    PLAIN,
+    assert_close,
+    make_problem,
+    numerical_gradient,
+)
 
 import rnnfast
 from rnnfast import _core
@@ -183,14 +191,7 @@ def test_trivial_masks_are_the_plain_kernels(dtype, rng):
     dy = rng.standard_normal((T, B, H)).astype(dtype)
     dh_n = rng.standard_normal((B, H)).astype(dtype)
     for lengths in (None, np.array([8, 0, 3, 8, 1])):
-        plain = {
-            "nonlinearity": "tanh",
-            "alpha": 1.0,
-            "lengths": lengths,
-            "step_mask": None,
-            "zero_output_for_mask": False,
-            "recurrent_mask": None,
-        }
+        plain = dict(PLAIN, lengths=lengths)
         want = kernel_run(p, plain, dy, dh_n)
         for masked in (
             {"step_mask": np.ones((T, B), bool)},

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import PLAIN
 
 import rnnfast
 from rnnfast import functional as F
@@ -65,11 +66,10 @@ def _functional_call(dtype, lengths, alpha, return_sequences, masks=False):
     lens = None if lengths is None else np.asarray(lengths)
     # the masked drivers (general step mask, recurrent dropout) allocate tables of their own
     options = {
-        "nonlinearity": "tanh",
+        **PLAIN,
         "lengths": lens,
         "alpha": alpha,
         "step_mask": rng.random((T, B)) < 0.6 if masks else None,
-        "zero_output_for_mask": False,
         "recurrent_mask": (rng.random((B, H)) < 0.7).astype(dtype) if masks else None,
     }
 

@@ -462,7 +462,9 @@ def test_a_general_keras_mask_is_refused_with_what_to_do(rng):
 
 def test_wrong_input_dtype_is_refused_with_the_fix(rng):
     q = rnnfast.quantize(rnnfast.Sequential([rnnfast.RNN(3, 4), rnnfast.Linear(4, 2)]), "int8")
-    with pytest.raises(TypeError, match="x: dtype float64 differs from the layer's dtype float32"):
+    with pytest.raises(
+        TypeError, match=r"x: expected a float32 array \(the layer's dtype\), got dtype float64"
+    ):
         q(rng.standard_normal((5, 2, 3)))
     with pytest.raises(TypeError, match="float"):
         q(np.zeros((5, 2, 3), np.int32))

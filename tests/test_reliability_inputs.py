@@ -244,14 +244,7 @@ add(
 
 BWD = {"x": X, "weight_ih": W_IH, "weight_hh": W_HH, "y": Y, "dy": DY, "dh_n": DH_N, "h0": H0}
 # the backward's required keywords besides h0 (the forward's options; none of them arrays)
-BWD_OPTIONS = {
-    "nonlinearity": "tanh",
-    "lengths": None,
-    "alpha": 1.0,
-    "step_mask": None,
-    "zero_output_for_mask": False,
-    "recurrent_mask": None,
-}
+BWD_OPTIONS = {k: v for k, v in F.PLAIN_FORWARD_OPTIONS.items() if k != "h0"}
 
 
 def bwd(**over):
@@ -846,7 +839,7 @@ add(
 )
 for label, args, exc, rx in [
     ("Linear-0", (rnnfast.Linear, 0, 3), ValueError, "in_features"),
-    ("Linear-float", (rnnfast.Linear, D, 3.0), ValueError, "out_features"),
+    ("Linear-float", (rnnfast.Linear, D, 3.0), TypeError, "out_features"),
     ("Linear-absurd", (rnnfast.Linear, HUGE, HUGE), (MemoryError, ValueError), ""),
     ("Linear-dtype", (rnnfast.Linear, D, 3, True, np.int8), TypeError, "dtype"),
     ("Embedding-neg", (rnnfast.Embedding, -1, 3), ValueError, "num_embeddings"),
@@ -977,7 +970,7 @@ for label, kw, exc, rx in [
 for label, kw, exc, rx in [
     ("betas-1", {"betas": (1.0, 0.999)}, ValueError, r"betas\[0\]"),
     ("betas-neg", {"betas": (0.9, -0.1)}, ValueError, r"betas\[1\]"),
-    ("betas-scalar", {"betas": 0.9}, ValueError, "betas"),
+    ("betas-scalar", {"betas": 0.9}, TypeError, "betas: expected a pair"),
     ("betas-triple", {"betas": (0.9, 0.9, 0.9)}, ValueError, "betas"),
     ("betas-str", {"betas": ("a", "b")}, TypeError, r"betas\[0\]"),
     ("eps-neg", {"eps": -1e-8}, ValueError, "eps"),

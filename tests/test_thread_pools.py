@@ -40,13 +40,7 @@ def _forward_backward(x, w_ih, w_hh):
             y,
             y,
             None,
-            h0=None,
-            nonlinearity="tanh",
-            lengths=None,
-            alpha=1.0,
-            step_mask=None,
-            zero_output_for_mask=False,
-            recurrent_mask=None,
+            **F.PLAIN_FORWARD_OPTIONS,
         )
     )
 

@@ -375,13 +375,8 @@ def target_tokens(fb: Bytes):
         y,
         dy,
         None,
-        h0=h0,
-        nonlinearity=nl,
-        lengths=lengths,
+        **{**F.PLAIN_FORWARD_OPTIONS, "h0": h0, "nonlinearity": nl, "lengths": lengths},
         alpha=alpha,
-        step_mask=None,
-        zero_output_for_mask=False,
-        recurrent_mask=None,
         ids=ids,
     )
     check_unmodified(before, inputs, "rnn_backward(ids=)")

@@ -56,25 +56,23 @@ for threads in (1, 2):
                     )
                     dy = rng.standard_normal(y.shape).astype(dt)
                     options = {
+                        **F.PLAIN_FORWARD_OPTIONS,
+                        "h0": h0,
                         "nonlinearity": nl,
                         "lengths": lens,
                         "alpha": alpha,
-                        "step_mask": None,
-                        "zero_output_for_mask": False,
-                        "recurrent_mask": None,
                     }
-                    g = F.rnn_backward(x, w_ih, w_hh, y, dy, h_n, h0=h0, **options)
+                    g = F.rnn_backward(x, w_ih, w_hh, y, dy, h_n, **options)
                     # h0=None: the null-h0 path of the kernel (values unused here)
-                    g = F.rnn_backward(
-                        np.asfortranarray(x), w_ih, w_hh, y, None, h_n, h0=None, **options
-                    )
+                    null_h0 = dict(options, h0=None)
+                    g = F.rnn_backward(np.asfortranarray(x), w_ih, w_hh, y, None, h_n, **null_h0)
                     # the masked drivers: a general step mask and recurrent dropout
                     keep = rng.random((T, B)) < 0.6
                     drop = (rng.random((B, H)) < 0.8).astype(dt)
                     masked = dict(options, step_mask=keep, recurrent_mask=drop)
-                    y_m, h_m = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, **masked)
-                    F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, h0, return_sequences=False, **masked)
-                    g = F.rnn_backward(x, w_ih, w_hh, y_m, dy, h_m, h0=h0, **masked)
+                    y_m, h_m = F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, **masked)
+                    F.rnn_forward(x, w_ih, w_hh, b_ih, b_hh, return_sequences=False, **masked)
+                    g = F.rnn_backward(x, w_ih, w_hh, y_m, dy, h_m, **masked)
                     F.rnn_step(x[0], h0, w_ih, w_hh, b_ih, b_hh, nl, alpha)
                     F.rnn_step(x[0, :, ::-1], h0, w_ih, w_hh, None, None, nl, alpha)
 
@@ -88,13 +86,7 @@ for threads in (1, 2):
                 w_ih,
                 w_hh,
                 np.zeros((3, 2, 4), np.float32),
-                h0=None,
-                nonlinearity="tanh",
-                lengths=None,
-                alpha=1.0,
-                step_mask=None,
-                zero_output_for_mask=False,
-                recurrent_mask=None,
+                **F.PLAIN_FORWARD_OPTIONS,
             ),
             lambda: F.rnn_step(x[0], h0[:, :2], w_ih, w_hh),
             lambda: F.rnn_forward(x, w_ih.astype(np.float64), w_hh),

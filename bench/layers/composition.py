@@ -133,7 +133,7 @@ def make_mask_case(step_mask, zero_output_for_mask, dropout, seed=0):
         "bias_ih": rng.uniform(-bound, bound, H).astype(np.float32),
         "bias_hh": rng.uniform(-bound, bound, H).astype(np.float32),
     }
-    plain = dict(_common.PLAIN_BACKWARD)
+    plain = dict(rnnfast.functional.PLAIN_FORWARD_OPTIONS)
     masked = dict(plain, zero_output_for_mask=zero_output_for_mask)
     if step_mask:
         masked["step_mask"] = rng.random((T, B)) < KEEP_RATE

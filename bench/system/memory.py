@@ -93,13 +93,7 @@ def run_case(case, inp):
             inp["weight_hh"],
             y,
             dy=inp["dy"],
-            h0=None,
-            nonlinearity="tanh",
-            lengths=None,
-            alpha=1.0,
-            step_mask=None,
-            zero_output_for_mask=False,
-            recurrent_mask=None,
+            **functional.PLAIN_FORWARD_OPTIONS,
         ),
     )
 

@@ -29,7 +29,6 @@ import torch
 import rnnfast
 from bench._common import (
     BUSY_CPUS,
-    PLAIN_BACKWARD,
     blas_info,
     cpu_clock,
     others_cpus,
@@ -60,7 +59,7 @@ def make_problem():
 def rnnfast_step(problem):
     x, w_ih, w_hh = problem
     y, _ = F.rnn_forward(x, w_ih, w_hh)
-    F.rnn_backward(x, w_ih, w_hh, y, y, None, **PLAIN_BACKWARD)
+    F.rnn_backward(x, w_ih, w_hh, y, y, None, **F.PLAIN_FORWARD_OPTIONS)
 
 
 def timed(iteration, repeats: int, calls: int) -> dict:

@@ -7,6 +7,7 @@ import os
 import platform
 
 from . import _core
+from ._validation import check_positive_int
 from ._version import __version__
 
 __all__ = ["get_num_threads", "set_num_threads", "threads", "show_config"]
@@ -21,11 +22,7 @@ def set_num_threads(n: int) -> None:
     """Set the threads the kernels may use; small problems may use fewer. Results for a given
     count are deterministic (in fact each output element is summed in the same order whatever
     the count)."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"n: expected an int, got {type(n).__name__}")
-    if n < 1:
-        raise ValueError(f"n: expected a thread count >= 1, got {n}")
-    _core.set_num_threads(n)
+    _core.set_num_threads(check_positive_int("n", n))
 
 
 @contextlib.contextmanager

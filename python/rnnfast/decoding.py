@@ -20,10 +20,11 @@ later positions hold ``eos_token`` and add nothing to its score.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Callable
 
 import numpy as np
+
+from ._validation import check_finite_real, check_int, check_optional_int, value_error
 
 __all__ = [
     "beam_search",
@@ -122,27 +123,15 @@ def _check_state_batch(state, batch: int) -> None:
 # ---- arguments --------------------------------------------------------------------------------
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an integer >= {minimum}, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value}")
-    return int(value)
-
-
 def _check_optional_token(name: str, value) -> int | None:
-    return None if value is None else _check_int(name, value, 0)
+    return check_optional_int(name, value, 0)
 
 
 def _check_real(name: str, value, positive: bool) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
-    value = float(value)
-    if not np.isfinite(value) or (positive and value <= 0.0):
-        raise ValueError(
-            f"{name}: expected a finite {'positive ' if positive else ''}number, got {value}"
-        )
-    return value
+    x = check_finite_real(name, value)
+    if positive and x <= 0.0:
+        raise value_error(name, "a finite positive number", value)
+    return x
 
 
 def _start_tokens(start_token, state) -> np.ndarray:
@@ -266,7 +255,7 @@ def greedy_decode(step_fn: StepFn, state, start_token, max_len: int, eos_token=N
     TypeError
         On non-integer tokens or lengths.
     """
-    max_len = _check_int("max_len", max_len, 1)
+    max_len = check_int("max_len", max_len, 1)
     eos_token = _check_optional_token("eos_token", eos_token)
     start = _start_tokens(start_token, state)
     step = _CheckedStep(step_fn, eos_token)
@@ -345,9 +334,9 @@ def sample_decode(
     TypeError
         As :func:`greedy_decode`, and on a non-integer ``top_k``.
     """
-    max_len = _check_int("max_len", max_len, 1)
+    max_len = check_int("max_len", max_len, 1)
     temperature = _check_real("temperature", temperature, positive=True)
-    top_k = None if top_k is None else _check_int("top_k", top_k, 1)
+    top_k = None if top_k is None else check_int("top_k", top_k, 1)
     eos_token = _check_optional_token("eos_token", eos_token)
     start = _start_tokens(start_token, state)
     step = _CheckedStep(step_fn, eos_token)
@@ -484,8 +473,8 @@ def beam_search(
     TypeError
         As :func:`greedy_decode`, and on a state :func:`default_reorder` cannot handle.
     """
-    max_len = _check_int("max_len", max_len, 1)
-    width = _check_int("beam_width", beam_width, 1)
+    max_len = check_int("max_len", max_len, 1)
+    width = check_int("beam_width", beam_width, 1)
     eos_token = _check_optional_token("eos_token", eos_token)
     alpha = _check_real("length_penalty", length_penalty, positive=False)
     start = _start_tokens(start_token, state)

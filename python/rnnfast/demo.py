@@ -123,18 +123,6 @@ def _forecast_plot(truth, forecast, horizon, path):
     print(f"forecast plot written to {path}")
 
 
-# rnn_backward's required keywords for a forward given none of these options (h0 included).
-PLAIN_BACKWARD = {
-    "h0": None,
-    "nonlinearity": "tanh",
-    "lengths": None,
-    "alpha": 1.0,
-    "step_mask": None,
-    "zero_output_for_mask": False,
-    "recurrent_mask": None,
-}
-
-
 def run(steps=100, batch=32, input_size=64, hidden_size=128, repeats=5, seed=0):
     """Returns True when rnnfast matches the reference (float32 tolerance) on every output."""
     show_config()
@@ -149,11 +137,11 @@ def run(steps=100, batch=32, input_size=64, hidden_size=128, repeats=5, seed=0):
 
     def fast():
         y, _ = functional.rnn_forward(x, w_ih, w_hh, b_ih, b_hh)
-        return y, functional.rnn_backward(x, w_ih, w_hh, y, dy, **PLAIN_BACKWARD)
+        return y, functional.rnn_backward(x, w_ih, w_hh, y, dy, **functional.PLAIN_FORWARD_OPTIONS)
 
     def slow():
         y, _ = reference.rnn_forward(x, w_ih, w_hh, b_ih, b_hh)
-        return y, reference.rnn_backward(x, w_ih, w_hh, y, dy, **PLAIN_BACKWARD)
+        return y, reference.rnn_backward(x, w_ih, w_hh, y, dy, **functional.PLAIN_FORWARD_OPTIONS)
 
     y_fast, grads_fast = fast()
     y_ref, grads_ref = slow()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional
+from ._validation import check_int
 from .nn import dilation as dil
 
 __all__ = [
@@ -163,9 +164,7 @@ def _time_major(rnn, name, a, width):
 
 def _layer_index(rnn, layer):
     n = rnn.num_layers
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not -n <= layer < n:
-        raise ValueError(f"layer: expected an int in [-{n}, {n}) (num_layers = {n}), got {layer!r}")
-    return int(layer) % n
+    return check_int("layer", layer, -n, n - 1) % n  # a negative layer counts from the top
 
 
 def _trajectory(rnn, x, h0):
@@ -268,10 +267,8 @@ def jacobian_norms(rnn, x, h0=None, *, layer=-1, norm="spectral", item=None):
     runs = _trajectory(rnn, x, h0)
     run = runs[_layer_index(rnn, layer)]
     steps, batch = run.y.shape[0], run.y.shape[1]
-    if item is not None and (
-        isinstance(item, bool) or not isinstance(item, (int, np.integer)) or not 0 <= item < batch
-    ):
-        raise ValueError(f"item: expected an int in [0, {batch}) (the batch), got {item!r}")
+    if item is not None:
+        item = check_int("item", item, 0, batch - 1)  # a sequence of the batch
     d = _act_derivative(run, rnn.nonlinearity)
     if item is not None:
         d = d[:, item : item + 1]

@@ -6,21 +6,25 @@ kernels run in C++ with the GIL released.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
 
 from . import _core
-from ._mask_args import check_flag, check_step_mask
 from ._validation import (
     as_float_array,
     check_alpha,
+    check_bool,
+    check_int_array,
     check_lengths,
     check_nonlinearity,
+    check_step_mask,
     optional_float_array,
 )
 
 __all__ = [
+    "PLAIN_FORWARD_OPTIONS",
     "rnn_forward",
     "rnn_backward",
     "rnn_step",
@@ -28,6 +32,22 @@ __all__ = [
     "quantized_rnn_forward",
     "quantized_rnn_step",
 ]
+
+PLAIN_FORWARD_OPTIONS = MappingProxyType(
+    {
+        "h0": None,
+        "nonlinearity": "tanh",
+        "lengths": None,
+        "alpha": 1.0,
+        "step_mask": None,
+        "zero_output_for_mask": False,
+        "recurrent_mask": None,
+    }
+)
+"""The forward keywords :func:`rnn_backward` must be told again, at the values of a plain
+forward (:func:`rnn_forward`'s defaults: no h0, tanh, no lengths, alpha 1, no masks). A
+read-only mapping: override what the forward was given, as in
+``fw = {**F.PLAIN_FORWARD_OPTIONS, "h0": h0}``, and pass the same ``**fw`` to both calls."""
 
 
 class RNNGrads(NamedTuple):
@@ -175,10 +195,10 @@ def rnn_backward(
     Every forward argument that changes the gradient is a keyword without a default: the
     backward cannot know what the forward was given, so the caller says it, ``h0=None`` and
     ``step_mask=None`` included. Omitting one raises TypeError (a missing h0 used to give a
-    wrong dW_hh silently). Passing the same keywords to both calls keeps them in step::
+    wrong dW_hh silently). :data:`PLAIN_FORWARD_OPTIONS` holds them at a plain forward's
+    values; passing the same keywords to both calls keeps them in step::
 
-        fw = dict(h0=h0, nonlinearity="tanh", lengths=None, alpha=1.0, step_mask=None,
-                  zero_output_for_mask=False, recurrent_mask=None)
+        fw = {**PLAIN_FORWARD_OPTIONS, "h0": h0}
         y, h_n = rnn_forward(x, w_ih, w_hh, b_ih, b_hh, **fw)
         grads = rnn_backward(x, w_ih, w_hh, y, dy, dh_n, **fw)
 
@@ -193,8 +213,8 @@ def rnn_backward(
         output's step).
     dh_n : array_like, shape (B, H), optional: gradient with respect to h_n.
     h0, nonlinearity, lengths, alpha, step_mask, zero_output_for_mask, recurrent_mask :
-        keyword-only and required: exactly as given to :func:`rnn_forward` (None, "tanh",
-        None, 1.0, None, False, None for a plain forward).
+        keyword-only and required: exactly as given to :func:`rnn_forward`
+        (:data:`PLAIN_FORWARD_OPTIONS` for a plain forward).
     input_gradient : bool
         False: ``dx`` is not computed (None): an input that needs no gradient (the data fed
         to a first layer) saves its GEMM, a sixth of the backward's FLOPs when D = H. The
@@ -208,7 +228,7 @@ def rnn_backward(
         ``dx``; None with ``input_gradient=False``.
     """
     check_nonlinearity(nonlinearity)
-    input_gradient = check_flag("input_gradient", input_gradient)
+    input_gradient = check_bool("input_gradient", input_gradient)
     w_ih = as_float_array("weight_ih", weight_ih)
     dt = w_ih.dtype
     x, ids, steps, batch = _sequence(x, dt, ids)
@@ -262,7 +282,7 @@ def _masks(step_mask, zero_output_for_mask, recurrent_mask, steps, batch, dtype)
     recurrent mask's shape)."""
     return (
         check_step_mask(step_mask, steps, batch),
-        check_flag("zero_output_for_mask", zero_output_for_mask),
+        check_bool("zero_output_for_mask", zero_output_for_mask),
         optional_float_array("recurrent_mask", recurrent_mask, dtype),
     )
 
@@ -293,9 +313,7 @@ def _sequence(x, dtype, ids):
         return x, None, x.shape[0], x.shape[1]
     if x.ndim != 2:
         raise ValueError(f"x: expected an embedding table (V, D) with ids, got shape {x.shape}")
-    ids = np.asarray(ids)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"ids: expected an integer array, got dtype {ids.dtype}")
+    ids = check_int_array("ids", ids)
     if ids.ndim != 2:
         raise ValueError(f"ids: expected 2 dimensions (T, B), got shape {ids.shape}")
     ids = np.ascontiguousarray(ids, dtype=np.int64)

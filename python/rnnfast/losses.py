@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._validation import time_major_in_memory
+from ._validation import check_int_array, time_major_in_memory
 
 __all__ = ["cross_entropy", "log_softmax", "mse_loss"]
 
@@ -83,8 +83,7 @@ def cross_entropy(
     targets = np.asarray(targets)
     if logits.dtype.kind != "f":
         raise TypeError(f"logits: expected a float array, got dtype {logits.dtype}")
-    if targets.dtype.kind not in "iu":
-        raise TypeError(f"targets: expected an integer array, got dtype {targets.dtype}")
+    check_int_array("targets", targets)
     if logits.ndim == 0:
         raise ValueError("logits: expected shape (..., V), got a scalar")
     if logits.shape[:-1] != targets.shape:

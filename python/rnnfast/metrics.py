@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ._validation import check_int_array
 from .losses import _counted_positions, cross_entropy
 
 __all__ = ["accuracy", "accuracy_counts", "perplexity"]
@@ -31,9 +32,7 @@ def accuracy_counts(
     """``(hits, counted)``: how many counted positions the arg-max logit gets right, and how
     many positions count; summed over batches they give the corpus accuracy."""
     logits = np.asarray(logits)
-    targets = np.asarray(targets)
-    if targets.dtype.kind not in "iu":
-        raise TypeError(f"targets: expected an integer array, got dtype {targets.dtype}")
+    targets = check_int_array("targets", targets)
     if logits.ndim < 1 or logits.shape[:-1] != targets.shape:
         raise ValueError(
             f"targets: expected shape {logits.shape[:-1]} (the logits' leading "

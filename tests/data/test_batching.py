@@ -234,8 +234,8 @@ def test_options_are_read_only():
         (([1], None), {}, ValueError, "batch_size: .*None is allowed only with max_tokens"),
         (([1],), {"max_tokens": 0}, ValueError, "max_tokens: expected an int >= 1, got 0"),
         (([1],), {"max_tokens": 1.5}, TypeError, "max_tokens: expected an int"),
-        (([1],), {"shuffle": 1}, TypeError, "shuffle: expected True or False, got 1"),
-        (([1],), {"drop_last": "yes"}, TypeError, "drop_last: expected True or False"),
+        (([1],), {"shuffle": 1}, TypeError, r"shuffle: expected a bool, got 1 \(int\)"),
+        (([1],), {"drop_last": "yes"}, TypeError, r"drop_last: expected a bool, got 'yes' \(str\)"),
         (
             ([1],),
             {"drop_last": True, "max_tokens": 5},

@@ -310,7 +310,7 @@ def test_top_level_names_are_the_data_functions():
             r"sequences\[1\]: expected feature shape \(3,\) like sequences\[0\]",
         ),
         (([["a", "b"]],), {}, TypeError, r"sequences\[0\]: expected numbers.*Vocabulary"),
-        (([[1]],), {"batch_first": 1}, TypeError, "batch_first: expected True or False"),
+        (([[1]],), {"batch_first": 1}, TypeError, r"batch_first: expected a bool, got 1 \(int\)"),
         (([[1]],), {"padding": "left"}, ValueError, "padding: expected 'post' or 'pre', got"),
         (([[1]],), {"truncating": None}, ValueError, "truncating: expected 'post' or 'pre'"),
         (([[1]],), {"maxlen": 0}, ValueError, "maxlen: expected an int >= 1, got 0"),

@@ -169,7 +169,7 @@ def test_dilation_one_is_the_plain_layer(rng):
 @pytest.mark.parametrize(
     "value, exc, match",
     [
-        (0, ValueError, "positive"),
+        (0, ValueError, r"dilation: expected an int >= 1, got 0"),
         (1.5, TypeError, "int"),
         (True, TypeError, "int"),
         ([1, 2, 3], ValueError, "num_layers=2"),

@@ -6,8 +6,6 @@ go_backwards, residual, dilation, a fused Embedding). A non-bool is a TypeError 
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 
@@ -30,24 +28,12 @@ FUNCTIONAL_CASES = {
 }
 
 
-def _forward_keywords(**given):
-    """The forward keywords rnn_backward must be told (those it has no default for) at
-    rnn_forward's own defaults, then ``given``: one dict for both calls keeps them in step."""
-    forward = inspect.signature(F.rnn_forward).parameters
-    told = [
-        name
-        for name, p in inspect.signature(F.rnn_backward).parameters.items()
-        if p.kind is p.KEYWORD_ONLY and p.default is p.empty
-    ]
-    return {**{name: forward[name].default for name in told}, **given}
-
-
 def _functional_run(options, input_gradient, ids=None):
     rng = _rng()
     x = rng.standard_normal((11, D) if ids is not None else (T, B, D))
     w_ih, w_hh = rng.uniform(-0.5, 0.5, (H, D)), rng.uniform(-0.5, 0.5, (H, H))
     h0 = rng.uniform(-1, 1, (B, H))
-    fw = _forward_keywords(h0=h0, **options)
+    fw = {**F.PLAIN_FORWARD_OPTIONS, "h0": h0, **options}
     y, _ = F.rnn_forward(x, w_ih, w_hh, **fw, ids=ids)
     dy = rng.standard_normal(y.shape)
     return F.rnn_backward(

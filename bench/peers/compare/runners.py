@@ -27,7 +27,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
-from bench._common import PLAIN_BACKWARD, log
+from bench._common import log
 from bench.peers.compare.shapes import Problem
 from rnnfast import functional, reference
 
@@ -56,7 +56,9 @@ def rnnfast_runners(p: Problem):
 
     def train():
         y, _ = functional.rnn_forward(*args)
-        return functional.rnn_backward(p.x, p.w_ih, p.w_hh, y, dy=p.dy, **PLAIN_BACKWARD)
+        return functional.rnn_backward(
+            p.x, p.w_ih, p.w_hh, y, dy=p.dy, **functional.PLAIN_FORWARD_OPTIONS
+        )
 
     def train_named(g):
         return {**grads_named(g.dx, g.dweight_ih, g.dweight_hh, g.dbias, g.dbias), "dh0": g.dh0}
@@ -80,7 +82,9 @@ def reference_runners(p: Problem):
 
     def train():
         y, _ = reference.rnn_forward(*args)
-        return reference.rnn_backward(p.x, p.w_ih, p.w_hh, y, dy=p.dy, **PLAIN_BACKWARD)
+        return reference.rnn_backward(
+            p.x, p.w_ih, p.w_hh, y, dy=p.dy, **functional.PLAIN_FORWARD_OPTIONS
+        )
 
     def train_named(g):
         dx, dh0, dw_ih, dw_hh, db = g

@@ -4,11 +4,17 @@ batch costs its longest sequence's steps for every row, so mixing lengths wastes
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
-from ._checks import check_flag, check_int, check_optional_int
+from .._validation import (
+    check_bool,
+    check_int,
+    check_int_array,
+    check_optional_int,
+    is_int,
+    type_error,
+)
 
 __all__ = ["BucketedBatches"]
 
@@ -88,8 +94,8 @@ class BucketedBatches:
                 "max_tokens, to batch by tokens alone)"
             )
         self._batch_size = check_optional_int("batch_size", batch_size, 1)
-        self._shuffle = check_flag("shuffle", shuffle)
-        self._drop_last = check_flag("drop_last", drop_last)
+        self._shuffle = check_bool("shuffle", shuffle)
+        self._drop_last = check_bool("drop_last", drop_last)
         if self._drop_last and self._max_tokens is not None:
             raise ValueError(
                 "drop_last: expected False with max_tokens (batches by tokens have no set size, "
@@ -215,8 +221,7 @@ def _check_lengths(lengths) -> np.ndarray:
         raise ValueError(f"lengths: expected shape (N,), got shape {arr.shape}")
     if arr.size == 0:  # before the dtype: [] arrives as float64
         raise ValueError("lengths: expected at least one item, got none (an epoch would be empty)")
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"lengths: expected an integer array, got dtype {arr.dtype}")
+    check_int_array("lengths", arr)
     if arr.min() < 0:
         bad = int(np.argmin(arr))
         raise ValueError(f"lengths: expected values >= 0, got {int(arr[bad])} at index {bad}")
@@ -228,10 +233,6 @@ def _check_lengths(lengths) -> np.ndarray:
 def _check_seed(seed):
     if seed is None or isinstance(seed, np.random.Generator):
         return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
-        raise TypeError(
-            f"seed: expected an int >= 0, a numpy.random.Generator or None, got {seed!r}"
-        )
-    if seed < 0:
-        raise ValueError(f"seed: expected an int >= 0, got {seed}")
-    return int(seed)
+    if not is_int(seed):
+        raise type_error("seed", "an int >= 0, a numpy.random.Generator or None", seed)
+    return check_int("seed", seed, minimum=0)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from .._validation import check_lengths
+from .._validation import check_bool_mask, check_int, check_lengths
 
 __all__ = ["mask_to_lengths", "lengths_to_mask"]
 
@@ -31,15 +29,7 @@ def mask_to_lengths(mask):
         Not (B, T), values other than 0/1, or a row that is not a prefix, such as [1, 0, 1]
         (the message names the row).
     """
-    arr = np.asarray(mask)
-    if arr.dtype.kind not in "biu":
-        raise TypeError(f"mask: expected a boolean (B, T) array, got dtype {arr.dtype}")
-    if arr.ndim != 2:
-        raise ValueError(f"mask: expected shape (B, T), got shape {arr.shape}")
-    if arr.dtype.kind != "b":
-        if arr.size and (arr.min() < 0 or arr.max() > 1):
-            raise ValueError("mask: expected boolean or 0/1 values")
-        arr = arr.astype(bool)
+    arr = check_bool_mask("mask", mask, (None, None), "(B, T)")
     lengths = arr.sum(axis=1, dtype=np.int64)
     prefix = lengths_to_mask(lengths, arr.shape[1])
     if not np.array_equal(arr, prefix):
@@ -68,12 +58,11 @@ def lengths_to_mask(lengths, steps):
     Raises
     ------
     TypeError
-        Non-integer ``lengths``.
+        Non-integer ``lengths`` or ``steps``.
     ValueError
-        A negative or non-int ``steps``, ``lengths`` not 1-D or out of range.
+        A negative ``steps``, ``lengths`` not 1-D or out of range.
     """
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 0:
-        raise ValueError(f"steps: expected a non-negative int, got {steps!r}")
+    steps = check_int("steps", steps, minimum=0)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1:
         raise ValueError(f"lengths: expected shape (B,), got shape {lengths.shape}")

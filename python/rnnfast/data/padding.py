@@ -11,8 +11,13 @@ import numbers
 
 import numpy as np
 
-from .._validation import check_lengths
-from ._checks import check_choice, check_flag, check_optional_int
+from .._validation import (
+    check_bool,
+    check_choice,
+    check_lengths,
+    check_optional_int,
+    type_error,
+)
 
 __all__ = ["pad_sequences", "unpad_sequences"]
 
@@ -83,7 +88,7 @@ def pad_sequences(
         ``padding`` / ``truncating``, a ``padding_value`` that does not fit the dtype, or a
         ``total_length`` shorter than the longest (kept) sequence.
     """
-    batch_first = check_flag("batch_first", batch_first)
+    batch_first = check_bool("batch_first", batch_first)
     padding = check_choice("padding", padding, _SIDES)
     truncating = check_choice("truncating", truncating, _SIDES)
     maxlen = check_optional_int("maxlen", maxlen, 1)
@@ -150,7 +155,7 @@ def unpad_sequences(padded, lengths, batch_first=False, *, padding="post"):
         ``padded`` without batch and time axes, ``lengths`` of the wrong shape or out of range,
         or a bad ``padding``.
     """
-    batch_first = check_flag("batch_first", batch_first)
+    batch_first = check_bool("batch_first", batch_first)
     padding = check_choice("padding", padding, _SIDES)
     padded = np.asarray(padded)
     if padded.ndim < 2:
@@ -233,9 +238,8 @@ def _fill_value(padding_value, dtype: np.dtype):
         and not isinstance(padding_value, numbers.Real)
         and dtype.kind != "c"
     ):
-        raise TypeError(
-            f"padding_value: expected a {'number' if dtype.kind == 'c' else 'real number'}, "
-            f"got {padding_value!r}"
+        raise type_error(
+            "padding_value", "a number" if dtype.kind == "c" else "a real number", padding_value
         )
     try:
         with np.errstate(invalid="ignore", over="ignore"):

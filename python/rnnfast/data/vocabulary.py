@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from ._checks import check_int, check_optional_int
+from .._validation import check_int, check_optional_int, type_error
 
 __all__ = ["Vocabulary"]
 
@@ -51,18 +51,18 @@ class Vocabulary:
 
     def __init__(self, tokens, *, pad=None, unk=None, counts=None):
         if isinstance(tokens, (str, bytes)):
-            raise TypeError(f"tokens: expected a list of str, got {type(tokens).__name__}")
+            raise type_error("tokens", "a list of str", tokens)
         self._tokens = list(tokens)
         self._index = {}
         for i, t in enumerate(self._tokens):
             if not isinstance(t, str):
-                raise TypeError(f"tokens[{i}]: expected a str, got {type(t).__name__} {t!r}")
+                raise type_error(f"tokens[{i}]", "a str", t)
             if t in self._index:
                 raise ValueError(f"tokens[{i}]: {t!r} repeats tokens[{self._index[t]}]")
             self._index[t] = i
         for name, special in (("pad", pad), ("unk", unk)):
             if special is not None and not isinstance(special, str):
-                raise TypeError(f"{name}: expected a str or None, got {special!r}")
+                raise type_error(name, "a str or None", special)
             if special is not None and special not in self._index:
                 raise ValueError(f"{name}: expected one of the tokens, got {special!r}")
         if pad is not None and pad == unk:
@@ -121,7 +121,7 @@ class Vocabulary:
         min_count = check_int("min_count", min_count, 1)
         for name, special in (("pad", pad), ("unk", unk)):
             if special is not None and not isinstance(special, str):
-                raise TypeError(f"{name}: expected a str or None, got {special!r}")
+                raise type_error(name, "a str or None", special)
         if pad is not None and pad == unk:
             raise ValueError(f"pad, unk: expected two different tokens, got {pad!r} for both")
         specials = [s for s in (pad, unk) if s is not None]
@@ -179,12 +179,12 @@ class Vocabulary:
 
     def _encode(self, tokens, name: str) -> np.ndarray:
         if not hasattr(tokens, "__iter__"):
-            raise TypeError(f"{name}: expected a sequence of str, got {type(tokens).__name__}")
+            raise type_error(name, "a sequence of str", tokens)
         index, unk_id = self._index, self.unk_id
         ids = []
         for j, t in enumerate(tokens):
             if not isinstance(t, str):
-                raise TypeError(f"{name}[{j}]: expected a str, got {type(t).__name__} {t!r}")
+                raise type_error(f"{name}[{j}]", "a str", t)
             i = index.get(t, unk_id)
             if i is None:
                 raise ValueError(self._unknown(f"{name}[{j}]", t))
@@ -236,7 +236,7 @@ class Vocabulary:
     def __getitem__(self, token) -> int:
         """The id of ``token``, as :meth:`encode` gives it (``unk_id`` when unknown)."""
         if not isinstance(token, str):
-            raise TypeError(f"token: expected a str, got {type(token).__name__} {token!r}")
+            raise type_error("token", "a str", token)
         i = self._index.get(token, self.unk_id)
         if i is None:
             raise ValueError(self._unknown("token", token))
@@ -357,7 +357,7 @@ class Vocabulary:
         tokens, counts = document.get("tokens"), document.get("counts")
         try:
             if not isinstance(tokens, list):
-                raise TypeError(f"tokens: expected a list, got {type(tokens).__name__}")
+                raise type_error("tokens", "a list", tokens)
             if counts is not None:
                 if not isinstance(counts, list) or len(counts) != len(tokens):
                     raise ValueError("counts: expected a list as long as tokens, or null")

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from .._validation import check_bool, check_positive_int
 from ._communication import get_comm, mpi
 
 __all__ = ["DistributedOptimizer"]
@@ -119,13 +120,9 @@ class DistributedOptimizer:
             raise TypeError(
                 f"optimizer: expected an rnnfast.optim optimizer, got {type(optimizer).__name__}"
             )
-        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, (int, np.integer)):
-            raise TypeError(f"bucket_bytes: expected an int, got {type(bucket_bytes).__name__}")
-        if bucket_bytes < 1:
-            raise ValueError(f"bucket_bytes: expected an int >= 1, got {bucket_bytes}")
-        for flag, value in (("overlap", overlap), ("trace", trace)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{flag}: expected a bool, got {type(value).__name__}")
+        check_positive_int("bucket_bytes", bucket_bytes)
+        check_bool("overlap", overlap)
+        check_bool("trace", trace)
         self._comm = get_comm()
         self._MPI = mpi()
         self.optimizer = optimizer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import check_bool, check_int, check_positive_int
 from ..data.batching import BucketedBatches
 from ._communication import get_comm
 
@@ -54,25 +55,17 @@ class DistributedSampler:
         rank=None,
         size=None,
     ):
-        self.n = _positive("n", n)
-        self.batch_size = _positive("batch_size", batch_size)
-        for flag, value in (("shuffle", shuffle), ("drop_last", drop_last)):
-            if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"{flag}: expected a bool, got {type(value).__name__}")
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed: expected an int >= 0 (the same on every rank), got {seed!r}")
-        self.seed = int(seed)
+        self.n = check_positive_int("n", n)
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.drop_last = check_bool("drop_last", drop_last)
+        self.seed = check_int("seed", seed, 0)  # the same on every rank
         if size is None:
             size = get_comm().Get_size()
         if rank is None:
             rank = get_comm().Get_rank()
-        self.size = _positive("size", size)
-        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-            raise TypeError(f"rank: expected an int, got {type(rank).__name__}")
-        if not 0 <= rank < self.size:
-            raise ValueError(f"rank: expected 0 <= rank < size={self.size}, got {rank}")
-        self.rank = int(rank)
+        self.size = check_positive_int("size", size)
+        self.rank = check_int("rank", rank, 0, self.size - 1)
         if lengths is not None:
             lengths = np.asarray(lengths)
             if lengths.shape != (self.n,):
@@ -136,9 +129,3 @@ class DistributedSampler:
             f"size={self.size}, shuffle={self.shuffle}, seed={self.seed}, "
             f"drop_last={self.drop_last})"
         )
-
-
-def _positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-    return int(value)

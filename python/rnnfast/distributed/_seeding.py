@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import check_int
 from ._communication import get_comm, rank
 
 __all__ = ["seed_dropout", "shared_seed"]
@@ -45,12 +46,10 @@ def seed_dropout(model, seed=0, rank=None):
     ``rank``: this process's rank (by default :func:`rank`; give it to seed without MPI).
     Returns the number of generators reseeded.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed: expected an int >= 0 (the same on every rank), got {seed!r}")
+    check_int("seed", seed, 0)  # the same on every rank
     if rank is None:
         rank = get_comm().Get_rank()
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
-        raise ValueError(f"rank: expected an int >= 0, got {rank!r}")
+    check_int("rank", rank, 0)
     count = 0
     for obj in _walk(model, set()):
         generators = getattr(obj, "random_generators", None)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import check_int
+
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "Graph", "check_opset"]
 
 # 14: the RNN op as it is today (the ``layout`` attribute); Squeeze, Unsqueeze, ReduceSum and
@@ -25,14 +27,8 @@ def check_opset(opset):
     newest = onnx.defs.onnx_opset_version()
     if opset is None:
         return min(DEFAULT_OPSET, newest)
-    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)):
-        raise TypeError(f"opset: expected an int, got {type(opset).__name__}")
-    if not MIN_OPSET <= opset <= newest:
-        raise ValueError(
-            f"opset: expected {MIN_OPSET} <= opset <= {newest} (the installed onnx's newest), "
-            f"got {opset}"
-        )
-    return int(opset)
+    # the upper bound is the installed onnx's newest opset
+    return check_int("opset", opset, MIN_OPSET, newest)
 
 
 class Graph:

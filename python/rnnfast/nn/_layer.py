@@ -52,13 +52,7 @@ from ._file_format import save
 from .masking import pass_padding_on
 from .storage import storage_summary
 
-__all__ = ["positive_int", "Layer", "quantize_layer"]
-
-
-def positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    return int(value)
+__all__ = ["Layer", "quantize_layer"]
 
 
 class Layer(ParameterOwner):

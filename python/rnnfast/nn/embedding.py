@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core
-from .._validation import as_float_array
-from ._layer import Layer, positive_int
+from .._validation import as_float_array, check_bool, check_int, check_int_array, check_positive_int
+from ._layer import Layer
 from .masking import embedding_padding
 
 __all__ = ["Embedding"]
@@ -40,25 +40,13 @@ class Embedding(Layer):
         mask_zero=False,
     ):
         super().__init__(dtype)
-        self.num_embeddings = positive_int("num_embeddings", num_embeddings)
-        self.embedding_dim = positive_int("embedding_dim", embedding_dim)
+        self.num_embeddings = check_positive_int("num_embeddings", num_embeddings)
+        self.embedding_dim = check_positive_int("embedding_dim", embedding_dim)
         self.seed = seed
-        if not isinstance(mask_zero, (bool, np.bool_)):
-            raise TypeError(
-                f"mask_zero: expected a bool, got {type(mask_zero).__name__} {mask_zero!r}"
-            )
-        self.mask_zero = bool(mask_zero)
+        self.mask_zero = check_bool("mask_zero", mask_zero)
         if padding_idx is not None:
-            if (
-                isinstance(padding_idx, bool)
-                or not isinstance(padding_idx, (int, np.integer))
-                or not -self.num_embeddings <= padding_idx < self.num_embeddings
-            ):
-                raise ValueError(
-                    f"padding_idx: expected an int in [-{self.num_embeddings}, "
-                    f"{self.num_embeddings}) (num_embeddings), got {padding_idx!r}"
-                )
-            padding_idx = int(padding_idx) % self.num_embeddings
+            n = self.num_embeddings
+            padding_idx = check_int("padding_idx", padding_idx, -n, n - 1) % n
         self.padding_idx = padding_idx
         rng = np.random.default_rng(seed)
         table = rng.standard_normal((self.num_embeddings, self.embedding_dim))
@@ -87,9 +75,7 @@ class Embedding(Layer):
     def check_ids(self, ids):
         """``ids`` as an integer array whose values index the table; TypeError/ValueError
         otherwise."""
-        ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"ids: expected an integer array, got dtype {ids.dtype}")
+        ids = check_int_array("ids", ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
             raise ValueError(
                 f"ids: expected values in [0, {self.num_embeddings}), got min {ids.min()}, "

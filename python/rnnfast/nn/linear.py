@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from .. import _core
-from .._validation import as_float_array, check_bool, time_major_in_memory
-from ._layer import Layer, positive_int
+from .._validation import as_float_array, check_bool, check_positive_int, time_major_in_memory
+from ._layer import Layer
 
 __all__ = ["Dense", "Linear"]
 
@@ -22,8 +22,8 @@ class Linear(Layer):
 
     def __init__(self, in_features, out_features, bias=True, dtype=np.float32, seed=None):
         super().__init__(dtype)
-        self.in_features = positive_int("in_features", in_features)
-        self.out_features = positive_int("out_features", out_features)
+        self.in_features = check_positive_int("in_features", in_features)
+        self.out_features = check_positive_int("out_features", out_features)
         self.bias = check_bool("bias", bias)
         self.seed = seed
         rng = np.random.default_rng(seed)

@@ -9,10 +9,10 @@ import math
 import numpy as np
 
 from .. import functional
-from .._mask_args import check_flag
 from .._validation import (
     as_float_array,
     check_bool,
+    check_bool_mask,
     check_lengths,
     check_positive_int,
     layer_dtype,
@@ -424,7 +424,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         ``self.grads``. Options assigned since the forward do not apply: the gradient is the
         forward's. A failed call changes nothing and keeps the forward for a retry.
         """
-        input_gradient = check_flag("input_gradient", input_gradient)
+        input_gradient = check_bool("input_gradient", input_gradient)
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the layer in training "
@@ -520,15 +520,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             return check_lengths(lengths, steps, batch), None
         if lengths is not None:
             raise ValueError("lengths, mask: give one of them, not both")
-        m = np.asarray(mask)
-        if m.dtype.kind not in "biu":
-            raise TypeError(f"mask: expected a boolean (B, T) array, got dtype {m.dtype}")
-        if m.shape != (batch, steps):
-            raise ValueError(f"mask: expected shape (B, T) = {(batch, steps)}, got shape {m.shape}")
-        if m.dtype.kind != "b":
-            if m.size and (m.min() < 0 or m.max() > 1):
-                raise ValueError("mask: expected boolean or 0/1 values")
-            m = m.astype(bool)
+        m = check_bool_mask("mask", mask, (batch, steps), f"(B, T) = {(batch, steps)}")
         counts = m.sum(axis=1, dtype=np.int64)
         prefix = np.arange(steps)[None, :] < counts[:, None]
         if self._zero_output(o) and np.array_equal(m, prefix):

@@ -16,6 +16,7 @@ from .._validation import (
     check_bool,
     check_nonlinearity,
     check_optional_bool,
+    check_positive_int,
     check_probability,
 )
 from .rnn_rings import map_state
@@ -255,12 +256,7 @@ class RNNOptions(RecurrentOptions):
                 f"dilation: expected an int or a list of num_layers={self.num_layers} ints, got "
                 f"a list of {len(values)}"
             )
-        for v in values:
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-                raise TypeError(f"dilation: expected a positive int, got {type(v).__name__} {v!r}")
-            if v < 1:
-                raise ValueError(f"dilation: expected a positive int, got {v}")
-        dilations = tuple(int(v) for v in values)
+        dilations = tuple(check_positive_int("dilation", v) for v in values)
         if dilations != getattr(self, "_dilations", dilations):
             # a carried state holds as many past states per layer as its dilation: forget it
             self._state = None

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import copy
 import math
-import numbers
 
 import numpy as np
 
 from .. import decoding
+from .._validation import check_finite_real, check_int_array
 from ..losses import cross_entropy, log_softmax
 from ._children import ChildOwner
 from ._inference_only import refuse_training
@@ -42,15 +42,6 @@ METHODS = ("greedy", "sample", "beam")
 
 
 # ---- scheduled sampling ---------------------------------------------------------------------
-
-
-def _real(name, value):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name}: expected a finite number, got {value}")
-    return value
 
 
 def teacher_forcing_schedule(kind, step, *, k=None, slope=None, minimum=0.0):
@@ -86,29 +77,29 @@ def teacher_forcing_schedule(kind, step, *, k=None, slope=None, minimum=0.0):
     """
     if kind not in SCHEDULES:
         raise ValueError(f"kind: expected one of {SCHEDULES}, got {kind!r}")
-    i = _real("step", step)
+    i = check_finite_real("step", step)
     if i < 0:
         raise ValueError(f"step: expected a number >= 0, got {i}")
-    minimum = _real("minimum", minimum)
+    minimum = check_finite_real("minimum", minimum)
     if not 0.0 <= minimum <= 1.0:
         raise ValueError(f"minimum: expected a number in [0, 1], got {minimum}")
     if slope is not None and kind != "linear":
         raise ValueError(f"slope: only the linear schedule has one, got kind={kind!r}")
     if kind == "linear":
-        k = 1.0 if k is None else _real("k", k)
-        slope = 0.01 if slope is None else _real("slope", slope)
+        k = 1.0 if k is None else check_finite_real("k", k)
+        slope = 0.01 if slope is None else check_finite_real("slope", slope)
         if slope < 0:
             raise ValueError(f"slope: expected a number >= 0, got {slope}")
         eps = k - slope * i
     elif kind == "exponential":
-        k = 0.99 if k is None else _real("k", k)
+        k = 0.99 if k is None else check_finite_real("k", k)
         if not 0.0 < k < 1.0:
             raise ValueError(
                 f"k: expected a number in (0, 1) for the exponential schedule, got {k}"
             )
         eps = k**i
     else:
-        k = 10.0 if k is None else _real("k", k)
+        k = 10.0 if k is None else check_finite_real("k", k)
         if k < 1.0:
             raise ValueError(f"k: expected a number >= 1 for the inverse sigmoid schedule, got {k}")
         # k / (k + exp(i/k)) written to stay finite for large i
@@ -136,9 +127,7 @@ def _tokens(name, value, vocab=None):
 def _lengths(name, value, batch, steps):
     if value is None:
         return np.full(batch, steps, np.int64)
-    arr = np.asarray(value)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    arr = check_int_array(name, value)
     if arr.shape != (batch,):
         raise ValueError(f"{name}: expected shape (B,) = ({batch},), got shape {arr.shape}")
     if arr.size and (arr.min() < 0 or arr.max() > steps):
@@ -150,7 +139,7 @@ def _lengths(name, value, batch, steps):
 
 
 def _ratio(value):
-    r = _real("teacher_forcing_ratio", value)
+    r = check_finite_real("teacher_forcing_ratio", value)
     if not 0.0 <= r <= 1.0:
         raise ValueError(f"teacher_forcing_ratio: expected a probability in [0, 1], got {r}")
     return r

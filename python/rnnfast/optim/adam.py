@@ -5,10 +5,25 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core
-from ._checks import _at_least, _betas
+from .._validation import check_real_at_least, check_real_in, type_error, value_error
 from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
+
+
+def _betas(value):
+    """The pair (beta1, beta2), each in [0, 1) (torch's rule): a scalar is a TypeError (as
+    torch raises), a sequence of another length a ValueError."""
+    try:
+        beta1, beta2 = value
+    except TypeError:
+        raise type_error("betas", "a pair (beta1, beta2)", value) from None
+    except ValueError:
+        raise value_error("betas", "a pair (beta1, beta2)", value) from None
+    return (
+        check_real_in("betas[0]", beta1, 0, 1, high_open=True),
+        check_real_in("betas[1]", beta2, 0, 1, high_open=True),
+    )
 
 
 class Adam(Optimizer):
@@ -41,10 +56,10 @@ class Adam(Optimizer):
 
     def _check_hyper(self, hyper):
         return {
-            "lr": _at_least("lr", hyper["lr"], 0.0),
+            "lr": check_real_at_least("lr", hyper["lr"], 0),
             "betas": _betas(hyper["betas"]),
-            "eps": _at_least("eps", hyper["eps"], 0.0),
-            "weight_decay": _at_least("weight_decay", hyper["weight_decay"], 0.0),
+            "eps": check_real_at_least("eps", hyper["eps"], 0),
+            "weight_decay": check_real_at_least("weight_decay", hyper["weight_decay"], 0),
         }
 
     def _update(self, i, p, g):

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ._checks import _at_least, _real
+from .._validation import check_real, check_real_at_least
 from ._params import _collect, _current_grads
 
 __all__ = ["clip_grad_norm", "clip_grad_value"]
@@ -49,8 +49,8 @@ def clip_grad_norm(params, max_norm, norm_type=2.0, error_if_nonfinite=False):
     RuntimeError
         A non-finite total norm with ``error_if_nonfinite``.
     """
-    max_norm = _at_least("max_norm", max_norm, 0.0)
-    norm_type = _real("norm_type", norm_type)
+    max_norm = check_real_at_least("max_norm", max_norm, 0)
+    norm_type = check_real("norm_type", norm_type)
     if not norm_type > 0:
         raise ValueError(f"norm_type: expected a positive number or inf, got {norm_type!r}")
     grads = _current_grads(_collect(params))
@@ -84,7 +84,7 @@ def clip_grad_value(params, clip_value):
     ValueError
         ``clip_value`` negative or NaN.
     """
-    clip_value = _at_least("clip_value", clip_value, 0.0)
+    clip_value = check_real_at_least("clip_value", clip_value, 0)
     for g in _current_grads(_collect(params)):
         np.clip(g, -clip_value, clip_value, out=g)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import _at_least, _int_at_least
+from .._validation import check_int, check_real_at_least
 from ._params import _collect, _current_grads
 
 __all__ = ["Optimizer"]
@@ -37,7 +37,7 @@ class Optimizer:
 
     @lr.setter
     def lr(self, value):
-        self._hyper["lr"] = _at_least("lr", value, 0.0)
+        self._hyper["lr"] = check_real_at_least("lr", value, 0)
 
     @property
     def hyperparameters(self):
@@ -121,7 +121,7 @@ class Optimizer:
         hyper = state_dict["hyperparameters"]
         _check_keys("state_dict['hyperparameters']", hyper, self._HYPER)
         hyper = self._check_hyper(dict(hyper))
-        step = _int_at_least("state_dict['step']", state_dict["step"], 0)
+        step = check_int("state_dict['step']", state_dict["step"], 0)
         buffers = self._checked_buffers(state_dict["buffers"], step, hyper)
         self._hyper, self._step, self._buffers = hyper, step, buffers
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._checks import _at_least, _int_at_least, _real
+from .._validation import check_choice, check_int, check_real_at_least, check_real_in
 from .optimizer import Optimizer
 
 __all__ = ["CosineAnnealingLR", "ReduceLROnPlateau", "StepLR"]
@@ -54,8 +54,8 @@ class StepLR(_Schedule):
     """
 
     def __init__(self, optimizer, step_size, gamma=0.1):
-        self.step_size = _int_at_least("step_size", step_size, 1)
-        self.gamma = _at_least("gamma", gamma, 0.0)
+        self.step_size = check_int("step_size", step_size, 1)
+        self.gamma = check_real_at_least("gamma", gamma, 0)
         super().__init__(optimizer)
 
     def _next_lr(self, lr):
@@ -77,8 +77,8 @@ class CosineAnnealingLR(_Schedule):
     """
 
     def __init__(self, optimizer, T_max, eta_min=0.0):
-        self.T_max = _int_at_least("T_max", T_max, 1)
-        self.eta_min = _at_least("eta_min", eta_min, 0.0)
+        self.T_max = check_int("T_max", T_max, 1)
+        self.eta_min = check_real_at_least("eta_min", eta_min, 0)
         super().__init__(optimizer)
 
     def _next_lr(self, lr):
@@ -129,19 +129,15 @@ class ReduceLROnPlateau:
         eps=1e-8,
     ):
         self.optimizer = _check_optimizer(optimizer)
-        if mode not in ("min", "max"):
-            raise ValueError(f"mode: expected 'min' or 'max', got {mode!r}")
-        if threshold_mode not in ("rel", "abs"):
-            raise ValueError(f"threshold_mode: expected 'rel' or 'abs', got {threshold_mode!r}")
-        factor = _real("factor", factor)
-        if not 0.0 < factor < 1.0:
-            raise ValueError(f"factor: expected a number in (0, 1), got {factor!r}")
+        check_choice("mode", mode, ("min", "max"))
+        check_choice("threshold_mode", threshold_mode, ("rel", "abs"))
+        factor = check_real_in("factor", factor, 0, 1, low_open=True, high_open=True)
         self.mode, self.threshold_mode, self.factor = mode, threshold_mode, factor
-        self.patience = _int_at_least("patience", patience, 0)
-        self.threshold = _at_least("threshold", threshold, 0.0)
-        self.cooldown = _int_at_least("cooldown", cooldown, 0)
-        self.min_lr = _at_least("min_lr", min_lr, 0.0)
-        self.eps = _at_least("eps", eps, 0.0)
+        self.patience = check_int("patience", patience, 0)
+        self.threshold = check_real_at_least("threshold", threshold, 0)
+        self.cooldown = check_int("cooldown", cooldown, 0)
+        self.min_lr = check_real_at_least("min_lr", min_lr, 0)
+        self.eps = check_real_at_least("eps", eps, 0)
         self.last_epoch = 0
         self.best = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = 0

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._checks import _at_least, _in_unit_interval
+from .._validation import check_bool, check_real_at_least, check_real_in
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -52,15 +50,12 @@ class SGD(Optimizer):
 
     def _check_hyper(self, hyper):
         h = {
-            "lr": _at_least("lr", hyper["lr"], 0.0),
-            "momentum": _at_least("momentum", hyper["momentum"], 0.0),
-            "dampening": _in_unit_interval("dampening", hyper["dampening"], closed=True),
-            "weight_decay": _at_least("weight_decay", hyper["weight_decay"], 0.0),
-            "nesterov": hyper["nesterov"],
+            "lr": check_real_at_least("lr", hyper["lr"], 0),
+            "momentum": check_real_at_least("momentum", hyper["momentum"], 0),
+            "dampening": check_real_in("dampening", hyper["dampening"], 0, 1),
+            "weight_decay": check_real_at_least("weight_decay", hyper["weight_decay"], 0),
+            "nesterov": check_bool("nesterov", hyper["nesterov"]),
         }
-        if not isinstance(h["nesterov"], (bool, np.bool_)):
-            raise TypeError(f"nesterov: expected a bool, got {type(h['nesterov']).__name__}")
-        h["nesterov"] = bool(h["nesterov"])
         if h["nesterov"] and (h["momentum"] <= 0 or h["dampening"] != 0):
             raise ValueError(
                 "nesterov: needs momentum > 0 and dampening == 0, got "
