@@ -248,6 +248,27 @@ def reference_forward(p, nonlinearity):
 PLAIN = {k: v for k, v in functional.PLAIN_FORWARD_OPTIONS.items() if k != "h0"}
 
 
+def kernel_backward(p, y, dy, dh_n, **options):
+    """``functional.rnn_backward`` of problem ``p`` from its forward's ``y``, with PLAIN's
+    options overridden by ``options`` (``nonlinearity=``, ``lengths=``, ...)."""
+    return functional.rnn_backward(
+        p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=dh_n, h0=p.h0, **dict(PLAIN, **options)
+    )
+
+
+def gradients_by_name(g):
+    """An ``RNNGrads`` keyed by the names of the problem's arrays (one dbias serves both
+    biases), for comparing each with a numerical gradient of that array."""
+    return {
+        "x": g.dx,
+        "h0": g.dh0,
+        "weight_ih": g.dweight_ih,
+        "weight_hh": g.dweight_hh,
+        "bias_ih": g.dbias,
+        "bias_hh": g.dbias,
+    }
+
+
 def reference_backward(p, y, dy, dh_n, nonlinearity):
     """Reference BPTT in float64 from the given outputs ``y`` (pass the kernel's own y, upcast:
     relu's derivative mask then matches the kernel's exactly)."""

@@ -13,8 +13,8 @@ import pytest
 from conftest import (
     ACTIVATIONS,
     DTYPES,
-    PLAIN,
     assert_close,
+    kernel_backward,
     make_problem,
     reference_backward,
     reference_forward,
@@ -66,16 +66,7 @@ def _check_functional(p, nonlinearity, dtype, dy, dh_n):
     assert_close(h_n, h_ref, dtype, "h_n")
     assert np.array_equal(h_n, y[-1])
 
-    g = F.rnn_backward(
-        p.x,
-        p.weight_ih,
-        p.weight_hh,
-        y,
-        dy=dy,
-        dh_n=dh_n,
-        h0=p.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity),
-    )
+    g = kernel_backward(p, y, dy, dh_n, nonlinearity=nonlinearity)
     ref = reference_backward(p, y, dy, dh_n, nonlinearity)
     for name, got, want in zip(g._fields, g, ref):
         assert_close(got, want, dtype, name)
