@@ -99,6 +99,15 @@ def _pairs(params):
     return grads, list(zip(params, grads))
 
 
+def _unit_gradients(rng, dtype=np.float64):
+    """Parameters whose gradients are all ones, as _params and _pairs give them."""
+    params = _params(rng, dtype)
+    grads, pairs = _pairs(params)
+    for g in grads:
+        g[...] = 1.0
+    return params, grads, pairs
+
+
 # ---- optimizers against torch.optim -------------------------------------------------------------
 
 
@@ -161,10 +170,7 @@ def test_list_of_modules_and_zero_grad(rng):
 
 
 def test_float32_parameters_stay_float32(rng):
-    params = _params(rng, np.float32)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = 1.0
+    params, grads, pairs = _unit_gradients(rng, np.float32)
     for cls in (SGD, Adam, AdamW):
         opt = cls(pairs, lr=0.1) if cls is SGD else cls(pairs)
         opt.step()
@@ -192,10 +198,7 @@ def test_step_does_not_write_the_gradients(rng):
 
 
 def test_lr_is_settable(rng):
-    params = _params(rng)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = 1.0
+    params, grads, pairs = _unit_gradients(rng)
     opt = SGD(pairs, lr=0.1)
     opt.lr = 0.25
     before = params[0].copy()
@@ -236,10 +239,7 @@ def test_state_dict_round_trip_continues_identically(rng, name, kwargs):
 
 
 def test_state_dict_is_a_snapshot(rng):
-    params = _params(rng)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = 1.0
+    params, grads, pairs = _unit_gradients(rng)
     opt = Adam(pairs)
     opt.step()
     state = opt.state_dict()
@@ -298,10 +298,7 @@ def _bad_states(state, n_params):
 
 
 def test_load_state_dict_validates_and_changes_nothing_on_error(rng):
-    params = _params(rng)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = 1.0
+    params, grads, pairs = _unit_gradients(rng)
     opt = Adam(pairs)
     opt.step()
     state = opt.state_dict()
