@@ -879,19 +879,7 @@ def test_user_arrays_are_never_modified(config, ids_dtype, rng):
 def test_empty_core_and_functional(dtype, T, B, rng):
     V, D, H = 5, 3, 4
     p = _draw(rng, T, B, V, D, H, dtype)
-    y, h_n = _core.rnn_forward(
-        p["table"],
-        p["h0"],
-        p["w_ih"],
-        p["w_hh"],
-        p["b_ih"],
-        p["b_hh"],
-        None,
-        "tanh",
-        1.0,
-        True,
-        p["ids"],
-    )
+    y, h_n = _core_fwd(p, p["ids"])
     assert y.shape == (T, B, H)
     np.testing.assert_array_equal(h_n, p["h0"])
     dy = np.zeros((T, B, H), dtype=dtype)
