@@ -120,21 +120,12 @@ def test_forward(dtype, nonlinearity, shape, isa, rng):
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_backward_functional(dtype, nonlinearity, shape, isa, rng):
+@pytest.mark.parametrize("check", [_check_functional, _check_layer], ids=["functional", "layer"])
+def test_backward(check, dtype, nonlinearity, shape, isa, rng):
     T, B, _, H = shape
     p = make_problem(rng, *shape, dtype)
     dy, dh_n = _gradient_seeds(rng, T, B, H, dtype, "both")
-    _check_functional(p, nonlinearity, dtype, dy, dh_n)
-
-
-@pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
-@pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_backward_layer(dtype, nonlinearity, shape, isa, rng):
-    T, B, _, H = shape
-    p = make_problem(rng, *shape, dtype)
-    dy, dh_n = _gradient_seeds(rng, T, B, H, dtype, "both")
-    _check_layer(p, nonlinearity, dtype, dy, dh_n)
+    check(p, nonlinearity, dtype, dy, dh_n)
 
 
 # ---- options: h0, biases, where the gradient comes from -------------------------------------------
