@@ -272,28 +272,23 @@ def test_stacked_model(keras, bidirectional, rng):
     x = _x(rng, dtype, LENGTHS)
     expected = _np(model(x))
 
-    layer = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        num_layers=3,
-        nonlinearity="relu",
-        batch_first=True,
-        bidirectional=bidirectional,
-        return_sequences=False,
-    )
+    def stack():
+        return _rnnfast(
+            input_size=D,
+            hidden_size=H,
+            num_layers=3,
+            nonlinearity="relu",
+            batch_first=True,
+            bidirectional=bidirectional,
+            return_sequences=False,
+        )
+
+    layer = stack()
     interop.load_keras(layer, model)  # the Masking layer has no weights: passed over
     assert_close(_call(layer, x, lengths=LENGTHS), expected, dtype, "model output")
 
     # model.get_weights() order = interop.keras_weights order
-    other = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        num_layers=3,
-        nonlinearity="relu",
-        batch_first=True,
-        bidirectional=bidirectional,
-        return_sequences=False,
-    )
+    other = stack()
     interop.load_keras(other, [w for kl in model.layers for w in interop._keras_layer_weights(kl)])
     for k, v in other.state_dict().items():
         np.testing.assert_array_equal(v, layer.state_dict()[k])

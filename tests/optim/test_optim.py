@@ -108,6 +108,18 @@ def _unit_gradients(rng, dtype=np.float64):
     return params, grads, pairs
 
 
+def _with_torch_copies(torch, rng, params):
+    """Random gradients for ``params`` (as _pairs gives them) and torch copies of the parameters
+    holding copies of those gradients: (grads, pairs, torch parameters)."""
+    grads, pairs = _pairs(params)
+    for g in grads:
+        g[...] = rng.standard_normal(g.shape)
+    tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
+    for tp, g in zip(tparams, grads):
+        tp.grad = torch.tensor(g.copy())
+    return grads, pairs, tparams
+
+
 # ---- optimizers against torch.optim -------------------------------------------------------------
 
 
@@ -320,12 +332,7 @@ def test_load_state_dict_validates_and_changes_nothing_on_error(rng):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_clip_grad_norm_matches_torch(torch, rng, norm_type, max_norm, dtype):
     params = _params(rng, dtype)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = rng.standard_normal(g.shape)
-    tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
-    for tp, g in zip(tparams, grads):
-        tp.grad = torch.tensor(g.copy())
+    grads, pairs, tparams = _with_torch_copies(torch, rng, params)
     expected = torch.nn.utils.clip_grad_norm_(tparams, max_norm, norm_type=norm_type)
     total = clip_grad_norm(pairs, max_norm, norm_type=norm_type)
     rtol = 1e-14 if dtype == np.float64 else 1e-6
@@ -383,12 +390,7 @@ def test_clip_grad_norm_nonfinite(torch, rng, bad, norm_type):
 @pytest.mark.parametrize("clip_value", [0.0, 0.3, 2.0])
 def test_clip_grad_value_matches_torch(torch, rng, clip_value):
     params = _params(rng)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = rng.standard_normal(g.shape)
-    tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
-    for tp, g in zip(tparams, grads):
-        tp.grad = torch.tensor(g.copy())
+    grads, pairs, tparams = _with_torch_copies(torch, rng, params)
     torch.nn.utils.clip_grad_value_(tparams, clip_value)
     assert clip_grad_value(pairs, clip_value) is None
     for g, tp in zip(grads, tparams):
