@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .. import functional
+from .._parameters import load_checked
 from .._validation import (
     as_float_array,
     check_bool,
@@ -556,19 +557,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             raise ValueError(f"state_dict: missing key(s) {missing}")
         if extra:
             raise ValueError(f"state_dict: unexpected key(s) {extra}")
-        loaded = {}
-        for name, current in self._params.items():
-            value = state_dict[name]
-            if hasattr(value, "detach"):  # a torch tensor: no autograd, on the CPU
-                value = value.detach().cpu().numpy()
-            arr = np.asarray(value)
-            if arr.dtype.kind not in "fiu":
-                raise TypeError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
-            if arr.shape != current.shape:
-                raise ValueError(f"{name}: expected shape {current.shape}, got shape {arr.shape}")
-            loaded[name] = np.array(arr, dtype=self.dtype)
-        for name, arr in loaded.items():
-            self._params[name][...] = arr
+        load_checked(self._params, state_dict)
 
     def get_config(self):
         """The constructor arguments: ``RNN(**layer.get_config())`` builds the same architecture
