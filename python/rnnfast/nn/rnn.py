@@ -14,6 +14,7 @@ from .._validation import (
     as_float_array,
     check_bool,
     check_bool_mask,
+    check_keys,
     check_lengths,
     check_positive_int,
     layer_dtype,
@@ -551,12 +552,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         anything ``np.asarray`` takes). Checks every key and shape before changing anything."""
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
-        missing = [k for k in self._params if k not in state_dict]
-        extra = [k for k in state_dict if k not in self._params]
-        if missing:
-            raise ValueError(f"state_dict: missing key(s) {missing}")
-        if extra:
-            raise ValueError(f"state_dict: unexpected key(s) {extra}")
+        check_keys("state_dict", state_dict, self._params)
         load_checked(self._params, state_dict)
 
     def get_config(self):
