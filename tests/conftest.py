@@ -41,6 +41,19 @@ def tol(dtype):
     return TOL[np.dtype(dtype).type]
 
 
+def assert_close_any_dtype(actual, expected, dtype, what=""):
+    """assert_close's tolerances for ``dtype`` (atol scaled by the largest expected magnitude)
+    without its dtype check: for results of any dtype, both of them rnnfast's (a batch and its
+    sequences one at a time, a container and its layers by hand)."""
+    t = tol(dtype)
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    np.testing.assert_allclose(
+        actual, expected, rtol=t["rtol"], atol=t["atol"] * scale, err_msg=what
+    )
+
+
 def assert_close(actual, expected, dtype, what=""):
     """``actual`` (a kernel result of ``dtype``) matches ``expected`` within TOL[dtype]."""
     actual = np.asarray(actual)
