@@ -110,3 +110,10 @@ def pyplot(what):
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig, path, what="plot"):
+    """Lay the figure out, write it to ``path`` (100 dpi) and say so: ``{what} written to ...``."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"{what} written to {path}")

@@ -103,9 +103,7 @@ def loss_plot(window_losses, history, windows_per_epoch, path):
     bx.set_xticks(epochs)
     bx.legend()
     fig.suptitle("rnnfast character language model, tiny Shakespeare")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"loss curves written to {path}")
+    _cli.save_figure(fig, path, "loss curves")
 
 
 def main(argv=None):

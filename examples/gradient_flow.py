@@ -99,9 +99,7 @@ def plot(curves, path, steps, threshold):
     ax.set_ylabel("||dL/dh_t|| / ||dL/dh_{T-1}||")
     ax.set_title("Gradient flow through time: spectral radius of W_hh, leaky units, dilations")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"plot written to {path}")
+    _cli.save_figure(fig, path)
 
 
 # The options that list models, one model per value: (name, value type, default, help, what a

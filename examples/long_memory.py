@@ -195,9 +195,7 @@ def plot(results, lengths, models, chance, solved, path):
     ax.set_ylabel("test accuracy on the recalled symbols")
     ax.set_title("Copy memory: plain, leaky, dilated and Jordan RNNs of the same size")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"plot written to {path}")
+    _cli.save_figure(fig, path)
 
 
 def main(argv=None):

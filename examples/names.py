@@ -51,9 +51,7 @@ def confusion_plot(truth, predicted, languages, path):
     ax.set_ylabel("true language")
     ax.set_title("rnnfast names: confusion matrix (rows sum to 1)")
     fig.colorbar(im)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"confusion matrix written to {path}")
+    _cli.save_figure(fig, path, "confusion matrix")
 
 
 def main(argv=None):

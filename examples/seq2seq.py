@@ -255,9 +255,7 @@ def plot(errors, valid, test_lengths, curves, path):
     twin.set_ylabel("teacher-forcing ratio (scheduled)")
     twin.set_ylim(0, 1.05)
     ax3.legend(loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"plot written to {path}")
+    _cli.save_figure(fig, path)
 
 
 def main(argv=None):

@@ -53,9 +53,7 @@ def forecast_plot(months, truth, forecast, path, title):
     ax.set_ylabel("monthly mean sunspot number")
     ax.set_title(title)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"forecast plot written to {path}")
+    _cli.save_figure(fig, path, "forecast plot")
 
 
 def main(argv=None):

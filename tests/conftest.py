@@ -41,6 +41,19 @@ def tol(dtype):
     return TOL[np.dtype(dtype).type]
 
 
+def assert_close_any_dtype(actual, expected, dtype, what=""):
+    """assert_close's tolerances for ``dtype`` (atol scaled by the largest expected magnitude)
+    without its dtype check: for results of any dtype, both of them rnnfast's (a batch and its
+    sequences one at a time, a container and its layers by hand)."""
+    t = tol(dtype)
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    np.testing.assert_allclose(
+        actual, expected, rtol=t["rtol"], atol=t["atol"] * scale, err_msg=what
+    )
+
+
 def assert_close(actual, expected, dtype, what=""):
     """``actual`` (a kernel result of ``dtype``) matches ``expected`` within TOL[dtype]."""
     actual = np.asarray(actual)
@@ -246,6 +259,27 @@ def reference_forward(p, nonlinearity):
 # rnn_backward's required keywords besides h0 (functional.PLAIN_FORWARD_OPTIONS without it): the
 # tests pass h0 explicitly at each call. Override with dict(PLAIN, lengths=...).
 PLAIN = {k: v for k, v in functional.PLAIN_FORWARD_OPTIONS.items() if k != "h0"}
+
+
+def kernel_backward(p, y, dy, dh_n, **options):
+    """``functional.rnn_backward`` of problem ``p`` from its forward's ``y``, with PLAIN's
+    options overridden by ``options`` (``nonlinearity=``, ``lengths=``, ...)."""
+    return functional.rnn_backward(
+        p.x, p.weight_ih, p.weight_hh, y, dy=dy, dh_n=dh_n, h0=p.h0, **dict(PLAIN, **options)
+    )
+
+
+def gradients_by_name(g):
+    """An ``RNNGrads`` keyed by the names of the problem's arrays (one dbias serves both
+    biases), for comparing each with a numerical gradient of that array."""
+    return {
+        "x": g.dx,
+        "h0": g.dh0,
+        "weight_ih": g.dweight_ih,
+        "weight_hh": g.dweight_hh,
+        "bias_ih": g.dbias,
+        "bias_hh": g.dbias,
+    }
 
 
 def reference_backward(p, y, dy, dh_n, nonlinearity):

@@ -498,11 +498,16 @@ _BAD = [
 ]
 
 
-@pytest.mark.parametrize("fn, kwargs, name", _BAD, ids=[f"{f.__name__}-{n}" for f, k, n in _BAD])
-def test_bad_arguments_raise_value_error(fn, kwargs, name):
+def _decode_args(**kwargs):
+    """A decoder's arguments for a small TinyRNN, ``kwargs`` replacing or adding some."""
     model = TinyRNN(seed=0)
     args = {"step_fn": model, "state": model.initial_state(2), "start_token": 0, "max_len": 3}
-    args.update(kwargs)
+    return {**args, **kwargs}
+
+
+@pytest.mark.parametrize("fn, kwargs, name", _BAD, ids=[f"{f.__name__}-{n}" for f, k, n in _BAD])
+def test_bad_arguments_raise_value_error(fn, kwargs, name):
+    args = _decode_args(**kwargs)
     with pytest.raises(ValueError, match=name):
         fn(**args)
 
@@ -516,9 +521,7 @@ def test_bad_arguments_raise_value_error(fn, kwargs, name):
     ],
 )
 def test_non_integers_raise_type_error(kwargs, name):
-    model = TinyRNN(seed=0)
-    args = {"step_fn": model, "state": model.initial_state(2), "start_token": 0, "max_len": 3}
-    args.update(kwargs)
+    args = _decode_args(**kwargs)
     with pytest.raises(TypeError, match=name):
         greedy_decode(**args)
 

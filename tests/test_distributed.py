@@ -100,6 +100,13 @@ def run_ranks(n, args, limit, cwd=None):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     command = [MPIEXEC, *_host_args(n), "-n", str(n), sys.executable, *args]
     start = time.perf_counter()
+    code, output = _run_group(command, env, limit, f"mpiexec -n {n}", cwd)
+    return code, output, time.perf_counter() - start
+
+
+def _run_group(command, env, limit, what, cwd=None):
+    """``command`` in its own process group, stdout and stderr together: (return code, output);
+    past ``limit`` seconds the whole group is killed and the test fails."""
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -114,12 +121,12 @@ def run_ranks(n, args, limit, cwd=None):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
-        pytest.fail(f"mpiexec -n {n} still running after {limit} s (a hang?):\n{output}")
+        pytest.fail(f"{what} still running after {limit} s (a hang?):\n{output}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return proc.returncode, output, time.perf_counter() - start
+    return proc.returncode, output
 
 
 @pytest.fixture(scope="module")
@@ -465,23 +472,10 @@ def test_two_network_namespaces_over_tcp(tmp_path):
         command += ["-hosts", "10.77.0.1,10.77.0.2", "-n", "2", "-ppn", "1"]
         command += [sys.executable, str(WORKER), str(outdir), ",".join(NETNS_CASES)]
         sent_before = _veth_bytes(ns_b, "tx")
-        proc = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            output, _ = proc.communicate(timeout=LIMIT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            pytest.fail(f"the namespace run still runs after {LIMIT_S} s:\n{output}")
+        code, output = _run_group(command, env, LIMIT_S, "the namespace run")
         sent = _veth_bytes(ns_b, "tx") - sent_before
         print(f"rank 1 sent {sent} bytes over the veth")
-        assert proc.returncode == 0, output
+        assert code == 0, output
         for r in range(2):
             results = json.loads((outdir / f"rank{r}.json").read_text())
             for case in NETNS_CASES:

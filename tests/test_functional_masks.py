@@ -24,6 +24,7 @@ from conftest import (
     ISAS,
     PLAIN,
     assert_close,
+    gradients_by_name,
     make_problem,
     numerical_gradient,
 )
@@ -311,14 +312,7 @@ def test_gradients_by_finite_differences(
 
     y, _ = F.rnn_forward(**p.forward_args(), **opts)
     g = F.rnn_backward(p.x, p.weight_ih, p.weight_hh, y, R_y, R_h, h0=p.h0, **opts)
-    analytic = {
-        "x": g.dx,
-        "h0": g.dh0,
-        "weight_ih": g.dweight_ih,
-        "weight_hh": g.dweight_hh,
-        "bias_ih": g.dbias,
-        "bias_hh": g.dbias,
-    }
+    analytic = gradients_by_name(g)
     for name, want in analytic.items():
         if p[name] is None:
             continue

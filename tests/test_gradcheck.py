@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ACTIVATIONS, PLAIN, make_problem, make_problem_away_from_kink, preactivations
+from conftest import (
+    ACTIVATIONS,
+    gradients_by_name,
+    kernel_backward,
+    make_problem,
+    make_problem_away_from_kink,
+    preactivations,
+)
 
 import rnnfast
 from rnnfast import functional as F
@@ -49,24 +56,8 @@ def _numerical_gradient(p, name, nonlinearity, R, S):
 
 def _analytic_gradients(p, nonlinearity, R, S):
     y, _ = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity)
-    g = F.rnn_backward(
-        p.x,
-        p.weight_ih,
-        p.weight_hh,
-        y,
-        dy=R,
-        dh_n=S,
-        h0=p.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity),
-    )
-    return {
-        "x": g.dx,
-        "h0": g.dh0,
-        "weight_ih": g.dweight_ih,
-        "weight_hh": g.dweight_hh,
-        "bias_ih": g.dbias,
-        "bias_hh": g.dbias,
-    }
+    g = kernel_backward(p, y, R, S, nonlinearity=nonlinearity)
+    return gradients_by_name(g)
 
 
 @pytest.mark.parametrize("name", INPUTS)

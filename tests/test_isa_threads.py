@@ -11,8 +11,8 @@ from conftest import (
     ACTIVATIONS,
     DTYPES,
     ISAS,
-    PLAIN,
     assert_close,
+    kernel_backward,
     make_problem,
     reference_backward,
     reference_forward,
@@ -31,16 +31,7 @@ SHAPE_IDS = [f"T{T}-B{B}-D{D}-H{H}" for T, B, D, H in SHAPES]
 def _run(p, nonlinearity, dy, dh_n):
     """Forward and backward through the functional API: (y, h_n, *grads)."""
     y, h_n = F.rnn_forward(**p.forward_args(), nonlinearity=nonlinearity)
-    g = F.rnn_backward(
-        p.x,
-        p.weight_ih,
-        p.weight_hh,
-        y,
-        dy=dy,
-        dh_n=dh_n,
-        h0=p.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity),
-    )
+    g = kernel_backward(p, y, dy, dh_n, nonlinearity=nonlinearity)
     return (y, h_n) + tuple(g)
 
 

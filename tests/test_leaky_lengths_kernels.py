@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ACTIVATIONS, DTYPES, PLAIN, assert_close, make_problem
+from conftest import (
+    ACTIVATIONS,
+    DTYPES,
+    PLAIN,
+    assert_close,
+    gradients_by_name,
+    kernel_backward,
+    make_problem,
+)
 
 from rnnfast import functional as F
 from rnnfast import reference as R
@@ -101,24 +109,8 @@ def test_leaky_gradients_by_finite_differences(nonlinearity, with_lengths, rng):
     y, _ = F.rnn_forward(
         **p.forward_args(), nonlinearity=nonlinearity, lengths=lengths, alpha=alpha
     )
-    g = F.rnn_backward(
-        p.x,
-        p.weight_ih,
-        p.weight_hh,
-        y,
-        R_y,
-        R_h,
-        h0=p.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity, lengths=lengths, alpha=alpha),
-    )
-    analytic = {
-        "x": g.dx,
-        "h0": g.dh0,
-        "weight_ih": g.dweight_ih,
-        "weight_hh": g.dweight_hh,
-        "bias_ih": g.dbias,
-        "bias_hh": g.dbias,
-    }
+    g = kernel_backward(p, y, R_y, R_h, nonlinearity=nonlinearity, lengths=lengths, alpha=alpha)
+    analytic = gradients_by_name(g)
     eps = 1e-6
     for name, want in analytic.items():
         numeric = np.zeros_like(p[name])

@@ -13,8 +13,8 @@ import pytest
 from conftest import (
     ACTIVATIONS,
     DTYPES,
-    PLAIN,
     assert_close,
+    kernel_backward,
     make_problem,
     reference_backward,
     reference_forward,
@@ -66,16 +66,7 @@ def _check_functional(p, nonlinearity, dtype, dy, dh_n):
     assert_close(h_n, h_ref, dtype, "h_n")
     assert np.array_equal(h_n, y[-1])
 
-    g = F.rnn_backward(
-        p.x,
-        p.weight_ih,
-        p.weight_hh,
-        y,
-        dy=dy,
-        dh_n=dh_n,
-        h0=p.h0,
-        **dict(PLAIN, nonlinearity=nonlinearity),
-    )
+    g = kernel_backward(p, y, dy, dh_n, nonlinearity=nonlinearity)
     ref = reference_backward(p, y, dy, dh_n, nonlinearity)
     for name, got, want in zip(g._fields, g, ref):
         assert_close(got, want, dtype, name)
@@ -129,21 +120,12 @@ def test_forward(dtype, nonlinearity, shape, isa, rng):
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_backward_functional(dtype, nonlinearity, shape, isa, rng):
+@pytest.mark.parametrize("check", [_check_functional, _check_layer], ids=["functional", "layer"])
+def test_backward(check, dtype, nonlinearity, shape, isa, rng):
     T, B, _, H = shape
     p = make_problem(rng, *shape, dtype)
     dy, dh_n = _gradient_seeds(rng, T, B, H, dtype, "both")
-    _check_functional(p, nonlinearity, dtype, dy, dh_n)
-
-
-@pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
-@pytest.mark.parametrize("nonlinearity", ACTIVATIONS)
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_backward_layer(dtype, nonlinearity, shape, isa, rng):
-    T, B, _, H = shape
-    p = make_problem(rng, *shape, dtype)
-    dy, dh_n = _gradient_seeds(rng, T, B, H, dtype, "both")
-    _check_layer(p, nonlinearity, dtype, dy, dh_n)
+    check(p, nonlinearity, dtype, dy, dh_n)
 
 
 # ---- options: h0, biases, where the gradient comes from -------------------------------------------

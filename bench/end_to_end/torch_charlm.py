@@ -9,14 +9,13 @@ same work: loading, training, validation and the three decoded samples).
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
 
+from bench.end_to_end import _twin
 from examples._tasks import encode_text
 from rnnfast import datasets
 from rnnfast.training import stream_windows
@@ -86,27 +85,26 @@ def decode(model, prompt_ids, length, mode, temperature=0.8, width=4, seed=0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=None, help="the datasets root")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--embed", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--bptt", type=int, default=100)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--clip", type=float, default=5.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--prompt", default="ROMEO:\n")
-    parser.add_argument("--length", type=int, default=200)
-    parser.add_argument("--beam-width", type=int, default=4)
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args(argv)
+    args = _twin.parse_args(
+        __doc__,
+        argv,
+        epochs=2,
+        options={
+            "--embed": 64,
+            "--hidden": 256,
+            "--batch-size": 32,
+            "--bptt": 100,
+            "--lr": 3e-3,
+            "--clip": 5.0,
+            "--prompt": "ROMEO:\n",
+            "--length": 200,
+            "--beam-width": 4,
+            "--temperature": 0.8,
+        },
+    )
     from tqdm import tqdm
 
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    start = time.perf_counter()
+    start = _twin.start(args)
     train_ids, val_ids, alphabet = encode_text(datasets.load("tinyshakespeare", args.data))
     model = CharLM(len(alphabet), args.embed, args.hidden)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)

@@ -12,15 +12,14 @@ its own last letter (what rnnfast's ``lengths`` gives). Ends with
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from bench.end_to_end import _twin
 from examples._tasks import flatten
 from rnnfast import datasets
 
@@ -54,20 +53,12 @@ def batch_tensors(names, alphabet):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=None, help="the datasets root")
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args(argv)
+    args = _twin.parse_args(
+        __doc__, argv, epochs=15, options={"--hidden": 128, "--batch-size": 32, "--lr": 2e-3}
+    )
     from tqdm import tqdm
 
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    start = time.perf_counter()
+    start = _twin.start(args)
     names, labels, languages = flatten(datasets.load("names", args.data))
     alphabet = {c: i for i, c in enumerate(sorted(set("".join(names))))}
     rng = np.random.default_rng(args.seed)

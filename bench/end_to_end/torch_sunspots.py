@@ -8,14 +8,13 @@ Ends with ``RESULT test_rmse=... persistence_rmse=... time_s=...`` as the rnnfas
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from bench.end_to_end import _twin
 from examples._tasks import rmse, split_scale, windows
 from rnnfast import datasets
 
@@ -39,20 +38,12 @@ class Stacked(nn.Module):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=None, help="the datasets root")
-    parser.add_argument("--epochs", type=int, default=60)
-    parser.add_argument("--window", type=int, default=24)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args(argv)
+    args = _twin.parse_args(
+        __doc__, argv, epochs=60, options={"--window": 24, "--batch-size": 32, "--lr": 2e-3}
+    )
     from tqdm import tqdm
 
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    start = time.perf_counter()
+    start = _twin.start(args)
     values = datasets.load("sunspots", args.data).values
     series, split, (lo, hi) = split_scale(values)
     x_train, y_train, _ = windows(series, args.window, 0, split)

@@ -63,12 +63,38 @@ def session(model, threads):
     )
 
 
+# the models both comparisons time: (name, rnnfast.RNN / torch.nn.RNN options)
+MODELS = (
+    ("RNN 1 layer", {}),
+    ("RNN 2 layers bidir", {"num_layers": 2, "bidirectional": True}),
+)
+
+
+def row(what, model, case, timings, columns, diff):
+    """One row of a table, logged: the model, its shape (T, B, D, H), rnnfast's median and the
+    peer's in ms (``columns``: timing name -> row key, rnnfast's first), the peer/rnnfast ratio
+    and the agreement ``diff`` (key, value)."""
+    (fast_name, fast_key), (peer_name, peer_key) = columns.items()
+    fast, peer = timings[fast_name]["median_s"], timings[peer_name]["median_s"]
+    T, B, D, H = case
+    log(f"{what} {model} T={T} B={B} D={D} H={H}: {peer / fast:.2f}x")
+    return {
+        "model": model,
+        "T": T,
+        "B": B,
+        "D": D,
+        "H": H,
+        fast_key: fast * 1e3,
+        peer_key: peer * 1e3,
+        "ratio": peer / fast,
+        diff[0]: diff[1],
+        "timings": timings,
+    }
+
+
 def inference_rows(cases, threads, repeats, min_repeat_s):
     rows = []
-    for name, config in (
-        ("RNN 1 layer", {}),
-        ("RNN 2 layers bidir", {"num_layers": 2, "bidirectional": True}),
-    ):
+    for name, config in MODELS:
         for T, B, D, H in cases:
             rng = np.random.default_rng(0)
             layer = rnnfast.RNN(D, H, seed=0, **config).eval()
@@ -85,31 +111,14 @@ def inference_rows(cases, threads, repeats, min_repeat_s):
                 "onnxruntime": lambda: sess.run(None, feeds),
             }
             t = time_alternating(fns, repeats, min_repeat_s)
-            fast, peer = t["rnnfast"]["median_s"], t["onnxruntime"]["median_s"]
-            rows.append(
-                {
-                    "model": name,
-                    "T": T,
-                    "B": B,
-                    "D": D,
-                    "H": H,
-                    "rnnfast_ms": fast * 1e3,
-                    "onnxruntime_ms": peer * 1e3,
-                    "ratio": peer / fast,
-                    "rel_diff": err,
-                    "timings": t,
-                }
-            )
-            log(f"inference {name} T={T} B={B} D={D} H={H}: {peer / fast:.2f}x")
+            columns = {"rnnfast": "rnnfast_ms", "onnxruntime": "onnxruntime_ms"}
+            rows.append(row("inference", name, (T, B, D, H), t, columns, ("rel_diff", err)))
     return rows
 
 
 def training_rows(cases, threads, repeats, min_repeat_s):
     rows = []
-    for name, config in (
-        ("RNN 1 layer", {}),
-        ("RNN 2 layers bidir", {"num_layers": 2, "bidirectional": True}),
-    ):
+    for name, config in MODELS:
         for T, B, D, H in cases:
             torch.manual_seed(0)
             ref = torch.nn.RNN(D, H, batch_first=True, **config)
@@ -132,22 +141,8 @@ def training_rows(cases, threads, repeats, min_repeat_s):
                 repeats,
                 min_repeat_s,
             )
-            fast, peer = t["rnnfast.torch"]["median_s"], t["torch.nn.RNN"]["median_s"]
-            rows.append(
-                {
-                    "model": name,
-                    "T": T,
-                    "B": B,
-                    "D": D,
-                    "H": H,
-                    "rnnfast_torch_ms": fast * 1e3,
-                    "torch_ms": peer * 1e3,
-                    "ratio": peer / fast,
-                    "rel_diff_dx": err,
-                    "timings": t,
-                }
-            )
-            log(f"training {name} T={T} B={B} D={D} H={H}: {peer / fast:.2f}x")
+            columns = {"rnnfast.torch": "rnnfast_torch_ms", "torch.nn.RNN": "torch_ms"}
+            rows.append(row("training", name, (T, B, D, H), t, columns, ("rel_diff_dx", err)))
     return rows
 
 

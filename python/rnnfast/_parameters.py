@@ -37,17 +37,7 @@ class ParameterOwner:
         extra = [k for k in state_dict if k not in self._params]
         if missing or extra:
             raise ValueError(f"state_dict: missing key(s) {missing}, unexpected key(s) {extra}")
-        loaded = {}
-        for name, current in self._params.items():
-            value = state_dict[name]
-            arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
-            if arr.dtype.kind not in "fiu":
-                raise TypeError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
-            if arr.shape != current.shape:
-                raise ValueError(f"{name}: expected shape {current.shape}, got shape {arr.shape}")
-            loaded[name] = np.array(arr, dtype=current.dtype)
-        for name, arr in loaded.items():
-            self._params[name][...] = arr
+        load_checked(self._params, state_dict)
 
     def train(self, mode=True):
         """Training mode (forwards keep what backward needs) or, with False, eval mode."""
@@ -58,3 +48,22 @@ class ParameterOwner:
 
     def eval(self):
         return self.train(False)
+
+
+def load_checked(params, state_dict):
+    """Copy ``state_dict[name]`` (a NumPy array, a torch tensor or anything ``np.asarray`` takes)
+    into each live array ``params[name]``, in its dtype, once every value's dtype kind and shape
+    are checked: on an error nothing changes. The keys are the caller's to check."""
+    loaded = {}
+    for name, current in params.items():
+        value = state_dict[name]
+        if hasattr(value, "detach"):  # a torch tensor: no autograd, on the CPU
+            value = value.detach().cpu().numpy()
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "fiu":
+            raise TypeError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
+        if arr.shape != current.shape:
+            raise ValueError(f"{name}: expected shape {current.shape}, got shape {arr.shape}")
+        loaded[name] = np.array(arr, dtype=current.dtype)
+    for name, arr in loaded.items():
+        params[name][...] = arr

@@ -183,6 +183,17 @@ def check_choice(name: str, value, choices):
     return value
 
 
+def check_keys(where: str, mapping, expected, missing="key(s)", unexpected="key(s)") -> None:
+    """ValueError naming ``where`` when ``mapping`` lacks a key of ``expected`` (first) or has
+    one that it does not list; ``missing`` and ``unexpected`` name what those keys are."""
+    absent = [k for k in expected if k not in mapping]
+    extra = [k for k in mapping if k not in expected]
+    if absent:
+        raise ValueError(f"{where}: missing {missing} {absent}")
+    if extra:
+        raise ValueError(f"{where}: unexpected {unexpected} {extra}")
+
+
 def check_nonlinearity(nonlinearity) -> str:
     return check_choice("nonlinearity", nonlinearity, ("tanh", "relu"))
 

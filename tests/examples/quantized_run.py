@@ -2,21 +2,15 @@
 the part of the examples' --quantize tests that does not depend on the example."""
 
 import re
-import subprocess
-import sys
+
+from example_run import run_example
 
 
 def run_quantized(example, args, mode, cwd, names):
     """``example`` run with ``args`` and ``--quantize mode`` in ``cwd``; checks that it succeeds,
     prints the quantized model's summary and a RESULT line of exactly ``names`` (in that order),
     and returns that line's figures by name."""
-    done = subprocess.run(
-        [sys.executable, str(example), *args, "--quantize", mode],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+    done = run_example(example, [*args, "--quantize", mode], cwd)
     assert done.returncode == 0, done.stderr
     pattern = "RESULT " + " ".join(f"{name}=([0-9.]+)" for name in names) + "$"
     match = re.search(pattern, done.stdout)

@@ -3,11 +3,10 @@ truncated BPTT, three decodings, its RESULT line, and the plot and model in --ou
 
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
+from example_run import run_example
 from quantized_run import run_quantized
 from small_data import write_text
 
@@ -35,13 +34,7 @@ SMALL = [
 def test_charlm_example_learns_and_reports(tmp_path):
     root, vocab = write_text(tmp_path / "data", np.random.default_rng(0))
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(out), *SMALL],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    done = run_example(EXAMPLE, ["--data", str(root), "--out", str(out), *SMALL], tmp_path)
     assert done.returncode == 0, done.stderr
     match = re.search(r"RESULT val_perplexity=([0-9.]+) time_s=([0-9.]+)$", done.stdout)
     assert match, done.stdout
@@ -55,19 +48,10 @@ def test_charlm_example_learns_and_reports(tmp_path):
 
 def test_charlm_prompt_outside_the_text_is_one_line(tmp_path):
     root, _ = write_text(tmp_path / "data", np.random.default_rng(0), lines=20)
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLE),
-            "--data",
-            str(root),
-            "--out",
-            str(tmp_path / "out"),
-            "--prompt",
-            "@#",
-        ],
-        capture_output=True,
-        text=True,
+    done = run_example(
+        EXAMPLE,
+        ["--data", str(root), "--out", str(tmp_path / "out"), "--prompt", "@#"],
+        None,
         timeout=120,
     )
     assert done.returncode == 2

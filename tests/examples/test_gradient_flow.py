@@ -4,22 +4,15 @@ land in --out."""
 
 import csv
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from example_run import run_example
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gradient_flow.py"
 
 
 def _run(tmp_path, *args):
-    return subprocess.run(
-        [sys.executable, str(EXAMPLE), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
+    return run_example(EXAMPLE, [*args], tmp_path)
 
 
 def test_gradient_flow_example_reproduces_the_claims(tmp_path):

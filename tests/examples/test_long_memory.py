@@ -5,9 +5,9 @@ option's default and a bad option is one line on stderr with exit status 2."""
 
 import csv
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from example_run import run_example
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "long_memory.py"
 MODELS = ("plain", "leaky", "dilated", "jordan")
@@ -36,14 +36,7 @@ TINY = [
 
 
 def _run(tmp_path, *args):
-    return subprocess.run(
-        [sys.executable, str(EXAMPLE), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
+    return run_example(EXAMPLE, [*args], tmp_path)
 
 
 def test_long_memory_example_reports_the_table_and_result(tmp_path):

@@ -2,11 +2,10 @@
 Sequential + fit, and leaves its plot and model in --out."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
+from example_run import run_example
 from quantized_run import run_quantized
 from small_data import write_names
 
@@ -16,23 +15,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "names.py"
 def test_names_example_learns_and_reports(tmp_path):
     root = write_names(tmp_path / "data", np.random.default_rng(0))
     out = tmp_path / "out"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLE),
-            "--data",
-            str(root),
-            "--epochs",
-            "3",
-            "--hidden",
-            "16",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    result = run_example(
+        EXAMPLE,
+        ["--data", str(root), "--epochs", "3", "--hidden", "16", "--out", str(out)],
+        tmp_path,
     )
     assert result.returncode == 0, result.stderr
     match = re.search(r"RESULT test_accuracy=([0-9.]+) time_s=([0-9.]+)$", result.stdout)

@@ -2,9 +2,9 @@
 RESULT line, the plot in --out."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from example_run import run_example
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seq2seq.py"
 SMALL = [
@@ -29,13 +29,7 @@ SMALL = [
 
 def test_seq2seq_example_runs_and_reports(tmp_path):
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--out", str(out), *SMALL],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    done = run_example(EXAMPLE, ["--out", str(out), *SMALL], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "40 held-out strings" in done.stdout
     assert re.search(r"\n\s+teacher forcing\s+\d\.\d{3}\s+\d\.\d{3}", done.stdout)
@@ -49,19 +43,10 @@ def test_seq2seq_example_runs_and_reports(tmp_path):
 
 
 def test_seq2seq_bad_lengths_are_one_line(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLE),
-            "--out",
-            str(tmp_path / "out"),
-            "--min-len",
-            "5",
-            "--max-len",
-            "3",
-        ],
-        capture_output=True,
-        text=True,
+    done = run_example(
+        EXAMPLE,
+        ["--out", str(tmp_path / "out"), "--min-len", "5", "--max-len", "3"],
+        None,
         timeout=120,
     )
     assert done.returncode == 2

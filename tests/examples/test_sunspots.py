@@ -3,10 +3,9 @@ format of the sunspots data set (ROOT/sunspots/sunspots_monthly.dat): its RESULT
 plot and model in --out."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+from example_run import run_example
 from quantized_run import run_quantized
 from small_data import write_monthly
 
@@ -17,13 +16,7 @@ SMALL = ["--epochs", "4", "--window", "12", "--batch-size", "16", "--lr", "0.01"
 def test_sunspots_example_runs_and_reports(tmp_path):
     root, n = write_monthly(tmp_path / "data")
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--data", str(root), "--out", str(out), *SMALL],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    done = run_example(EXAMPLE, ["--data", str(root), "--out", str(out), *SMALL], tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"{n} months (1749-1779)" in done.stdout
     match = re.search(
@@ -39,19 +32,10 @@ def test_sunspots_example_runs_and_reports(tmp_path):
 
 def test_sunspots_window_longer_than_the_series_is_one_line(tmp_path):
     root, n = write_monthly(tmp_path / "data", years=2)
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLE),
-            "--data",
-            str(root),
-            "--out",
-            str(tmp_path / "out"),
-            "--window",
-            "100",
-        ],
-        capture_output=True,
-        text=True,
+    done = run_example(
+        EXAMPLE,
+        ["--data", str(root), "--out", str(tmp_path / "out"), "--window", "100"],
+        None,
         timeout=120,
     )
     assert done.returncode == 2

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+import example_run
 import numpy as np
 import pytest
 
@@ -69,13 +68,7 @@ def conllu_text(sents, first_id=0):
 
 
 def run_example(*args, timeout=240, cwd=None):
-    return subprocess.run(
-        [sys.executable, str(EXAMPLE), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-    )
+    return example_run.run_example(EXAMPLE, [*map(str, args)], cwd, timeout=timeout)
 
 
 def parse_result(stdout):

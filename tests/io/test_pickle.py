@@ -171,23 +171,10 @@ def test_seq2seq(trip):
         b, _ = other.generate(src, src_len, 6, method, bos=11, eos=12, beam_width=3)
         np.testing.assert_array_equal(a, b)
     model.train(), other.train()
-    loss_a = model.train_batch(
-        src,
-        src_len,
-        tgt_in,
-        tgt_out,
-        tgt_len,
-        teacher_forcing_ratio=0.5,
-        rng=np.random.default_rng(3),
-    )
-    loss_b = other.train_batch(
-        src,
-        src_len,
-        tgt_in,
-        tgt_out,
-        tgt_len,
-        teacher_forcing_ratio=0.5,
-        rng=np.random.default_rng(3),
+    batch = (src, src_len, tgt_in, tgt_out, tgt_len)
+    loss_a, loss_b = (
+        m.train_batch(*batch, teacher_forcing_ratio=0.5, rng=np.random.default_rng(3))
+        for m in (model, other)
     )
     assert loss_a == loss_b
     for k in model.grads:

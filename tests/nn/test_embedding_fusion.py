@@ -138,17 +138,7 @@ def test_functional_accepts_any_integer_dtype_and_unsorted_lengths(ids_dtype, rn
 
     dy = rng.standard_normal(y.shape)
     dh_n = rng.standard_normal(h_n.shape)
-    g = F.rnn_backward(
-        p["table"],
-        p["w_ih"],
-        p["w_hh"],
-        y_u,
-        dy,
-        dh_n,
-        h0=p["h0"],
-        **dict(PLAIN, lengths=lengths),
-        ids=ids,
-    )
+    g = _fused_bwd(p, y_u, dy, dh_n, lengths, ids)
     gu = F.rnn_backward(
         x, p["w_ih"], p["w_hh"], y_u, dy, dh_n, h0=p["h0"], **dict(PLAIN, lengths=lengths)
     )
@@ -591,17 +581,7 @@ def test_fused_backward_is_bitwise_the_same_at_1_2_3_threads(dtype, restore_thre
                 ids=p["ids"],
             )
             _core.clear_contention_backoff()
-            g = F.rnn_backward(
-                p["table"],
-                p["w_ih"],
-                p["w_hh"],
-                y,
-                dy,
-                dh_n,
-                h0=p["h0"],
-                **dict(PLAIN, lengths=lengths),
-                ids=p["ids"],
-            )
+            g = _fused_bwd(p, y, dy, dh_n, lengths, p["ids"])
             _core.clear_contention_backoff()
             g_u = F.rnn_backward(
                 x, p["w_ih"], p["w_hh"], y, dy, dh_n, h0=p["h0"], **dict(PLAIN, lengths=lengths)
@@ -657,6 +637,21 @@ def _core_args(rng, T=4, B=3, V=5, D=3, H=4, dtype=F64):
         p["table"][p["ids"]], p["h0"], p["w_ih"], p["w_hh"], None, None, None, "tanh", 1.0, True
     )
     return p, y
+
+
+def _fused_bwd(p, y, dy, dh_n, lengths, ids):
+    """``functional.rnn_backward`` of the fused path: the table and the ids of problem ``p``."""
+    return F.rnn_backward(
+        p["table"],
+        p["w_ih"],
+        p["w_hh"],
+        y,
+        dy,
+        dh_n,
+        h0=p["h0"],
+        **dict(PLAIN, lengths=lengths),
+        ids=ids,
+    )
 
 
 def _core_fwd(p, ids, table=None):
@@ -879,19 +874,7 @@ def test_user_arrays_are_never_modified(config, ids_dtype, rng):
 def test_empty_core_and_functional(dtype, T, B, rng):
     V, D, H = 5, 3, 4
     p = _draw(rng, T, B, V, D, H, dtype)
-    y, h_n = _core.rnn_forward(
-        p["table"],
-        p["h0"],
-        p["w_ih"],
-        p["w_hh"],
-        p["b_ih"],
-        p["b_hh"],
-        None,
-        "tanh",
-        1.0,
-        True,
-        p["ids"],
-    )
+    y, h_n = _core_fwd(p, p["ids"])
     assert y.shape == (T, B, H)
     np.testing.assert_array_equal(h_n, p["h0"])
     dy = np.zeros((T, B, H), dtype=dtype)
@@ -905,17 +888,7 @@ def test_empty_core_and_functional(dtype, T, B, rng):
     np.testing.assert_array_equal(dh0, dh_n)
 
     lengths = np.zeros(B, dtype=np.int64)
-    g = F.rnn_backward(
-        p["table"],
-        p["w_ih"],
-        p["w_hh"],
-        y,
-        dy,
-        dh_n,
-        h0=p["h0"],
-        **dict(PLAIN, lengths=lengths),
-        ids=p["ids"].astype(np.int32),
-    )
+    g = _fused_bwd(p, y, dy, dh_n, lengths, p["ids"].astype(np.int32))
     assert g.dx.shape == (V, D) and np.all(g.dx == 0)
     np.testing.assert_array_equal(g.dh0, dh_n)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ACTIVATIONS, DTYPES, numerical_gradient, tol
+from conftest import ACTIVATIONS, DTYPES, assert_close_any_dtype, numerical_gradient
 
 import rnnfast
 from rnnfast import JordanRNN, decoding, training
@@ -17,16 +17,6 @@ from rnnfast.optim import Adam
 
 F64 = np.float64
 FD_RTOL, FD_ATOL = 1e-6, 1e-8
-
-
-def _close(actual, expected, dtype, what=""):
-    t = tol(dtype)
-    actual, expected = np.asarray(actual, F64), np.asarray(expected, F64)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-    np.testing.assert_allclose(
-        actual, expected, rtol=t["rtol"], atol=t["atol"] * scale, err_msg=what
-    )
 
 
 # ---- the oracle: the equations, one step at a time, in float64, time-major ----------------------
@@ -109,7 +99,7 @@ def test_teacher_forced_matches_reference(rng, dtype, nonlinearity, batch_first,
     y_prev = previous_targets(y)
     out = layer(_bf(x, batch_first), _bf(y_prev, batch_first))
     expected = ref_teacher(_params64(layer), x.astype(F64), y_prev.astype(F64), nonlinearity)
-    _close(out, _bf(expected, batch_first), dtype, "y")
+    assert_close_any_dtype(out, _bf(expected, batch_first), dtype, "y")
     # the packed input of teacher_forced=True: the same numbers
     packed = JordanRNN(D, H, O, nonlinearity, bias, batch_first, dtype, seed=3, teacher_forced=True)
     inputs = packed.teacher_forcing_inputs(_bf(x, batch_first), _bf(y, batch_first))
@@ -130,10 +120,10 @@ def test_free_running_matches_reference(rng, dtype, nonlinearity, feedback, batc
     y0 = rng.standard_normal((B, O)).astype(dtype)
     out = layer(_bf(x, batch_first), y0=y0)
     expected = ref_free(_params64(layer), x.astype(F64), nonlinearity, y0.astype(F64), feedback)
-    _close(out, _bf(expected, batch_first), dtype, "y")
+    assert_close_any_dtype(out, _bf(expected, batch_first), dtype, "y")
     # what each step was fed: y0, then its own previous output (one-hot of it)
     fed = np.asarray(layer.last_fed)
-    _close(fed[:, 0] if batch_first else fed[0], y0, dtype, "fed[0]")
+    assert_close_any_dtype(fed[:, 0] if batch_first else fed[0], y0, dtype, "fed[0]")
     # explicit mode="free" on a teacher_forced layer takes x alone
     layer.teacher_forced = True
     np.testing.assert_array_equal(layer(_bf(x, batch_first), y0=y0, mode="free"), out)

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import DTYPES, assert_close, numerical_gradient, tol
+from conftest import DTYPES, assert_close, assert_close_any_dtype, numerical_gradient
 
 from rnnfast import RNN, Dense, Embedding, Module, Sequential, interop
 from rnnfast.nn import PaddingWarning
@@ -23,18 +23,6 @@ LENGTHS = np.array([5, 2, 7, 1, 4, 7, 3])  # B = 7, T = 7: 49 tokens
 T = int(LENGTHS.max())
 V_FUSED = 6  # fewer table rows than the batch's tokens: Sequential fuses Embedding -> RNN
 V_UNFUSED = 60  # more rows than tokens: the two layers run one after the other
-
-
-def _close(actual, expected, dtype, what):
-    """assert_close's rule and tolerances (atol scaled by the largest expected magnitude) for
-    results of any dtype: a batch and its sequences one at a time are both rnnfast's."""
-    t = tol(dtype)
-    actual, expected = np.asarray(actual, F64), np.asarray(expected, F64)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-    np.testing.assert_allclose(
-        actual, expected, rtol=t["rtol"], atol=t["atol"] * scale, err_msg=what
-    )
 
 
 def _valid_bt(lengths, steps):
@@ -129,7 +117,7 @@ def _check_batch_equals_sequences(
     for b, length in enumerate(lengths):
         out_b = call(model, _one_sequence_input(x_bt, b, length, batch_first))
         expected = out_b[0] if (batch_first or not per_step) else out_b[:, 0]
-        _close(
+        assert_close_any_dtype(
             _sequence_view(out, b, length, batch_first, per_step),
             expected,
             dtype,
@@ -139,7 +127,7 @@ def _check_batch_equals_sequences(
         model.backward(w_b[None] if (batch_first or not per_step) else w_b[:, None])
     for name, g in model.grads.items():
         assert np.any(batch_grads[name] != 0), f"d{name}: all zero"
-        _close(batch_grads[name], g, dtype, f"d{name}")
+        assert_close_any_dtype(batch_grads[name], g, dtype, f"d{name}")
     return out, weights
 
 
@@ -178,7 +166,9 @@ def test_mask_zero_batch_equals_each_sequence_alone(
         # the RNN outputs zeros past each length, so the Dense gives its bias there
         invalid = ~_layout(_valid_bt(LENGTHS, T), batch_first)
         bias = model[2].state_dict()["bias"]
-        _close(out[invalid], np.broadcast_to(bias, (int(invalid.sum()), K)), dtype, "padding")
+        assert_close_any_dtype(
+            out[invalid], np.broadcast_to(bias, (int(invalid.sum()), K)), dtype, "padding"
+        )
     # mask_zero: the padding id's row takes no gradient (no real step reads it)
     assert np.all(model.grads["0.weight"][0] == 0)
 
@@ -283,7 +273,7 @@ def test_embedding_padding_idx_gradient_as_torch(torch, dtype, padding_idx, rng)
     assert_close(out, out_t.detach().numpy().astype(dtype), dtype, "embedding")
     expected = ref.weight.grad.numpy()
     assert np.all(expected[padding_idx] == 0)
-    _close(layer.grads["weight"], expected, dtype, "dweight")
+    assert_close_any_dtype(layer.grads["weight"], expected, dtype, "dweight")
 
 
 # ---- lengths= and mask= given to the model -----------------------------------------------------
@@ -432,7 +422,7 @@ def test_module_forward_with_a_lengths_parameter_gets_them(rng):
     out = model(x, lengths=LENGTHS)
     np.testing.assert_array_equal(model.seen, LENGTHS)
     for b, n in enumerate(LENGTHS):
-        _close(out[b], model(x[b : b + 1, :n])[0], F64, f"sequence {b}")
+        assert_close_any_dtype(out[b], model(x[b : b + 1, :n])[0], F64, f"sequence {b}")
 
 
 class _PerStepLengthsInForward(Module):
@@ -467,7 +457,7 @@ def test_lengths_handed_to_the_rnn_by_forward_make_the_output_mask(how, go_backw
         valid = valid[:, ::-1]
     np.testing.assert_array_equal(model.output_mask, valid)
     for b, n in enumerate(LENGTHS):
-        _close(out[b][valid[b]], model(x[b : b + 1, :n])[0], F64, f"sequence {b}")
+        assert_close_any_dtype(out[b][valid[b]], model(x[b : b + 1, :n])[0], F64, f"sequence {b}")
 
 
 def test_lengths_and_mask_are_checked(rng):
@@ -590,7 +580,9 @@ def test_no_warning_when_the_padding_is_told(how, rng):
     out = _no_warning(lambda: model(ids, **kw))
     # and it is the unpadded answer
     for b, n in enumerate(lengths):
-        _close(out[b], _no_warning(lambda: model(ids[b : b + 1, :n]))[0], np.float32, f"seq {b}")
+        assert_close_any_dtype(
+            out[b], _no_warning(lambda: model(ids[b : b + 1, :n]))[0], np.float32, f"seq {b}"
+        )
 
 
 @pytest.mark.parametrize(

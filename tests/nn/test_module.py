@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DTYPES, numerical_gradient, tol
+from conftest import DTYPES, assert_close_any_dtype, numerical_gradient
 
 import rnnfast
 from rnnfast import RNN, Dense, Dropout, Embedding, Module, training
@@ -20,17 +20,6 @@ V, E, H, K = 23, 4, 5, 3
 LENGTHS = np.array([6, 2, 4, 1, 6])
 T = int(LENGTHS.max())
 FD_RTOL, FD_ATOL = 1e-6, 1e-8
-
-
-def _close(actual, expected, dtype, what):
-    """conftest's tolerances for dtype, atol scaled by the largest expected magnitude."""
-    t = tol(dtype)
-    actual, expected = np.asarray(actual, F64), np.asarray(expected, F64)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-    np.testing.assert_allclose(
-        actual, expected, rtol=t["rtol"], atol=t["atol"] * scale, err_msg=what
-    )
 
 
 def _padded_ids(rng, lengths=LENGTHS):
@@ -230,15 +219,15 @@ def test_forward_and_backward_equal_the_layers_by_hand(kind, dtype, rng):
         out if isinstance(out, tuple) else (out,),
         expected if isinstance(expected, tuple) else (expected,),
     ):
-        _close(a, b, dtype, "output")
+        assert_close_any_dtype(a, b, dtype, "output")
     assert sorted(grads) == sorted(model.grads)
     for name, g in model.grads.items():
         assert np.any(g != 0), f"d{name}: all zero"
-        _close(grads[name], g, dtype, f"d{name}")
+        assert_close_any_dtype(grads[name], g, dtype, f"d{name}")
     if expected_dx is None:
         assert dx is None  # token ids have no gradient
     else:
-        _close(dx, expected_dx, dtype, "dx")
+        assert_close_any_dtype(dx, expected_dx, dtype, "dx")
 
 
 @pytest.mark.parametrize("kind", list(MODELS))
@@ -276,12 +265,12 @@ def test_padding_travels_through_the_container(rng):
     valid = np.arange(T)[None, :] < LENGTHS[:, None]
     np.testing.assert_array_equal(model.output_mask, valid)
     for b, n in enumerate(LENGTHS):
-        _close(out[b, :n], model(ids[b : b + 1, :n])[0], F64, f"sequence {b}")
+        assert_close_any_dtype(out[b, :n], model(ids[b : b + 1, :n])[0], F64, f"sequence {b}")
     classifier = Classifier(dtype=F64)
     last = classifier(ids)
     assert classifier.output_mask is None
     for b, n in enumerate(LENGTHS):
-        _close(last[b], classifier(ids[b : b + 1, :n])[0], F64, f"sequence {b}")
+        assert_close_any_dtype(last[b], classifier(ids[b : b + 1, :n])[0], F64, f"sequence {b}")
 
 
 def test_torch_form_can_return_the_state(rng):
@@ -303,9 +292,9 @@ def test_torch_form_can_return_the_state(rng):
     y, _ = model.rnn(x)
     model.head(y)
     expected_dx, _ = model.rnn.backward(model.head.backward(d_logits), d_h)
-    _close(dx, expected_dx, F64, "dx")
+    assert_close_any_dtype(dx, expected_dx, F64, "dx")
     for name, g in model.grads.items():
-        _close(grads[name], g, F64, f"d{name}")
+        assert_close_any_dtype(grads[name], g, F64, f"d{name}")
     # no gradient for h_n: the model without its state
     model.zero_grad()
     model(x)
@@ -315,7 +304,7 @@ def test_torch_form_can_return_the_state(rng):
     model.by_hand(x)
     model.by_hand_backward(d_logits)
     for name, g in model.grads.items():
-        _close(without[name], g, F64, f"d{name} (no h_n gradient)")
+        assert_close_any_dtype(without[name], g, F64, f"d{name} (no h_n gradient)")
 
 
 class EncoderDecoder(Module):
@@ -348,13 +337,13 @@ def test_a_state_handed_from_one_rnn_to_another(rng):
     model.zero_grad()
     _, state = model.encoder(source)
     expected = model.head(model.decoder(target, state))
-    _close(out, expected, F64, "output")
+    assert_close_any_dtype(out, expected, F64, "output")
     _, d_state = model.decoder.backward(model.head.backward(weights))
     expected_dx, _ = model.encoder.backward(None, d_state)
-    _close(d_source, expected_dx, F64, "d_source")
+    assert_close_any_dtype(d_source, expected_dx, F64, "d_source")
     for name, g in model.grads.items():
         assert np.any(grads[name] != 0), name
-        _close(grads[name], g, F64, f"d{name}")
+        assert_close_any_dtype(grads[name], g, F64, f"d{name}")
 
     def loss():
         return _dot(model(source, target), weights)

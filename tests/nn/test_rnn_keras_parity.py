@@ -41,6 +41,14 @@ def _rnnfast(**kw):
     return rnnfast.RNN(**kw)
 
 
+def _loaded(kl, **options):
+    """An rnnfast layer (batch first, the module's D and H, ``options``) holding the weights of
+    the Keras layer ``kl``."""
+    layer = _rnnfast(input_size=D, hidden_size=H, batch_first=True, **options)
+    interop.load_keras(layer, kl)
+    return layer
+
+
 def _call(layer, x, **kw):
     return layer(x, **kw)
 
@@ -110,16 +118,9 @@ def test_simple_rnn(keras, activation, return_sequences, use_bias, rng):
     assert_close(y if return_sequences else h_n[0], expected, dtype, "output")
 
     # Keras's: the output alone
-    layer = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        nonlinearity=activation,
-        bias=use_bias,
-        batch_first=True,
-        dtype=dtype,
-        return_sequences=return_sequences,
+    layer = _loaded(
+        kl, nonlinearity=activation, bias=use_bias, dtype=dtype, return_sequences=return_sequences
     )
-    interop.load_keras(layer, kl)
     assert_close(layer(x), expected, dtype, "output")
 
 
@@ -131,14 +132,7 @@ def test_simple_rnn_return_state_and_initial_state(keras, return_sequences, rng)
     h0 = rng.uniform(-1, 1, size=(B, H)).astype(dtype)
     out_k, state_k = _np(kl(x, initial_state=[h0]))
 
-    layer = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        batch_first=True,
-        return_sequences=return_sequences,
-        return_state=True,
-    )
-    interop.load_keras(layer, kl)
+    layer = _loaded(kl, return_sequences=return_sequences, return_state=True)
     out, h_n = layer(x, h0[None])
     assert_close(out, out_k, dtype, "output")
     assert_close(h_n[0], state_k, dtype, "state")
@@ -167,14 +161,7 @@ def test_simple_rnn_masked(keras, activation, return_sequences, how, rng):
     else:
         expected = _np(kl(x, mask=_mask(LENGTHS)))
 
-    layer = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        nonlinearity=activation,
-        batch_first=True,
-        return_sequences=return_sequences,
-    )
-    interop.load_keras(layer, kl)
+    layer = _loaded(kl, nonlinearity=activation, return_sequences=return_sequences)
     kw = {"lengths": LENGTHS} if how == "lengths" else {"mask": _mask(LENGTHS)}
     assert_close(_call(layer, x, **kw), expected, dtype, "output")
 
@@ -220,15 +207,9 @@ def test_simple_rnn_go_backwards(keras, activation, return_sequences, masked, rn
     kw = {"mask": _mask(LENGTHS)} if masked else {}
     expected = _np(kl(x, **kw))
 
-    layer = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        nonlinearity=activation,
-        batch_first=True,
-        go_backwards=True,
-        return_sequences=return_sequences,
+    layer = _loaded(
+        kl, nonlinearity=activation, go_backwards=True, return_sequences=return_sequences
     )
-    interop.load_keras(layer, kl)
     assert_close(_call(layer, x, **kw), expected, dtype, "output")
 
 
@@ -248,16 +229,13 @@ def test_bidirectional(keras, activation, merge_mode, return_sequences, masked, 
     kw = {"mask": _mask(LENGTHS)} if masked else {}
     expected = _np(kl(x, **kw))
 
-    layer = _rnnfast(
-        input_size=D,
-        hidden_size=H,
+    layer = _loaded(
+        kl,
         nonlinearity=activation,
-        batch_first=True,
         bidirectional=True,
         merge_mode=merge_mode,
         return_sequences=return_sequences,
     )
-    interop.load_keras(layer, kl)
     assert_close(_call(layer, x, **kw), expected, dtype, "output")
 
 
@@ -267,16 +245,7 @@ def test_bidirectional_return_state(keras, rng):
     kl = _bidirectional(keras, rng, dtype, "concat", return_sequences=True, return_state=True)
     out_k, h_fwd, h_bwd = _np(kl(x, mask=_mask(LENGTHS)))
 
-    layer = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        batch_first=True,
-        bidirectional=True,
-        dtype=dtype,
-        return_sequences=True,
-        return_state=True,
-    )
-    interop.load_keras(layer, kl)
+    layer = _loaded(kl, bidirectional=True, dtype=dtype, return_sequences=True, return_state=True)
     out, h_n = _call(layer, x, lengths=LENGTHS)
     assert_close(out, out_k, dtype, "output")
     assert_close(h_n[0], h_fwd, dtype, "forward state")
@@ -303,28 +272,23 @@ def test_stacked_model(keras, bidirectional, rng):
     x = _x(rng, dtype, LENGTHS)
     expected = _np(model(x))
 
-    layer = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        num_layers=3,
-        nonlinearity="relu",
-        batch_first=True,
-        bidirectional=bidirectional,
-        return_sequences=False,
-    )
+    def stack():
+        return _rnnfast(
+            input_size=D,
+            hidden_size=H,
+            num_layers=3,
+            nonlinearity="relu",
+            batch_first=True,
+            bidirectional=bidirectional,
+            return_sequences=False,
+        )
+
+    layer = stack()
     interop.load_keras(layer, model)  # the Masking layer has no weights: passed over
     assert_close(_call(layer, x, lengths=LENGTHS), expected, dtype, "model output")
 
     # model.get_weights() order = interop.keras_weights order
-    other = _rnnfast(
-        input_size=D,
-        hidden_size=H,
-        num_layers=3,
-        nonlinearity="relu",
-        batch_first=True,
-        bidirectional=bidirectional,
-        return_sequences=False,
-    )
+    other = stack()
     interop.load_keras(other, [w for kl in model.layers for w in interop._keras_layer_weights(kl)])
     for k, v in other.state_dict().items():
         np.testing.assert_array_equal(v, layer.state_dict()[k])

@@ -99,6 +99,27 @@ def _pairs(params):
     return grads, list(zip(params, grads))
 
 
+def _unit_gradients(rng, dtype=np.float64):
+    """Parameters whose gradients are all ones, as _params and _pairs give them."""
+    params = _params(rng, dtype)
+    grads, pairs = _pairs(params)
+    for g in grads:
+        g[...] = 1.0
+    return params, grads, pairs
+
+
+def _with_torch_copies(torch, rng, params):
+    """Random gradients for ``params`` (as _pairs gives them) and torch copies of the parameters
+    holding copies of those gradients: (grads, pairs, torch parameters)."""
+    grads, pairs = _pairs(params)
+    for g in grads:
+        g[...] = rng.standard_normal(g.shape)
+    tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
+    for tp, g in zip(tparams, grads):
+        tp.grad = torch.tensor(g.copy())
+    return grads, pairs, tparams
+
+
 # ---- optimizers against torch.optim -------------------------------------------------------------
 
 
@@ -161,10 +182,7 @@ def test_list_of_modules_and_zero_grad(rng):
 
 
 def test_float32_parameters_stay_float32(rng):
-    params = _params(rng, np.float32)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = 1.0
+    params, grads, pairs = _unit_gradients(rng, np.float32)
     for cls in (SGD, Adam, AdamW):
         opt = cls(pairs, lr=0.1) if cls is SGD else cls(pairs)
         opt.step()
@@ -192,10 +210,7 @@ def test_step_does_not_write_the_gradients(rng):
 
 
 def test_lr_is_settable(rng):
-    params = _params(rng)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = 1.0
+    params, grads, pairs = _unit_gradients(rng)
     opt = SGD(pairs, lr=0.1)
     opt.lr = 0.25
     before = params[0].copy()
@@ -236,10 +251,7 @@ def test_state_dict_round_trip_continues_identically(rng, name, kwargs):
 
 
 def test_state_dict_is_a_snapshot(rng):
-    params = _params(rng)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = 1.0
+    params, grads, pairs = _unit_gradients(rng)
     opt = Adam(pairs)
     opt.step()
     state = opt.state_dict()
@@ -298,10 +310,7 @@ def _bad_states(state, n_params):
 
 
 def test_load_state_dict_validates_and_changes_nothing_on_error(rng):
-    params = _params(rng)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = 1.0
+    params, grads, pairs = _unit_gradients(rng)
     opt = Adam(pairs)
     opt.step()
     state = opt.state_dict()
@@ -323,12 +332,7 @@ def test_load_state_dict_validates_and_changes_nothing_on_error(rng):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_clip_grad_norm_matches_torch(torch, rng, norm_type, max_norm, dtype):
     params = _params(rng, dtype)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = rng.standard_normal(g.shape)
-    tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
-    for tp, g in zip(tparams, grads):
-        tp.grad = torch.tensor(g.copy())
+    grads, pairs, tparams = _with_torch_copies(torch, rng, params)
     expected = torch.nn.utils.clip_grad_norm_(tparams, max_norm, norm_type=norm_type)
     total = clip_grad_norm(pairs, max_norm, norm_type=norm_type)
     rtol = 1e-14 if dtype == np.float64 else 1e-6
@@ -386,12 +390,7 @@ def test_clip_grad_norm_nonfinite(torch, rng, bad, norm_type):
 @pytest.mark.parametrize("clip_value", [0.0, 0.3, 2.0])
 def test_clip_grad_value_matches_torch(torch, rng, clip_value):
     params = _params(rng)
-    grads, pairs = _pairs(params)
-    for g in grads:
-        g[...] = rng.standard_normal(g.shape)
-    tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
-    for tp, g in zip(tparams, grads):
-        tp.grad = torch.tensor(g.copy())
+    grads, pairs, tparams = _with_torch_copies(torch, rng, params)
     torch.nn.utils.clip_grad_value_(tparams, clip_value)
     assert clip_grad_value(pairs, clip_value) is None
     for g, tp in zip(grads, tparams):

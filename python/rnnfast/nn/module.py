@@ -151,12 +151,7 @@ class _Tape:
             if id(inp) not in known:
                 if index == 0:
                     continue  # the first call's input derives from the model's input only
-                raise RuntimeError(
-                    f"{owner}.backward: the input of {call.name} was made by an operation "
-                    "between layers (slicing, concatenation, arithmetic) that the container "
-                    f"cannot differentiate; write {owner}.backward(d_out) yourself, or feed "
-                    f"{call.name} a layer's output or the model's input as it is"
-                )
+                raise _untraced_input(owner, call)
             if id(inp) in produced and _nested_incomplete(call.layer):
                 raise RuntimeError(
                     f"{owner}.backward: {call.name} cannot give the gradient of its input: its "
@@ -201,16 +196,22 @@ class _Tape:
                 if id(inp) not in known:
                     if index == 0:
                         continue  # the first call's input derives from the model's input only
-                    raise RuntimeError(
-                        f"{owner}.backward: the input of {call.name} was made by an operation "
-                        "between layers (slicing, concatenation, arithmetic) that the container "
-                        f"cannot differentiate; write {owner}.backward(d_out) yourself, or feed "
-                        f"{call.name} a layer's output or the model's input as it is"
-                    )
+                    raise _untraced_input(owner, call)
                 grads[id(inp)] = g if id(inp) not in grads else grads[id(inp)] + g
         if not self.inputs or incomplete:
             return None
         return grads.get(id(self.inputs[0]))
+
+
+def _untraced_input(owner, call):
+    """The error for a call whose input no layer made and that is not the model's input: the
+    container cannot route a gradient through the NumPy operation that made it."""
+    return RuntimeError(
+        f"{owner}.backward: the input of {call.name} was made by an operation "
+        "between layers (slicing, concatenation, arithmetic) that the container "
+        f"cannot differentiate; write {owner}.backward(d_out) yourself, or feed "
+        f"{call.name} a layer's output or the model's input as it is"
+    )
 
 
 def _nested_incomplete(layer):

@@ -7,6 +7,7 @@ a file names: that would run code the file chooses.
 
 from __future__ import annotations
 
+from .._validation import check_keys
 from ._file_format import FORMAT_VERSION, QUANTIZED_KEY, layer_config, read, save
 from ._layer import Layer, quantize_layer
 from .quantized_formats import MODES
@@ -94,12 +95,7 @@ def load(path, cls=None):
         raise ValueError(f"{where}: config {config} does not build a layer: {exc}") from exc
 
     expected = layer.state_dict()
-    missing = [k for k in expected if k not in arrays]
-    extra = [k for k in arrays if k not in expected]
-    if missing:
-        raise ValueError(f"{where}: missing parameter(s) {missing}")
-    if extra:
-        raise ValueError(f"{where}: unexpected entr(y/ies) {extra}")
+    check_keys(where, arrays, expected, missing="parameter(s)", unexpected="entr(y/ies)")
     for name, current in expected.items():
         arr = arrays[name]
         if arr.shape != current.shape:

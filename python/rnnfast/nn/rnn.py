@@ -9,10 +9,12 @@ import math
 import numpy as np
 
 from .. import functional
+from .._parameters import load_checked
 from .._validation import (
     as_float_array,
     check_bool,
     check_bool_mask,
+    check_keys,
     check_lengths,
     check_positive_int,
     layer_dtype,
@@ -550,25 +552,8 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         anything ``np.asarray`` takes). Checks every key and shape before changing anything."""
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
-        missing = [k for k in self._params if k not in state_dict]
-        extra = [k for k in state_dict if k not in self._params]
-        if missing:
-            raise ValueError(f"state_dict: missing key(s) {missing}")
-        if extra:
-            raise ValueError(f"state_dict: unexpected key(s) {extra}")
-        loaded = {}
-        for name, current in self._params.items():
-            value = state_dict[name]
-            if hasattr(value, "detach"):  # a torch tensor: no autograd, on the CPU
-                value = value.detach().cpu().numpy()
-            arr = np.asarray(value)
-            if arr.dtype.kind not in "fiu":
-                raise TypeError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
-            if arr.shape != current.shape:
-                raise ValueError(f"{name}: expected shape {current.shape}, got shape {arr.shape}")
-            loaded[name] = np.array(arr, dtype=self.dtype)
-        for name, arr in loaded.items():
-            self._params[name][...] = arr
+        check_keys("state_dict", state_dict, self._params)
+        load_checked(self._params, state_dict)
 
     def get_config(self):
         """The constructor arguments: ``RNN(**layer.get_config())`` builds the same architecture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int, check_real_at_least
+from .._validation import check_int, check_keys, check_real_at_least
 from ._params import _collect, _current_grads
 
 __all__ = ["Optimizer"]
@@ -112,14 +112,14 @@ class Optimizer:
         """
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
-        _check_keys("state_dict", state_dict, ("optimizer", "hyperparameters", "step", "buffers"))
+        check_keys("state_dict", state_dict, ("optimizer", "hyperparameters", "step", "buffers"))
         if state_dict["optimizer"] != type(self).__name__:
             raise ValueError(
                 f"state_dict: holds the state of {state_dict['optimizer']!r}, "
                 f"not of {type(self).__name__!r}"
             )
         hyper = state_dict["hyperparameters"]
-        _check_keys("state_dict['hyperparameters']", hyper, self._HYPER)
+        check_keys("state_dict['hyperparameters']", hyper, self._HYPER)
         hyper = self._check_hyper(dict(hyper))
         step = check_int("state_dict['step']", state_dict["step"], 0)
         buffers = self._checked_buffers(state_dict["buffers"], step, hyper)
@@ -132,7 +132,7 @@ class Optimizer:
             )
         # all buffers or none: they are created together, by the first step that needs them
         if buffers or (step > 0 and self._needs_buffers(hyper)):
-            _check_keys("state_dict['buffers']", buffers, self._BUFFERS)
+            check_keys("state_dict['buffers']", buffers, self._BUFFERS)
         return {name: self._checked_buffer_list(name, buffers[name]) for name in buffers}
 
     def _checked_buffer_list(self, name, arrays):
@@ -174,12 +174,3 @@ class Optimizer:
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self._hyper.items())
         return f"{type(self).__name__}({len(self._slots)} parameters, {args})"
-
-
-def _check_keys(where, mapping, expected):
-    missing = [k for k in expected if k not in mapping]
-    extra = [k for k in mapping if k not in expected]
-    if missing:
-        raise ValueError(f"{where}: missing key(s) {missing}")
-    if extra:
-        raise ValueError(f"{where}: unexpected key(s) {extra}")
