@@ -41,12 +41,9 @@ def _module_name(path):
 
 
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-MODULES.update(
-    {
-        f"rnnfast.{p.name.split('.')[0]}": p
-        for p in PACKAGE.glob("_core*.so")  # the compiled module: imported, imports nothing
-    }
-)
+# The compiled module, by its stub: the extension itself is in the source tree only after an
+# in-place build (CI installs it into site-packages). It is imported and imports nothing.
+MODULES["rnnfast._core"] = PACKAGE / "_core.pyi"
 
 
 def level_of(module):
