@@ -29,6 +29,9 @@ __all__ = [
     "rnn_backward",
     "rnn_step",
     "RNNGrads",
+    "GatedOutput",
+    "GRUGrads",
+    "LSTMGrads",
     "quantized_rnn_forward",
     "quantized_rnn_step",
 ]
@@ -48,6 +51,42 @@ PLAIN_FORWARD_OPTIONS = MappingProxyType(
 forward (:func:`rnn_forward`'s defaults: no h0, tanh, no lengths, alpha 1, no masks). A
 read-only mapping: override what the forward was given, as in
 ``fw = {**F.PLAIN_FORWARD_OPTIONS, "h0": h0}``, and pass the same ``**fw`` to both calls."""
+
+
+class GatedOutput(NamedTuple):
+    """What a gated forward (:func:`gru_forward`, :func:`lstm_forward`) returns: ``y`` (T, B, R)
+    or None without ``return_sequences``; ``h_n`` (B, R); ``c_n`` (B, H) for the LSTM, None for
+    the GRU; ``workspace``: what the backward needs (gates, cell states), kept only with
+    ``keep_workspace=True``; opaque to callers."""
+
+    y: object
+    h_n: np.ndarray
+    c_n: object
+    workspace: object
+
+
+class GRUGrads(NamedTuple):
+    """Gradients from :func:`gru_backward`; ``dx`` is None with ``input_gradient=False``."""
+
+    dx: object
+    dh0: np.ndarray
+    dweight_ih: np.ndarray
+    dweight_hh: np.ndarray
+    dbias_ih: np.ndarray
+    dbias_hh: np.ndarray
+
+
+class LSTMGrads(NamedTuple):
+    """Gradients from :func:`lstm_backward`; ``dweight_hr`` is None without a projection."""
+
+    dx: object
+    dh0: np.ndarray
+    dc0: np.ndarray
+    dweight_ih: np.ndarray
+    dweight_hh: np.ndarray
+    dbias_ih: np.ndarray
+    dbias_hh: np.ndarray
+    dweight_hr: object
 
 
 class RNNGrads(NamedTuple):
