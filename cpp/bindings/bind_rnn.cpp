@@ -65,13 +65,6 @@ SequenceInput<T> sequence_input(const py::array& x, const py::object& ids, index
 }
 
 template <class T>
-const T* optional_data(const py::object& obj, const char* name, std::initializer_list<index> shape,
-                       const char* dims) {
-    if (obj.is_none()) return nullptr;
-    return checked<T>(obj, name, shape, dims).data();
-}
-
-template <class T>
 py::tuple forward_impl(const py::array& x, const py::object& ids, const py::object& h0,
                        const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
                        const py::object& b_hh, const py::object& lengths, Activation act,
@@ -188,15 +181,6 @@ py::array step_impl(const py::array& x, const py::array& h, const py::array& w_i
     a.h_next = h_next.mutable_data();
     rnn_step(a);  // a few hundred nanoseconds: releasing the GIL would cost more than it frees
     return std::move(h_next);
-}
-
-// The one point where the dtype picks the template: the weights' dtype is the layer's.
-template <class F32, class F64>
-auto by_dtype(const py::array& w_ih, F32 f32, F64 f64) -> decltype(f32()) {
-    if (has_dtype<float>(w_ih)) return f32();
-    if (has_dtype<double>(w_ih)) return f64();
-    throw py::type_error("weight_ih: expected dtype float32 or float64, got " +
-                         std::string(py::str(w_ih.dtype())));
 }
 
 }  // namespace

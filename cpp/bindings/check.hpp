@@ -75,6 +75,23 @@ py::array_t<T> checked(const py::handle& obj, const char* name, std::initializer
     return py::reinterpret_borrow<py::array_t<T>>(arr);
 }
 
+// An optional float array (None: null), checked as `checked` does.
+template <class T>
+const T* optional_data(const py::object& obj, const char* name, std::initializer_list<index> shape,
+                       const char* dims) {
+    if (obj.is_none()) return nullptr;
+    return checked<T>(obj, name, shape, dims).data();
+}
+
+// The one point where the dtype picks the template: the weights' dtype is the layer's.
+template <class F32, class F64>
+auto by_dtype(const py::array& w_ih, F32 f32, F64 f64) -> decltype(f32()) {
+    if (has_dtype<float>(w_ih)) return f32();
+    if (has_dtype<double>(w_ih)) return f64();
+    throw py::type_error("weight_ih: expected dtype float32 or float64, got " +
+                         std::string(py::str(w_ih.dtype())));
+}
+
 // Product of sizes, refusing results that would overflow an index.
 inline index checked_product(std::initializer_list<index> sizes, const char* what) {
     index total = 1;

@@ -5,6 +5,7 @@ namespace py = pybind11;
 
 namespace rnnfast::bindings {
 void register_rnn(py::module_& m);
+void register_gated(py::module_& m);
 void register_config(py::module_& m);
 void register_dense(py::module_& m);
 void register_losses(py::module_& m);
@@ -15,6 +16,7 @@ void register_quantized(py::module_& m);
 PYBIND11_MODULE(_core, m) {
     m.doc() = "rnnfast compiled kernels (private; use the rnnfast package)";
     rnnfast::bindings::register_rnn(m);
+    rnnfast::bindings::register_gated(m);
     rnnfast::bindings::register_config(m);
     rnnfast::bindings::register_dense(m);
     rnnfast::bindings::register_losses(m);

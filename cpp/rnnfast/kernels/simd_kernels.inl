@@ -696,12 +696,52 @@ T softmax_row(const T* x, index n, T weight, T* out) {
     return m + std::log(sum);
 }
 
+// ---- the gates' element-wise functions ---------------------------------------------------------
+
+// sigmoid(x) = (1 + tanh(x / 2)) / 2: the vector tanh's accuracy, and no overflow anywhere.
+template <class T>
+inline typename Simd<T>::vec apply_pointwise(Pointwise op, typename Simd<T>::vec x) {
+    using V = typename Simd<T>::vec;
+    const V zero = {};
+    const V one = splat<V>(static_cast<T>(1));
+    const T half = static_cast<T>(0.5);
+    switch (op) {
+        case Pointwise::sigmoid:
+            return half + half * vtanh<T>(half * x);
+        case Pointwise::hard_sigmoid: {
+            const V s = x * static_cast<T>(1.0 / 6.0) + half;
+            const V low = s < zero ? zero : s;
+            return x != x ? x : (low > one ? one : low);
+        }
+        case Pointwise::tanh:
+            return vtanh<T>(x);
+        case Pointwise::relu:
+            return x < 0 ? zero : x;
+    }
+    return x;
+}
+
+template <class T>
+void activate(T* x, index n, Pointwise op) {
+    using V = typename Simd<T>::vec;
+    constexpr int W = Simd<T>::W;
+    index j = 0;
+    for (; j + W <= n; j += W) store(x + j, apply_pointwise<T>(op, load<V>(x + j)));
+    if (j < n) {  // the tail through the same vector code, its lanes copied in and out
+        T lanes[W] = {};
+        std::memcpy(lanes, x + j, sizeof(T) * static_cast<size_t>(n - j));
+        store(lanes, apply_pointwise<T>(op, load<V>(lanes)));
+        std::memcpy(x + j, lanes, sizeof(T) * static_cast<size_t>(n - j));
+    }
+}
+
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
 template <class T>
 constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,  Simd<T>::NR,     kMR,
                                    kStreamGroup * Simd<T>::W, &packed_b_size<T>,
                                    &pack_b<T>,        &gemm_block<T>,  &dot_rows<T>,
-                                   &matvec<T>,        &softmax_row<T>, &blocking<T>};
+                                   &matvec<T>,        &softmax_row<T>, &blocking<T>,
+                                   &activate<T>};
 
 }  // namespace
 

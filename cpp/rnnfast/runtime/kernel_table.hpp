@@ -30,6 +30,9 @@ struct KernelTable {
     // The cache blocks gemm_block uses for this ISA and dtype on this machine (gemm() packs B
     // in blocks of kc rows and nc columns so that each packed block is one pass of it).
     GemmBlocking (*blocking)();
+    // x[j] = op(x[j]) for j in [0, n), in place: the gates of the gated cells, on a unit
+    // block's contiguous gate columns.
+    void (*activate)(T* x, index n, Pointwise op);
 };
 
 namespace isa_baseline {

@@ -9,6 +9,11 @@ using index = std::ptrdiff_t;
 
 enum class Activation { tanh, relu };
 
+// The element-wise functions of the gated cells' gates (KernelTable::activate): the activation
+// (tanh or relu) and the recurrent activation (sigmoid, or Keras 3's hard_sigmoid,
+// clip(x / 6 + 0.5, 0, 1)).
+enum class Pointwise { sigmoid, hard_sigmoid, tanh, relu };
+
 // What a GEMM does to each finished output element (x = sum + C-or-bias) before storing it.
 // The *_grad forms multiply by the activation's derivative, recovered from the stored output
 // `aux` (1 - h^2 for tanh, h > 0 for relu), so backward never needs pre-activations.

@@ -1,0 +1,249 @@
+// Bindings of the gated cells' forward and backward drivers (GRU, LSTM): one layer, one
+// direction, whole sequences. Checks with the GIL held, the drivers with it released.
+#include <cstdint>
+#include <string>
+
+#include "check.hpp"
+#include "rnnfast/drivers/gated.hpp"
+#include "rnnfast/runtime/threads.hpp"
+
+namespace rnnfast::bindings {
+namespace {
+
+GatedCell parse_cell(const std::string& name) {
+    if (name == "gru") return GatedCell::gru;
+    if (name == "gru_reset_before") return GatedCell::gru_reset_before;
+    if (name == "lstm") return GatedCell::lstm;
+    throw std::invalid_argument("cell: expected 'gru', 'gru_reset_before' or 'lstm', got '" +
+                                name + "'");
+}
+
+Pointwise parse_activation_fn(const std::string& name) {
+    if (name == "tanh") return Pointwise::tanh;
+    if (name == "relu") return Pointwise::relu;
+    throw std::invalid_argument("activation: expected 'tanh' or 'relu', got '" + name + "'");
+}
+
+Pointwise parse_recurrent_activation(const std::string& name) {
+    if (name == "sigmoid") return Pointwise::sigmoid;
+    if (name == "hard_sigmoid") return Pointwise::hard_sigmoid;
+    throw std::invalid_argument(
+        "recurrent_activation: expected 'sigmoid' or 'hard_sigmoid', got '" + name + "'");
+}
+
+// The sizes every gated call shares, read off x and the weights and checked against each other.
+struct GatedShape {
+    GatedCell cell;
+    index steps, batch, D, H, P, R, GH;
+};
+
+GatedShape gated_shape(const std::string& cell_name, const py::array& x, const py::array& w_ih,
+                       const py::array& w_hh, const py::object& w_hr) {
+    GatedShape s{};
+    s.cell = parse_cell(cell_name);
+    const index G = gate_count(s.cell);
+    require_ndim(x, "x", 3, "(T, B, D)");
+    require_ndim(w_ih, "weight_ih", 2, "(G*H, D)");
+    require_ndim(w_hh, "weight_hh", 2, "(G*H, R)");
+    s.steps = x.shape(0);
+    s.batch = x.shape(1);
+    s.GH = w_ih.shape(0);
+    s.D = w_ih.shape(1);
+    RNNFAST_CHECK(s.GH % G == 0, "weight_ih",
+                  std::to_string(G) + "*H rows (the gates stacked)", "shape " + shape_str(w_ih));
+    s.H = s.GH / G;
+    s.P = 0;
+    if (!w_hr.is_none()) {
+        RNNFAST_CHECK(s.cell == GatedCell::lstm, "weight_hr", "None for a GRU",
+                      "an array (a projection is the LSTM's)");
+        require_ndim(w_hr, "weight_hr", 2, "(P, H)");
+        s.P = py::reinterpret_borrow<py::array>(w_hr).shape(0);
+        RNNFAST_CHECK(s.P > 0, "weight_hr", "P > 0 rows", "0");
+    }
+    s.R = s.P > 0 ? s.P : s.H;
+    checked_product({s.steps, s.batch, s.GH + s.H + s.D}, "x");
+    return s;
+}
+
+template <class T>
+py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object& h0,
+                       const py::object& c0, const py::array& w_ih, const py::array& w_hh,
+                       const py::object& b_ih, const py::object& b_hh, const py::object& w_hr,
+                       const py::object& lengths, Pointwise act, Pointwise rec,
+                       bool return_sequences, bool keep_workspace) {
+    const index T_ = s.steps, B = s.batch, H = s.H, R = s.R, GH = s.GH;
+    const bool lstm = s.cell == GatedCell::lstm;
+    GatedForwardArgs<T> a;
+    a.cell = s.cell;
+    a.steps = T_;
+    a.batch = B;
+    a.input_size = s.D;
+    a.hidden_size = H;
+    a.proj_size = s.P;
+    a.x = checked<T>(x, "x", {T_, B, s.D}, "(T, B, D)").data();
+    a.w_ih = checked<T>(w_ih, "weight_ih", {GH, s.D}, "(G*H, D)").data();
+    a.w_hh = checked<T>(w_hh, "weight_hh", {GH, R}, "(G*H, R)").data();
+    a.b_ih = optional_data<T>(b_ih, "bias_ih", {GH}, "(G*H,)");
+    a.b_hh = optional_data<T>(b_hh, "bias_hh", {GH}, "(G*H,)");
+    a.w_hr = optional_data<T>(w_hr, "weight_hr", {s.P, H}, "(P, H)");
+    a.h0 = optional_data<T>(h0, "h0", {B, R}, "(B, R)");
+    RNNFAST_CHECK(lstm || c0.is_none(), "c0", "None for a GRU", "an array");
+    a.c0 = optional_data<T>(c0, "c0", {B, H}, "(B, H)");
+    a.lengths = sorted_lengths(lengths, T_, B);
+    a.act = act;
+    a.rec = rec;
+    RNNFAST_CHECK(!keep_workspace || return_sequences, "keep_workspace",
+                  "return_sequences=True with it (the backward reads every h_t)",
+                  "return_sequences=False");
+    py::array_t<T> h_n({B, R});
+    a.h_n = h_n.mutable_data();
+    py::object c_n = py::none(), y = py::none(), ws = py::none();
+    if (lstm) {
+        py::array_t<T> c_arr({B, H});
+        a.c_n = c_arr.mutable_data();
+        c_n = c_arr;
+    }
+    if (return_sequences) {
+        py::array_t<T> y_arr({T_, B, R});
+        a.y = y_arr.mutable_data();
+        y = y_arr;
+    }
+    if (keep_workspace) {
+        py::array_t<T> ws_arr({T_, B, workspace_width(s.cell, H)});
+        a.workspace = ws_arr.mutable_data();
+        ws = ws_arr;
+    }
+    {
+        py::gil_scoped_release release;
+        const ThreadShare share;
+        gated_forward(a);
+    }
+    return py::make_tuple(y, h_n, c_n, ws);
+}
+
+template <class T>
+py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::object& h0,
+                        const py::object& c0, const py::array& w_ih, const py::array& w_hh,
+                        const py::object& w_hr, const py::array& y, const py::array& workspace,
+                        const py::object& dy, const py::object& dh_n, const py::object& dc_n,
+                        const py::object& lengths, Pointwise act, Pointwise rec,
+                        bool input_gradient) {
+    const index T_ = s.steps, B = s.batch, D = s.D, H = s.H, R = s.R, GH = s.GH, P = s.P;
+    const bool lstm = s.cell == GatedCell::lstm;
+    GatedBackwardArgs<T> a;
+    a.cell = s.cell;
+    a.steps = T_;
+    a.batch = B;
+    a.input_size = D;
+    a.hidden_size = H;
+    a.proj_size = P;
+    a.x = checked<T>(x, "x", {T_, B, D}, "(T, B, D)").data();
+    a.w_ih = checked<T>(w_ih, "weight_ih", {GH, D}, "(G*H, D)").data();
+    a.w_hh = checked<T>(w_hh, "weight_hh", {GH, R}, "(G*H, R)").data();
+    a.w_hr = optional_data<T>(w_hr, "weight_hr", {P, H}, "(P, H)");
+    a.h0 = optional_data<T>(h0, "h0", {B, R}, "(B, R)");
+    RNNFAST_CHECK(lstm || c0.is_none(), "c0", "None for a GRU", "an array");
+    RNNFAST_CHECK(lstm || dc_n.is_none(), "dc_n", "None for a GRU", "an array");
+    a.c0 = optional_data<T>(c0, "c0", {B, H}, "(B, H)");
+    a.lengths = sorted_lengths(lengths, T_, B);
+    a.act = act;
+    a.rec = rec;
+    a.y = checked<T>(y, "y", {T_, B, R}, "(T, B, R)").data();
+    a.workspace = checked<T>(workspace, "workspace", {T_, B, workspace_width(s.cell, H)},
+                             "(T, B, W) as the forward kept it")
+                      .data();
+    a.dy = optional_data<T>(dy, "dy", {T_, B, R}, "(T, B, R)");
+    a.dh_n = optional_data<T>(dh_n, "dh_n", {B, R}, "(B, R)");
+    a.dc_n = optional_data<T>(dc_n, "dc_n", {B, H}, "(B, H)");
+    py::object dx = py::none(), dc0 = py::none(), dw_hr = py::none();
+    if (input_gradient) {
+        py::array_t<T> arr({T_, B, D});
+        a.dx = arr.mutable_data();
+        dx = arr;
+    }
+    py::array_t<T> dh0({B, R}), dw_ih({GH, D}), dw_hh({GH, R}), db_ih({GH}), db_hh({GH});
+    a.dh0 = dh0.mutable_data();
+    a.dw_ih = dw_ih.mutable_data();
+    a.dw_hh = dw_hh.mutable_data();
+    a.db_ih = db_ih.mutable_data();
+    a.db_hh = db_hh.mutable_data();
+    if (lstm) {
+        py::array_t<T> arr({B, H});
+        a.dc0 = arr.mutable_data();
+        dc0 = arr;
+    }
+    if (P > 0) {
+        py::array_t<T> arr({P, H});
+        a.dw_hr = arr.mutable_data();
+        dw_hr = arr;
+    }
+    {
+        py::gil_scoped_release release;
+        const ThreadShare share;
+        gated_backward(a);
+    }
+    return py::make_tuple(dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr);
+}
+
+}  // namespace
+
+void register_gated(py::module_& m) {
+    m.def(
+        "gated_forward",
+        [](const std::string& cell, const py::array& x, const py::object& h0, const py::object& c0,
+           const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
+           const py::object& b_hh, const py::object& w_hr, const py::object& lengths,
+           const std::string& activation, const std::string& recurrent_activation,
+           bool return_sequences, bool keep_workspace) {
+            const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
+            const Pointwise act = parse_activation_fn(activation);
+            const Pointwise rec = parse_recurrent_activation(recurrent_activation);
+            return by_dtype(
+                w_ih,
+                [&] {
+                    return forward_impl<float>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths,
+                                               act, rec, return_sequences, keep_workspace);
+                },
+                [&] {
+                    return forward_impl<double>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
+                                                lengths, act, rec, return_sequences,
+                                                keep_workspace);
+                });
+        },
+        py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
+        py::arg("weight_hh"), py::arg("bias_ih"), py::arg("bias_hh"), py::arg("weight_hr"),
+        py::arg("lengths"), py::arg("activation"), py::arg("recurrent_activation"),
+        py::arg("return_sequences"), py::arg("keep_workspace"),
+        "One gated layer over a sequence: (y or None, h_n, c_n or None, workspace or None). "
+        "cell 'gru', 'gru_reset_before' or 'lstm'; arrays C-contiguous; lengths sorted.");
+    m.def(
+        "gated_backward",
+        [](const std::string& cell, const py::array& x, const py::object& h0, const py::object& c0,
+           const py::array& w_ih, const py::array& w_hh, const py::object& w_hr,
+           const py::array& y, const py::array& workspace, const py::object& dy,
+           const py::object& dh_n, const py::object& dc_n, const py::object& lengths,
+           const std::string& activation, const std::string& recurrent_activation,
+           bool input_gradient) {
+            const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
+            const Pointwise act = parse_activation_fn(activation);
+            const Pointwise rec = parse_recurrent_activation(recurrent_activation);
+            return by_dtype(
+                w_ih,
+                [&] {
+                    return backward_impl<float>(s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy,
+                                                dh_n, dc_n, lengths, act, rec, input_gradient);
+                },
+                [&] {
+                    return backward_impl<double>(s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy,
+                                                 dh_n, dc_n, lengths, act, rec, input_gradient);
+                });
+        },
+        py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
+        py::arg("weight_hh"), py::arg("weight_hr"), py::arg("y"), py::arg("workspace"),
+        py::arg("dy"), py::arg("dh_n"), py::arg("dc_n"), py::arg("lengths"),
+        py::arg("activation"), py::arg("recurrent_activation"), py::arg("input_gradient"),
+        "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
+        "dbias_ih, dbias_hh, dweight_hr or None).");
+}
+
+}  // namespace rnnfast::bindings

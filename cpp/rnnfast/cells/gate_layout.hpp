@@ -1,0 +1,65 @@
+// How the gated cells lay out their gate columns for the step's product: blocks of `block`
+// hidden units (the kernels' panel width), each holding every gate of its units side by side,
+// [gate 0 of units u*block.., gate 1 of the same units, ...]. A thread that owns a block's
+// columns then has every gate of its units after its part of the product and runs the cell's
+// epilogue at once, with no barrier (weight-stationary threads, as the Elman layer's). The
+// weights, the projection and the step's products use this order; what the forward stores
+// for the backward and the gradients the caller sees keep PyTorch's order.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "rnnfast/runtime/types.hpp"
+
+namespace rnnfast {
+
+struct GateLayout {
+    index hidden = 0;  // H
+    int gates = 1;     // gate groups
+    index block = 1;   // hidden units per block
+
+    index columns() const { return gates * hidden; }
+    index blocks() const { return (hidden + block - 1) / block; }
+    index first_unit(index u) const { return u * block; }
+    index width(index u) const { return std::min(block, hidden - u * block); }
+    // First column of block u (blocks() gives the end), clamped to the columns.
+    index base(index u) const { return std::min(columns(), gates * u * block); }
+    // The column of gate g of hidden unit j.
+    index column(int g, index j) const {
+        const index u = j / block;
+        return base(u) + g * width(u) + (j - u * block);
+    }
+};
+
+// The rows of W (gates * H rows in PyTorch's gate order, `cols` columns each), or of a bias
+// (cols = 1), reordered into the layout's column order: an empty vector for a null W.
+template <class T>
+std::vector<T> rows_in_layout(const T* w, const GateLayout& layout, index cols) {
+    std::vector<T> out;
+    if (w == nullptr) return out;
+    out.resize(static_cast<size_t>(layout.columns() * cols));
+    for (int g = 0; g < layout.gates; ++g)
+        for (index j = 0; j < layout.hidden; ++j)
+            std::copy(w + (g * layout.hidden + j) * cols, w + (g * layout.hidden + j + 1) * cols,
+                      out.begin() + layout.column(g, j) * cols);
+    return out;
+}
+
+// The derivative of a gate's function from its output s.
+template <class T>
+inline T pointwise_grad(Pointwise op, T s) {
+    switch (op) {
+        case Pointwise::sigmoid:
+            return s * (T(1) - s);
+        case Pointwise::hard_sigmoid:
+            return (s > T(0) && s < T(1)) ? T(1.0 / 6.0) : T(0);
+        case Pointwise::tanh:
+            return T(1) - s * s;
+        case Pointwise::relu:
+            return s > T(0) ? T(1) : T(0);
+    }
+    return T(0);
+}
+
+}  // namespace rnnfast

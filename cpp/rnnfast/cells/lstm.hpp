@@ -1,0 +1,67 @@
+// The LSTM cell as a policy of the gated drivers: its equations on one row of one block of
+// hidden units, right after the thread's part of the step's product.
+//   i = rec(a_i), f = rec(a_f), g = act(a_g), o = rec(a_o)   a = W_ih x + b_ih + W_hh h + b_hh
+//   c_t = f * c_{t-1} + i * g,   m_t = o * act(c_t),   h_t = m_t (or W_hr m_t, projected)
+// The forward stores, per row, [i | f | g | o | c_t], each H wide in PyTorch's unit order.
+#pragma once
+
+#include "gate_layout.hpp"
+#include "rnnfast/runtime/kernel_table.hpp"
+
+namespace rnnfast {
+
+template <class T>
+struct LstmCell {
+    static constexpr int kGates = 4;
+
+    // `a`: the block's [a_i | a_f | a_g | a_o] (w each) projected input, overwritten; `hh` the
+    // same terms of the recurrent product. Writes c_t (c + j0), m_t (m + j0) and the stored row;
+    // `scratch` holds w values.
+    static void forward_block(const KernelTable<T>& kt, T* a, const T* hh, const T* c_prev, T* c,
+                              T* m, T* store, T* scratch, index H, index j0, index w,
+                              Pointwise act, Pointwise rec) {
+        for (index k = 0; k < 4 * w; ++k) a[k] += hh[k];
+        kt.activate(a, 2 * w, rec);
+        kt.activate(a + 2 * w, w, act);
+        kt.activate(a + 3 * w, w, rec);
+        const T *i = a, *f = a + w, *g = a + 2 * w, *o = a + 3 * w;
+        for (index k = 0; k < w; ++k) scratch[k] = f[k] * c_prev[j0 + k] + i[k] * g[k];
+        for (index k = 0; k < w; ++k) c[j0 + k] = scratch[k];
+        if (store)
+            for (index k = 0; k < w; ++k) {
+                const index j = j0 + k;
+                store[j] = i[k];
+                store[H + j] = f[k];
+                store[2 * H + j] = g[k];
+                store[3 * H + j] = o[k];
+                store[4 * H + j] = scratch[k];
+            }
+        kt.activate(scratch, w, act);
+        for (index k = 0; k < w; ++k) m[j0 + k] = o[k] * scratch[k];
+    }
+
+    // Backward of one block of one row from dm = dL/dm_t and dc = dL/dc_t arriving from step
+    // t + 1 (or dc_n). Writes dA [da_i | da_f | da_g | da_o] (PyTorch's order), the carry
+    // dL/dc_{t-1} (into dc, in place) and, with a projection, m_t (for W_hr's gradient).
+    // `scratch` holds w values.
+    static void grad_block(const KernelTable<T>& kt, const T* dm, T* dc, const T* store,
+                           const T* c_prev, T* dA, T* m, T* scratch, index H, index j0, index w,
+                           Pointwise act, Pointwise rec) {
+        for (index k = 0; k < w; ++k) scratch[k] = store[4 * H + j0 + k];
+        kt.activate(scratch, w, act);  // act(c_t)
+        for (index k = 0; k < w; ++k) {
+            const index j = j0 + k;
+            const T i = store[j], f = store[H + j], g = store[2 * H + j], o = store[3 * H + j];
+            const T tc = scratch[k];
+            const T dct = dc[j] + dm[j] * o * pointwise_grad(act, tc);
+            dA[j] = dct * g * pointwise_grad(rec, i);
+            dA[H + j] = dct * c_prev[j] * pointwise_grad(rec, f);
+            dA[2 * H + j] = dct * i * pointwise_grad(act, g);
+            dA[3 * H + j] = dm[j] * tc * pointwise_grad(rec, o);
+            dc[j] = dct * f;
+            if (m) m[j] = o * tc;
+        }
+    }
+};
+
+}  // namespace rnnfast

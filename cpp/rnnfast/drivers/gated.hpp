@@ -1,0 +1,80 @@
+// Forward and backward (BPTT) of one gated layer (GRU or LSTM), one direction, over a whole
+// sequence, on the drivers' one time loop (time_loop.hpp); the cells' equations are in
+// cells/gru.hpp and cells/lstm.hpp. All arrays are dense row-major, weights in PyTorch's layout
+// and gate order (GRU r, z, n; LSTM i, f, g, o); the callers (bindings) have checked every shape.
+#pragma once
+
+#include <cstdint>
+
+#include "rnnfast/runtime/types.hpp"
+
+namespace rnnfast {
+
+// GRU: PyTorch's form (reset gate after the recurrent product; Keras's reset_after=True,
+// ONNX's linear_before_reset=1) or Keras's reset_after=False (the reset gate scales h_{t-1}
+// before its product). LSTM: PyTorch's, with an optional projection h_t = W_hr (o * act(c_t)).
+enum class GatedCell { gru, gru_reset_before, lstm };
+
+// Gate groups of a cell (3 or 4): the width of the input projection is gates * H.
+int gate_count(GatedCell cell);
+// What the forward keeps per step and row for the backward, in units of H: the gates after
+// their activations, and the GRU's recurrent n-term (reset_after) or the LSTM's c_t.
+index workspace_width(GatedCell cell, index hidden);
+
+template <class T>
+struct GatedForwardArgs {
+    GatedCell cell = GatedCell::gru;
+    index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
+    index proj_size = 0;              // LSTM only: P > 0 projects h_t to P values (R = P)
+    const T* x = nullptr;             // (T, B, D)
+    const T* h0 = nullptr;            // (B, R), null means zeros (R = P or H)
+    const T* c0 = nullptr;            // (B, H), LSTM only; null means zeros
+    const T* w_ih = nullptr;          // (G*H, D)
+    const T* w_hh = nullptr;          // (G*H, R)
+    const T* b_ih = nullptr;          // (G*H) or null
+    const T* b_hh = nullptr;          // (G*H) or null
+    const T* w_hr = nullptr;          // (P, H) with proj_size
+    const index* lengths = nullptr;   // (B) non-increasing, each in [0, T], or null
+    Pointwise act = Pointwise::tanh;  // of n (GRU), of g and c (LSTM)
+    Pointwise rec = Pointwise::sigmoid;  // of the gates
+    T* y = nullptr;          // (T, B, R) every h_t (padded steps zero); null keeps O(B*H) memory
+    T* h_n = nullptr;        // (B, R)
+    T* c_n = nullptr;        // (B, H), LSTM only
+    T* workspace = nullptr;  // (T, B, workspace_width) for the backward, or null (needs y)
+};
+
+template <class T>
+struct GatedBackwardArgs {
+    GatedCell cell = GatedCell::gru;
+    index steps = 0, batch = 0, input_size = 0, hidden_size = 0, proj_size = 0;
+    const T* x = nullptr;    // as given to the forward
+    const T* h0 = nullptr;   // as given to the forward
+    const T* c0 = nullptr;   // as given to the forward
+    const T* w_ih = nullptr;
+    const T* w_hh = nullptr;
+    const T* w_hr = nullptr;
+    const index* lengths = nullptr;
+    Pointwise act = Pointwise::tanh;
+    Pointwise rec = Pointwise::sigmoid;
+    const T* y = nullptr;          // (T, B, R): the forward's outputs
+    const T* workspace = nullptr;  // (T, B, workspace_width): the forward's
+    const T* dy = nullptr;         // (T, B, R) or null
+    const T* dh_n = nullptr;       // (B, R) or null
+    const T* dc_n = nullptr;       // (B, H) or null, LSTM only
+    T* dx = nullptr;               // (T, B, D) or null: not computed
+    T* dh0 = nullptr;              // (B, R)
+    T* dc0 = nullptr;              // (B, H), LSTM only
+    T* dw_ih = nullptr;            // (G*H, D)
+    T* dw_hh = nullptr;            // (G*H, R)
+    T* db_ih = nullptr;            // (G*H)
+    T* db_hh = nullptr;            // (G*H)
+    T* dw_hr = nullptr;            // (P, H) with proj_size
+};
+
+template <class T>
+void gated_forward(const GatedForwardArgs<T>& args);
+
+template <class T>
+void gated_backward(const GatedBackwardArgs<T>& args);
+
+}  // namespace rnnfast

@@ -1,0 +1,318 @@
+// The gated cells' backward (BPTT) as a pass of the one time loop, walking from step T - 1
+// down. At each step a thread owns the same hidden units (the layout's blocks, as the
+// forward's): the recurrent gradient dL/dh_t of its units is one product of the next step's
+// pre-activation gradients with the recurrent weights (the product the forward ran, read the
+// other way), the cell's backward step then turns it and the stored gates into this step's
+// pre-activation gradients, and the loop's barrier publishes them. The weight and input
+// gradients are large GEMMs over all steps after the walk.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "gated.hpp"
+#include "rnn.hpp"
+#include "rnnfast/cells/gru.hpp"
+#include "rnnfast/cells/lstm.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/threads.hpp"
+#include "time_loop.hpp"
+
+namespace rnnfast {
+namespace {
+
+template <class T>
+void run_block(const KernelTable<T>& kt, const GemmTask<T>& task, index m0, index m1, index p0,
+               index p1) {
+    if (m1 > m0 && p1 > p0) kt.gemm_block(task, m0, m1, p0, p1);
+}
+
+template <class T>
+struct GatedBackwardPass : TimeLoopPass {
+    const GatedBackwardArgs<T>& a;
+    const GatedCell cell;
+    const index B, D, H, P, R, GH, S;
+    const KernelTable<T>& kt;
+    const GateLayout rec_layout;  // the recurrent product's columns (as the forward's)
+    std::vector<index> active;
+    int threads;
+    const T *h0, *c0;
+    std::vector<T> w_rec, packed_rec, packed_hn, packed_hr;
+    // dA: every step's pre-activation gradients, PyTorch's order (T, B, G*H); extra: per step
+    // the GRU's n-term gradient da_n * r (reset_after) or r * h_{t-1} (reset_before), (T, B, H);
+    // dh_all and m_all: a projected LSTM's dL/dh_t (T, B, P) and m_t (T, B, H).
+    std::vector<T> dA, extra, dh_all, m_all;
+    // per step: the recurrent gradients in the layout's order (two, the next step's is read
+    // while this step's is written), the product's result, the carry past the gates (GRU:
+    // to h_{t-1}; LSTM: dL/dc), reset_before's da_n and W_hn^T da_n, a projection's dL/dm
+    std::vector<T> d_rec[2], product, carry, d_n, d_rh, d_m, scratch;
+
+    GatedBackwardPass(const GatedBackwardArgs<T>& args, const T* h_start, const T* c_start)
+        : a(args),
+          cell(args.cell),
+          B(args.batch),
+          D(args.input_size),
+          H(args.hidden_size),
+          P(args.proj_size),
+          R(args.proj_size > 0 ? args.proj_size : args.hidden_size),
+          GH(gate_count(args.cell) * args.hidden_size),
+          S(workspace_width(args.cell, args.hidden_size)),
+          kt(kernels<T>()),
+          rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), kt.nr},
+          h0(h_start),
+          c0(c_start) {
+        const index T_ = a.steps;
+        active = active_rows(a.lengths, T_, B);
+        threads = threads_for(2.0 * double(B) * double(R) * double(GH),
+                              std::max(rec_layout.blocks(), B), Sync::barrier);
+        // The recurrent weights as the forward multiplied them, now read as (G*H x R).
+        w_rec = rows_in_layout(a.w_hh, rec_layout, R);
+        packed_rec = pack_whole(kt, MatView<T>{w_rec.data(), R, 1}, rec_layout.columns(), R,
+                                threads);
+        if (cell == GatedCell::gru_reset_before) {
+            packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, H, 1}, H, H, threads);
+            d_n.resize(static_cast<size_t>(B * H));
+            d_rh.resize(static_cast<size_t>(B * H));
+        }
+        if (P > 0) {
+            packed_hr = pack_whole(kt, MatView<T>{a.w_hr, H, 1}, P, H, threads);
+            dh_all.assign(static_cast<size_t>(T_ * B * P), T(0));
+            m_all.assign(static_cast<size_t>(T_ * B * H), T(0));
+            d_m.resize(static_cast<size_t>(B * H));
+        }
+        dA.assign(static_cast<size_t>(T_ * B * GH), T(0));
+        if (cell != GatedCell::lstm) extra.assign(static_cast<size_t>(T_ * B * H), T(0));
+        for (auto& d : d_rec) d.resize(static_cast<size_t>(B * rec_layout.columns()));
+        product.resize(static_cast<size_t>(B * H));
+        carry.assign(static_cast<size_t>(B * H), T(0));
+        scratch.resize(static_cast<size_t>(threads * kt.nr));
+    }
+
+    LoopShape shape() const {
+        return {{a.steps, a.steps, true, false},
+                {threads, threads},
+                {B, active.data(), nullptr},
+                {GH, rec_layout.blocks(), rec_layout.gates * rec_layout.block, kt.mr}};
+    }
+
+    const T* h_prev(index t) const { return t == 0 ? h0 : a.y + (t - 1) * B * R; }
+    const T* c_prev(index t, index b) const {
+        return t == 0 ? c0 + b * H : a.workspace + ((t - 1) * B + b) * S + 4 * H;
+    }
+
+    struct Member {
+        GatedBackwardPass& p;
+        const Team team;
+        const int stepping;
+        GemmTask<T> rec, n_term, to_m;
+        T* scratch;
+
+        Member(GatedBackwardPass& pass, const Team& t, int stepping_members)
+            : p(pass),
+              team(t),
+              stepping(stepping_members),
+              scratch(pass.scratch.data() + t.me * pass.kt.nr) {
+            const index GR = p.rec_layout.columns();
+            rec = packed_task<T>(p.B, p.R, GR, p.packed_rec.data(), nullptr, p.R);
+            if (p.cell == GatedCell::gru_reset_before) {
+                n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.d_rh.data(), p.H);
+                n_term.A = {p.d_n.data(), p.H, 1};
+            }
+            if (p.P > 0) to_m = packed_task<T>(p.B, p.H, p.P, p.packed_hr.data(), p.d_m.data(), p.H);
+        }
+        void chunk_begin(const Chunk&) {}
+        void chunk_end(const Chunk&) {}
+
+        // dL/dh_t of rows [m0, m1), columns [q0, q1) into `out` (leading dimension R): the
+        // output's gradient, plus the recurrent one (rows running on) or dh_n (rows ending).
+        void state_gradient(const Step& st, index m0, index m1, index p0, index p1, T* out,
+                            bool add_carry) {
+            const index t = st.t, R = p.R;
+            const index GR = p.rec_layout.columns();
+            rec.A = {p.d_rec[(t + 1) & 1].data(), GR, 1};
+            rec.C = out;
+            run_block(p.kt, rec, m0, std::min(m1, st.ending), p0, p1);
+            const index q0 = std::min(R, p0 * p.kt.nr), q1 = std::min(R, p1 * p.kt.nr);
+            const T* dy = p.a.dy ? p.a.dy + t * p.B * R : nullptr;
+            for (index b = m0; b < m1; ++b) {
+                T* g = out + b * R;
+                const bool runs_on = b < st.ending;
+                for (index j = q0; j < q1; ++j) {
+                    T v = runs_on ? g[j] + (add_carry ? p.carry[b * p.H + j] : T(0))
+                                  : (p.a.dh_n ? p.a.dh_n[b * R + j] : T(0));
+                    g[j] = v + (dy ? dy[b * R + j] : T(0));
+                }
+            }
+        }
+
+        void step(const Chunk&, const Step& st) {
+            const index t = st.t, B = p.B, H = p.H, GH = p.GH, S = p.S;
+            const index u0 = st.share.p0, u1 = st.share.p1, m0 = st.share.m0, m1 = st.share.m1;
+            const int nr = p.kt.nr;
+            const GateLayout& Lr = p.rec_layout;
+            const index GR = Lr.columns();
+            const index hp0 = u0, hp1 = std::min(u1, panel_count(H, nr));  // panels of H
+            const T* h_prev = p.h_prev(t);
+            const T* store = p.a.workspace + t * B * S;
+            T* dA = p.dA.data() + t * B * GH;
+            T* d_rec = p.d_rec[t & 1].data();
+            const bool lstm = p.cell == GatedCell::lstm;
+            // dL/dh_t (dL/dm_t for the LSTM) of this member's units
+            const T* g_units = p.product.data();
+            if (p.P == 0) {
+                state_gradient(st, m0, m1, hp0, hp1, p.product.data(), !lstm);
+            } else {
+                const Share sp = share_of(st.rows, panel_count(p.P, nr), p.kt.mr, team.me, stepping);
+                T* dh = p.dh_all.data() + t * B * p.P;
+                state_gradient(st, sp.m0, sp.m1, sp.p0, sp.p1, dh, false);
+                st.barrier->wait();  // every column of dL/dh_t is in dh
+                to_m.A = {dh, p.P, 1};
+                run_block(p.kt, to_m, m0, m1, hp0, hp1);
+                g_units = p.d_m.data();
+            }
+            if (lstm) {  // rows ending here start from dc_n
+                const index c0 = std::min(H, u0 * Lr.block), c1 = std::min(H, u1 * Lr.block);
+                for (index b = std::max(m0, st.ending); b < m1; ++b)
+                    for (index j = c0; j < c1; ++j)
+                        p.carry[b * H + j] = p.a.dc_n ? p.a.dc_n[b * H + j] : T(0);
+            }
+            T* extra = lstm ? nullptr : p.extra.data() + t * B * H;
+            for (index b = m0; b < m1; ++b)
+                for (index u = u0; u < u1; ++u) {
+                    const index j0 = Lr.first_unit(u), w = Lr.width(u);
+                    if (lstm)
+                        LstmCell<T>::grad_block(
+                            p.kt, g_units + b * H, p.carry.data() + b * H, store + b * S,
+                            p.c_prev(t, b), dA + b * GH,
+                            p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, scratch, H,
+                            j0, w, p.a.act, p.a.rec);
+                    else
+                        GruCell<T>::grad_block(g_units + b * H + j0, store + b * S,
+                                               h_prev + b * H, dA + b * GH, extra + b * H,
+                                               p.carry.data() + b * H, H, j0, w, p.a.act,
+                                               p.a.rec, p.cell == GatedCell::gru);
+                    if (p.cell == GatedCell::gru_reset_before)
+                        for (index k = 0; k < w; ++k) p.d_n[b * H + j0 + k] = dA[b * GH + 2 * H + j0 + k];
+                }
+            if (p.cell == GatedCell::gru_reset_before) {
+                st.barrier->wait();  // every unit's da_n is in d_n
+                run_block(p.kt, n_term, m0, m1, hp0, hp1);
+                for (index b = m0; b < m1; ++b)
+                    for (index u = u0; u < u1; ++u)
+                        GruCell<T>::rz_grad(p.d_rh.data() + b * H, store + b * S, h_prev + b * H,
+                                            dA + b * GH, p.carry.data() + b * H, extra + b * H,
+                                            Lr.first_unit(u), Lr.width(u), p.a.rec);
+            }
+            // The recurrent product's gradients, in its column order, for step t - 1.
+            for (index b = m0; b < m1; ++b)
+                for (index u = u0; u < u1; ++u) {
+                    const index j0 = Lr.first_unit(u), w = Lr.width(u);
+                    T* out = d_rec + b * GR + Lr.base(u);
+                    for (int g = 0; g < Lr.gates; ++g) {
+                        const T* src = (p.cell == GatedCell::gru && g == 2)
+                                           ? extra + b * H + j0  // da_n * r
+                                           : dA + b * GH + g * H + j0;
+                        std::copy(src, src + w, out + g * w);
+                    }
+                }
+        }
+    };
+};
+
+// C (M x R) = sum_t A_t^T h_{t-1}: A (T*B rows, its M columns at stride lda), h_{t-1} = y_{t-1}
+// or h0 at t = 0 (none: zeros).
+template <class T>
+void gradient_against_previous(const KernelTable<T>& kt, index M, const T* A, index lda,
+                               const T* y, const T* h0, index steps, index B, index R, T* C,
+                               int threads) {
+    std::fill(C, C + M * R, T(0));
+    if (steps > 1)
+        gemm(kt, M, R, (steps - 1) * B, MatView<T>{A + B * lda, 1, lda}, MatView<T>{y, R, 1}, C,
+             R, true, threads);
+    if (h0) gemm(kt, M, R, B, MatView<T>{A, 1, lda}, MatView<T>{h0, R, 1}, C, R, true, threads);
+}
+
+template <class T>
+void column_sums(const T* A, index rows, index cols, index lda, T* out) {
+    std::fill(out, out + cols, T(0));
+    for (index r = 0; r < rows; ++r)
+        for (index c = 0; c < cols; ++c) out[c] += A[r * lda + c];
+}
+
+}  // namespace
+
+template <class T>
+void gated_backward(const GatedBackwardArgs<T>& a) {
+    const index T_ = a.steps, B = a.batch, D = a.input_size, H = a.hidden_size;
+    const index P = a.proj_size, R = P > 0 ? P : H;
+    const index GH = gate_count(a.cell) * H;
+    const bool lstm = a.cell == GatedCell::lstm;
+    std::fill(a.dw_ih, a.dw_ih + GH * D, T(0));
+    std::fill(a.dw_hh, a.dw_hh + GH * R, T(0));
+    std::fill(a.db_ih, a.db_ih + GH, T(0));
+    std::fill(a.db_hh, a.db_hh + GH, T(0));
+    if (P > 0) std::fill(a.dw_hr, a.dw_hr + P * H, T(0));
+    if (a.dx) std::fill(a.dx, a.dx + T_ * B * D, T(0));
+    // Sequences of length 0 (all, when T = 0) pass dh_n and dc_n straight to h0 and c0.
+    for (index i = 0; i < B * R; ++i) a.dh0[i] = a.dh_n ? a.dh_n[i] : T(0);
+    if (lstm)
+        for (index i = 0; i < B * H; ++i) a.dc0[i] = a.dc_n ? a.dc_n[i] : T(0);
+    if (T_ == 0 || B == 0 || H == 0) return;
+    std::vector<T> zeros;
+    const T *h0 = a.h0, *c0 = a.c0;
+    if (!h0 || (lstm && !c0)) zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
+    if (!c0) c0 = zeros.data();
+    GatedBackwardPass<T> pass(a, h0 ? h0 : zeros.data(), c0);
+    run_time_loop(pass.shape(), pass);
+
+    const KernelTable<T>& kt = pass.kt;
+    const index rows = T_ * B;
+    const int fork = threads_for(2.0 * double(rows) * double(GH) * double(std::max(D, R)),
+                                 std::max(panel_count(GH, kt.nr), rows), Sync::fork_join);
+    // h0 and c0 of the sequences that ran: the first step's recurrent gradient and carry.
+    const index first = pass.active[0];
+    if (first > 0) {
+        const index GR = pass.rec_layout.columns();
+        gemm(kt, first, R, GR, MatView<T>{pass.d_rec[0].data(), GR, 1},
+             MatView<T>{pass.w_rec.data(), R, 1}, a.dh0, R, false, fork);
+        for (index b = 0; b < first; ++b)
+            for (index j = 0; j < H; ++j) {
+                if (lstm)
+                    a.dc0[b * H + j] = pass.carry[b * H + j];
+                else
+                    a.dh0[b * R + j] += pass.carry[b * H + j];
+            }
+    }
+    const T* dA = pass.dA.data();
+    gemm(kt, GH, D, rows, MatView<T>{dA, 1, GH}, MatView<T>{a.x, D, 1}, a.dw_ih, D, false, fork);
+    if (a.dx)
+        gemm(kt, rows, D, GH, MatView<T>{dA, GH, 1}, MatView<T>{a.w_ih, D, 1}, a.dx, D, false,
+             fork);
+    column_sums(dA, rows, GH, GH, a.db_ih);
+    std::copy(a.db_ih, a.db_ih + GH, a.db_hh);
+    const T* extra = pass.extra.data();
+    switch (a.cell) {
+        case GatedCell::lstm:
+            gradient_against_previous(kt, GH, dA, GH, a.y, a.h0, T_, B, R, a.dw_hh, fork);
+            break;
+        case GatedCell::gru:  // the n rows read r * (W_hn h): their gradient is da_n * r
+            gradient_against_previous(kt, 2 * H, dA, GH, a.y, a.h0, T_, B, R, a.dw_hh, fork);
+            gradient_against_previous(kt, H, extra, H, a.y, a.h0, T_, B, R, a.dw_hh + 2 * H * R,
+                                      fork);
+            column_sums(extra, rows, H, H, a.db_hh + 2 * H);
+            break;
+        case GatedCell::gru_reset_before:  // the n rows read r * h_{t-1}, kept in extra
+            gradient_against_previous(kt, 2 * H, dA, GH, a.y, a.h0, T_, B, R, a.dw_hh, fork);
+            gemm(kt, H, H, rows, MatView<T>{dA + 2 * H, 1, GH}, MatView<T>{extra, H, 1},
+                 a.dw_hh + 2 * H * H, H, false, fork);
+            break;
+    }
+    if (P > 0)
+        gemm(kt, P, H, rows, MatView<T>{pass.dh_all.data(), 1, P},
+             MatView<T>{pass.m_all.data(), H, 1}, a.dw_hr, H, false, fork);
+}
+
+template void gated_backward(const GatedBackwardArgs<float>&);
+template void gated_backward(const GatedBackwardArgs<double>&);
+
+}  // namespace rnnfast

@@ -1,0 +1,293 @@
+// The gated cells' forward as a pass of the one time loop (time_loop.hpp): per chunk of steps
+// the input projection (one GEMM, G*H wide, outside the team), then the recurrence. Each step
+// is one product of h_{t-1} with the recurrent weights, their columns grouped so that a
+// thread's panels hold every gate of its hidden units (cells/gate_layout.hpp), and the cell's
+// epilogue on the same block at once; the loop's barrier after the step publishes h_t. Two
+// cells need a second product inside the step, after a barrier (every thread's part of the
+// first is read): the GRU with reset_before (W_hn (r * h)) and the projected LSTM (W_hr m).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "gated.hpp"
+#include "rnn.hpp"
+#include "rnnfast/cells/gru.hpp"
+#include "rnnfast/cells/lstm.hpp"
+#include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/threads.hpp"
+#include "time_loop.hpp"
+
+namespace rnnfast {
+
+int gate_count(GatedCell cell) {
+    return cell == GatedCell::lstm ? 4 : 3;
+}
+
+index workspace_width(GatedCell cell, index hidden) {
+    switch (cell) {
+        case GatedCell::gru:
+            return 4 * hidden;  // r, z, n, W_hn h + b_hn
+        case GatedCell::gru_reset_before:
+            return 3 * hidden;  // r, z, n
+        case GatedCell::lstm:
+            return 5 * hidden;  // i, f, g, o, c
+    }
+    return 0;
+}
+
+namespace {
+
+// Steps projected at once when only the last state is kept: O(B*H) memory whatever T is.
+constexpr index kChunk = 16;
+
+// The bias of the input projection in the layout's order: b_ih plus b_hh wherever b_hh adds
+// to the pre-activation (everywhere but the n gate of a reset_after GRU, where r scales it).
+template <class T>
+std::vector<T> projection_bias(const GatedForwardArgs<T>& a, const GateLayout& layout) {
+    if (!a.b_ih && !a.b_hh) return {};
+    const index H = a.hidden_size, GH = layout.columns();
+    std::vector<T> sum(static_cast<size_t>(GH), T(0));
+    for (index c = 0; c < GH; ++c) {
+        const bool inside_reset = a.cell == GatedCell::gru && c >= 2 * H;
+        sum[c] = (a.b_ih ? a.b_ih[c] : T(0)) + (a.b_hh && !inside_reset ? a.b_hh[c] : T(0));
+    }
+    return rows_in_layout(sum.data(), layout, 1);
+}
+
+// Kernel panels [p0, p1) of a product whose columns follow `layout`, for unit blocks [u0, u1).
+inline index panel_begin(const GateLayout& layout, index u0, int nr) {
+    return layout.base(u0) / nr;
+}
+inline index panel_end(const GateLayout& layout, index u1, int nr) {
+    return panel_count(layout.base(u1), nr);
+}
+
+template <class T>
+void run_block(const KernelTable<T>& kt, const GemmTask<T>& task, index m0, index m1, index p0,
+               index p1) {
+    if (m1 > m0 && p1 > p0) kt.gemm_block(task, m0, m1, p0, p1);
+}
+
+template <class T>
+struct GatedForwardPass : TimeLoopPass {
+    const GatedForwardArgs<T>& a;
+    const GatedCell cell;
+    const index B, D, H, P, R, GH;
+    const KernelTable<T>& kt;
+    const GateLayout layout;      // the projection's and the stored gates' columns
+    const GateLayout rec_layout;  // the recurrent product's: all gates, or r and z alone
+    std::vector<index> active;
+    int threads;
+    bool keep_all;
+    index chunk;
+    std::vector<T> bias_x, bias_h, w_ih, w_rec;
+    std::vector<T> packed_ih, packed_rec, packed_hn, packed_hr;
+    std::vector<T> gx, gh, rh, hn, m, h_ring, c_ring, scratch;
+    const T *h_start, *c_start;
+
+    GatedForwardPass(const GatedForwardArgs<T>& args, const T* h0, const T* c0)
+        : a(args),
+          cell(args.cell),
+          B(args.batch),
+          D(args.input_size),
+          H(args.hidden_size),
+          P(args.proj_size),
+          R(args.proj_size > 0 ? args.proj_size : args.hidden_size),
+          GH(gate_count(args.cell) * args.hidden_size),
+          kt(kernels<T>()),
+          layout{H, gate_count(cell), kt.nr},
+          rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), kt.nr},
+          h_start(h0),
+          c_start(c0) {
+        const index T_ = a.steps;
+        active = active_rows(a.lengths, T_, B);
+        threads = threads_for(2.0 * double(B) * double(R) * double(GH),
+                              std::max(layout.blocks(), B), Sync::barrier);
+        keep_all = a.y != nullptr;
+        chunk = keep_all ? T_ : std::min(T_, kChunk);
+        // The weights in the layout's row order, packed once for the whole sequence.
+        w_ih = rows_in_layout(a.w_ih, layout, D);
+        packed_ih = pack_whole(kt, MatView<T>{w_ih.data(), 1, D}, D, GH, threads);
+        bias_x = projection_bias(a, layout);
+        w_rec = rows_in_layout(a.w_hh, rec_layout, R);  // reset_before: the r and z rows
+        packed_rec = pack_whole(kt, MatView<T>{w_rec.data(), 1, R}, R, rec_layout.columns(),
+                                threads);
+        if (cell == GatedCell::gru && a.b_hh) {  // b_hn, inside r * (W_hn h + b_hn)
+            std::vector<T> inner(static_cast<size_t>(GH), T(0));
+            std::copy(a.b_hh + 2 * H, a.b_hh + 3 * H, inner.begin() + 2 * H);
+            bias_h = rows_in_layout(inner.data(), layout, 1);
+        }
+        if (cell == GatedCell::gru_reset_before) {
+            packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, 1, H}, H, H, threads);
+            rh.resize(static_cast<size_t>(B * H));
+            hn.resize(static_cast<size_t>(B * H));
+        }
+        if (P > 0) {
+            packed_hr = pack_whole(kt, MatView<T>{a.w_hr, 1, H}, H, P, threads);
+            m.resize(static_cast<size_t>(B * H));
+        }
+        gx.resize(static_cast<size_t>(chunk * B * GH));
+        gh.resize(static_cast<size_t>(B * rec_layout.columns()));
+        if (!keep_all) h_ring.resize(static_cast<size_t>(2 * B * R));
+        if (cell == GatedCell::lstm) c_ring.resize(static_cast<size_t>(2 * B * H));
+        scratch.resize(static_cast<size_t>(threads * kt.nr));
+    }
+
+    LoopShape shape() const {
+        return {{a.steps, chunk, false, true},  // a region per chunk: its projection before it
+                {threads, threads},
+                {B, active.data(), nullptr},
+                {GH, layout.blocks(), layout.gates * layout.block, kt.mr}};
+    }
+
+    const T* h_at(index t) const {
+        if (t < 0) return h_start;
+        return keep_all ? a.y + t * B * R : h_ring.data() + (t & 1) * B * R;
+    }
+    T* h_at(index t) { return const_cast<T*>(static_cast<const GatedForwardPass&>(*this).h_at(t)); }
+    const T* c_at(index t) const { return t < 0 ? c_start : c_ring.data() + (t & 1) * B * H; }
+
+    void before_region(const Chunk& c) {
+        const index rows = c.steps * B;
+        GemmTask<T> proj = packed_task<T>(rows, GH, D, packed_ih.data(), gx.data(), GH);
+        proj.A = {a.x + c.t0 * B * D, D, 1};
+        proj.bias = bias_x.empty() ? nullptr : bias_x.data();
+        run_task(kt, proj,
+                 threads_for(2.0 * double(rows) * double(D) * double(GH),
+                             std::max(panel_count(GH, kt.nr), rows), Sync::fork_join));
+    }
+
+    void after_region(const Chunk& c) {
+        if (!keep_all) return;
+        for (index t = c.t0; t < c.t0 + c.steps; ++t) {  // padded steps output zeros
+            const index rows = active[static_cast<size_t>(t)];
+            std::memset(a.y + t * B * R + rows * R, 0, sizeof(T) * static_cast<size_t>((B - rows) * R));
+        }
+    }
+
+    struct Member {
+        GatedForwardPass& p;
+        const Team team;
+        GemmTask<T> rec, n_term, proj;
+        T* scratch;
+        const int stepping;
+
+        Member(GatedForwardPass& pass, const Team& t, int stepping_members)
+            : p(pass),
+              team(t),
+              scratch(pass.scratch.data() + t.me * pass.kt.nr),
+              stepping(stepping_members) {
+            rec = packed_task<T>(p.B, p.rec_layout.columns(), p.R, p.packed_rec.data(),
+                                 p.gh.data(), p.rec_layout.columns());
+            rec.bias = p.bias_h.empty() ? nullptr : p.bias_h.data();
+            if (p.cell == GatedCell::gru_reset_before) {
+                n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.hn.data(), p.H);
+                n_term.A = {p.rh.data(), p.H, 1};
+            }
+            if (p.P > 0) {
+                proj = packed_task<T>(p.B, p.P, p.H, p.packed_hr.data(), nullptr, p.P);
+                proj.A = {p.m.data(), p.H, 1};
+            }
+        }
+        void chunk_begin(const Chunk&) {}
+        void chunk_end(const Chunk&) {}
+
+        void step(const Chunk& c, const Step& st) {
+            const index t = st.t, B = p.B, H = p.H, R = p.R, GH = p.GH;
+            const index S = workspace_width(p.cell, H);
+            const index u0 = st.share.p0, u1 = st.share.p1, m0 = st.share.m0, m1 = st.share.m1;
+            const int nr = p.kt.nr;
+            const GateLayout& L = p.layout;
+            const GateLayout& Lr = p.rec_layout;
+            const index GR = Lr.columns();
+            const T* h_prev = p.h_at(t - 1);
+            T* h = p.h_at(t);
+            T* gx = p.gx.data() + (t - c.t0) * B * GH;
+            T* store = p.a.workspace ? p.a.workspace + t * B * S : nullptr;
+            rec.A = {h_prev, R, 1};
+            run_block(p.kt, rec, m0, m1, panel_begin(Lr, u0, nr), panel_end(Lr, u1, nr));
+            for (index b = m0; b < m1; ++b)
+                for (index u = u0; u < u1; ++u) {
+                    const index j0 = L.first_unit(u), w = L.width(u);
+                    T* row_x = gx + b * GH + L.base(u);
+                    const T* row_h = p.gh.data() + b * GR + Lr.base(u);
+                    T* row_store = store ? store + b * S : nullptr;
+                    if (p.cell == GatedCell::gru)
+                        GruCell<T>::after_block(p.kt, row_x, row_h, h_prev + b * R, h + b * R,
+                                                row_store, H, j0, w, p.a.act, p.a.rec);
+                    else if (p.cell == GatedCell::gru_reset_before)
+                        GruCell<T>::rz_block(p.kt, row_x, row_h, h_prev + b * H,
+                                             p.rh.data() + b * H, j0, w, p.a.rec);
+                    else
+                        LstmCell<T>::forward_block(
+                            p.kt, row_x, row_h, p.c_at(t - 1) + b * H,
+                            const_cast<T*>(p.c_at(t)) + b * H,
+                            (p.P > 0 ? p.m.data() : h) + b * H, row_store, scratch, H, j0, w,
+                            p.a.act, p.a.rec);
+                }
+            if (p.cell == GatedCell::gru_reset_before) {
+                st.barrier->wait();  // every unit's r * h_{t-1} is in rh
+                run_block(p.kt, n_term, m0, m1, u0, std::min(u1, panel_count(H, nr)));
+                for (index b = m0; b < m1; ++b)
+                    for (index u = u0; u < u1; ++u) {
+                        const index j0 = L.first_unit(u), w = L.width(u);
+                        GruCell<T>::n_block(p.kt, gx + b * GH + L.base(u), p.hn.data() + b * H + j0,
+                                            h_prev + b * H, h + b * H,
+                                            store ? store + b * S : nullptr, H, j0, w, p.a.act);
+                    }
+            }
+            // Sequences whose last step this is keep their state.
+            const index e0 = std::max(m0, st.ending);
+            const index c0 = std::min(H, u0 * L.block), c1 = std::min(H, u1 * L.block);
+            if (p.cell == GatedCell::lstm)
+                for (index b = e0; b < m1; ++b)
+                    std::memcpy(p.a.c_n + b * H + c0, p.c_at(t) + b * H + c0,
+                                sizeof(T) * static_cast<size_t>(c1 - c0));
+            if (p.P > 0) {
+                st.barrier->wait();  // every unit's m_t is in m
+                const Share sp = share_of(st.rows, panel_count(p.P, nr), p.kt.mr, team.me,
+                                          stepping);
+                proj.C = h;
+                run_block(p.kt, proj, sp.m0, sp.m1, sp.p0, sp.p1);
+                const index q0 = std::min(p.P, sp.p0 * nr), q1 = std::min(p.P, sp.p1 * nr);
+                for (index b = std::max(sp.m0, st.ending); b < sp.m1; ++b)
+                    std::memcpy(p.a.h_n + b * R + q0, h + b * R + q0,
+                                sizeof(T) * static_cast<size_t>(q1 - q0));
+            } else {
+                for (index b = e0; b < m1; ++b)
+                    std::memcpy(p.a.h_n + b * R + c0, h + b * R + c0,
+                                sizeof(T) * static_cast<size_t>(c1 - c0));
+            }
+        }
+    };
+};
+
+}  // namespace
+
+template <class T>
+void gated_forward(const GatedForwardArgs<T>& a) {
+    const index B = a.batch, H = a.hidden_size;
+    const index R = a.proj_size > 0 ? a.proj_size : H;
+    std::vector<T> zeros;
+    const T *h0 = a.h0, *c0 = a.c0;
+    if (!h0 || (a.cell == GatedCell::lstm && !c0)) zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
+    if (!h0) h0 = zeros.data();
+    if (!c0) c0 = zeros.data();
+    // The final states start as the initial ones: a sequence of length 0 ends before the first
+    // step; the others overwrite their rows when they end.
+    if (B * R > 0) std::memcpy(a.h_n, h0, sizeof(T) * static_cast<size_t>(B * R));
+    if (a.cell == GatedCell::lstm && B * H > 0)
+        std::memcpy(a.c_n, c0, sizeof(T) * static_cast<size_t>(B * H));
+    if (a.workspace)  // rows past a sequence's end are never read; zeros keep it deterministic
+        std::memset(a.workspace, 0,
+                    sizeof(T) * static_cast<size_t>(a.steps * B * workspace_width(a.cell, H)));
+    if (a.steps == 0 || B == 0 || H == 0) return;
+    GatedForwardPass<T> pass(a, h0, c0);
+    run_time_loop(pass.shape(), pass);
+}
+
+template void gated_forward(const GatedForwardArgs<float>&);
+template void gated_forward(const GatedForwardArgs<double>&);
+
+}  // namespace rnnfast
