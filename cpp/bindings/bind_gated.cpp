@@ -14,8 +14,8 @@ GatedCell parse_cell(const std::string& name) {
     if (name == "gru") return GatedCell::gru;
     if (name == "gru_reset_before") return GatedCell::gru_reset_before;
     if (name == "lstm") return GatedCell::lstm;
-    throw std::invalid_argument("cell: expected 'gru', 'gru_reset_before' or 'lstm', got '" +
-                                name + "'");
+    throw std::invalid_argument("cell: expected 'gru', 'gru_reset_before' or 'lstm', got '" + name +
+                                "'");
 }
 
 Pointwise parse_activation_fn(const std::string& name) {
@@ -49,8 +49,8 @@ GatedShape gated_shape(const std::string& cell_name, const py::array& x, const p
     s.batch = x.shape(1);
     s.GH = w_ih.shape(0);
     s.D = w_ih.shape(1);
-    RNNFAST_CHECK(s.GH % G == 0, "weight_ih",
-                  std::to_string(G) + "*H rows (the gates stacked)", "shape " + shape_str(w_ih));
+    RNNFAST_CHECK(s.GH % G == 0, "weight_ih", std::to_string(G) + "*H rows (the gates stacked)",
+                  "shape " + shape_str(w_ih));
     s.H = s.GH / G;
     s.P = 0;
     if (!w_hr.is_none()) {
@@ -205,9 +205,8 @@ void register_gated(py::module_& m) {
                                                act, rec, return_sequences, keep_workspace);
                 },
                 [&] {
-                    return forward_impl<double>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
-                                                lengths, act, rec, return_sequences,
-                                                keep_workspace);
+                    return forward_impl<double>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths,
+                                                act, rec, return_sequences, keep_workspace);
                 });
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
@@ -219,11 +218,10 @@ void register_gated(py::module_& m) {
     m.def(
         "gated_backward",
         [](const std::string& cell, const py::array& x, const py::object& h0, const py::object& c0,
-           const py::array& w_ih, const py::array& w_hh, const py::object& w_hr,
-           const py::array& y, const py::array& workspace, const py::object& dy,
-           const py::object& dh_n, const py::object& dc_n, const py::object& lengths,
-           const std::string& activation, const std::string& recurrent_activation,
-           bool input_gradient) {
+           const py::array& w_ih, const py::array& w_hh, const py::object& w_hr, const py::array& y,
+           const py::array& workspace, const py::object& dy, const py::object& dh_n,
+           const py::object& dc_n, const py::object& lengths, const std::string& activation,
+           const std::string& recurrent_activation, bool input_gradient) {
             const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
             const Pointwise act = parse_activation_fn(activation);
             const Pointwise rec = parse_recurrent_activation(recurrent_activation);
@@ -240,8 +238,8 @@ void register_gated(py::module_& m) {
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
         py::arg("weight_hh"), py::arg("weight_hr"), py::arg("y"), py::arg("workspace"),
-        py::arg("dy"), py::arg("dh_n"), py::arg("dc_n"), py::arg("lengths"),
-        py::arg("activation"), py::arg("recurrent_activation"), py::arg("input_gradient"),
+        py::arg("dy"), py::arg("dh_n"), py::arg("dc_n"), py::arg("lengths"), py::arg("activation"),
+        py::arg("recurrent_activation"), py::arg("input_gradient"),
         "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
         "dbias_ih, dbias_hh, dweight_hr or None).");
 }

@@ -25,16 +25,19 @@ struct GruCell {
     // Writes h_t (h + j0) and the stored row.
     static void after_block(const KernelTable<T>& kt, T* a, const T* hh, const T* h_prev, T* h,
                             T* store, index H, index j0, index w, Pointwise act, Pointwise rec) {
-        for (index k = 0; k < 2 * w; ++k) a[k] += hh[k];
+        for (index k = 0; k < 2 * w; ++k)
+            a[k] += hh[k];
         kt.activate(a, 2 * w, rec);
         const T *r = a, *z = a + w;
         T* n = a + 2 * w;
-        for (index k = 0; k < w; ++k) n[k] += r[k] * hh[2 * w + k];
+        for (index k = 0; k < w; ++k)
+            n[k] += r[k] * hh[2 * w + k];
         kt.activate(n, w, act);
         finish(r, z, n, h_prev + j0, h + j0, w);
         if (store) {
             copy_gates(store, r, z, n, H, j0, w);
-            for (index k = 0; k < w; ++k) store[3 * H + j0 + k] = hh[2 * w + k];
+            for (index k = 0; k < w; ++k)
+                store[3 * H + j0 + k] = hh[2 * w + k];
         }
     }
 
@@ -42,16 +45,19 @@ struct GruCell {
     // returns r * h_{t-1} for the block's units into rh (the input of the n product).
     static void rz_block(const KernelTable<T>& kt, T* a, const T* hh, const T* h_prev, T* rh,
                          index j0, index w, Pointwise rec) {
-        for (index k = 0; k < 2 * w; ++k) a[k] += hh[k];
+        for (index k = 0; k < 2 * w; ++k)
+            a[k] += hh[k];
         kt.activate(a, 2 * w, rec);
-        for (index k = 0; k < w; ++k) rh[j0 + k] = a[k] * h_prev[j0 + k];
+        for (index k = 0; k < w; ++k)
+            rh[j0 + k] = a[k] * h_prev[j0 + k];
     }
     // reset_before, second half: `a` as rz_block left it, `hn` the block's W_hn (r h) terms.
     static void n_block(const KernelTable<T>& kt, T* a, const T* hn, const T* h_prev, T* h,
                         T* store, index H, index j0, index w, Pointwise act) {
         const T *r = a, *z = a + w;
         T* n = a + 2 * w;
-        for (index k = 0; k < w; ++k) n[k] += hn[k];
+        for (index k = 0; k < w; ++k)
+            n[k] += hn[k];
         kt.activate(n, w, act);
         finish(r, z, n, h_prev + j0, h + j0, w);
         if (store) copy_gates(store, r, z, n, H, j0, w);
@@ -59,7 +65,8 @@ struct GruCell {
 
     static void finish(const T* r, const T* z, const T* n, const T* h_prev, T* h, index w) {
         (void)r;
-        for (index k = 0; k < w; ++k) h[k] = (T(1) - z[k]) * n[k] + z[k] * h_prev[k];
+        for (index k = 0; k < w; ++k)
+            h[k] = (T(1) - z[k]) * n[k] + z[k] * h_prev[k];
     }
     static void copy_gates(T* store, const T* r, const T* z, const T* n, index H, index j0,
                            index w) {

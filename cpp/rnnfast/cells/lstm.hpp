@@ -18,15 +18,18 @@ struct LstmCell {
     // same terms of the recurrent product. Writes c_t (c + j0), m_t (m + j0) and the stored row;
     // `scratch` holds w values.
     static void forward_block(const KernelTable<T>& kt, T* a, const T* hh, const T* c_prev, T* c,
-                              T* m, T* store, T* scratch, index H, index j0, index w,
-                              Pointwise act, Pointwise rec) {
-        for (index k = 0; k < 4 * w; ++k) a[k] += hh[k];
+                              T* m, T* store, T* scratch, index H, index j0, index w, Pointwise act,
+                              Pointwise rec) {
+        for (index k = 0; k < 4 * w; ++k)
+            a[k] += hh[k];
         kt.activate(a, 2 * w, rec);
         kt.activate(a + 2 * w, w, act);
         kt.activate(a + 3 * w, w, rec);
         const T *i = a, *f = a + w, *g = a + 2 * w, *o = a + 3 * w;
-        for (index k = 0; k < w; ++k) scratch[k] = f[k] * c_prev[j0 + k] + i[k] * g[k];
-        for (index k = 0; k < w; ++k) c[j0 + k] = scratch[k];
+        for (index k = 0; k < w; ++k)
+            scratch[k] = f[k] * c_prev[j0 + k] + i[k] * g[k];
+        for (index k = 0; k < w; ++k)
+            c[j0 + k] = scratch[k];
         if (store)
             for (index k = 0; k < w; ++k) {
                 const index j = j0 + k;
@@ -37,7 +40,8 @@ struct LstmCell {
                 store[4 * H + j] = scratch[k];
             }
         kt.activate(scratch, w, act);
-        for (index k = 0; k < w; ++k) m[j0 + k] = o[k] * scratch[k];
+        for (index k = 0; k < w; ++k)
+            m[j0 + k] = o[k] * scratch[k];
     }
 
     // Backward of one block of one row from dm = dL/dm_t and dc = dL/dc_t arriving from step
@@ -47,7 +51,8 @@ struct LstmCell {
     static void grad_block(const KernelTable<T>& kt, const T* dm, T* dc, const T* store,
                            const T* c_prev, T* dA, T* m, T* scratch, index H, index j0, index w,
                            Pointwise act, Pointwise rec) {
-        for (index k = 0; k < w; ++k) scratch[k] = store[4 * H + j0 + k];
+        for (index k = 0; k < w; ++k)
+            scratch[k] = store[4 * H + j0 + k];
         kt.activate(scratch, w, act);  // act(c_t)
         for (index k = 0; k < w; ++k) {
             const index j = j0 + k;

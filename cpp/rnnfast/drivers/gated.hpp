@@ -25,17 +25,17 @@ template <class T>
 struct GatedForwardArgs {
     GatedCell cell = GatedCell::gru;
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
-    index proj_size = 0;              // LSTM only: P > 0 projects h_t to P values (R = P)
-    const T* x = nullptr;             // (T, B, D)
-    const T* h0 = nullptr;            // (B, R), null means zeros (R = P or H)
-    const T* c0 = nullptr;            // (B, H), LSTM only; null means zeros
-    const T* w_ih = nullptr;          // (G*H, D)
-    const T* w_hh = nullptr;          // (G*H, R)
-    const T* b_ih = nullptr;          // (G*H) or null
-    const T* b_hh = nullptr;          // (G*H) or null
-    const T* w_hr = nullptr;          // (P, H) with proj_size
-    const index* lengths = nullptr;   // (B) non-increasing, each in [0, T], or null
-    Pointwise act = Pointwise::tanh;  // of n (GRU), of g and c (LSTM)
+    index proj_size = 0;                 // LSTM only: P > 0 projects h_t to P values (R = P)
+    const T* x = nullptr;                // (T, B, D)
+    const T* h0 = nullptr;               // (B, R), null means zeros (R = P or H)
+    const T* c0 = nullptr;               // (B, H), LSTM only; null means zeros
+    const T* w_ih = nullptr;             // (G*H, D)
+    const T* w_hh = nullptr;             // (G*H, R)
+    const T* b_ih = nullptr;             // (G*H) or null
+    const T* b_hh = nullptr;             // (G*H) or null
+    const T* w_hr = nullptr;             // (P, H) with proj_size
+    const index* lengths = nullptr;      // (B) non-increasing, each in [0, T], or null
+    Pointwise act = Pointwise::tanh;     // of n (GRU), of g and c (LSTM)
     Pointwise rec = Pointwise::sigmoid;  // of the gates
     T* y = nullptr;          // (T, B, R) every h_t (padded steps zero); null keeps O(B*H) memory
     T* h_n = nullptr;        // (B, R)
@@ -47,9 +47,9 @@ template <class T>
 struct GatedBackwardArgs {
     GatedCell cell = GatedCell::gru;
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0, proj_size = 0;
-    const T* x = nullptr;    // as given to the forward
-    const T* h0 = nullptr;   // as given to the forward
-    const T* c0 = nullptr;   // as given to the forward
+    const T* x = nullptr;   // as given to the forward
+    const T* h0 = nullptr;  // as given to the forward
+    const T* c0 = nullptr;  // as given to the forward
     const T* w_ih = nullptr;
     const T* w_hh = nullptr;
     const T* w_hr = nullptr;

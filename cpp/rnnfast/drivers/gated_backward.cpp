@@ -67,8 +67,8 @@ struct GatedBackwardPass : TimeLoopPass {
                               std::max(rec_layout.blocks(), B), Sync::barrier);
         // The recurrent weights as the forward multiplied them, now read as (G*H x R).
         w_rec = rows_in_layout(a.w_hh, rec_layout, R);
-        packed_rec = pack_whole(kt, MatView<T>{w_rec.data(), R, 1}, rec_layout.columns(), R,
-                                threads);
+        packed_rec =
+            pack_whole(kt, MatView<T>{w_rec.data(), R, 1}, rec_layout.columns(), R, threads);
         if (cell == GatedCell::gru_reset_before) {
             packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, H, 1}, H, H, threads);
             d_n.resize(static_cast<size_t>(B * H));
@@ -82,7 +82,8 @@ struct GatedBackwardPass : TimeLoopPass {
         }
         dA.assign(static_cast<size_t>(T_ * B * GH), T(0));
         if (cell != GatedCell::lstm) extra.assign(static_cast<size_t>(T_ * B * H), T(0));
-        for (auto& d : d_rec) d.resize(static_cast<size_t>(B * rec_layout.columns()));
+        for (auto& d : d_rec)
+            d.resize(static_cast<size_t>(B * rec_layout.columns()));
         product.resize(static_cast<size_t>(B * H));
         carry.assign(static_cast<size_t>(B * H), T(0));
         scratch.resize(static_cast<size_t>(threads * kt.nr));
@@ -118,7 +119,8 @@ struct GatedBackwardPass : TimeLoopPass {
                 n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.d_rh.data(), p.H);
                 n_term.A = {p.d_n.data(), p.H, 1};
             }
-            if (p.P > 0) to_m = packed_task<T>(p.B, p.H, p.P, p.packed_hr.data(), p.d_m.data(), p.H);
+            if (p.P > 0)
+                to_m = packed_task<T>(p.B, p.H, p.P, p.packed_hr.data(), p.d_m.data(), p.H);
         }
         void chunk_begin(const Chunk&) {}
         void chunk_end(const Chunk&) {}
@@ -162,7 +164,8 @@ struct GatedBackwardPass : TimeLoopPass {
             if (p.P == 0) {
                 state_gradient(st, m0, m1, hp0, hp1, p.product.data(), !lstm);
             } else {
-                const Share sp = share_of(st.rows, panel_count(p.P, nr), p.kt.mr, team.me, stepping);
+                const Share sp =
+                    share_of(st.rows, panel_count(p.P, nr), p.kt.mr, team.me, stepping);
                 T* dh = p.dh_all.data() + t * B * p.P;
                 state_gradient(st, sp.m0, sp.m1, sp.p0, sp.p1, dh, false);
                 st.barrier->wait();  // every column of dL/dh_t is in dh
@@ -184,15 +187,16 @@ struct GatedBackwardPass : TimeLoopPass {
                         LstmCell<T>::grad_block(
                             p.kt, g_units + b * H, p.carry.data() + b * H, store + b * S,
                             p.c_prev(t, b), dA + b * GH,
-                            p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, scratch, H,
-                            j0, w, p.a.act, p.a.rec);
+                            p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, scratch, H, j0, w,
+                            p.a.act, p.a.rec);
                     else
-                        GruCell<T>::grad_block(g_units + b * H + j0, store + b * S,
-                                               h_prev + b * H, dA + b * GH, extra + b * H,
-                                               p.carry.data() + b * H, H, j0, w, p.a.act,
-                                               p.a.rec, p.cell == GatedCell::gru);
+                        GruCell<T>::grad_block(g_units + b * H + j0, store + b * S, h_prev + b * H,
+                                               dA + b * GH, extra + b * H, p.carry.data() + b * H,
+                                               H, j0, w, p.a.act, p.a.rec,
+                                               p.cell == GatedCell::gru);
                     if (p.cell == GatedCell::gru_reset_before)
-                        for (index k = 0; k < w; ++k) p.d_n[b * H + j0 + k] = dA[b * GH + 2 * H + j0 + k];
+                        for (index k = 0; k < w; ++k)
+                            p.d_n[b * H + j0 + k] = dA[b * GH + 2 * H + j0 + k];
                 }
             if (p.cell == GatedCell::gru_reset_before) {
                 st.barrier->wait();  // every unit's da_n is in d_n
@@ -222,13 +226,12 @@ struct GatedBackwardPass : TimeLoopPass {
 // C (M x R) = sum_t A_t^T h_{t-1}: A (T*B rows, its M columns at stride lda), h_{t-1} = y_{t-1}
 // or h0 at t = 0 (none: zeros).
 template <class T>
-void gradient_against_previous(const KernelTable<T>& kt, index M, const T* A, index lda,
-                               const T* y, const T* h0, index steps, index B, index R, T* C,
-                               int threads) {
+void gradient_against_previous(const KernelTable<T>& kt, index M, const T* A, index lda, const T* y,
+                               const T* h0, index steps, index B, index R, T* C, int threads) {
     std::fill(C, C + M * R, T(0));
     if (steps > 1)
-        gemm(kt, M, R, (steps - 1) * B, MatView<T>{A + B * lda, 1, lda}, MatView<T>{y, R, 1}, C,
-             R, true, threads);
+        gemm(kt, M, R, (steps - 1) * B, MatView<T>{A + B * lda, 1, lda}, MatView<T>{y, R, 1}, C, R,
+             true, threads);
     if (h0) gemm(kt, M, R, B, MatView<T>{A, 1, lda}, MatView<T>{h0, R, 1}, C, R, true, threads);
 }
 
@@ -236,7 +239,8 @@ template <class T>
 void column_sums(const T* A, index rows, index cols, index lda, T* out) {
     std::fill(out, out + cols, T(0));
     for (index r = 0; r < rows; ++r)
-        for (index c = 0; c < cols; ++c) out[c] += A[r * lda + c];
+        for (index c = 0; c < cols; ++c)
+            out[c] += A[r * lda + c];
 }
 
 }  // namespace
@@ -254,9 +258,11 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
     if (P > 0) std::fill(a.dw_hr, a.dw_hr + P * H, T(0));
     if (a.dx) std::fill(a.dx, a.dx + T_ * B * D, T(0));
     // Sequences of length 0 (all, when T = 0) pass dh_n and dc_n straight to h0 and c0.
-    for (index i = 0; i < B * R; ++i) a.dh0[i] = a.dh_n ? a.dh_n[i] : T(0);
+    for (index i = 0; i < B * R; ++i)
+        a.dh0[i] = a.dh_n ? a.dh_n[i] : T(0);
     if (lstm)
-        for (index i = 0; i < B * H; ++i) a.dc0[i] = a.dc_n ? a.dc_n[i] : T(0);
+        for (index i = 0; i < B * H; ++i)
+            a.dc0[i] = a.dc_n ? a.dc_n[i] : T(0);
     if (T_ == 0 || B == 0 || H == 0) return;
     std::vector<T> zeros;
     const T *h0 = a.h0, *c0 = a.c0;

@@ -111,8 +111,8 @@ struct GatedForwardPass : TimeLoopPass {
         packed_ih = pack_whole(kt, MatView<T>{w_ih.data(), 1, D}, D, GH, threads);
         bias_x = projection_bias(a, layout);
         w_rec = rows_in_layout(a.w_hh, rec_layout, R);  // reset_before: the r and z rows
-        packed_rec = pack_whole(kt, MatView<T>{w_rec.data(), 1, R}, R, rec_layout.columns(),
-                                threads);
+        packed_rec =
+            pack_whole(kt, MatView<T>{w_rec.data(), 1, R}, R, rec_layout.columns(), threads);
         if (cell == GatedCell::gru && a.b_hh) {  // b_hn, inside r * (W_hn h + b_hn)
             std::vector<T> inner(static_cast<size_t>(GH), T(0));
             std::copy(a.b_hh + 2 * H, a.b_hh + 3 * H, inner.begin() + 2 * H);
@@ -162,7 +162,8 @@ struct GatedForwardPass : TimeLoopPass {
         if (!keep_all) return;
         for (index t = c.t0; t < c.t0 + c.steps; ++t) {  // padded steps output zeros
             const index rows = active[static_cast<size_t>(t)];
-            std::memset(a.y + t * B * R + rows * R, 0, sizeof(T) * static_cast<size_t>((B - rows) * R));
+            std::memset(a.y + t * B * R + rows * R, 0,
+                        sizeof(T) * static_cast<size_t>((B - rows) * R));
         }
     }
 
@@ -178,8 +179,8 @@ struct GatedForwardPass : TimeLoopPass {
               team(t),
               scratch(pass.scratch.data() + t.me * pass.kt.nr),
               stepping(stepping_members) {
-            rec = packed_task<T>(p.B, p.rec_layout.columns(), p.R, p.packed_rec.data(),
-                                 p.gh.data(), p.rec_layout.columns());
+            rec = packed_task<T>(p.B, p.rec_layout.columns(), p.R, p.packed_rec.data(), p.gh.data(),
+                                 p.rec_layout.columns());
             rec.bias = p.bias_h.empty() ? nullptr : p.bias_h.data();
             if (p.cell == GatedCell::gru_reset_before) {
                 n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.hn.data(), p.H);
@@ -220,11 +221,10 @@ struct GatedForwardPass : TimeLoopPass {
                         GruCell<T>::rz_block(p.kt, row_x, row_h, h_prev + b * H,
                                              p.rh.data() + b * H, j0, w, p.a.rec);
                     else
-                        LstmCell<T>::forward_block(
-                            p.kt, row_x, row_h, p.c_at(t - 1) + b * H,
-                            const_cast<T*>(p.c_at(t)) + b * H,
-                            (p.P > 0 ? p.m.data() : h) + b * H, row_store, scratch, H, j0, w,
-                            p.a.act, p.a.rec);
+                        LstmCell<T>::forward_block(p.kt, row_x, row_h, p.c_at(t - 1) + b * H,
+                                                   const_cast<T*>(p.c_at(t)) + b * H,
+                                                   (p.P > 0 ? p.m.data() : h) + b * H, row_store,
+                                                   scratch, H, j0, w, p.a.act, p.a.rec);
                 }
             if (p.cell == GatedCell::gru_reset_before) {
                 st.barrier->wait();  // every unit's r * h_{t-1} is in rh
@@ -246,8 +246,8 @@ struct GatedForwardPass : TimeLoopPass {
                                 sizeof(T) * static_cast<size_t>(c1 - c0));
             if (p.P > 0) {
                 st.barrier->wait();  // every unit's m_t is in m
-                const Share sp = share_of(st.rows, panel_count(p.P, nr), p.kt.mr, team.me,
-                                          stepping);
+                const Share sp =
+                    share_of(st.rows, panel_count(p.P, nr), p.kt.mr, team.me, stepping);
                 proj.C = h;
                 run_block(p.kt, proj, sp.m0, sp.m1, sp.p0, sp.p1);
                 const index q0 = std::min(p.P, sp.p0 * nr), q1 = std::min(p.P, sp.p1 * nr);
@@ -271,7 +271,8 @@ void gated_forward(const GatedForwardArgs<T>& a) {
     const index R = a.proj_size > 0 ? a.proj_size : H;
     std::vector<T> zeros;
     const T *h0 = a.h0, *c0 = a.c0;
-    if (!h0 || (a.cell == GatedCell::lstm && !c0)) zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
+    if (!h0 || (a.cell == GatedCell::lstm && !c0))
+        zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
     if (!h0) h0 = zeros.data();
     if (!c0) c0 = zeros.data();
     // The final states start as the initial ones: a sequence of length 0 ends before the first

@@ -56,17 +56,17 @@ struct TanhConstants;
 template <>
 struct TanhConstants<float> {
     static constexpr int exp_degree = 7;
-    static constexpr float clamp = 9.0f;            // tanh(9) rounds to 1 in float
-    static constexpr float small = 0.25f;           // below: odd Taylor series, 5 terms
-    static constexpr int taylor_terms = 5;          // first omitted term < 1e-8 relative
+    static constexpr float clamp = 9.0f;               // tanh(9) rounds to 1 in float
+    static constexpr float small = 0.25f;              // below: odd Taylor series, 5 terms
+    static constexpr int taylor_terms = 5;             // first omitted term < 1e-8 relative
     static constexpr float round_shift = 12582912.0f;  // 1.5 * 2^23
 };
 template <>
 struct TanhConstants<double> {
     static constexpr int exp_degree = 13;
-    static constexpr double clamp = 19.5;           // tanh(19.5) rounds to 1 in double
-    static constexpr double small = 0.15;           // below: odd Taylor series, 9 terms
-    static constexpr int taylor_terms = 9;          // first omitted term < 5e-19 relative
+    static constexpr double clamp = 19.5;   // tanh(19.5) rounds to 1 in double
+    static constexpr double small = 0.15;   // below: odd Taylor series, 9 terms
+    static constexpr int taylor_terms = 9;  // first omitted term < 5e-19 relative
     static constexpr double round_shift = 6755399441055744.0;  // 1.5 * 2^52
 };
 
@@ -85,7 +85,8 @@ struct InverseFactorials {
     double v[14];
     constexpr InverseFactorials() : v{} {
         v[0] = 1.0;
-        for (int k = 1; k < 14; ++k) v[k] = v[k - 1] / k;
+        for (int k = 1; k < 14; ++k)
+            v[k] = v[k - 1] / k;
     }
 };
 constexpr InverseFactorials kInverseFactorialTable{};
@@ -125,7 +126,7 @@ inline typename Simd<T>::vec vexp_nonpositive(typename Simd<T>::vec y) {
     using U = typename IntFor<T>::type;
     typedef U VU __attribute__((vector_size(kVectorBytes)));
     const T log2e = static_cast<T>(1.4426950408889634);
-    const T ln2_hi = static_cast<T>(0.693145751953125);        // few mantissa bits: n*ln2_hi exact
+    const T ln2_hi = static_cast<T>(0.693145751953125);  // few mantissa bits: n*ln2_hi exact
     const T ln2_lo = static_cast<T>(1.4286068203094172321e-06);
     // Adding 1.5*2^m rounds to an integer held in the low mantissa bits of kd.
     V kd = y * log2e + C::round_shift;
@@ -134,7 +135,8 @@ inline typename Simd<T>::vec vexp_nonpositive(typename Simd<T>::vec y) {
     r = r - n * ln2_lo;
     // p(r) = sum r^k / k!, by Horner: one FMA per degree on the dependency chain.
     V p = splat<V>(static_cast<T>(kInverseFactorial[C::exp_degree]));
-    for (int k = C::exp_degree - 1; k >= 0; --k) p = p * r + static_cast<T>(kInverseFactorial[k]);
+    for (int k = C::exp_degree - 1; k >= 0; --k)
+        p = p * r + static_cast<T>(kInverseFactorial[k]);
     // 2^n: the integer in kd's low bits, re-biased and shifted into the exponent field.
     VU bits = (VU)kd;
     bits = (bits + IntFor<T>::bias) << IntFor<T>::mantissa_bits;
@@ -153,7 +155,8 @@ inline typename Simd<T>::vec vtanh(typename Simd<T>::vec x) {
     V large = (static_cast<T>(1) - e) / (static_cast<T>(1) + e);
     V x2 = ax * ax;
     V poly = splat<V>(static_cast<T>(kTanhTaylor[C::taylor_terms - 1]));
-    for (int k = C::taylor_terms - 2; k >= 0; --k) poly = poly * x2 + static_cast<T>(kTanhTaylor[k]);
+    for (int k = C::taylor_terms - 2; k >= 0; --k)
+        poly = poly * x2 + static_cast<T>(kTanhTaylor[k]);
     V small = poly * ax;
     V magnitude = ax < C::small ? small : large;
     V result = x < 0 ? -magnitude : magnitude;
@@ -189,7 +192,8 @@ index packed_b_size(index K, index N) {
     return K * ((N + nr - 1) / nr) * nr;
 }
 
-// Panel p holds columns [p*NR, p*NR + NR) of B for every k, NR contiguous values per k, zero-padded.
+// Panel p holds columns [p*NR, p*NR + NR) of B for every k, NR contiguous values per k,
+// zero-padded.
 template <class T>
 void pack_b(MatView<T> B, index K, index N, index p0, index p1, T* dst) {
     const index nr = Simd<T>::NR;
@@ -202,11 +206,14 @@ void pack_b(MatView<T> B, index K, index N, index p0, index p1, T* dst) {
             const T* row = B.p + k * B.rs + j0 * B.cs;
             index j = 0;
             if (B.cs == 1) {
-                for (; j < cols; ++j) out[j] = row[j];
+                for (; j < cols; ++j)
+                    out[j] = row[j];
             } else {
-                for (; j < cols; ++j) out[j] = row[j * B.cs];
+                for (; j < cols; ++j)
+                    out[j] = row[j * B.cs];
             }
-            for (; j < nr; ++j) out[j] = T(0);
+            for (; j < nr; ++j)
+                out[j] = T(0);
         }
     }
 }
@@ -326,7 +333,7 @@ inline void tile(const GemmTask<T>& t, const KPass<T>& pass, index i0, const Row
         for (int u = 0; u < U; ++u) {
             V b[kNV];
             if (MR >= kPrefetchMinRows || far)
-                prefetch_panel<T>(panel + (k + u + kPrefetchSteps<T>) * NR);
+                prefetch_panel<T>(panel + (k + u + kPrefetchSteps<T>)*NR);
             for (int v = 0; v < kNV; ++v)
                 b[v] = load<V>(panel + (k + u) * NR + v * W);
             for (int i = 0; i < MR; ++i) {
@@ -379,7 +386,8 @@ template <class T, int MR>
 inline void row_tile(const GemmTask<T>& t, const KPass<T>& pass, index i0, index mb,
                      const T* packed, const T* panel, int cols, index j0, bool far) {
     if (packed || pass.kc == 0) {  // kc == 0: the epilogue alone, nothing of A is read
-        tile<T, MR>(t, pass, i0, PackedRows<T, MR>{packed + (i0 - mb) * pass.kc}, panel, cols, j0, far);
+        tile<T, MR>(t, pass, i0, PackedRows<T, MR>{packed + (i0 - mb) * pass.kc}, panel, cols, j0,
+                    far);
     } else {
         StridedRows<T, MR> rows;
         for (int i = 0; i < MR; ++i)
@@ -443,8 +451,8 @@ void gemm_block(const GemmTask<T>& t, index m0, index m1, index p0, index p1) {
                 for (; i + kMR <= me; i += kMR)
                     row_tile<T, kMR>(t, pass, i, mb, packed, panel, cols, j0, far);
                 if (i < me)
-                    short_tile<T>(static_cast<int>(me - i), t, pass, i, mb, packed, panel, cols,
-                                  j0, far);
+                    short_tile<T>(static_cast<int>(me - i), t, pass, i, mb, packed, panel, cols, j0,
+                                  far);
             }
         }
         k0 += kc;
@@ -498,8 +506,8 @@ inline typename Simd<T>::vec fold(typename Simd<T>::vec x, typename Simd<T>::vec
 // Lane i of a rotation by S inside each block of G lanes.
 template <class T, int G, int S, std::size_t... I>
 inline typename Simd<T>::vec rotate_blocks(typename Simd<T>::vec v, std::index_sequence<I...>) {
-    return __builtin_shuffle(
-        v, typename LaneMask<T>::type{static_cast<typename IntFor<T>::type>(I / G * G + (I % G + S) % G)...});
+    return __builtin_shuffle(v, typename LaneMask<T>::type{static_cast<typename IntFor<T>::type>(
+                                    I / G * G + (I % G + S) % G)...});
 }
 template <class T, int G, int S = G / 2>
 inline typename Simd<T>::vec sum_blocks(typename Simd<T>::vec v) {
@@ -520,7 +528,8 @@ inline void sum_lanes4(const typename Simd<T>::vec* acc, T* sums) {
         sums[0] = z01[0], sums[1] = z01[1], sums[2] = z23[0], sums[3] = z23[1];
     } else {
         const auto q = sum_blocks<T, W / 4>(fold<T, W / 4>(z01, z23, Seq{}));
-        for (int r = 0; r < 4; ++r) sums[r] = q[r * (W / 4)];
+        for (int r = 0; r < 4; ++r)
+            sums[r] = q[r * (W / 4)];
     }
 }
 
@@ -535,24 +544,29 @@ void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
     index j = 0;
     for (; j + 4 <= rows; j += 4) {
         V acc[4];
-        for (int r = 0; r < 4; ++r) acc[r] = V{};
+        for (int r = 0; r < 4; ++r)
+            acc[r] = V{};
         for (index k = 0; k < vec_cols; k += Wd) {
             const V x = load<V>(v + k);
-            for (int r = 0; r < 4; ++r) acc[r] += load<V>(W + (j + r) * cols + k) * x;
+            for (int r = 0; r < 4; ++r)
+                acc[r] += load<V>(W + (j + r) * cols + k) * x;
         }
         T sums[4];
         sum_lanes4<T>(acc, sums);
         for (int r = 0; r < 4; ++r) {
             T s = sums[r];
-            for (index k = vec_cols; k < cols; ++k) s += W[(j + r) * cols + k] * v[k];
+            for (index k = vec_cols; k < cols; ++k)
+                s += W[(j + r) * cols + k] * v[k];
             out[j + r] += s;
         }
     }
     for (; j < rows; ++j) {
         V acc = {};
-        for (index k = 0; k < vec_cols; k += Wd) acc += load<V>(W + j * cols + k) * load<V>(v + k);
+        for (index k = 0; k < vec_cols; k += Wd)
+            acc += load<V>(W + j * cols + k) * load<V>(v + k);
         T s = sum_lanes<T>(acc);
-        for (index k = vec_cols; k < cols; ++k) s += W[j * cols + k] * v[k];
+        for (index k = vec_cols; k < cols; ++k)
+            s += W[j * cols + k] * v[k];
         out[j] += s;
     }
 }
@@ -580,20 +594,24 @@ inline void matvec_group(const T* wt, index ld, index K, const T* v, T* out, ind
     constexpr int U = kStreamSets;
     V acc[U][G];
     for (int u = 0; u < U; ++u)
-        for (int g = 0; g < G; ++g) acc[u][g] = V{};
+        for (int g = 0; g < G; ++g)
+            acc[u][g] = V{};
     index k = 0;
     for (; k + U <= K; k += U)
         for (int u = 0; u < U; ++u) {
             const V x = splat<V>(v[k + u]);
             const T* row = wt + (k + u) * ld;
-            for (int g = 0; g < G; ++g) acc[u][g] += x * load<V>(row + g * W);
+            for (int g = 0; g < G; ++g)
+                acc[u][g] += x * load<V>(row + g * W);
         }
     for (; k < K; ++k) {
         const V x = splat<V>(v[k]);
-        for (int g = 0; g < G; ++g) acc[0][g] += x * load<V>(wt + k * ld + g * W);
+        for (int g = 0; g < G; ++g)
+            acc[0][g] += x * load<V>(wt + k * ld + g * W);
     }
     for (int u = 1; u < U; ++u)
-        for (int g = 0; g < G; ++g) acc[0][g] += acc[u][g];
+        for (int g = 0; g < G; ++g)
+            acc[0][g] += acc[u][g];
     for (int g = 0; g < G; ++g) {
         const index j = g * W, cols = n - j < W ? n - j : W;
         if (cols == W) {
@@ -607,7 +625,8 @@ inline void matvec_group(const T* wt, index ld, index K, const T* v, T* out, ind
             if (aux) abuf[c] = aux[j + c];
         }
         const V r = apply_epilogue<T>(op, acc[0][g] + load<V>(cbuf), load<V>(abuf));
-        for (index c = 0; c < cols; ++c) out[j + c] = r[c];
+        for (index c = 0; c < cols; ++c)
+            out[j + c] = r[c];
     }
 }
 
@@ -639,8 +658,7 @@ void matvec(const T* b, index K, const T* v, T* out, index n, Epilogue op, const
         if (vectors == kStreamGroup)  // (its last vector may still be partial)
             matvec_group<T, kStreamGroup>(b + j * K, width, K, v, out + j, cols, op, a);
         else
-            matvec_last<T, kStreamGroup - 1>(vectors, b + j * K, width, K, v, out + j, cols, op,
-                                             a);
+            matvec_last<T, kStreamGroup - 1>(vectors, b + j * K, width, K, v, out + j, cols, op, a);
     }
 }
 
@@ -674,9 +692,11 @@ T softmax_row(const T* x, index n, T weight, T* out) {
             const V v = load<V>(x + j);
             vm = v > vm ? v : vm;
         }
-        for (int l = 0; l < W; ++l) m = vm[l] > m ? vm[l] : m;
+        for (int l = 0; l < W; ++l)
+            m = vm[l] > m ? vm[l] : m;
     }
-    for (index j = vn; j < n; ++j) m = x[j] > m ? x[j] : m;
+    for (index j = vn; j < n; ++j)
+        m = x[j] > m ? x[j] : m;
     V vsum = {};
     const V shift = splat<V>(m);
     for (index j = 0; j < vn; j += W) {
@@ -692,7 +712,8 @@ T softmax_row(const T* x, index n, T weight, T* out) {
         sum += out[j];
     }
     const T scale = weight / sum;
-    for (index j = 0; j < n; ++j) out[j] *= scale;
+    for (index j = 0; j < n; ++j)
+        out[j] *= scale;
     return m + std::log(sum);
 }
 
@@ -726,7 +747,8 @@ void activate(T* x, index n, Pointwise op) {
     using V = typename Simd<T>::vec;
     constexpr int W = Simd<T>::W;
     index j = 0;
-    for (; j + W <= n; j += W) store(x + j, apply_pointwise<T>(op, load<V>(x + j)));
+    for (; j + W <= n; j += W)
+        store(x + j, apply_pointwise<T>(op, load<V>(x + j)));
     if (j < n) {  // the tail through the same vector code, its lanes copied in and out
         T lanes[W] = {};
         std::memcpy(lanes, x + j, sizeof(T) * static_cast<size_t>(n - j));
@@ -737,16 +759,19 @@ void activate(T* x, index n, Pointwise op) {
 
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
 template <class T>
-constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,  Simd<T>::NR,     kMR,
-                                   kStreamGroup * Simd<T>::W, &packed_b_size<T>,
-                                   &pack_b<T>,        &gemm_block<T>,  &dot_rows<T>,
-                                   &matvec<T>,        &softmax_row<T>, &blocking<T>,
-                                   &activate<T>};
+constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,         Simd<T>::NR,       kMR,
+                                   kStreamGroup* Simd<T>::W, &packed_b_size<T>, &pack_b<T>,
+                                   &gemm_block<T>,           &dot_rows<T>,      &matvec<T>,
+                                   &softmax_row<T>,          &blocking<T>,      &activate<T>};
 
 }  // namespace
 
-const KernelTable<float>& table_f32() { return kTable<float>; }
-const KernelTable<double>& table_f64() { return kTable<double>; }
+const KernelTable<float>& table_f32() {
+    return kTable<float>;
+}
+const KernelTable<double>& table_f64() {
+    return kTable<double>;
+}
 
 }  // namespace RNNFAST_ISA_NS
 }  // namespace rnnfast

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _core
-from ._validation import (
+from .. import _core
+from .._validation import (
     as_float_array,
     check_alpha,
     check_bool,
@@ -22,6 +22,9 @@ from ._validation import (
     check_step_mask,
     optional_float_array,
 )
+from ._batch import check_batch as _check_batch
+from ._batch import longest_first as _longest_first
+from ._batch import take as _take
 
 __all__ = [
     "PLAIN_FORWARD_OPTIONS",
@@ -29,9 +32,6 @@ __all__ = [
     "rnn_backward",
     "rnn_step",
     "RNNGrads",
-    "GatedOutput",
-    "GRUGrads",
-    "LSTMGrads",
     "quantized_rnn_forward",
     "quantized_rnn_step",
 ]
@@ -51,42 +51,6 @@ PLAIN_FORWARD_OPTIONS = MappingProxyType(
 forward (:func:`rnn_forward`'s defaults: no h0, tanh, no lengths, alpha 1, no masks). A
 read-only mapping: override what the forward was given, as in
 ``fw = {**F.PLAIN_FORWARD_OPTIONS, "h0": h0}``, and pass the same ``**fw`` to both calls."""
-
-
-class GatedOutput(NamedTuple):
-    """What a gated forward (:func:`gru_forward`, :func:`lstm_forward`) returns: ``y`` (T, B, R)
-    or None without ``return_sequences``; ``h_n`` (B, R); ``c_n`` (B, H) for the LSTM, None for
-    the GRU; ``workspace``: what the backward needs (gates, cell states), kept only with
-    ``keep_workspace=True``; opaque to callers."""
-
-    y: object
-    h_n: np.ndarray
-    c_n: object
-    workspace: object
-
-
-class GRUGrads(NamedTuple):
-    """Gradients from :func:`gru_backward`; ``dx`` is None with ``input_gradient=False``."""
-
-    dx: object
-    dh0: np.ndarray
-    dweight_ih: np.ndarray
-    dweight_hh: np.ndarray
-    dbias_ih: np.ndarray
-    dbias_hh: np.ndarray
-
-
-class LSTMGrads(NamedTuple):
-    """Gradients from :func:`lstm_backward`; ``dweight_hr`` is None without a projection."""
-
-    dx: object
-    dh0: np.ndarray
-    dc0: np.ndarray
-    dweight_ih: np.ndarray
-    dweight_hh: np.ndarray
-    dbias_ih: np.ndarray
-    dbias_hh: np.ndarray
-    dweight_hr: object
 
 
 class RNNGrads(NamedTuple):
@@ -363,27 +327,6 @@ def _sort_sequence(x, ids, order):
     """The sequence input with its batch in `order`: x's, or with token input the ids' (the
     table has no batch axis)."""
     return (x, _take(ids, order, 1)) if ids is not None else (_take(x, order, 1), None)
-
-
-def _check_batch(name, arr, axis, batch, dims):
-    """Before reordering the batch: `arr` has the batch at `axis` (the kernel checks the rest)."""
-    if arr is not None and (arr.ndim != len(dims.split(",")) or arr.shape[axis] != batch):
-        raise ValueError(f"{name}: expected shape {dims} with B = {batch}, got shape {arr.shape}")
-
-
-def _take(arr, order, axis):
-    """The batch reordered along `axis`, C-contiguous as the kernels want it (None stays None)."""
-    return None if arr is None else np.ascontiguousarray(np.take(arr, order, axis=axis))
-
-
-def _longest_first(lengths):
-    """The kernels take a padded batch sorted by length, longest first (every step is then one
-    dense GEMM over the sequences still running). Returns (batch order or None when already
-    sorted, sorted lengths)."""
-    if lengths is None or np.all(lengths[:-1] >= lengths[1:]):
-        return None, lengths
-    order = np.argsort(-lengths, kind="stable")
-    return order, np.ascontiguousarray(lengths[order])
 
 
 def rnn_step(

@@ -1,0 +1,46 @@
+"""Stateless, thread-safe recurrent kernels over one layer and one direction: the Elman cell
+(:mod:`.elman`) and the gated cells, GRU and LSTM (:mod:`.gated`).
+
+Arrays in, arrays out; nothing is cached, so calls from many threads at once are safe. The
+kernels run in C++ with the GIL released.
+"""
+
+from .elman import (
+    PLAIN_FORWARD_OPTIONS,
+    RNNGrads,
+    quantized_rnn_forward,
+    quantized_rnn_step,
+    rnn_backward,
+    rnn_forward,
+    rnn_step,
+)
+from .gated import (
+    GatedOutput,
+    GRUGrads,
+    LSTMGrads,
+    gru_backward,
+    gru_forward,
+    gru_step,
+    lstm_backward,
+    lstm_forward,
+    lstm_step,
+)
+
+__all__ = [
+    "PLAIN_FORWARD_OPTIONS",
+    "rnn_forward",
+    "rnn_backward",
+    "rnn_step",
+    "RNNGrads",
+    "quantized_rnn_forward",
+    "quantized_rnn_step",
+    "GatedOutput",
+    "GRUGrads",
+    "LSTMGrads",
+    "gru_forward",
+    "gru_backward",
+    "gru_step",
+    "lstm_forward",
+    "lstm_backward",
+    "lstm_step",
+]

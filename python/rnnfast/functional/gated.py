@@ -1,0 +1,453 @@
+"""Stateless, thread-safe GRU and LSTM forward, backward and step (one layer, one direction).
+
+The cells, in PyTorch's form and gate order (GRU r, z, n; LSTM i, f, g, o):
+
+    GRU    r = rec(W_ir x + b_ir + W_hr h + b_hr),  z = rec(W_iz x + b_iz + W_hz h + b_hz)
+           n = act(W_in x + b_in + r * (W_hn h + b_hn))     reset_after=True (PyTorch, Keras 3)
+           n = act(W_in x + b_in + W_hn (r * h) + b_hn)     reset_after=False (Keras's other form)
+           h' = (1 - z) * n + z * h
+    LSTM   i, f, o = rec(.), g = act(.) of W_i* x + b_i* + W_h* h + b_h*
+           c' = f * c + i * g,  h' = o * act(c')  (with weight_hr: h' = W_hr (o * act(c')))
+
+``act`` is tanh or relu, ``rec`` sigmoid or Keras 3's hard_sigmoid (clip(x / 6 + 1/2, 0, 1)).
+Arrays in, arrays out, time-major (x (T, B, D)); the kernels run in C++ with the GIL released.
+A forward with ``keep_workspace=True`` returns what its backward needs (the gates, the cell
+states): an opaque array, in the kernels' batch order (sorted by length, longest first), which
+the backward expects with the same ``lengths``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _core
+from .._validation import (
+    as_float_array,
+    check_bool,
+    check_choice,
+    check_lengths,
+    optional_float_array,
+)
+from ._batch import check_batch, longest_first, take
+
+__all__ = [
+    "GatedOutput",
+    "GRUGrads",
+    "LSTMGrads",
+    "gru_forward",
+    "gru_backward",
+    "gru_step",
+    "lstm_forward",
+    "lstm_backward",
+    "lstm_step",
+]
+
+ACTIVATIONS = ("tanh", "relu")
+RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")
+
+
+class GatedOutput(NamedTuple):
+    """What a gated forward (:func:`gru_forward`, :func:`lstm_forward`) returns: ``y`` (T, B, R)
+    or None without ``return_sequences``; ``h_n`` (B, R); ``c_n`` (B, H) for the LSTM, None for
+    the GRU; ``workspace``: what the backward needs (gates, cell states), kept only with
+    ``keep_workspace=True``; opaque to callers."""
+
+    y: object
+    h_n: np.ndarray
+    c_n: object
+    workspace: object
+
+
+class GRUGrads(NamedTuple):
+    """Gradients from :func:`gru_backward`; ``dx`` is None with ``input_gradient=False``."""
+
+    dx: object
+    dh0: np.ndarray
+    dweight_ih: np.ndarray
+    dweight_hh: np.ndarray
+    dbias_ih: np.ndarray
+    dbias_hh: np.ndarray
+
+
+class LSTMGrads(NamedTuple):
+    """Gradients from :func:`lstm_backward`; ``dweight_hr`` is None without a projection."""
+
+    dx: object
+    dh0: np.ndarray
+    dc0: np.ndarray
+    dweight_ih: np.ndarray
+    dweight_hh: np.ndarray
+    dbias_ih: np.ndarray
+    dbias_hh: np.ndarray
+    dweight_hr: object
+
+
+def gru_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    h0=None,
+    lengths=None,
+    *,
+    reset_after=True,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+    return_sequences=True,
+    keep_workspace=False,
+):
+    """Run a GRU over a whole sequence.
+
+    Parameters
+    ----------
+    x : array_like, shape (T, B, D)
+    weight_ih : array_like, shape (3H, D), float32 or float64 (its dtype is the computation's);
+        the gates' rows in PyTorch's order r, z, n.
+    weight_hh : array_like, shape (3H, H)
+    bias_ih, bias_hh : array_like, shape (3H,), optional
+    h0 : array_like, shape (B, H), optional (zeros)
+    lengths : array_like of int, shape (B,), optional
+        Each sequence's length in [0, T]: later steps output zeros, and h_n is the state after
+        the sequence's own last step.
+    reset_after : bool
+        True: PyTorch's form (Keras's default, ONNX's linear_before_reset=1); False: Keras's
+        ``reset_after=False``, the reset gate applied to h before its product.
+    activation : {"tanh", "relu"}
+    recurrent_activation : {"sigmoid", "hard_sigmoid"}
+    return_sequences : bool
+        False: y is None and the memory stays O(B * H) beside the input.
+    keep_workspace : bool
+        Keep what :func:`gru_backward` needs (needs ``return_sequences``).
+
+    Returns
+    -------
+    GatedOutput
+        ``(y (T, B, H) or None, h_n (B, H), None, workspace or None)``
+    """
+    cell = "gru" if check_bool("reset_after", reset_after) else "gru_reset_before"
+    return _forward(
+        cell,
+        x,
+        (weight_ih, weight_hh, bias_ih, bias_hh, None),
+        (h0, None),
+        lengths,
+        activation,
+        recurrent_activation,
+        return_sequences,
+        keep_workspace,
+    )
+
+
+def lstm_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    h0=None,
+    c0=None,
+    lengths=None,
+    *,
+    weight_hr=None,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+    return_sequences=True,
+    keep_workspace=False,
+):
+    """Run an LSTM over a whole sequence: :func:`gru_forward`'s arguments, with weight_ih
+    (4H, D) and weight_hh (4H, R) in PyTorch's gate order i, f, g, o, the cell state c0 (B, H),
+    and ``weight_hr`` (P, H), PyTorch's projection (``proj_size``): h_t = W_hr (o * act(c_t)),
+    R = P wide (else R = H).
+
+    Returns
+    -------
+    GatedOutput
+        ``(y (T, B, R) or None, h_n (B, R), c_n (B, H), workspace or None)``
+    """
+    return _forward(
+        "lstm",
+        x,
+        (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr),
+        (h0, c0),
+        lengths,
+        activation,
+        recurrent_activation,
+        return_sequences,
+        keep_workspace,
+    )
+
+
+def gru_backward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh,
+    y,
+    workspace,
+    dy=None,
+    dh_n=None,
+    *,
+    h0,
+    lengths,
+    reset_after,
+    activation,
+    recurrent_activation,
+    input_gradient=True,
+):
+    """Backpropagation through time from a :func:`gru_forward` with ``keep_workspace=True``.
+
+    Every forward option that changes the gradient is a keyword without a default, as in
+    ``rnn_backward``: the caller says again what the forward was given. The biases are taken
+    for the signature's sake (:mod:`rnnfast.reference` recomputes the forward from them); the
+    kernels read what they need from the workspace.
+
+    Returns
+    -------
+    GRUGrads
+        ``(dx (T, B, D) or None with input_gradient=False, dh0 (B, H), dweight_ih,
+        dweight_hh, dbias_ih, dbias_hh)``
+    """
+    del bias_ih, bias_hh
+    cell = "gru" if check_bool("reset_after", reset_after) else "gru_reset_before"
+    g = _backward(
+        cell,
+        x,
+        (weight_ih, weight_hh, None),
+        y,
+        workspace,
+        (dy, dh_n, None),
+        (h0, None),
+        lengths,
+        activation,
+        recurrent_activation,
+        input_gradient,
+    )
+    return GRUGrads(g[0], g[1], *g[3:7])
+
+
+def lstm_backward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh,
+    y,
+    workspace,
+    dy=None,
+    dh_n=None,
+    dc_n=None,
+    *,
+    h0,
+    c0,
+    lengths,
+    weight_hr,
+    activation,
+    recurrent_activation,
+    input_gradient=True,
+):
+    """Backpropagation through time from an :func:`lstm_forward` with ``keep_workspace=True``
+    (see :func:`gru_backward`); dc_n (B, H) is the gradient of c_n.
+
+    Returns
+    -------
+    LSTMGrads
+        ``(dx, dh0, dc0, dweight_ih, dweight_hh, dbias_ih, dbias_hh, dweight_hr or None)``
+    """
+    del bias_ih, bias_hh
+    g = _backward(
+        "lstm",
+        x,
+        (weight_ih, weight_hh, weight_hr),
+        y,
+        workspace,
+        (dy, dh_n, dc_n),
+        (h0, c0),
+        lengths,
+        activation,
+        recurrent_activation,
+        input_gradient,
+    )
+    return LSTMGrads(*g)
+
+
+def gru_step(
+    x_t,
+    h,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    *,
+    reset_after=True,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+):
+    """One GRU step for streaming: h_next (B, H) from x_t (B, D) and h (B, H), on the
+    sequence kernels (a sequence of one step)."""
+    x_t = _step_input(x_t, weight_ih)
+    return gru_forward(
+        x_t,
+        weight_ih,
+        weight_hh,
+        bias_ih,
+        bias_hh,
+        h,
+        reset_after=reset_after,
+        activation=activation,
+        recurrent_activation=recurrent_activation,
+        return_sequences=False,
+    ).h_n
+
+
+def lstm_step(
+    x_t,
+    h,
+    c,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    *,
+    weight_hr=None,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+):
+    """One LSTM step for streaming: ``(h_next (B, R), c_next (B, H))`` from x_t (B, D), h and
+    c, on the sequence kernels."""
+    x_t = _step_input(x_t, weight_ih)
+    out = lstm_forward(
+        x_t,
+        weight_ih,
+        weight_hh,
+        bias_ih,
+        bias_hh,
+        h,
+        c,
+        weight_hr=weight_hr,
+        activation=activation,
+        recurrent_activation=recurrent_activation,
+        return_sequences=False,
+    )
+    return out.h_n, out.c_n
+
+
+def _step_input(x_t, weight_ih):
+    x_t = as_float_array("x_t", x_t, as_float_array("weight_ih", weight_ih).dtype)
+    if x_t.ndim != 2:
+        raise ValueError(f"x_t: expected 2 dimensions (B, D), got shape {x_t.shape}")
+    return x_t[None]
+
+
+def _functions(activation, recurrent_activation):
+    return (
+        check_choice("activation", activation, ACTIVATIONS),
+        check_choice("recurrent_activation", recurrent_activation, RECURRENT_ACTIVATIONS),
+    )
+
+
+def _inputs(x, weights, states, lengths):
+    """The arrays after the dtype rules (the weights' dtype is the computation's) and the
+    batch in the kernels' order: ``(x, weights, states, lengths, order)``."""
+    w_ih = as_float_array("weight_ih", weights[0])
+    dt = w_ih.dtype
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")[: len(weights)]
+    weights = [w_ih] + [optional_float_array(n, w, dt) for n, w in zip(names[1:], weights[1:])]
+    x = as_float_array("x", x, dt)
+    if x.ndim != 3:
+        raise ValueError(f"x: expected 3 dimensions (T, B, D), got shape {x.shape}")
+    steps, batch = x.shape[0], x.shape[1]
+    states = [optional_float_array(n, s, dt) for n, s in zip(("h0", "c0"), states)]
+    lengths = check_lengths(lengths, steps, batch)
+    order, lengths = longest_first(lengths)
+    if order is not None:
+        for n, s in zip(("h0", "c0"), states):
+            check_batch(n, s, 0, batch, "(B, H)")
+        x = take(x, order, 1)
+        states = [take(s, order, 0) for s in states]
+    return x, weights, states, lengths, order
+
+
+def _forward(cell, x, weights, states, lengths, activation, rec, return_sequences, keep_workspace):
+    activation, rec = _functions(activation, rec)
+    return_sequences = check_bool("return_sequences", return_sequences)
+    keep_workspace = check_bool("keep_workspace", keep_workspace)
+    x, (w_ih, w_hh, b_ih, b_hh, w_hr), (h0, c0), lengths, order = _inputs(
+        x, weights, states, lengths
+    )
+    if w_hh is None:
+        raise TypeError("weight_hh: expected an array, got None")
+    y, h_n, c_n, workspace = _core.gated_forward(
+        cell,
+        x,
+        h0,
+        c0,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+        w_hr,
+        lengths,
+        activation,
+        rec,
+        return_sequences,
+        keep_workspace,
+    )
+    if order is not None:
+        inverse = np.argsort(order)
+        y, h_n, c_n = take(y, inverse, 1), take(h_n, inverse, 0), take(c_n, inverse, 0)
+    return GatedOutput(y, h_n, c_n, workspace)
+
+
+def _backward(
+    cell, x, weights, y, workspace, grads, states, lengths, activation, rec, input_gradient
+):
+    activation, rec = _functions(activation, rec)
+    input_gradient = check_bool("input_gradient", input_gradient)
+    x, (w_ih, w_hh, w_hr), (h0, c0), lengths, order = _inputs(x, weights, states, lengths)
+    dt = w_ih.dtype
+    if y is None:
+        raise ValueError("y: expected the forward's outputs (T, B, R), got None")
+    if workspace is None:
+        raise ValueError(
+            "workspace: expected the workspace of a forward with keep_workspace=True, got None"
+        )
+    y = as_float_array("y", y, dt)
+    workspace = as_float_array("workspace", workspace, dt)
+    dy, dh_n, dc_n = (optional_float_array(n, g, dt) for n, g in zip(("dy", "dh_n", "dc_n"), grads))
+    if order is not None:
+        batch = x.shape[1]
+        check_batch("y", y, 1, batch, "(T, B, R)")
+        check_batch("dy", dy, 1, batch, "(T, B, R)")
+        check_batch("dh_n", dh_n, 0, batch, "(B, R)")
+        check_batch("dc_n", dc_n, 0, batch, "(B, H)")
+        y, dy = take(y, order, 1), take(dy, order, 1)
+        dh_n, dc_n = take(dh_n, order, 0), take(dc_n, order, 0)
+    g = list(
+        _core.gated_backward(
+            cell,
+            x,
+            h0,
+            c0,
+            w_ih,
+            w_hh,
+            w_hr,
+            y,
+            workspace,
+            dy,
+            dh_n,
+            dc_n,
+            lengths,
+            activation,
+            rec,
+            input_gradient,
+        )
+    )
+    if order is not None:
+        inverse = np.argsort(order)
+        g[0] = take(g[0], inverse, 1)
+        g[1], g[2] = take(g[1], inverse, 0), take(g[2], inverse, 0)
+    return g
