@@ -90,6 +90,34 @@ def numerical_gradient(loss, array, eps=1e-6):
     return grad
 
 
+# ---- sweeps -------------------------------------------------------------------------------------
+
+
+def sweep(axes, seed, extra=4):
+    """The product of ``axes`` (a dict of name -> values) as pytest params: a seeded subset
+    that takes every value of every axis at least once (plus ``extra`` random cases) runs by
+    default; the other cases are marked ``full`` (``python -m pytest -m full`` runs them).
+    Each param is a dict of one value per axis, its id ``name=value-...``."""
+    import itertools
+    import random
+
+    names = list(axes)
+    cases = list(itertools.product(*(axes[n] for n in names)))
+    rand = random.Random(seed)
+    chosen = set()
+    shuffled = [rand.sample(range(len(axes[n])), len(axes[n])) for n in names]
+    for i in range(max(len(v) for v in axes.values())):
+        chosen.add(tuple(axes[n][s[i % len(s)]] for n, s in zip(names, shuffled)))
+    chosen.update(rand.sample(cases, min(extra, len(cases))))
+    params = []
+    for case in cases:
+        values = dict(zip(names, case))
+        case_id = "-".join(f"{n}={getattr(v, '__name__', v)}" for n, v in values.items())
+        marks = () if case in chosen else (pytest.mark.full,)
+        params.append(pytest.param(values, id=case_id, marks=marks))
+    return params
+
+
 # ---- fixtures -----------------------------------------------------------------------------------
 
 

@@ -189,6 +189,17 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
 
 void register_gated(py::module_& m) {
     m.def(
+        "recurrent_cells",
+        [] {
+            py::list cells;
+            cells.append("elman");
+            for (const char* name : kGatedCellNames)
+                cells.append(name);
+            return cells;
+        },
+        "The cells the recurrent drivers run, each in float32 and float64 on every compiled ISA "
+        "(their GEMMs and gate functions come from the ISA's kernel table).");
+    m.def(
         "gated_forward",
         [](const std::string& cell, const py::array& x, const py::object& h0, const py::object& c0,
            const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,

@@ -43,6 +43,10 @@ def show_config() -> str:
         f"isa in use:       {_core.active_isa()}",
         f"isas compiled in: {', '.join(_core.compiled_isas())}",
         f"isas this cpu runs: {', '.join(_core.supported_isas())}",
+        *(
+            f"{'cells, ' + isa + ':':18}{', '.join(_core.recurrent_cells())} (float32, float64)"
+            for isa in _core.compiled_isas()
+        ),
         f"threads:          {get_num_threads()} (OpenMP {'on' if _core.openmp_enabled() else 'off'})",
         f"idle spin:        GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}",
         f"compiler:         {_core.compiler}",

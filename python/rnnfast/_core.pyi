@@ -39,6 +39,41 @@ def rnn_backward(
     recurrent_mask: npt.NDArray[np.floating] | None = None,
     input_gradient: bool = True,
 ) -> tuple[npt.NDArray[np.floating] | None, ...]: ...
+def gated_forward(
+    cell: str,
+    x: npt.NDArray[np.floating],
+    h0: npt.NDArray[np.floating] | None,
+    c0: npt.NDArray[np.floating] | None,
+    weight_ih: npt.NDArray[np.floating],
+    weight_hh: npt.NDArray[np.floating],
+    bias_ih: npt.NDArray[np.floating] | None,
+    bias_hh: npt.NDArray[np.floating] | None,
+    weight_hr: npt.NDArray[np.floating] | None,
+    lengths: npt.NDArray[np.int64] | None,
+    activation: str,
+    recurrent_activation: str,
+    return_sequences: bool,
+    keep_workspace: bool,
+) -> tuple[npt.NDArray[np.floating] | None, ...]: ...
+def gated_backward(
+    cell: str,
+    x: npt.NDArray[np.floating],
+    h0: npt.NDArray[np.floating] | None,
+    c0: npt.NDArray[np.floating] | None,
+    weight_ih: npt.NDArray[np.floating],
+    weight_hh: npt.NDArray[np.floating],
+    weight_hr: npt.NDArray[np.floating] | None,
+    y: npt.NDArray[np.floating],
+    workspace: npt.NDArray[np.floating],
+    dy: npt.NDArray[np.floating] | None,
+    dh_n: npt.NDArray[np.floating] | None,
+    dc_n: npt.NDArray[np.floating] | None,
+    lengths: npt.NDArray[np.int64] | None,
+    activation: str,
+    recurrent_activation: str,
+    input_gradient: bool,
+) -> tuple[npt.NDArray[np.floating] | None, ...]: ...
+def recurrent_cells() -> list[str]: ...
 def rnn_step(
     x_t: npt.NDArray[np.floating],
     h: npt.NDArray[np.floating],

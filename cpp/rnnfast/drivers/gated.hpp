@@ -15,6 +15,9 @@ namespace rnnfast {
 // before its product). LSTM: PyTorch's, with an optional projection h_t = W_hr (o * act(c_t)).
 enum class GatedCell { gru, gru_reset_before, lstm };
 
+// The cells the gated drivers run, by the names the bindings take.
+constexpr const char* kGatedCellNames[] = {"gru", "gru_reset_before", "lstm"};
+
 // Gate groups of a cell (3 or 4): the width of the input projection is gates * H.
 int gate_count(GatedCell cell);
 // What the forward keeps per step and row for the backward, in units of H: the gates after
