@@ -185,6 +185,55 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
     return py::make_tuple(dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr);
 }
 
+template <class T>
+py::object step_impl(GatedCell cell, const py::array& x, const py::array& h, const py::object& c,
+                     const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
+                     const py::object& b_hh, const py::object& w_hr, Pointwise act, Pointwise rec) {
+    const bool lstm = cell == GatedCell::lstm;
+    require_ndim(x, "x_t", 2, "(B, D)");
+    require_ndim(w_ih, "weight_ih", 2, "(G*H, D)");
+    const index G = gate_count(cell);
+    const index B = x.shape(0), GH = w_ih.shape(0), D = w_ih.shape(1);
+    RNNFAST_CHECK(GH % G == 0, "weight_ih", std::to_string(G) + "*H rows (the gates stacked)",
+                  "shape " + shape_str(w_ih));
+    const index H = GH / G;
+    index P = 0;
+    if (!w_hr.is_none()) {
+        RNNFAST_CHECK(lstm, "weight_hr", "None for a GRU", "an array (a projection is the LSTM's)");
+        require_ndim(w_hr, "weight_hr", 2, "(P, H)");
+        P = py::reinterpret_borrow<py::array>(w_hr).shape(0);
+    }
+    const index R = P > 0 ? P : H;
+    GatedStepArgs<T> a;
+    a.cell = cell;
+    a.batch = B;
+    a.input_size = D;
+    a.hidden_size = H;
+    a.proj_size = P;
+    a.x = checked<T>(x, "x_t", {B, D}, "(B, D)").data();
+    a.h = checked<T>(h, "h", {B, R}, "(B, R)").data();
+    a.w_ih = checked<T>(w_ih, "weight_ih", {GH, D}, "(G*H, D)").data();
+    a.w_hh = checked<T>(w_hh, "weight_hh", {GH, R}, "(G*H, R)").data();
+    a.b_ih = optional_data<T>(b_ih, "bias_ih", {GH}, "(G*H,)");
+    a.b_hh = optional_data<T>(b_hh, "bias_hh", {GH}, "(G*H,)");
+    a.w_hr = optional_data<T>(w_hr, "weight_hr", {P, H}, "(P, H)");
+    RNNFAST_CHECK(lstm != c.is_none(), "c", lstm ? "the cell state (B, H)" : "None for a GRU",
+                  c.is_none() ? "None" : "an array");
+    a.c = optional_data<T>(c, "c", {B, H}, "(B, H)");
+    a.act = act;
+    a.rec = rec;
+    py::array_t<T> h_next({B, R});
+    a.h_next = h_next.mutable_data();
+    if (!lstm) {
+        gated_step(a);  // microseconds: releasing the GIL would cost more than it frees
+        return std::move(h_next);
+    }
+    py::array_t<T> c_next({B, H});
+    a.c_next = c_next.mutable_data();
+    gated_step(a);
+    return py::make_tuple(h_next, c_next);
+}
+
 }  // namespace
 
 void register_gated(py::module_& m) {
@@ -253,6 +302,28 @@ void register_gated(py::module_& m) {
         py::arg("recurrent_activation"), py::arg("input_gradient"),
         "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
         "dbias_ih, dbias_hh, dweight_hr or None).");
+    m.def(
+        "gated_step",
+        [](const std::string& cell, const py::array& x, const py::array& h, const py::object& c,
+           const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
+           const py::object& b_hh, const py::object& w_hr, const std::string& activation,
+           const std::string& recurrent_activation) {
+            const GatedCell kind = parse_cell(cell);
+            const Pointwise act = parse_activation_fn(activation);
+            const Pointwise rec = parse_recurrent_activation(recurrent_activation);
+            return by_dtype(
+                w_ih,
+                [&] {
+                    return step_impl<float>(kind, x, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, act, rec);
+                },
+                [&] {
+                    return step_impl<double>(kind, x, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, act, rec);
+                });
+        },
+        py::arg("cell"), py::arg("x_t"), py::arg("h"), py::arg("c"), py::arg("weight_ih"),
+        py::arg("weight_hh"), py::arg("bias_ih"), py::arg("bias_hh"), py::arg("weight_hr"),
+        py::arg("activation"), py::arg("recurrent_activation"),
+        "One gated step: h_next (B, R), or (h_next, c_next) for the LSTM. Arrays C-contiguous.");
 }
 
 }  // namespace rnnfast::bindings

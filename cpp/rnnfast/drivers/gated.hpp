@@ -74,8 +74,31 @@ struct GatedBackwardArgs {
     T* dw_hr = nullptr;            // (P, H) with proj_size
 };
 
+// One time step, for streaming: the state after x_t from (h, c). Nothing is packed, the weights
+// are read as stored, on one thread, as rnn_step does.
+template <class T>
+struct GatedStepArgs {
+    GatedCell cell = GatedCell::gru;
+    index batch = 0, input_size = 0, hidden_size = 0, proj_size = 0;
+    const T* x = nullptr;     // (B, D)
+    const T* h = nullptr;     // (B, R)
+    const T* c = nullptr;     // (B, H), LSTM only
+    const T* w_ih = nullptr;  // (G*H, D)
+    const T* w_hh = nullptr;  // (G*H, R)
+    const T* b_ih = nullptr;  // (G*H) or null
+    const T* b_hh = nullptr;  // (G*H) or null
+    const T* w_hr = nullptr;  // (P, H) with proj_size
+    Pointwise act = Pointwise::tanh;
+    Pointwise rec = Pointwise::sigmoid;
+    T* h_next = nullptr;  // (B, R)
+    T* c_next = nullptr;  // (B, H), LSTM only
+};
+
 template <class T>
 void gated_forward(const GatedForwardArgs<T>& args);
+
+template <class T>
+void gated_step(const GatedStepArgs<T>& args);
 
 template <class T>
 void gated_backward(const GatedBackwardArgs<T>& args);

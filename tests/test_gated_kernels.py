@@ -1,0 +1,256 @@
+"""The gated kernels (rnnfast.functional's gru_* and lstm_*): every result against the NumPy
+reference, gradients also by finite differences, over cells x dtypes x odd sizes x lengths x
+activations x ISAs x thread counts (a seeded subset by default, the rest with ``-m full``);
+bitwise reproducibility per thread count; bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ISAS, assert_close, numerical_gradient, sweep
+
+import rnnfast
+from rnnfast import _core
+from rnnfast import functional as F
+from rnnfast import reference as R
+
+# (cell, reset_after, proj_size): the forms the kernels run
+CELLS = {
+    "gru": ("gru", True, 0),
+    "gru_reset_before": ("gru", False, 0),
+    "lstm": ("lstm", True, 0),
+    "lstm_proj": ("lstm", True, 3),
+}
+# (T, B, D, H): odd sizes, T = 1, B = 1, H of one and of several panels
+SHAPES = [(1, 1, 1, 1), (4, 3, 5, 17), (6, 1, 3, 33), (3, 5, 17, 100), (9, 4, 2, 3)]
+FUNCTIONS = [("tanh", "sigmoid"), ("relu", "hard_sigmoid")]
+
+
+class Gated:
+    """One random gated problem and the calls that run it through a module (F or R)."""
+
+    def __init__(self, rng, name, T, B, D, H, dtype, lengths, functions=("tanh", "sigmoid")):
+        self.kind, self.reset_after, P = CELLS[name]
+        G = 3 if self.kind == "gru" else 4
+        self.H, self.P = H, P
+        Rw = P or H
+        bound = 1.0 / np.sqrt(H)
+
+        def u(*shape):
+            return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+        self.x = rng.standard_normal((T, B, D)).astype(dtype)
+        self.weights = dict(weight_ih=u(G * H, D), weight_hh=u(G * H, Rw), bias_ih=u(G * H))
+        self.weights["bias_hh"] = u(G * H)
+        self.weight_hr = u(P, H) if P else None
+        self.h0 = rng.uniform(-1, 1, (B, Rw)).astype(dtype)
+        self.c0 = rng.uniform(-1, 1, (B, H)).astype(dtype) if self.kind == "lstm" else None
+        self.lengths = rng.integers(0, T + 1, B) if lengths else None
+        self.functions = dict(activation=functions[0], recurrent_activation=functions[1])
+        self.dy = rng.standard_normal((T, B, Rw)).astype(dtype)
+        self.dh_n = rng.standard_normal((B, Rw)).astype(dtype)
+        self.dc_n = rng.standard_normal((B, H)).astype(dtype) if self.kind == "lstm" else None
+
+    def as64(self):
+        """The same problem in float64 (the reference's oracle inputs)."""
+        q = object.__new__(Gated)
+        q.__dict__ = {
+            k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
+            for k, v in self.__dict__.items()
+        }
+        q.weights = {k: v.astype(np.float64) for k, v in self.weights.items()}
+        return q
+
+    def forward(self, module, **kw):
+        if self.kind == "gru":
+            return module.gru_forward(
+                self.x, **self.weights, h0=self.h0, lengths=self.lengths,
+                reset_after=self.reset_after, **self.functions, **kw,
+            )  # fmt: skip
+        return module.lstm_forward(
+            self.x, **self.weights, h0=self.h0, c0=self.c0, lengths=self.lengths,
+            weight_hr=self.weight_hr, **self.functions, **kw,
+        )  # fmt: skip
+
+    def backward(self, module, out, **kw):
+        w = self.weights
+        args = (self.x, w["weight_ih"], w["weight_hh"], w["bias_ih"], w["bias_hh"], out.y)
+        if self.kind == "gru":
+            return module.gru_backward(
+                *args, out.workspace, self.dy, self.dh_n, h0=self.h0, lengths=self.lengths,
+                reset_after=self.reset_after, **self.functions, **kw,
+            )  # fmt: skip
+        return module.lstm_backward(
+            *args, out.workspace, self.dy, self.dh_n, self.dc_n, h0=self.h0, c0=self.c0,
+            lengths=self.lengths, weight_hr=self.weight_hr, **self.functions, **kw,
+        )  # fmt: skip
+
+    def run(self, module):
+        """Forward and backward: a dict of every result by name."""
+        out = self.forward(module, keep_workspace=True)
+        grads = self.backward(module, out)
+        results = {"y": out.y, "h_n": out.h_n, "c_n": out.c_n}
+        results.update(grads._asdict())
+        return {k: v for k, v in results.items() if v is not None}
+
+
+SWEEP = sweep(
+    {
+        "cell": list(CELLS),
+        "dtype": [np.float32, np.float64],
+        "shape": SHAPES,
+        "lengths": [False, True],
+        "functions": FUNCTIONS,
+        "isa": ISAS,
+        "threads": [1, 2],
+    },
+    seed=23,
+    extra=12,
+)
+
+
+@pytest.mark.parametrize("case", SWEEP)
+def test_kernels_match_the_reference(case, rng, restore_threads):
+    p = Gated(rng, case["cell"], *case["shape"], case["dtype"], case["lengths"], case["functions"])
+    previous = _core.active_isa()
+    _core.set_active_isa(case["isa"])
+    try:
+        rnnfast.set_num_threads(case["threads"])
+        got = p.run(F)
+    finally:
+        _core.set_active_isa(previous)
+    expected = p.as64().run(R)
+    assert got.keys() == expected.keys()
+    for name, value in got.items():
+        assert_close(value, expected[name], case["dtype"], name)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+@pytest.mark.parametrize("functions", FUNCTIONS)
+def test_gradients_match_finite_differences(cell, functions, rng):
+    p = Gated(rng, cell, 3, 2, 3, 4, np.float64, True, functions)
+    # relu and hard_sigmoid have kinks: keep the pre-activations away from them
+    if functions[0] == "relu":
+        p.x *= 0.5
+    got = p.run(F)
+
+    def loss():
+        out = p.forward(F)
+        total = np.sum(out.y * p.dy) + np.sum(out.h_n * p.dh_n)
+        return total + (np.sum(out.c_n * p.dc_n) if p.c_n_grad else 0.0)
+
+    p.c_n_grad = p.kind == "lstm"
+    arrays = {"dx": p.x, "dh0": p.h0, "dc0": p.c0, "dweight_hr": p.weight_hr}
+    arrays.update({"d" + k: v for k, v in p.weights.items()})
+    for name, array in arrays.items():
+        if array is None:
+            continue
+        numeric = numerical_gradient(loss, array)
+        np.testing.assert_allclose(got[name], numeric, rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_a_thread_count_gives_the_same_bits(cell, rng, restore_threads):
+    # big enough for two threads, split by blocks of hidden units and by rows
+    for shape in [(6, 16, 24, 130), (3, 64, 4, 5)]:
+        p = Gated(rng, cell, *shape, np.float32, True)
+        runs = {}
+        for threads in (1, 2, 2, 1):
+            rnnfast.set_num_threads(threads)
+            got = p.run(F)
+            if threads in runs:
+                for name, value in got.items():
+                    np.testing.assert_array_equal(value, runs[threads][name], err_msg=name)
+            runs[threads] = got
+        for name, value in runs[2].items():
+            assert_close(value, runs[1][name], np.float32, name)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_without_sequences_the_last_state_is_the_same(cell, rng):
+    p = Gated(rng, cell, 40, 3, 4, 9, np.float64, True)  # T > the projection's chunk of 16
+    full = p.forward(F, keep_workspace=True)
+    last = p.forward(F, return_sequences=False)
+    assert last.y is None and last.workspace is None
+    np.testing.assert_array_equal(last.h_n, full.h_n)
+    if p.kind == "lstm":
+        np.testing.assert_array_equal(last.c_n, full.c_n)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_step_is_the_forward_over_one_step(cell, rng):
+    # the step's products are dot_rows on the stored weights, not the packed GEMM: the same
+    # values up to rounding
+    p = Gated(rng, cell, 1, 3, 4, 5, np.float64, False)
+    out = p.forward(F)
+    if p.kind == "gru":
+        h = F.gru_step(p.x[0], p.h0, **p.weights, reset_after=p.reset_after)
+        assert_close(h, out.h_n, np.float64, "h")
+    else:
+        h, c = F.lstm_step(p.x[0], p.h0, p.c0, **p.weights, weight_hr=p.weight_hr)
+        assert_close(h, out.h_n, np.float64, "h")
+        assert_close(c, out.c_n, np.float64, "c")
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_any_layout_of_input_and_inputs_unchanged(cell, rng):
+    p = Gated(rng, cell, 5, 4, 3, 6, np.float64, True)
+    expected = p.run(F)
+    copies = {k: v.copy() for k, v in p.weights.items()}
+    x = p.x.copy()
+    p.x = np.asfortranarray(p.x)  # any memory layout is taken
+    p.weights = {k: v[::-1].copy()[::-1] for k, v in p.weights.items()}  # negative strides
+    got = p.run(F)
+    for name, value in got.items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+    np.testing.assert_array_equal(p.x, x)
+    for k, v in p.weights.items():
+        np.testing.assert_array_equal(v, copies[k])
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_empty_sequences_and_batches(cell, rng):
+    for shape in [(0, 3, 2, 4), (4, 0, 2, 4)]:
+        p = Gated(rng, cell, *shape, np.float64, False)
+        got = p.run(F)
+        expected = p.run(R)
+        for name, value in got.items():
+            np.testing.assert_array_equal(value, expected[name], err_msg=name)
+
+
+def test_bad_input_names_the_argument(rng):
+    p = Gated(rng, "lstm", 3, 2, 3, 4, np.float32, False)
+    w = p.weights
+    with pytest.raises(TypeError, match="x: .*float32"):
+        F.lstm_forward(p.x.astype(np.float64), **w)
+    with pytest.raises(ValueError, match=r"weight_hh: expected shape"):
+        F.lstm_forward(p.x, w["weight_ih"], w["weight_hh"][:, :3])
+    with pytest.raises(ValueError, match=r"weight_ih: expected 4\*H rows"):
+        F.lstm_forward(p.x, w["weight_ih"][:5], w["weight_hh"])
+    with pytest.raises(ValueError, match="h0: expected shape"):
+        F.lstm_forward(p.x, **w, h0=np.zeros((3, 4), np.float32))
+    with pytest.raises(ValueError, match="activation: expected 'tanh' or 'relu'"):
+        F.lstm_forward(p.x, **w, activation="sigmoid")
+    with pytest.raises(ValueError, match="recurrent_activation: expected 'sigmoid'"):
+        F.gru_forward(p.x, **{k: v[:12] for k, v in w.items()}, recurrent_activation="tanh")
+    with pytest.raises(ValueError, match="keep_workspace"):
+        F.lstm_forward(p.x, **w, keep_workspace=True, return_sequences=False)
+    with pytest.raises(TypeError, match="reset_after"):
+        F.gru_forward(p.x, **{k: v[:12] for k, v in w.items()}, reset_after=1)
+    with pytest.raises(ValueError, match="lengths"):
+        F.lstm_forward(p.x, **w, lengths=[4, 1])
+    out = F.lstm_forward(p.x, **w, keep_workspace=True)
+    with pytest.raises(ValueError, match="workspace: expected the workspace"):
+        F.lstm_backward(
+            p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, None,
+            h0=None, c0=None, lengths=None, weight_hr=None, activation="tanh",
+            recurrent_activation="sigmoid",
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="workspace: expected shape"):
+        F.lstm_backward(
+            p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, out.workspace[:, :, :4],
+            h0=None, c0=None, lengths=None, weight_hr=None, activation="tanh",
+            recurrent_activation="sigmoid",
+        )  # fmt: skip
+    with pytest.raises(TypeError):  # every forward option must be told to the backward
+        F.lstm_backward(p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, out.workspace)
