@@ -46,6 +46,8 @@ from .data import (  # noqa: E402
 )
 from .io import interop, persistence  # noqa: E402  (rnnfast.interop, rnnfast.persistence)
 from .nn import (  # noqa: E402
+    GRU,
+    LSTM,
     RNN,
     Dense,
     Dropout,
@@ -74,6 +76,8 @@ def __getattr__(name):
 
 __all__ = [
     "RNN",
+    "GRU",
+    "LSTM",
     "JordanRNN",
     "Layer",
     "diagnostics",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..nn.gated import GRU, LSTM
 from ..nn.rnn import RNN
 from ..nn.rnn_torch import from_torch as _from_torch
 from ..nn.rnn_torch import to_torch
@@ -47,21 +48,27 @@ def _num_directions(layer):
 
 
 def from_torch(module, cls=None):
-    """A new rnnfast layer with the configuration and the weights of a ``torch.nn.RNN``.
+    """A new rnnfast layer with the configuration and the weights of a ``torch.nn.RNN``,
+    ``torch.nn.GRU`` or ``torch.nn.LSTM``.
 
     Parameters
     ----------
-    module : torch.nn.RNN
+    module : torch.nn.RNN, torch.nn.GRU or torch.nn.LSTM
         Any device; its parameters must be float32 or float64 (the new layer's dtype).
     cls : type, optional
-        The layer class to build (``rnnfast.RNN`` by default); ``RNN.from_torch`` passes its own.
+        The layer class to build (by default ``rnnfast.RNN``, ``rnnfast.GRU`` or
+        ``rnnfast.LSTM`` after the module's class); ``RNN.from_torch`` passes its own.
 
     Returns
     -------
-    rnnfast.RNN
+    rnnfast.RNN, rnnfast.GRU or rnnfast.LSTM
         As :meth:`rnnfast.RNN.from_torch`, which this is for ``cls=None``.
     """
-    return _from_torch(module, RNN if cls is None else cls)
+    if cls is None:
+        kind = type(module).__mro__
+        names = [c.__name__ for c in kind if c.__module__.startswith("torch.nn")]
+        cls = GRU if names[:1] == ["GRU"] else LSTM if names[:1] == ["LSTM"] else RNN
+    return _from_torch(module, cls)
 
 
 # ---- Keras ---------------------------------------------------------------------------------------

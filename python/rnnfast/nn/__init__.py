@@ -10,6 +10,7 @@ from . import seq2seq
 from ._layer import Layer
 from .dropout import Dropout
 from .embedding import Embedding
+from .gated import GRU, LSTM
 from .jordan import JordanRNN
 from .linear import Dense, Linear
 from .masking import PaddingWarning
@@ -21,6 +22,8 @@ from .seq2seq import Seq2Seq
 from .sequential import Sequential
 
 __all__ = [
+    "GRU",
+    "LSTM",
     "RNN",
     "Dense",
     "Dropout",

@@ -3,8 +3,8 @@ with its parameters, gradients and the training cache."""
 
 from __future__ import annotations
 
+import functools
 import inspect
-import math
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from .._validation import (
 )
 from . import rnn_summary, rnn_torch
 from ._layer import Layer
+from .cells import ELMAN
 from .masking import call_rnn
 from .rnn_forms import RNNForms, output_batch_axis, without_axis
 from .rnn_options import RNNOptions
@@ -30,7 +31,7 @@ from .stack import BatchOrder as _BatchOrder
 from .stack import Reverser as _Reverser
 from .stack import Run, float_direction_kernel, stack_backward, stack_forward
 
-__all__ = ["RNN"]
+__all__ = ["RNN", "RecurrentLayer"]
 
 
 def is_embedding(layer):
@@ -39,74 +40,12 @@ def is_embedding(layer):
     return all(hasattr(layer, a) for a in ("check_ids", "weight", "embedding_dim", "padding_idx"))
 
 
-class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
-    """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface (and Keras's options), on NumPy
-    arrays.
-
-    ``h_t = (1 - alpha) h_{t-1} + alpha act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``, ``act``
-    tanh or relu (``alpha = 1``, the default: the plain Elman unit).
-
-    Parameters
-    ----------
-    input_size, hidden_size : int
-    num_layers : int
-        Stacked layers; layer k > 0 reads the (concatenated) outputs of layer k - 1.
-    nonlinearity : {"tanh", "relu"}
-    bias : bool
-        When False the layer has no ``bias_ih_l{k}`` / ``bias_hh_l{k}``.
-    batch_first : bool
-        Input and output as (B, T, ...) instead of (T, B, ...); states stay (layers*dirs, B, H).
-    dropout : float in [0, 1]
-        Inverted dropout on the outputs of every layer but the last, in training mode only (as
-        PyTorch; 1 zeroes them all); the masks are drawn from a generator seeded by ``seed``.
-        With one layer there is nothing to drop: a UserWarning, as torch.
-    bidirectional : bool
-        A reverse direction per layer (parameters ``..._l{k}_reverse``); the reverse direction
-        of a variable-length batch starts at each sequence's own end.
-    dtype : float32 or float64
-    seed : int, optional
-        Seeds the initialisation U(-1/sqrt(H), 1/sqrt(H)) (PyTorch's) and the dropout masks.
-    residual : bool
-        Skip connections: the output of every layer k > 0 is its recurrent output plus its
-        input (both layers*dirs wide). Needs num_layers >= 2.
-    merge_mode : {"concat", "sum", "mul", "ave", None}
-        How the two directions of the last layer are combined (Keras's ``Bidirectional``);
-        between stacked layers they are always concatenated (PyTorch). None (Keras's): not
-        combined, the output is the list ``[forward, backward]``. Only with ``bidirectional``.
-    go_backwards : bool
-        Keras's: the stack reads the sequences in reverse (each within its own length) and the
-        output sequence is returned in that processing order; with lengths each sequence's
-        padded steps then come first, as zeros.
-    return_sequences, return_state : bool or None
-        Both None (the default): a call returns PyTorch's ``(y, h_n)``. Either given: Keras's
-        semantics, the output is the whole sequence if ``return_sequences`` else the last
-        output (B, out) (each sequence's own last step; zeros for an empty sequence), and the
-        call returns ``(output, h_n)`` if ``return_state`` else the output alone.
-    stateful : bool
-        Carry h_n from one call (or ``step``) to the next as its h0 when no h0 is given, until
-        ``reset_state()``. A dilated layer carries its last d states per layer (see
-        ``dilation``), so that calls over consecutive pieces of a sequence give what one call
-        over the whole sequence gives.
-    alpha : float in (0, 1], or a list of one per layer
-        Leak rate of leaky units.
-    dilation : int >= 1, or a list of one per layer
-        ``h_t`` reads ``h_{t-d}`` (temporal skip connections; ``[1, 2, 4, 8]``: a stack over
-        multiple time scales), run as d interleaved sequences of ceil(T/d) steps. Its state
-        (``h0``, ``step``'s ``h``, a stateful layer's carry) may be one ring per layer and
-        direction: ``ring[j]`` (B, H) is h_{j-d}, the state chain j starts from (``ring[-1]``
-        the newest); a plain (layers*dirs, B, H) h0 starts every chain from it.
-
-    Every flag must be a bool (or ``np.bool_``): anything else is a TypeError, as torch's.
-    The options may be assigned later and are checked as here; input_size, hidden_size,
-    num_layers, bidirectional, bias, dtype and seed are fixed (assigning one is an
-    AttributeError: build a new layer). Unbatched input, as torch: x (T, input_size) with h0
-    (num_layers*dirs, H) gives outputs without the batch axis.
-
-    Call ``layer(x, h0=None, lengths=None, mask=None)``; after a call in training mode,
-    ``dx, dh0 = layer.backward(d_output, dh_n=None)`` adds the parameter gradients into
-    ``layer.grads`` (keys as ``state_dict()``). ``lengths`` (B,) are the sequences' lengths in
-    a padded batch; ``mask`` is the same as a Keras (B, T) prefix mask.
-    """
+class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
+    """The recurrent layer machinery shared by ``RNN``, ``GRU`` and ``LSTM``: API forms, batch
+    order, reversal, lengths, stateful layers, token input, the stack runner (``nn.stack``),
+    its gradients, description and padding. What differs between the cells it asks the
+    class's ``cell`` (``nn.cells``); a subclass adds its constructor, configuration and
+    interop."""
 
     # True where the caller guards the inputs a training forward keeps against in-place changes
     # itself (rnnfast.torch: torch's version check of saved tensors), so they are kept as given
@@ -114,97 +53,17 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     _inputs_guarded = False
     # a Module names a call's positional arguments after x so, and routes dh0 to h0
     call_arguments = ("h0", "lengths", "mask")
+    cell = ELMAN
 
-    def __init__(
-        self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        nonlinearity="tanh",
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        dtype=np.float32,
-        seed=None,
-        *,
-        residual=False,
-        merge_mode="concat",
-        go_backwards=False,
-        return_sequences=None,
-        return_state=None,
-        stateful=False,
-        alpha=1.0,
-        input_dropout=0.0,
-        recurrent_dropout=0.0,
-        zero_output_for_mask=None,
-        dilation=1,
-    ):
-        self._input_size = check_positive_int("input_size", input_size)
-        self._hidden_size = check_positive_int("hidden_size", hidden_size)
-        self._num_layers = check_positive_int("num_layers", num_layers)
-        self._bias = check_bool("bias", bias)
-        self._bidirectional = check_bool("bidirectional", bidirectional)
-        self._dtype = layer_dtype(dtype)
-        self._seed = seed
-        self._state = None
-        # The options below go through their setters: the same checks now and on assignment.
-        self.nonlinearity = nonlinearity
-        self.batch_first = batch_first
-        self._dropout = self._checked_dropout(dropout)
-        self.residual = residual
-        self.merge_mode = merge_mode
-        self.go_backwards = go_backwards
-        self.return_sequences = return_sequences
-        self.return_state = return_state
-        self.stateful = stateful
-        self.alpha = alpha
-        self.input_dropout = input_dropout
-        self.recurrent_dropout = recurrent_dropout
-        self.zero_output_for_mask = zero_output_for_mask
-        self.dilation = dilation
-
-        rng = np.random.default_rng(seed)
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        H = self.hidden_size
-        self._names = []  # per (layer, direction), in PyTorch's order: l * dirs + d
-        shapes = {}
-        for layer in range(self.num_layers):
-            width = self.input_size if layer == 0 else H * self.num_directions
-            for direction in range(self.num_directions):
-                sfx = f"_l{layer}" + ("_reverse" if direction else "")
-                names = (
-                    "weight_ih" + sfx,
-                    "weight_hh" + sfx,
-                    ("bias_ih" + sfx) if self.bias else None,
-                    ("bias_hh" + sfx) if self.bias else None,
-                )
-                self._names.append(names)
-                shapes[names[0]] = (H, width)
-                shapes[names[1]] = (H, H)
-                if self.bias:
-                    shapes[names[2]] = (H,)
-                    shapes[names[3]] = (H,)
-        self._params = {
-            name: rng.uniform(-bound, bound, size=shape).astype(self.dtype)
-            for name, shape in shapes.items()
-        }
+    def _init_parameters(self, rng):
+        """The parameters as the cell lays them out, PyTorch's initialisation from ``rng``."""
+        self._names, shapes = self.cell.layout(self)  # per (layer, direction): l * dirs + d
+        self._params = self.cell.initial_parameters(self, rng, shapes)
         self._dropout_rng = rng  # continues the seeded stream: masks are reproducible too
         self.grads = {name: np.zeros_like(p) for name, p in self._params.items()}
         self.training = True
         self._cache = None
         self._zero_state = None
-
-    # The kernels of one (layer, direction) over a sequence and of one step, on this layer's
-    # weights: the stack runner and step() call them; rnnfast.quantize's copies replace them.
-    _direction_kernel = float_direction_kernel
-    _step_kernel = staticmethod(functional.rnn_step)
-
-    def _step_weights(self, layer):
-        """The weight arguments of ``_step_kernel`` for stacked layer ``layer``, read live."""
-        p = self._params
-        n_ih, n_hh, n_bi, n_bh = self._names[layer]
-        return p[n_ih], p[n_hh], p[n_bi] if n_bi else None, p[n_bh] if n_bh else None
 
     # ---- forward and backward ---------------------------------------------------------------
 
@@ -291,6 +150,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             training,
             self._dilations,
             rings=self.stateful and self._is_dilated(),
+            cell_options=o.cell_options,
         )
         out, h_n, stack_cache, rings = stack_forward(self, x, h0, run)
         h_n = reorder.unsort(h_n, 1)
@@ -314,7 +174,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         if unbatched:  # views: a training output stays read-only
             result = without_axis(result, output_batch_axis(o.batch_first, last))
             h_n = h_n[:, 0]
-        return self._output_form(result, h_n, o)
+        return self._output_form(result, self._state_output(h_n), o)
 
     def _processing_order(self, x, x_user, h0, h0_user, lengths, step_mask, o, training):
         """``(x, h0, step_mask, reorder, rev)`` in the order the stack runs: go_backwards's
@@ -356,12 +216,24 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             h0 = h0_user = self._state  # step() hands this array out: copy it when training
             if isinstance(h0, list):  # rings, the layer's own: checked when they were made
                 return h0, h0_user
+            return self._state_arg("h0", h0, batch, self.cell.state_width(self)), h0_user
         elif isinstance(h0, (list, tuple)) and self._is_dilated():
             rings = self._ring_arg("h0", h0, batch, self.num_directions, unbatched)
             return rings, h0_user
-        elif unbatched and h0 is not None:
-            h0 = self._unbatched_state("h0", h0, self.num_layers * self.num_directions)
-        return self._state_arg("h0", h0, batch), h0_user
+        return self._state_input("h0", h0, batch, unbatched), h0_user
+
+    def _state_input(self, name, value, batch, unbatched):
+        """A state argument (h0, dh_n) as the stack runner takes it, (num_layers*dirs, B, S),
+        checked (an unbatched one as a batch of one), or None. The Elman and GRU cells' state is
+        h itself; the LSTM's layer joins its (h, c) (``nn.cells``)."""
+        if unbatched and value is not None:
+            value = self._unbatched_state(name, value, self.num_layers * self.num_directions)
+        return self._state_arg(name, value, batch)
+
+    def _state_output(self, state):
+        """A joined state (h_n, dh0, the carried state) in the API's form: h itself, or the
+        LSTM's (h, c)."""
+        return state
 
     def _sequence_input(self, x, embedding, batch_first):
         """The sequence as the layer loop runs it, time-major: ``(x (T, B, D) or token ids
@@ -391,11 +263,11 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             x = np.ascontiguousarray(x.swapaxes(0, 1))
         return x, table, False
 
-    def _unbatched_state(self, name, value, rows):
+    def _unbatched_state(self, name, value, rows, width=None):
         """A state (rows, H) of one unbatched sequence as a batch of one (rows, 1, H). As
         torch: an unbatched input takes unbatched states, a batched one batched states."""
         arr = as_float_array(name, value, self.dtype)
-        expected = (rows, self.hidden_size)
+        expected = (rows, self.hidden_size if width is None else width)
         if arr.shape != expected:
             raise ValueError(
                 f"{name}: with unbatched input (no batch axis) expected shape "
@@ -447,9 +319,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             unbatched,
         ) = self._cache
         d_output = self._output_gradient(d_output, o, out_shape, last, unbatched)
-        if unbatched and dh_n is not None:
-            dh_n = self._unbatched_state("dh_n", dh_n, self.num_layers * self.num_directions)
-        dh_n = self._state_arg("dh_n", dh_n, batch)
+        dh_n = self._state_input("dh_n", dh_n, batch, unbatched)
 
         # go_backwards reverses the caller's batch (its order), as in forward.
         rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
@@ -487,7 +357,7 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         self._cache = None
         if unbatched:
             dh0 = map_state(lambda a: np.ascontiguousarray(a[:, 0]), dh0)
-        return dx, dh0
+        return dx, self._state_output(dh0)
 
     def _token_input(self, ids, embedding, batch_first):
         """Checked token ids (a private int64 copy), (T, B) or (B, T), or (T,) unbatched, and
@@ -529,12 +399,13 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             return counts, None
         return None, np.ascontiguousarray(m.T)
 
-    def _state_arg(self, name, value, batch):
-        """A (num_layers*dirs, B, H) state argument, checked."""
+    def _state_arg(self, name, value, batch, width=None):
+        """A (num_layers*dirs, B, H) state argument, checked (``width`` instead of H)."""
         if value is None:
             return None
         arr = as_float_array(name, value, self.dtype)
-        expected = (self.num_layers * self.num_directions, batch, self.hidden_size)
+        width = self.hidden_size if width is None else width
+        expected = (self.num_layers * self.num_directions, batch, width)
         if arr.shape != expected:
             hint = ""
             if arr.ndim == 2:
@@ -554,33 +425,6 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
         check_keys("state_dict", state_dict, self._params)
         load_checked(self._params, state_dict)
-
-    def get_config(self):
-        """The constructor arguments: ``RNN(**layer.get_config())`` builds the same architecture
-        (fresh parameters; load a state_dict for the values). JSON-serialisable."""
-        return {
-            "input_size": self.input_size,
-            "hidden_size": self.hidden_size,
-            "num_layers": self.num_layers,
-            "nonlinearity": self.nonlinearity,
-            "bias": self.bias,
-            "batch_first": self.batch_first,
-            "dropout": self.dropout,
-            "bidirectional": self.bidirectional,
-            "dtype": self.dtype.name,
-            "seed": self.seed if self.seed is None else int(self.seed),
-            "residual": self.residual,
-            "merge_mode": self.merge_mode,
-            "go_backwards": self.go_backwards,
-            "return_sequences": self.return_sequences,
-            "return_state": self.return_state,
-            "stateful": self.stateful,
-            "alpha": list(self.alpha) if isinstance(self.alpha, list) else self.alpha,
-            "input_dropout": self.input_dropout,
-            "recurrent_dropout": self.recurrent_dropout,
-            "zero_output_for_mask": self.zero_output_for_mask,
-            "dilation": self.dilation,
-        }
 
     # ---- description --------------------------------------------------------------------------
 
@@ -635,6 +479,179 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             and not (self.training and self.input_dropout > 0.0)
         )
 
+    def __repr__(self):
+        """Sizes, every option that differs from the constructor's default, and the dtype:
+        two layers that compute differently never look the same."""
+        shown = [
+            f"{name}={getattr(self, name)!r}"
+            for name, default in _option_defaults(type(self)).items()
+            if getattr(self, name) != default
+        ]
+        return (
+            f"{self.cell.torch_name}("
+            f"{', '.join([str(self.input_size), str(self.hidden_size), *shown])}, "
+            f"dtype={self.dtype.name})"
+        )
+
+
+class RNN(RecurrentLayer):
+    """Elman RNN layer with PyTorch's ``torch.nn.RNN`` interface (and Keras's options), on NumPy
+    arrays.
+
+    ``h_t = (1 - alpha) h_{t-1} + alpha act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``, ``act``
+    tanh or relu (``alpha = 1``, the default: the plain Elman unit).
+
+    Parameters
+    ----------
+    input_size, hidden_size : int
+    num_layers : int
+        Stacked layers; layer k > 0 reads the (concatenated) outputs of layer k - 1.
+    nonlinearity : {"tanh", "relu"}
+    bias : bool
+        When False the layer has no ``bias_ih_l{k}`` / ``bias_hh_l{k}``.
+    batch_first : bool
+        Input and output as (B, T, ...) instead of (T, B, ...); states stay (layers*dirs, B, H).
+    dropout : float in [0, 1]
+        Inverted dropout on the outputs of every layer but the last, in training mode only (as
+        PyTorch; 1 zeroes them all); the masks are drawn from a generator seeded by ``seed``.
+        With one layer there is nothing to drop: a UserWarning, as torch.
+    bidirectional : bool
+        A reverse direction per layer (parameters ``..._l{k}_reverse``); the reverse direction
+        of a variable-length batch starts at each sequence's own end.
+    dtype : float32 or float64
+    seed : int, optional
+        Seeds the initialisation U(-1/sqrt(H), 1/sqrt(H)) (PyTorch's) and the dropout masks.
+    residual : bool
+        Skip connections: the output of every layer k > 0 is its recurrent output plus its
+        input (both layers*dirs wide). Needs num_layers >= 2.
+    merge_mode : {"concat", "sum", "mul", "ave", None}
+        How the two directions of the last layer are combined (Keras's ``Bidirectional``);
+        between stacked layers they are always concatenated (PyTorch). None (Keras's): not
+        combined, the output is the list ``[forward, backward]``. Only with ``bidirectional``.
+    go_backwards : bool
+        Keras's: the stack reads the sequences in reverse (each within its own length) and the
+        output sequence is returned in that processing order; with lengths each sequence's
+        padded steps then come first, as zeros.
+    return_sequences, return_state : bool or None
+        Both None (the default): a call returns PyTorch's ``(y, h_n)``. Either given: Keras's
+        semantics, the output is the whole sequence if ``return_sequences`` else the last
+        output (B, out) (each sequence's own last step; zeros for an empty sequence), and the
+        call returns ``(output, h_n)`` if ``return_state`` else the output alone.
+    stateful : bool
+        Carry h_n from one call (or ``step``) to the next as its h0 when no h0 is given, until
+        ``reset_state()``. A dilated layer carries its last d states per layer (see
+        ``dilation``), so that calls over consecutive pieces of a sequence give what one call
+        over the whole sequence gives.
+    alpha : float in (0, 1], or a list of one per layer
+        Leak rate of leaky units.
+    dilation : int >= 1, or a list of one per layer
+        ``h_t`` reads ``h_{t-d}`` (temporal skip connections; ``[1, 2, 4, 8]``: a stack over
+        multiple time scales), run as d interleaved sequences of ceil(T/d) steps. Its state
+        (``h0``, ``step``'s ``h``, a stateful layer's carry) may be one ring per layer and
+        direction: ``ring[j]`` (B, H) is h_{j-d}, the state chain j starts from (``ring[-1]``
+        the newest); a plain (layers*dirs, B, H) h0 starts every chain from it.
+
+    Every flag must be a bool (or ``np.bool_``): anything else is a TypeError, as torch's.
+    The options may be assigned later and are checked as here; input_size, hidden_size,
+    num_layers, bidirectional, bias, dtype and seed are fixed (assigning one is an
+    AttributeError: build a new layer). Unbatched input, as torch: x (T, input_size) with h0
+    (num_layers*dirs, H) gives outputs without the batch axis.
+
+    Call ``layer(x, h0=None, lengths=None, mask=None)``; after a call in training mode,
+    ``dx, dh0 = layer.backward(d_output, dh_n=None)`` adds the parameter gradients into
+    ``layer.grads`` (keys as ``state_dict()``). ``lengths`` (B,) are the sequences' lengths in
+    a padded batch; ``mask`` is the same as a Keras (B, T) prefix mask.
+    """
+
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        nonlinearity="tanh",
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        dtype=np.float32,
+        seed=None,
+        *,
+        residual=False,
+        merge_mode="concat",
+        go_backwards=False,
+        return_sequences=None,
+        return_state=None,
+        stateful=False,
+        alpha=1.0,
+        input_dropout=0.0,
+        recurrent_dropout=0.0,
+        zero_output_for_mask=None,
+        dilation=1,
+    ):
+        self._input_size = check_positive_int("input_size", input_size)
+        self._hidden_size = check_positive_int("hidden_size", hidden_size)
+        self._num_layers = check_positive_int("num_layers", num_layers)
+        self._bias = check_bool("bias", bias)
+        self._bidirectional = check_bool("bidirectional", bidirectional)
+        self._dtype = layer_dtype(dtype)
+        self._seed = seed
+        self._state = None
+        # The options below go through their setters: the same checks now and on assignment.
+        self.nonlinearity = nonlinearity
+        self.batch_first = batch_first
+        self._dropout = self._checked_dropout(dropout)
+        self.residual = residual
+        self.merge_mode = merge_mode
+        self.go_backwards = go_backwards
+        self.return_sequences = return_sequences
+        self.return_state = return_state
+        self.stateful = stateful
+        self.alpha = alpha
+        self.input_dropout = input_dropout
+        self.recurrent_dropout = recurrent_dropout
+        self.zero_output_for_mask = zero_output_for_mask
+        self.dilation = dilation
+
+        self._init_parameters(np.random.default_rng(seed))
+
+    # The kernels of one (layer, direction) over a sequence and of one step, on this layer's
+    # weights: the stack runner and step() call them; rnnfast.quantize's copies replace them.
+    _direction_kernel = float_direction_kernel
+    _step_kernel = staticmethod(functional.rnn_step)
+
+    def _step_weights(self, layer):
+        """The weight arguments of ``_step_kernel`` for stacked layer ``layer``, read live."""
+        p = self._params
+        n_ih, n_hh, n_bi, n_bh = self._names[layer]
+        return p[n_ih], p[n_hh], p[n_bi] if n_bi else None, p[n_bh] if n_bh else None
+
+    def get_config(self):
+        """The constructor arguments: ``RNN(**layer.get_config())`` builds the same architecture
+        (fresh parameters; load a state_dict for the values). JSON-serialisable."""
+        return {
+            "input_size": self.input_size,
+            "hidden_size": self.hidden_size,
+            "num_layers": self.num_layers,
+            "nonlinearity": self.nonlinearity,
+            "bias": self.bias,
+            "batch_first": self.batch_first,
+            "dropout": self.dropout,
+            "bidirectional": self.bidirectional,
+            "dtype": self.dtype.name,
+            "seed": self.seed if self.seed is None else int(self.seed),
+            "residual": self.residual,
+            "merge_mode": self.merge_mode,
+            "go_backwards": self.go_backwards,
+            "return_sequences": self.return_sequences,
+            "return_state": self.return_state,
+            "stateful": self.stateful,
+            "alpha": list(self.alpha) if isinstance(self.alpha, list) else self.alpha,
+            "input_dropout": self.input_dropout,
+            "recurrent_dropout": self.recurrent_dropout,
+            "zero_output_for_mask": self.zero_output_for_mask,
+            "dilation": self.dilation,
+        }
+
     # ---- interop -------------------------------------------------------------------------------
 
     @classmethod
@@ -645,19 +662,6 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     def to_torch(self):
         """A ``torch.nn.RNN`` with this layer's configuration and weights (torch imported here)."""
         return rnn_torch.to_torch(self)
-
-    def __repr__(self):
-        """Sizes, every option that differs from the constructor's default, and the dtype:
-        two layers that compute differently never look the same."""
-        shown = [
-            f"{name}={getattr(self, name)!r}"
-            for name, default in _OPTION_DEFAULTS.items()
-            if getattr(self, name) != default
-        ]
-        return (
-            f"RNN({', '.join([str(self.input_size), str(self.hidden_size), *shown])}, "
-            f"dtype={self.dtype.name})"
-        )
 
     # ---- ONNX (rnnfast.io.onnx asks these; nn does not import io) ----------------------------
 
@@ -730,9 +734,12 @@ class RNN(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         )
 
 
-# The options repr compares with their defaults, read from the constructor: one source.
-_OPTION_DEFAULTS = {
-    name: param.default
-    for name, param in inspect.signature(RNN.__init__).parameters.items()
-    if name not in ("self", "input_size", "hidden_size", "dtype", "seed")
-}
+@functools.cache
+def _option_defaults(cls):
+    """The options repr compares with their defaults, read from the constructor: one source."""
+    return {
+        name: param.default
+        for name, param in inspect.signature(cls.__init__).parameters.items()
+        if name not in ("self", "input_size", "hidden_size", "dtype", "seed")
+        and name not in getattr(cls, "_not_options", ())
+    }

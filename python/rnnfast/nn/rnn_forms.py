@@ -49,19 +49,21 @@ class RNNForms:
         directions' outputs as ``[forward, backward]`` for merge_mode=None (Keras flattens
         the states after them: ``[forward, backward, h_n]``)."""
         if o.merge_mode is None:
-            H = self.hidden_size
-            result = [result[..., :H], result[..., H:]]
+            R = self.cell.output_width(self)
+            result = [result[..., :R], result[..., R:]]
         if not o.keras:
             return result, h_n
         if not o.return_state:
             return result
-        return [*result, h_n] if o.merge_mode is None else (result, h_n)
+        # the states after the output, each flat: h_n, or an LSTM's h_n, c_n
+        states = tuple(h_n) if self.cell.num_states > 1 else (h_n,)
+        return [*result, *states] if o.merge_mode is None else (result, *states)
 
     def _last_of(self, out, lengths):
         """Keras's last output of each direction (B, dirs*H): the forward direction at each
         sequence's own last step, the reverse direction at its first (where it ends); zeros
         for an empty sequence."""
-        H = self.hidden_size
+        H = self.cell.output_width(self)
         steps, batch = out.shape[0], out.shape[1]
         if steps == 0:  # every sequence is empty
             return np.zeros((batch, out.shape[2]), dtype=self.dtype)
@@ -80,7 +82,7 @@ class RNNForms:
         concatenated ones (and merge_mode=None's, split only when returned) pass as they are."""
         if not self.bidirectional or merge_mode in ("concat", None):
             return o
-        H = self.hidden_size
+        H = self.cell.output_width(self)
         f, r = o[..., :H], o[..., H:]
         if merge_mode == "sum":
             return f + r
@@ -92,7 +94,7 @@ class RNNForms:
         """Gradient of the merge: from d (..., out) to (..., dirs*H)."""
         if not self.bidirectional or merge_mode in ("concat", None):
             return d
-        H = self.hidden_size
+        H = self.cell.output_width(self)
         if merge_mode == "sum":
             return np.concatenate([d, d], axis=-1)
         if merge_mode == "ave":
@@ -167,7 +169,7 @@ class RNNForms:
             )
         if d_output[0] is None and d_output[1] is None:
             return None
-        part = shape[:-1] + (self.hidden_size,)
+        part = shape[:-1] + (self.cell.output_width(self),)
         parts = []
         for i, d in enumerate(d_output):
             if d is None:
@@ -185,7 +187,7 @@ class RNNForms:
     def _last_gradient_sequence(self, d_last, lengths, steps, batch):
         """The gradient of Keras's last output (B, dirs*H) as one of the whole output sequence
         (T, B, dirs*H): zero but at each sequence's last step (the reverse direction: its first)."""
-        H = self.hidden_size
+        H = self.cell.output_width(self)
         d_out = np.zeros((steps, batch, d_last.shape[1]), dtype=self.dtype)
         ran = np.arange(batch) if lengths is None else np.nonzero(lengths > 0)[0]
         ends = steps - 1 if lengths is None else lengths[ran] - 1
@@ -195,16 +197,18 @@ class RNNForms:
         return d_out
 
     def _add_last_gradient_to_state(self, d_last, lengths, dh_n, batch):
-        """dh_n (num_layers*dirs, B, H) plus the gradient of Keras's last output, which is the
-        top layer's h_n of each direction (zero for an empty sequence, whose h_n is h0)."""
-        dirs, H = self.num_directions, self.hidden_size
+        """dh_n (num_layers*dirs, B, S) plus the gradient of Keras's last output, which is the
+        top layer's h_n of each direction (zero for an empty sequence, whose h_n is h0): the
+        h part (the first R columns) of the joined state."""
+        dirs, R = self.num_directions, self.cell.output_width(self)
+        S = self.cell.state_width(self)
         total = (
-            np.zeros((self.num_layers * dirs, batch, H), dtype=self.dtype)
+            np.zeros((self.num_layers * dirs, batch, S), dtype=self.dtype)
             if dh_n is None
             else dh_n.copy()
         )  # never the caller's array
-        extra = d_last.reshape(batch, dirs, H).swapaxes(0, 1)
+        extra = d_last.reshape(batch, dirs, R).swapaxes(0, 1)
         if lengths is not None:
             extra = extra * (lengths > 0)[None, :, None]
-        total[(self.num_layers - 1) * dirs :] += extra
+        total[(self.num_layers - 1) * dirs :, :, :R] += extra
         return total

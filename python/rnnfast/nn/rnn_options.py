@@ -41,6 +41,7 @@ class _Options(NamedTuple):
     return_sequences: bool | None
     return_state: bool | None
     zero_output_for_mask: bool | None
+    cell_options: dict | None = None
 
 
 def _read_only(name, why):
@@ -50,7 +51,7 @@ def _read_only(name, why):
     def refuse(self, value):
         raise AttributeError(
             f"{name} is fixed at construction ({why}); build a new layer instead: "
-            f"RNN(**{{**layer.get_config(), {name!r}: {value!r}}})"
+            f"{type(self).__name__}(**{{**layer.get_config(), {name!r}: {value!r}}})"
         )
 
     # attrgetter: a C-level getter, as fast as reading the attribute itself
@@ -272,7 +273,7 @@ class RNNOptions(RecurrentOptions):
     def _options(self):
         """The options as they are now, for one forward and its backward."""
         return _Options(
-            self.nonlinearity,
+            self._nonlinearity,  # the Elman cell's (None for the gated cells)
             list(self._alphas),
             self.batch_first,
             self.go_backwards,
@@ -282,7 +283,13 @@ class RNNOptions(RecurrentOptions):
             self.return_sequences,
             self.return_state,
             self.zero_output_for_mask,
+            self._cell_options(),
         )
+
+    def _cell_options(self):
+        """The keyword options of a gated cell's kernels (``nn.cells``), None for the Elman
+        cell (its nonlinearity and alphas travel apart)."""
+        return None
 
     @property
     def num_directions(self):
@@ -290,16 +297,17 @@ class RNNOptions(RecurrentOptions):
 
     @property
     def output_size(self):
-        """Width of the output sequence: H, or 2H for concatenated directions."""
+        """Width of the output sequence: R (H, or an LSTM's proj_size), or 2R for
+        concatenated directions."""
         concat = self.bidirectional and self.merge_mode == "concat"
-        return self.hidden_size * (2 if concat else 1)
+        return self.cell.output_width(self) * (2 if concat else 1)
 
     @property
     def state(self):
         """The state carried to the next call of a stateful layer (layers*dirs, B, H), or None;
         for a dilated layer, the list of its rings (d_k, B, H), one per layer and direction
         (``dilation``), which ``h0`` and ``step`` take back."""
-        return map_state(np.copy, self._state)
+        return self._state_output(map_state(np.copy, self._state))
 
     def reset_state(self):
         """Forget the carried state of a stateful layer: the next call starts from zeros."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 
+from .cells import ELMAN
+
 __all__ = ["keras_param_count", "summary_text"]
 
-_PARAM = re.compile(r"^(weight|bias)_(ih|hh)_l(\d+)(_reverse)?$")
+_PARAM = re.compile(r"^(weight|bias)_(ih|hh|hr)_l(\d+)(_reverse)?$")
 
 
 def _groups(layer):
@@ -24,12 +26,10 @@ def _groups(layer):
     return groups, others
 
 
-def _keras_count(group):
-    """Keras's count for one direction: kernel, recurrent kernel and one bias vector."""
-    n = group["weight_ih"].size + group["weight_hh"].size
-    if "bias_ih" in group or "bias_hh" in group:
-        n += next(group[k] for k in ("bias_ih", "bias_hh") if k in group).size
-    return n
+def _keras_count(layer, group):
+    """Keras's count for one direction, as the layer's cell says (``nn.cells``): kernel,
+    recurrent kernel and Keras's bias vector(s)."""
+    return getattr(layer, "cell", ELMAN).keras_count(layer, group)
 
 
 def summary_text(layer):
@@ -43,7 +43,8 @@ def summary_text(layer):
     str
     """
     groups, others = _groups(layer)
-    H = layer.hidden_size
+    cell = getattr(layer, "cell", ELMAN)
+    H = cell.output_width(layer)
     dirs = 2 if getattr(layer, "bidirectional", False) else 1
     batch_first = getattr(layer, "batch_first", False)
     last = layer.num_layers - 1
@@ -54,14 +55,14 @@ def summary_text(layer):
     rows = [("Layer (type)", "Output Shape", "Param #")]
     keras_total = 0
     for k in range(layer.num_layers):
-        count = sum(_keras_count(g) for (i, _), g in groups.items() if i == k)
+        count = sum(_keras_count(layer, g) for (i, _), g in groups.items() if i == k)
         keras_total += count
         width = H * dirs if (k < last or merge_mode == "concat") else H
         if k == last and not return_sequences:
             shape = f"(B, {width})"
         else:
             shape = f"(B, T, {width})" if batch_first else f"(T, B, {width})"
-        kind = "Bidirectional RNN" if dirs == 2 else "RNN"
+        kind = ("Bidirectional " if dirs == 2 else "") + cell.summary_kind(layer)
         # Keras's dropout / recurrent_dropout (rnnfast's input_ / recurrent_dropout) shown
         # where set: they change what training computes, not the parameters
         drops = "".join(
@@ -72,7 +73,8 @@ def summary_text(layer):
             )
             if getattr(layer, ours, 0.0)
         )
-        rows.append((f"rnn_l{k} ({kind}, {layer.nonlinearity}{drops})", shape, f"{count:,}"))
+        name = cell.torch_name.lower()
+        rows.append((f"{name}_l{k} ({kind}{drops})", shape, f"{count:,}"))
     other_total = sum(p.size for p in others.values())
     if others:
         rows.append(("other parameters", "", f"{other_total:,}"))
@@ -95,6 +97,8 @@ def summary_text(layer):
             f"PyTorch layout: {torch_total:,} params (rnnfast stores two bias vectors per "
             "direction, bias_ih and bias_hh; Keras's one bias is their sum)"
         )
+    elif getattr(layer, "bias", True):  # a GRU with reset_after: Keras's two biases too
+        lines.append(f"PyTorch layout: {torch_total:,} params (the same)")
     else:
         lines.append(f"PyTorch layout: {torch_total:,} params (no biases)")
     return "\n".join(lines)
@@ -103,4 +107,6 @@ def summary_text(layer):
 def keras_param_count(layer):
     """An RNN's parameters in Keras's layout: one bias vector per direction, not two."""
     groups, others = _groups(layer)
-    return sum(_keras_count(g) for g in groups.values()) + sum(p.size for p in others.values())
+    return sum(_keras_count(layer, g) for g in groups.values()) + sum(
+        p.size for p in others.values()
+    )

@@ -1,7 +1,8 @@
-"""The RNN layer to and from PyTorch's ``torch.nn.RNN``: the two share one layout
-(``weight_ih_l{k}[_reverse]`` of shape (H, D_k) and so on), so converting is copying the
-configuration and the weights. torch is imported only inside the functions (``RNN.from_torch``,
-``RNN.to_torch`` and ``rnnfast.interop`` call them)."""
+"""The recurrent layers to and from PyTorch's ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` (the layer's
+cell names which, ``nn.cells``): they share one layout (``weight_ih_l{k}[_reverse]`` of shape
+(G*H, D_k) in PyTorch's gate order, and so on), so converting is copying the configuration and
+the weights. torch is imported only inside the functions (``RNN.from_torch``, ``RNN.to_torch``,
+their GRU / LSTM counterparts and ``rnnfast.interop`` call them)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,22 @@ import numpy as np
 
 __all__ = ["from_torch", "to_torch"]
 
-# the constructor arguments that torch.nn.RNN and rnnfast.RNN share, in torch's order
+# the constructor arguments that torch's recurrent modules and rnnfast's layers share, in
+# torch's order; the cells' own (nn.RNN's nonlinearity, nn.LSTM's proj_size) by torch's name
 _TORCH_CONFIG = (
     "input_size",
     "hidden_size",
     "num_layers",
-    "nonlinearity",
     "bias",
     "batch_first",
     "dropout",
     "bidirectional",
 )
+_CELL_CONFIG = {"RNN": ("nonlinearity",), "GRU": (), "LSTM": ("proj_size",)}
+
+
+def _config_names(cell):
+    return _TORCH_CONFIG + _CELL_CONFIG[cell.torch_name]
 
 
 def from_torch(module, cls):
@@ -53,11 +59,13 @@ def from_torch(module, cls):
     """
     import torch
 
-    if not isinstance(module, torch.nn.RNN):
+    name = cls.cell.torch_name
+    if not isinstance(module, getattr(torch.nn, name)):
         raise TypeError(
-            f"module: expected a torch.nn.RNN (the Elman recurrence), got {type(module).__name__}"
+            f"module: expected a torch.nn.{name} (for rnnfast.{cls.__name__}), got "
+            f"{type(module).__name__}"
         )
-    if getattr(module, "proj_size", 0):
+    if "proj_size" not in _CELL_CONFIG[name] and getattr(module, "proj_size", 0):
         raise ValueError(f"module: proj_size={module.proj_size} has no rnnfast equivalent")
     dtypes = {p.dtype for p in module.parameters()}
     if len(dtypes) != 1 or next(iter(dtypes)) not in (torch.float32, torch.float64):
@@ -65,7 +73,7 @@ def from_torch(module, cls):
             f"module: expected float32 or float64 parameters, got {sorted(map(str, dtypes))}"
         )
     dtype = np.float32 if next(iter(dtypes)) == torch.float32 else np.float64
-    config = {name: getattr(module, name) for name in _TORCH_CONFIG}
+    config = {name: getattr(module, name) for name in _config_names(cls.cell)}
     # torch keeps bidirectional as given (it accepts 1) and reads it by truth: so does this
     config["bidirectional"] = bool(config["bidirectional"])
     layer = cls(**config, dtype=dtype)
@@ -75,8 +83,14 @@ def from_torch(module, cls):
 
 
 def _torch_incompatibilities(layer):
-    """The options of ``layer`` that change its mathematics in ways torch.nn.RNN cannot express."""
+    """The options of ``layer`` that change its mathematics in ways torch cannot express."""
     problems = []
+    if getattr(layer, "reset_after", True) is False:
+        problems.append("reset_after=False (torch's GRU applies the reset gate after the product)")
+    if getattr(layer, "activation", "tanh") != "tanh":
+        problems.append(f"activation={layer.activation!r}")
+    if getattr(layer, "recurrent_activation", "sigmoid") != "sigmoid":
+        problems.append(f"recurrent_activation={layer.recurrent_activation!r}")
     if getattr(layer, "go_backwards", False):
         problems.append("go_backwards=True")
     if getattr(layer, "residual", False):
@@ -111,15 +125,17 @@ def to_torch(layer):
     """
     import torch
 
+    cell = getattr(layer, "cell", None)
+    name = "RNN" if cell is None else cell.torch_name
     problems = _torch_incompatibilities(layer)
     if problems:
-        raise ValueError(f"layer: torch.nn.RNN has no equivalent of {', '.join(problems)}")
-    config = {name: getattr(layer, name) for name in _TORCH_CONFIG}
+        raise ValueError(f"layer: torch.nn.{name} has no equivalent of {', '.join(problems)}")
+    config = {n: getattr(layer, n) for n in _TORCH_CONFIG + _CELL_CONFIG[name]}
     with warnings.catch_warnings():
         # torch warns that dropout with one layer has nothing to act on; rnnfast agrees, and the
         # value is kept so that the configuration round-trips unchanged.
         warnings.filterwarnings("ignore", message=".*dropout.*", category=UserWarning)
-        module = torch.nn.RNN(**config)
+        module = getattr(torch.nn, name)(**config)
     if np.dtype(layer.dtype) == np.float64:
         module = module.double()
     state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in layer.state_dict().items()}

@@ -83,7 +83,9 @@ class Run(NamedTuple):
     table of token input (layer 0 reads ids), or None. training: masks are drawn and caches
     kept. dilations: each layer's dilation (h_t reads h_{t-d}; empty: 1 everywhere). rings:
     also return each (layer, direction)'s last d states (nn.dilation), what a stateful
-    dilated layer carries to its next call."""
+    dilated layer carries to its next call. cell_options: the keyword options of a gated
+    cell's kernels as the forward read them (``nn.cells``), None for the Elman cell (which
+    reads nonlinearity and alphas)."""
 
     nonlinearity: str
     alphas: list
@@ -95,6 +97,7 @@ class Run(NamedTuple):
     training: bool
     dilations: tuple = ()
     rings: bool = False
+    cell_options: object = None
 
 
 class StackCache(NamedTuple):
@@ -132,7 +135,7 @@ def _draw_masks(layer, run, batch, width):
         else None
     )
     m_rec = (
-        dropout_mask(rng, (batch, layer.hidden_size), layer.recurrent_dropout, dtype)
+        dropout_mask(rng, (batch, layer.cell.output_width(layer)), layer.recurrent_dropout, dtype)
         if layer.recurrent_dropout > 0.0
         else None
     )
@@ -141,15 +144,16 @@ def _draw_masks(layer, run, batch, width):
 
 def stack_forward(layer, x, h0, run):
     """The stack over ``x`` (T, B, D) (token ids (T, B) when ``run.table`` is set) from ``h0``
-    (layers*dirs, B, H), or a list of one ring (d_k, B, H) per (layer, direction) (one state
-    per chain, nn.dilation), or None: ``(out (T, B, dirs*H), h_n, cache, rings)``, cache None
+    (layers*dirs, B, S) (S: the cell's joined state width, ``nn.cells``), or a list of one ring
+    (d_k, B, H) per (layer, direction) (one state per chain, nn.dilation), or None:
+    ``(out (T, B, dirs*R), h_n, cache, rings)``, cache None
     outside training, rings (a list of one ring per (layer, direction)) None unless
     ``run.rings``."""
     steps, batch = x.shape[0], x.shape[1]
-    H, dirs = layer.hidden_size, _directions(layer)
+    S, dirs = layer.cell.state_width(layer), _directions(layer)
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
     drop = run.training and layer.dropout > 0.0 and layer.num_layers > 1
-    h_n = np.empty((layer.num_layers * dirs, batch, H), dtype=layer.dtype)
+    h_n = np.empty((layer.num_layers * dirs, batch, S), dtype=layer.dtype)
     caches, rings = [], [] if run.rings else None
     inp = x
     for k in range(layer.num_layers):
@@ -183,12 +187,12 @@ def stack_forward(layer, x, h0, run):
 
 def stack_backward(layer, cache, run, d_out, dh_n, input_gradient=True):
     """Gradients of one training forward's stack: ``(dx, dh0, grads)`` from the gradient of
-    its output sequence ``d_out`` (T, B, dirs*H) (None: zero) and of h_n (None: zero). dx is
+    its output sequence ``d_out`` (T, B, dirs*R) (None: zero) and of h_n (None: zero). dx is
     the embedding table's gradient (V, D) with token input; None with ``input_gradient=False``
     (the first layer's kernels then skip it; a table's gradient is always computed).
     ``grads`` maps parameter names to this call's gradients (the caller adds them, so a
     failed call adds nothing)."""
-    H, dirs = layer.hidden_size, _directions(layer)
+    R, dirs = layer.cell.output_width(layer), _directions(layer)
     steps, batch = cache.layers[0][0][0][0].steps_batch  # layer 0, direction 0's record
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
     grads = {}
@@ -200,9 +204,8 @@ def stack_backward(layer, cache, run, d_out, dh_n, input_gradient=True):
         d_in = d_out.copy() if (run.residual and k > 0 and d_out is not None) else None
         for d in range(dirs):
             idx = k * dirs + d
-            names = layer._names[idx]
             record, m_in = runs[d]
-            dy = None if d_out is None else d_out[..., d * H : (d + 1) * H]
+            dy = None if d_out is None else d_out[..., d * R : (d + 1) * R]
             if dy is not None:
                 dy = rev(dy) if d else np.ascontiguousarray(dy)
             tokens = run.table is not None and k == 0
@@ -210,11 +213,7 @@ def stack_backward(layer, cache, run, d_out, dh_n, input_gradient=True):
             g, dx, dh0[idx] = _direction_backward(
                 layer, run, k, idx, record, dy, None if dh_n is None else dh_n[idx], tokens, needed
             )
-            grads[names[0]] = g.dweight_ih
-            grads[names[1]] = g.dweight_hh
-            if layer.bias:
-                grads[names[2]] = g.dbias
-                grads[names[3]] = g.dbias
+            grads.update(g)
             if dx is None:
                 continue
             if m_in is not None:
@@ -242,17 +241,7 @@ class _Record(NamedTuple):
     dilation: int
     last_rows: object
     per_chain: bool
-
-
-def _kernel_options(run, k, record):
-    return dict(
-        nonlinearity=run.nonlinearity,
-        lengths=record.lengths,
-        alpha=run.alphas[k],
-        step_mask=record.step_mask,
-        zero_output_for_mask=run.zero_output,
-        recurrent_mask=record.recurrent_mask,
-    )
+    workspace: object = None
 
 
 def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
@@ -275,19 +264,19 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
     elif per_chain:  # the ring of an undilated layer of a dilated stack: its one state
         h0_d = h0_d[0]
     record = _Record((steps, batch), fed, h0_d, None, lengths, mask, m_rec, d, last, per_chain)
-    y, h_n = layer._direction_kernel(
+    y, h_n, workspace = layer.cell.forward(
+        layer,
+        run,
+        k,
         idx,
         run.table if tokens else fed,
         h0_d,
-        run.nonlinearity,
         lengths,
-        run.alphas[k],
-        ids=fed if tokens else None,
-        step_mask=mask,
-        zero_output_for_mask=run.zero_output,
-        recurrent_mask=m_rec,
+        fed if tokens else None,
+        mask,
+        m_rec,
     )
-    record = record._replace(y=y)
+    record = record._replace(y=y, workspace=workspace)
     if d == 1:
         return y, h_n, record, (h_n[None] if run.rings else None)
     ring = dil.ring_from_chains(h_n, run.lengths, steps, batch, d) if run.rings else None
@@ -295,32 +284,22 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
 
 
 def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens, input_gradient):
-    """``(kernel gradients, dx (T, B, D) or the table's (V, D), dh0 (B, H))`` of one (layer,
-    direction) from the gradients of its outputs dy (T, B, H) and its h_n; dx None without
-    ``input_gradient``."""
-    names = layer._names[idx]
+    """``(gradients {name: array}, dx (T, B, D) or the table's (V, D), dh0 (B, S))`` of one
+    (layer, direction) from the gradients of its outputs dy (T, B, R) and its h_n (B, S); dx
+    None without ``input_gradient``."""
     d = record.dilation
     steps, batch = record.steps_batch
     if d > 1:
         dy = None if dy is None else dil.to_chains(dy, d)
         if dh_n is not None:
             dh_n = dil.chain_state_gradient(dh_n, record.last_rows, d)
-    g = functional.rnn_backward(
-        run.table if tokens else record.fed,
-        layer._params[names[0]],
-        layer._params[names[1]],
-        record.y,
-        dy,
-        dh_n,
-        h0=record.h0,
-        ids=record.fed if tokens else None,
-        input_gradient=input_gradient,
-        **_kernel_options(run, k, record),
+    grads, dx, dh0 = layer.cell.backward(
+        layer, run, k, idx, record, dy, dh_n, run.table if tokens else None, input_gradient
     )
     if d == 1:
-        return g, g.dx, (g.dh0[None] if record.per_chain else g.dh0)
-    dx = g.dx if tokens or g.dx is None else dil.from_chains(g.dx, d, steps)
-    dh0 = g.dh0.reshape(d, batch, -1)
+        return grads, dx, (dh0[None] if record.per_chain else dh0)
+    dx = dx if tokens or dx is None else dil.from_chains(dx, d, steps)
+    dh0 = dh0.reshape(d, batch, -1)
     # a ring gave each chain its own h0; otherwise every chain started from the one h0, whose
     # gradient is then the chains' sum
-    return g, dx, (dh0 if record.per_chain else dh0.sum(axis=0))
+    return grads, dx, (dh0 if record.per_chain else dh0.sum(axis=0))

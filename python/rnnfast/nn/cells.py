@@ -1,0 +1,427 @@
+"""The cell descriptions of the recurrent layers: what differs between the Elman, GRU and LSTM
+layers, said once per cell (OpenVINO's gatesCount / statesCount, oneDNN's cell kinds). The
+layer machinery (``nn.rnn``'s API forms, streaming and stateful layers; ``nn.stack``'s runner
+over layers x directions x batch order x reversal x dilation; the summary, PyTorch's and Keras's
+weights) asks the layer's ``cell`` and never tests for a layer class.
+
+A description is stateless and shared (``RNN.cell is ELMAN``): what depends on one layer's
+configuration (its sizes, ``reset_after``, ``proj_size``, ``bias``) it reads from the layer it
+is given, so layers pickled or copied carry nothing extra.
+
+Inside the stack runner a (layer, direction)'s state is ONE array (B, S): h, or for the LSTM h
+and c concatenated on the last axis (S = R + H, R = proj_size or H), so that batch order,
+reversal, stateful carry and the runner itself stay cell-agnostic; the layer's API forms split
+it (:meth:`CellSpec.split_state`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import functional
+
+__all__ = ["ELMAN", "GRU_SPEC", "LSTM_SPEC", "CellSpec", "ElmanSpec", "GRUSpec", "LSTMSpec"]
+
+# the parameter kinds in PyTorch's order within one (layer, direction)
+_KINDS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+
+
+class CellSpec:
+    """What a recurrent layer asks of its cell.
+
+    Attributes
+    ----------
+    torch_name, keras_name, onnx_op : str
+        The cell's module in PyTorch (``torch.nn.<torch_name>``), its layer in Keras and its
+        ONNX operator.
+    num_states : int
+        1 (h) or 2 (h and c).
+    num_gates : int
+        Gate blocks in ``weight_ih`` / ``weight_hh`` (1, 3 or 4).
+    gate_orders : dict
+        The gate blocks' order in PyTorch's, Keras's and ONNX's layouts, by the names each
+        uses (``"torch"``, ``"keras"``, ``"onnx"``).
+    """
+
+    torch_name = keras_name = onnx_op = ""
+    num_states = 1
+    num_gates = 1
+    gate_orders = {"torch": ("h",), "keras": ("h",), "onnx": ("h",)}
+
+    # ---- sizes -------------------------------------------------------------------------------
+
+    def output_width(self, layer):
+        """R: the width of h and of one direction's output sequence."""
+        return layer.hidden_size
+
+    def state_widths(self, layer):
+        """The widths of the states, in order: (R,) or (R, H)."""
+        return (self.output_width(layer),)
+
+    def state_width(self, layer):
+        """S: the width of the one state array per (layer, direction) the runner carries."""
+        return sum(self.state_widths(layer))
+
+    def split_state(self, layer, s):
+        """The states (h, or (h, c)) of a joined state array (..., S): views."""
+        if self.num_states == 1:
+            return s
+        R = self.output_width(layer)
+        return s[..., :R], s[..., R:]
+
+    # ---- parameters ----------------------------------------------------------------------------
+
+    def parameter_shapes(self, layer, input_width):
+        """``{kind: shape}`` of one (layer, direction) reading ``input_width`` features, in
+        PyTorch's order; the biases only with ``layer.bias``."""
+        G, H, R = self.num_gates, layer.hidden_size, self.output_width(layer)
+        shapes = {"weight_ih": (G * H, input_width), "weight_hh": (G * H, R)}
+        if layer.bias:
+            shapes["bias_ih"] = (G * H,)
+            shapes["bias_hh"] = (G * H,)
+        return shapes
+
+    def layout(self, layer):
+        """``(names, shapes)`` of a layer's parameters: per (layer, direction), in PyTorch's
+        order l * dirs + d, the 4-tuple of names (weight_ih, weight_hh, bias_ih, bias_hh; None
+        for absent biases), and ``{name: shape}`` over all of them in PyTorch's order (its
+        ``state_dict``'s, and the order the initialisation draws them)."""
+        dirs = 2 if layer.bidirectional else 1
+        names, shapes = [], {}
+        for k in range(layer.num_layers):
+            width = layer.input_size if k == 0 else self.output_width(layer) * dirs
+            for d in range(dirs):
+                sfx = f"_l{k}" + ("_reverse" if d else "")
+                kinds = self.parameter_shapes(layer, width)
+                for kind in _KINDS:
+                    if kind in kinds:
+                        shapes[kind + sfx] = kinds[kind]
+                names.append(
+                    tuple(
+                        (kind + sfx) if kind in kinds else None
+                        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+                    )
+                )
+        return names, shapes
+
+    def initial_parameters(self, layer, rng, shapes):
+        """PyTorch's initialisation, U(-1/sqrt(H), 1/sqrt(H)) for every parameter, drawn in
+        ``shapes``' order."""
+        bound = 1.0 / np.sqrt(layer.hidden_size)
+        return {
+            name: rng.uniform(-bound, bound, size=shape).astype(layer.dtype)
+            for name, shape in shapes.items()
+        }
+
+    def keras_count(self, layer, group):
+        """Keras's parameter count of one (layer, direction) from ``{kind: array}``: kernel,
+        recurrent kernel and one bias vector (Keras's one bias is the sum of PyTorch's two)."""
+        n = group["weight_ih"].size + group["weight_hh"].size
+        for kind in ("bias_ih", "bias_hh"):
+            if kind in group:
+                return n + group[kind].size
+        return n
+
+    def summary_kind(self, layer):
+        """The layer's type in a summary row: ``"GRU, tanh"`` and the like."""
+        return f"{self.torch_name}, {layer.activation}"
+
+    # ---- kernels -------------------------------------------------------------------------------
+
+    def forward(self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask):
+        """One (layer, direction) over the whole sequence: ``(y (T, B, R), h_n (B, S),
+        workspace or None)``; x is the embedding table with ``ids`` (token input)."""
+        raise NotImplementedError
+
+    def backward(self, layer, run, k, idx, record, dy, dh_n, table, input_gradient):
+        """Gradients of one (layer, direction) as its forward ran (``record``): ``(grads
+        {name: array}, dx (T, B, D) or, with token input (``table``), the table's (V, D), dh0
+        (B, S))``; dx None without ``input_gradient``."""
+        raise NotImplementedError
+
+
+class ElmanSpec(CellSpec):
+    """The Elman cell (tanh or relu, leaky units): one gate, one state."""
+
+    torch_name, keras_name, onnx_op = "RNN", "SimpleRNN", "RNN"
+
+    def summary_kind(self, layer):
+        return f"{self.torch_name}, {layer.nonlinearity}"
+
+    def forward(self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask):
+        # the layer's hook: rnnfast.quantize's copies run their own kernels here
+        y, h_n = layer._direction_kernel(
+            idx,
+            x,
+            h0,
+            run.nonlinearity,
+            lengths,
+            run.alphas[k],
+            ids=ids,
+            step_mask=step_mask,
+            zero_output_for_mask=run.zero_output,
+            recurrent_mask=recurrent_mask,
+        )
+        return y, h_n, None
+
+    def backward(self, layer, run, k, idx, record, dy, dh_n, table, input_gradient):
+        names = layer._names[idx]
+        g = functional.rnn_backward(
+            record.fed if table is None else table,
+            layer._params[names[0]],
+            layer._params[names[1]],
+            record.y,
+            dy,
+            dh_n,
+            h0=record.h0,
+            ids=None if table is None else record.fed,
+            input_gradient=input_gradient,
+            nonlinearity=run.nonlinearity,
+            lengths=record.lengths,
+            alpha=run.alphas[k],
+            step_mask=record.step_mask,
+            zero_output_for_mask=run.zero_output,
+            recurrent_mask=record.recurrent_mask,
+        )
+        grads = {names[0]: g.dweight_ih, names[1]: g.dweight_hh}
+        if names[2] is not None:
+            grads[names[2]] = grads[names[3]] = g.dbias
+        return grads, g.dx, g.dh0
+
+
+class _GatedSpec(CellSpec):
+    """What the GRU and LSTM cells share: their kernels' calling convention
+    (``rnnfast.functional.gru_* / lstm_*``), token input gathered in NumPy."""
+
+    def _weights(self, layer, idx):
+        p = layer._params
+        return tuple(None if n is None else p[n] for n in layer._names[idx])
+
+    def _projection(self, layer, idx):
+        return None
+
+    def _cell_options(self, run):
+        """The forward's keyword options (``run.cell_options``: read from the layer when the
+        forward ran, so that its backward is told the same)."""
+        return dict(run.cell_options)
+
+    def forward(self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask):
+        # the gated layers refuse general masks and recurrent dropout before they get here
+        if ids is not None:
+            x = x[ids]  # token input: gathered here (the kernels take no ids)
+        out = self._forward_kernel(
+            x, *self._weights(layer, idx), h0, lengths, layer, idx, run.training, run
+        )
+        return out.y, self._joined(out), out.workspace
+
+    def backward(self, layer, run, k, idx, record, dy, dh_n, table, input_gradient):
+        x = record.fed if table is None else table[record.fed]
+        names = layer._names[idx]
+        g = self._backward_kernel(
+            x,
+            *self._weights(layer, idx),
+            record,
+            dy,
+            dh_n,
+            layer,
+            idx,
+            run,
+            input_gradient or table is not None,
+        )
+        grads = {names[0]: g.dweight_ih, names[1]: g.dweight_hh}
+        if names[2] is not None:
+            grads[names[2]], grads[names[3]] = g.dbias_ih, g.dbias_hh
+        grads.update(self._projection_gradient(layer, idx, g))
+        dx = g.dx
+        if table is not None:  # the table's gradient: the steps' deltas summed per id
+            d_table = np.zeros_like(table)
+            np.add.at(d_table, record.fed, dx)
+            dx = d_table
+        return grads, dx, self._joined_gradient(g)
+
+    def _projection_gradient(self, layer, idx, g):
+        return {}
+
+
+class GRUSpec(_GatedSpec):
+    """The GRU cell: gates r, z, n (PyTorch's order), one state; ``layer.reset_after``
+    chooses PyTorch's form (True: the reset gate after the recurrent product) or Keras's
+    other one."""
+
+    torch_name, keras_name, onnx_op = "GRU", "GRU", "GRU"
+    num_gates = 3
+    gate_orders = {"torch": ("r", "z", "n"), "keras": ("z", "r", "h"), "onnx": ("z", "r", "h")}
+
+    def keras_count(self, layer, group):
+        """Keras's GRU: with ``reset_after`` two bias vectors (input and recurrent), 3(DH + HH +
+        2H); without, one, 3(DH + HH + H)."""
+        n = group["weight_ih"].size + group["weight_hh"].size
+        biases = [group[k].size for k in ("bias_ih", "bias_hh") if k in group]
+        if not biases:
+            return n
+        return n + (sum(biases) if layer.reset_after else biases[0])
+
+    def _forward_kernel(self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run):
+        return functional.gru_forward(
+            x,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            h0,
+            lengths,
+            **self._cell_options(run),
+            return_sequences=True,
+            keep_workspace=training,
+        )
+
+    def _backward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient
+    ):
+        return functional.gru_backward(
+            x,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            record.y,
+            record.workspace,
+            dy,
+            dh_n,
+            h0=record.h0,
+            lengths=record.lengths,
+            **self._cell_options(run),
+            input_gradient=input_gradient,
+        )
+
+    def _joined(self, out):
+        return out.h_n
+
+    def _joined_gradient(self, g):
+        return g.dh0
+
+    def step(self, layer, run_options, k, x_t, s):
+        """One step of stacked layer k from its state s (B, S): the new state (B, S)."""
+        return functional.gru_step(x_t, s, *self._weights(layer, k), **run_options)
+
+
+class LSTMSpec(_GatedSpec):
+    """The LSTM cell: gates i, f, g, o (PyTorch's order), states h (R wide: ``proj_size`` when
+    the layer projects, as PyTorch's ``weight_hr_l{k}`` (P, H), else H) and c (H wide)."""
+
+    torch_name, keras_name, onnx_op = "LSTM", "LSTM", "LSTM"
+    num_states = 2
+    num_gates = 4
+    gate_orders = {
+        "torch": ("i", "f", "g", "o"),
+        "keras": ("i", "f", "c", "o"),
+        "onnx": ("i", "o", "f", "c"),
+    }
+
+    def output_width(self, layer):
+        return layer.proj_size or layer.hidden_size
+
+    def state_widths(self, layer):
+        return (self.output_width(layer), layer.hidden_size)
+
+    def parameter_shapes(self, layer, input_width):
+        shapes = super().parameter_shapes(layer, input_width)
+        if layer.proj_size:
+            shapes["weight_hr"] = (layer.proj_size, layer.hidden_size)
+        return shapes
+
+    def initial_parameters(self, layer, rng, shapes):
+        params = super().initial_parameters(layer, rng, shapes)
+        if layer.unit_forget_bias and layer.bias:
+            H = layer.hidden_size
+            for name, p in params.items():
+                if name.startswith("bias_ih"):
+                    p[H : 2 * H] = 1.0
+                elif name.startswith("bias_hh"):
+                    p[H : 2 * H] = 0.0
+        return params
+
+    def keras_count(self, layer, group):
+        """Keras's LSTM, 4(DH + HH + H), plus the projection's P·H (which Keras has not)."""
+        n = super().keras_count(layer, group)
+        return n + (group["weight_hr"].size if "weight_hr" in group else 0)
+
+    def _projection(self, layer, idx):
+        if not layer.proj_size:
+            return None
+        return layer._params[layer._names[idx][0].replace("weight_ih", "weight_hr", 1)]
+
+    def _projection_gradient(self, layer, idx, g):
+        if not layer.proj_size:
+            return {}
+        return {layer._names[idx][0].replace("weight_ih", "weight_hr", 1): g.dweight_hr}
+
+    def _split(self, layer, s):
+        if s is None:
+            return None, None
+        h, c = self.split_state(layer, s)
+        return np.ascontiguousarray(h), np.ascontiguousarray(c)
+
+    def _forward_kernel(self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run):
+        h0, c0 = self._split(layer, h0)
+        return functional.lstm_forward(
+            x,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            h0,
+            c0,
+            lengths,
+            weight_hr=self._projection(layer, idx),
+            **self._cell_options(run),
+            return_sequences=True,
+            keep_workspace=training,
+        )
+
+    def _backward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient
+    ):
+        h0, c0 = self._split(layer, record.h0)
+        dh_n, dc_n = self._split(layer, dh_n)
+        return functional.lstm_backward(
+            x,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            record.y,
+            record.workspace,
+            dy,
+            dh_n,
+            dc_n,
+            h0=h0,
+            c0=c0,
+            lengths=record.lengths,
+            weight_hr=self._projection(layer, idx),
+            **self._cell_options(run),
+            input_gradient=input_gradient,
+        )
+
+    def _joined(self, out):
+        return np.concatenate([out.h_n, out.c_n], axis=-1)
+
+    def _joined_gradient(self, g):
+        return np.concatenate([g.dh0, g.dc0], axis=-1)
+
+    def step(self, layer, run_options, k, x_t, s):
+        h, c = self._split(layer, s)
+        h, c = functional.lstm_step(
+            x_t,
+            h,
+            c,
+            *self._weights(layer, k),
+            weight_hr=self._projection(layer, k),
+            **run_options,
+        )
+        return np.concatenate([h, c], axis=-1)
+
+
+ELMAN = ElmanSpec()
+GRU_SPEC = GRUSpec()
+LSTM_SPEC = LSTMSpec()

@@ -1,0 +1,597 @@
+"""The gated recurrent layers ``GRU`` and ``LSTM``: the recurrent layer machinery of ``nn.rnn``
+(API forms, lengths, stacking, directions, stateful layers, token input; ``nn.stack``'s runner)
+on the gated cells of ``nn.cells``, with PyTorch's constructors, parameter names and gate
+orders and Keras's options.
+
+What the gated kernels do not run is refused by name, never ignored: leaky units (``alpha``,
+Elman-only by design), ``dilation``, ``recurrent_dropout``, Keras's general (non-prefix) masks
+and ``zero_output_for_mask=False``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import (
+    as_float_array,
+    check_bool,
+    check_bool_mask,
+    check_choice,
+    check_int,
+    check_lengths,
+    check_positive_int,
+    describe,
+    is_real,
+    layer_dtype,
+)
+from .cells import GRU_SPEC, LSTM_SPEC
+from .rnn import RecurrentLayer
+from .rnn_options import _read_only
+
+__all__ = ["GRU", "LSTM"]
+
+ACTIVATIONS = ("tanh", "relu")
+RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")
+
+
+def _unsupported(layer_name, option, value, why):
+    return ValueError(f"{option}={value!r}: not supported for {layer_name} ({why})")
+
+
+class GatedOptions:
+    """Mixin of the gated layers: their own options (``activation``, ``recurrent_activation``)
+    and the Elman layer's options they refuse (anything but the value that changes nothing)."""
+
+    @property
+    def nonlinearity(self):
+        raise AttributeError(
+            f"{type(self).__name__} has no nonlinearity (the Elman layer's); its options are "
+            "activation and recurrent_activation"
+        )
+
+    @nonlinearity.setter
+    def nonlinearity(self, value):
+        raise AttributeError(
+            f"{type(self).__name__} has no nonlinearity (the Elman layer's); set activation "
+            "(tanh or relu) or recurrent_activation (sigmoid or hard_sigmoid) instead"
+        )
+
+    @property
+    def activation(self):
+        """The cell's activation (PyTorch's tanh; Keras's ``activation``): "tanh" or "relu"."""
+        return self._activation
+
+    @activation.setter
+    def activation(self, value):
+        self._activation = check_choice("activation", value, ACTIVATIONS)
+
+    @property
+    def recurrent_activation(self):
+        """The gates' activation (Keras's ``recurrent_activation``): "sigmoid" or
+        "hard_sigmoid" (Keras 3's: clip(x / 6 + 0.5, 0, 1))."""
+        return self._recurrent_activation
+
+    @recurrent_activation.setter
+    def recurrent_activation(self, value):
+        self._recurrent_activation = check_choice(
+            "recurrent_activation", value, RECURRENT_ACTIVATIONS
+        )
+
+    # ---- the Elman layer's options, refused but at their neutral values --------------------
+
+    @property
+    def alpha(self):
+        """Always 1.0: leaky units are the Elman layer's (``rnnfast.RNN``)."""
+        return 1.0
+
+    @alpha.setter
+    def alpha(self, value):
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if not all(is_real(a) and float(a) == 1.0 for a in values):
+            raise _unsupported(
+                type(self).__name__,
+                "alpha",
+                value,
+                "leaky units are Elman-only by design; use rnnfast.RNN(alpha=...)",
+            )
+        self._alpha, self._alphas = 1.0, [1.0] * self.num_layers
+
+    @property
+    def dilation(self):
+        """Always 1: dilation is not supported for the gated cells yet."""
+        return 1
+
+    @dilation.setter
+    def dilation(self, value):
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if not all(isinstance(v, (int, np.integer)) and v == 1 for v in values):
+            raise _unsupported(
+                type(self).__name__,
+                "dilation",
+                value,
+                "the gated kernels step through every time step; use rnnfast.RNN for a dilated "
+                "recurrence",
+            )
+        self._dilation, self._dilations = 1, (1,) * self.num_layers
+
+    @property
+    def recurrent_dropout(self):
+        """Always 0.0: recurrent dropout is not supported for the gated cells yet."""
+        return 0.0
+
+    @recurrent_dropout.setter
+    def recurrent_dropout(self, value):
+        if not (is_real(value) and float(value) == 0.0):
+            raise _unsupported(
+                type(self).__name__,
+                "recurrent_dropout",
+                value,
+                "the gated kernels take no recurrent masks yet; use input_dropout or dropout",
+            )
+        self._recurrent_dropout = 0.0
+
+    @property
+    def zero_output_for_mask(self):
+        """None or True: the steps a mask skips (its padding, a prefix mask) output zeros."""
+        return self._zero_output_for_mask
+
+    @zero_output_for_mask.setter
+    def zero_output_for_mask(self, value):
+        if value is not None and value is not True and value is not np.True_:
+            raise _unsupported(
+                type(self).__name__,
+                "zero_output_for_mask",
+                value,
+                "the gated kernels output zeros at the steps past each sequence's length; "
+                "repeating the previous output is not supported",
+            )
+        self._zero_output_for_mask = None if value is None else True
+
+
+_KERAS_NOOPS = ("unroll", "use_cudnn", "implementation", "time_major")
+
+
+class _GatedLayer(GatedOptions, RecurrentLayer):
+    """What GRU and LSTM share: construction, masks, step(), configuration, interop."""
+
+    # the Keras-only options accepted and ignored: repr and get_config leave them out
+    _not_options = _KERAS_NOOPS
+
+    def _common_init(
+        self,
+        input_size,
+        hidden_size,
+        num_layers,
+        bias,
+        batch_first,
+        dropout,
+        bidirectional,
+        dtype,
+        seed,
+        options,
+        keras_noops,
+    ):
+        self._input_size = check_positive_int("input_size", input_size)
+        self._hidden_size = check_positive_int("hidden_size", hidden_size)
+        self._num_layers = check_positive_int("num_layers", num_layers)
+        self._bias = check_bool("bias", bias)
+        self._bidirectional = check_bool("bidirectional", bidirectional)
+        self._dtype = layer_dtype(dtype)
+        self._seed = seed
+        self._state = None
+        self._nonlinearity = None  # the Elman cell's option (nn.stack's Run carries it)
+        unroll, use_cudnn, implementation, time_major = keras_noops
+        check_bool("unroll", unroll)
+        check_bool("time_major", time_major)
+        if time_major:
+            raise ValueError(
+                f"time_major=True: not supported for {type(self).__name__} (Keras 2's layout "
+                "option); rnnfast's is batch_first: time-major is batch_first=False"
+            )
+        # unroll, use_cudnn, implementation: how Keras schedules the same arithmetic; nothing
+        # here to change
+        self.batch_first = batch_first
+        self._dropout = self._checked_dropout(dropout)
+        for name, value in options.items():  # through the setters: checked as on assignment
+            setattr(self, name, value)
+
+    # ---- masks ---------------------------------------------------------------------------------
+
+    def _mask_arg(self, lengths, mask, steps, batch, o):
+        """``(lengths, None)``: the lengths checked, or those of a Keras (B, T) prefix mask
+        (its skipped steps output zeros); a mask that skips steps inside a sequence is
+        refused (the gated kernels take no step masks)."""
+        if mask is None:
+            return check_lengths(lengths, steps, batch), None
+        if lengths is not None:
+            raise ValueError("lengths, mask: give one of them, not both")
+        m = check_bool_mask("mask", mask, (batch, steps), f"(B, T) = {(batch, steps)}")
+        counts = m.sum(axis=1, dtype=np.int64)
+        if not np.array_equal(m, np.arange(steps)[None, :] < counts[:, None]):
+            raise ValueError(
+                f"mask: a general Keras mask (one that skips steps inside a sequence) is not "
+                f"supported for {type(self).__name__}; give lengths= or a prefix mask (each "
+                "row True up to the sequence's length, then False)"
+            )
+        return counts, None
+
+    def takes_embedding(self, embedding, ids):
+        """False: token input runs as ``table[ids]`` gathered before the first layer, which
+        saves nothing over the Embedding's own call (``Sequential`` makes that)."""
+        return False
+
+    # ---- streaming -----------------------------------------------------------------------------
+
+    def step(self, x_t, state=None):
+        """One time step for streaming inference: ``out_t, state_next = layer.step(x_t,
+        state)``.
+
+        x_t (B, input_size); the state as a forward's h0 with num_layers rows: the GRU's h
+        (num_layers, B, H), the LSTM's ``(h, c)`` ((num_layers, B, R), (num_layers, B, H));
+        None for zeros or a stateful layer's carried state. out_t (B, R) is the last layer's
+        output (plus its input with ``residual``). Unbatched, as torch: x_t (input_size,) with
+        states without the batch axis. No dropout, nothing kept for backward; unidirectional
+        layers only. A stateful layer carries state_next to its next call.
+        """
+        if self._bidirectional:
+            raise ValueError(
+                "step: a bidirectional layer needs the whole sequence (its reverse direction "
+                "starts at the end); use a forward call"
+            )
+        x = as_float_array("x_t", x_t, self._dtype)
+        unbatched = x.ndim == 1
+        if unbatched:
+            x = x[None]
+        if x.ndim != 2 or x.shape[1] != self._input_size:
+            raise ValueError(
+                f"x_t: expected shape (B, input_size) = (B, {self._input_size}), or "
+                f"(input_size,) unbatched, got shape {x.shape}"
+            )
+        batch = x.shape[0]
+        if state is None and self._stateful and self._state is not None:
+            s = self._state
+            if s.shape[1] != batch:
+                raise ValueError(
+                    f"x_t: a stateful layer carries a state for a batch of {s.shape[1]}, got a "
+                    f"batch of {batch} (call reset_state() to start over)"
+                )
+        elif state is None:
+            S = self.cell.state_width(self)
+            s = np.zeros((self._num_layers, batch, S), dtype=self._dtype)
+        else:
+            s = self._state_input("state", state, batch, unbatched)
+        options = self._cell_options()
+        R = self.cell.output_width(self)
+        inp, new = x, []
+        for k in range(self._num_layers):
+            s_k = self.cell.step(self, options, k, inp, s[k])
+            new.append(s_k)
+            h_k = s_k[:, :R]
+            inp = h_k + inp if (self._residual and k > 0) else h_k
+        s_next = np.stack(new)
+        if self._stateful:
+            self._state = s_next
+        out = np.ascontiguousarray(inp)
+        if unbatched:
+            out, s_next = out[0], s_next[:, 0]
+        return out, self._state_output(s_next)
+
+    def reset_states(self):
+        """Keras's name of :meth:`reset_state`."""
+        self.reset_state()
+
+    # ---- configuration -------------------------------------------------------------------------
+
+    def _common_config(self):
+        return {
+            "input_size": self.input_size,
+            "hidden_size": self.hidden_size,
+            "num_layers": self.num_layers,
+            "bias": self.bias,
+            "batch_first": self.batch_first,
+            "dropout": self.dropout,
+            "bidirectional": self.bidirectional,
+            "dtype": self.dtype.name,
+            "seed": self.seed if self.seed is None else int(self.seed),
+            "activation": self.activation,
+            "recurrent_activation": self.recurrent_activation,
+            "residual": self.residual,
+            "merge_mode": self.merge_mode,
+            "go_backwards": self.go_backwards,
+            "return_sequences": self.return_sequences,
+            "return_state": self.return_state,
+            "stateful": self.stateful,
+            "input_dropout": self.input_dropout,
+            "zero_output_for_mask": self.zero_output_for_mask,
+        }
+
+    # ---- interop -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_torch(cls, module):
+        """A layer with the configuration and weights of a ``torch.nn.GRU`` / ``torch.nn.LSTM``."""
+        from . import rnn_torch
+
+        return rnn_torch.from_torch(module, cls)
+
+    def to_torch(self):
+        """A ``torch.nn.GRU`` / ``torch.nn.LSTM`` with this layer's configuration and weights."""
+        from . import rnn_torch
+
+        return rnn_torch.to_torch(self)
+
+
+class GRU(_GatedLayer):
+    """GRU layer with PyTorch's ``torch.nn.GRU`` interface (and Keras's options), on NumPy
+    arrays.
+
+    PyTorch's equations (gates r, z, n in that order in ``weight_ih_l{k}`` (3H, D_k),
+    ``weight_hh_l{k}`` (3H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}`` (3H,))::
+
+        r = ra(W_ir x + b_ir + W_hr h + b_hr)      z = ra(W_iz x + b_iz + W_hz h + b_hz)
+        n = act(W_in x + b_in + r * (W_hn h + b_hn))      h' = (1 - z) * n + z * h
+
+    with ``reset_after=False`` (Keras's other form) ``n = act(W_in x + b_in + W_hn (r * h) +
+    b_hn)``. ``act`` is ``activation`` (tanh or relu), ``ra`` ``recurrent_activation``
+    (sigmoid or hard_sigmoid).
+
+    Parameters
+    ----------
+    input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype, seed
+        As :class:`rnnfast.RNN` (PyTorch's); the initialisation is PyTorch's,
+        U(-1/sqrt(H), 1/sqrt(H)) for every parameter.
+    reset_after : bool
+        True (PyTorch's, Keras 3's default, ONNX's linear_before_reset=1): the reset gate
+        multiplies the recurrent product; False: Keras's older form. Fixed at construction.
+    activation, recurrent_activation : str
+        Keras's: "tanh" or "relu"; "sigmoid" or "hard_sigmoid".
+    residual, merge_mode, go_backwards, return_sequences, return_state, stateful, input_dropout
+        As :class:`rnnfast.RNN`.
+    alpha, dilation, recurrent_dropout, zero_output_for_mask
+        The Elman layer's options: only the values that change nothing are accepted (1.0, 1,
+        0.0, None or True); anything else is a ValueError naming the option.
+    unroll, use_cudnn, implementation, time_major
+        Keras's scheduling options: accepted and ignored (``time_major=True`` is refused:
+        use ``batch_first``).
+
+    Calls, returns and backward are those of :class:`rnnfast.RNN`: ``layer(x, h0=None,
+    lengths=None, mask=None)`` gives ``(y, h_n)`` (PyTorch's) or Keras's forms; ``mask`` must
+    be a prefix mask. ``step(x_t, h)`` streams one step.
+    """
+
+    cell = GRU_SPEC
+    reset_after = _read_only("reset_after", "it chooses the cell's equations")
+
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        dtype=np.float32,
+        seed=None,
+        *,
+        reset_after=True,
+        activation="tanh",
+        recurrent_activation="sigmoid",
+        residual=False,
+        merge_mode="concat",
+        go_backwards=False,
+        return_sequences=None,
+        return_state=None,
+        stateful=False,
+        input_dropout=0.0,
+        recurrent_dropout=0.0,
+        zero_output_for_mask=None,
+        alpha=1.0,
+        dilation=1,
+        unroll=False,
+        use_cudnn="auto",
+        implementation=2,
+        time_major=False,
+    ):
+        self._reset_after = check_bool("reset_after", reset_after)
+        self._common_init(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            dtype,
+            seed,
+            dict(
+                activation=activation,
+                recurrent_activation=recurrent_activation,
+                residual=residual,
+                merge_mode=merge_mode,
+                go_backwards=go_backwards,
+                return_sequences=return_sequences,
+                return_state=return_state,
+                stateful=stateful,
+                input_dropout=input_dropout,
+                recurrent_dropout=recurrent_dropout,
+                zero_output_for_mask=zero_output_for_mask,
+                alpha=alpha,
+                dilation=dilation,
+            ),
+            (unroll, use_cudnn, implementation, time_major),
+        )
+        self._init_parameters(np.random.default_rng(seed))
+
+    def _cell_options(self):
+        return {
+            "reset_after": self._reset_after,
+            "activation": self._activation,
+            "recurrent_activation": self._recurrent_activation,
+        }
+
+    def get_config(self):
+        """The constructor arguments: ``GRU(**layer.get_config())`` builds the same
+        architecture (fresh parameters). JSON-serialisable."""
+        return {**self._common_config(), "reset_after": self.reset_after}
+
+
+class LSTM(_GatedLayer):
+    """LSTM layer with PyTorch's ``torch.nn.LSTM`` interface (and Keras's options), on NumPy
+    arrays.
+
+    PyTorch's equations (gates i, f, g, o in that order in ``weight_ih_l{k}`` (4H, D_k),
+    ``weight_hh_l{k}`` (4H, R), the biases (4H,))::
+
+        i, f, o = ra(W_* x + b_i* + W_h* h + b_h*)     g = act(...)
+        c' = f * c + i * g      h' = o * act(c')    (h' = W_hr (o * act(c')) with proj_size)
+
+    Parameters
+    ----------
+    proj_size : int >= 0
+        PyTorch's projection: h is ``weight_hr_l{k}`` (P, H) times the cell output, R = P
+        wide (0: none, R = H). Must be < hidden_size.
+    unit_forget_bias : bool
+        Keras's: the forget block of ``bias_ih`` starts at 1 and that of ``bias_hh`` at 0.
+    Everything else as :class:`GRU` (without ``reset_after``).
+
+    ``layer(x, h0=None, ...)`` takes h0 as the pair ``(h0, c0)`` ((num_layers*dirs, B, R) and
+    (num_layers*dirs, B, H); either may be None for zeros) and returns ``(y, (h_n, c_n))``
+    (PyTorch's); Keras's forms with ``return_state`` are ``(output, h_n, c_n)`` (with
+    ``merge_mode=None``: ``[forward, backward, h_n, c_n]``). ``backward(d_output, dh_n)``
+    takes ``(dh_n, dc_n)`` (either None) and returns ``(dx, (dh0, dc0))``. ``step(x_t, (h,
+    c))`` returns ``(out_t, (h, c))``.
+    """
+
+    cell = LSTM_SPEC
+    proj_size = _read_only("proj_size", "the parameters' shapes depend on it")
+    unit_forget_bias = _read_only("unit_forget_bias", "it set the initial forget-gate bias")
+
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        dtype=np.float32,
+        seed=None,
+        *,
+        proj_size=0,
+        unit_forget_bias=False,
+        activation="tanh",
+        recurrent_activation="sigmoid",
+        residual=False,
+        merge_mode="concat",
+        go_backwards=False,
+        return_sequences=None,
+        return_state=None,
+        stateful=False,
+        input_dropout=0.0,
+        recurrent_dropout=0.0,
+        zero_output_for_mask=None,
+        alpha=1.0,
+        dilation=1,
+        unroll=False,
+        use_cudnn="auto",
+        implementation=2,
+        time_major=False,
+    ):
+        hidden = check_positive_int("hidden_size", hidden_size)
+        self._proj_size = check_int("proj_size", proj_size, 0)
+        if self._proj_size >= hidden:
+            raise ValueError(
+                f"proj_size: expected 0 <= proj_size < hidden_size = {hidden}, got "
+                f"{describe(proj_size)}"
+            )
+        self._unit_forget_bias = check_bool("unit_forget_bias", unit_forget_bias)
+        self._common_init(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            dtype,
+            seed,
+            dict(
+                activation=activation,
+                recurrent_activation=recurrent_activation,
+                residual=residual,
+                merge_mode=merge_mode,
+                go_backwards=go_backwards,
+                return_sequences=return_sequences,
+                return_state=return_state,
+                stateful=stateful,
+                input_dropout=input_dropout,
+                recurrent_dropout=recurrent_dropout,
+                zero_output_for_mask=zero_output_for_mask,
+                alpha=alpha,
+                dilation=dilation,
+            ),
+            (unroll, use_cudnn, implementation, time_major),
+        )
+        self._init_parameters(np.random.default_rng(seed))
+
+    def _cell_options(self):
+        return {
+            "activation": self._activation,
+            "recurrent_activation": self._recurrent_activation,
+        }
+
+    def get_config(self):
+        """The constructor arguments: ``LSTM(**layer.get_config())`` builds the same
+        architecture (fresh parameters). JSON-serialisable."""
+        return {
+            **self._common_config(),
+            "proj_size": self.proj_size,
+            "unit_forget_bias": self.unit_forget_bias,
+        }
+
+    # ---- the state is the pair (h, c) ----------------------------------------------------------
+
+    def _state_input(self, name, value, batch, unbatched):
+        """``(h, c)`` (either None for zeros) checked and joined as the stack runner takes it,
+        (num_layers*dirs, B, R + H) (rows: num_layers for step()'s state), or None."""
+        if value is None:
+            return None
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise TypeError(
+                f"{name}: expected the pair (h, c) of an LSTM's states (either may be None), "
+                f"got {describe(value)}"
+            )
+        rows = self.num_layers * (1 if name == "state" else self.num_directions)
+        widths = self.cell.state_widths(self)
+        parts = []
+        for i, (part, width) in enumerate(zip(value, widths)):
+            label = f"{name}[{i}]"
+            if part is None:
+                parts.append(None)
+                continue
+            if unbatched:
+                part = self._unbatched_state(label, part, rows, width)
+            arr = as_float_array(label, part, self.dtype)
+            expected = (rows, batch, width)
+            if arr.shape != expected:
+                what = ("h", "c")[i]
+                raise ValueError(
+                    f"{label}: expected {what} of shape (num_layers*dirs, B, "
+                    f"{'R' if i == 0 else 'H'}) = {expected}, got shape {arr.shape}"
+                )
+            parts.append(arr)
+        if parts[0] is None and parts[1] is None:
+            return None
+        parts = [
+            np.zeros((rows, batch, w), dtype=self.dtype) if p is None else p
+            for p, w in zip(parts, widths)
+        ]
+        return np.concatenate(parts, axis=-1)
+
+    def _state_output(self, state):
+        if state is None:
+            return None
+        h, c = self.cell.split_state(self, state)
+        return np.ascontiguousarray(h), np.ascontiguousarray(c)
