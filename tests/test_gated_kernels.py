@@ -29,7 +29,9 @@ FUNCTIONS = [("tanh", "sigmoid"), ("relu", "hard_sigmoid")]
 class Gated:
     """One random gated problem and the calls that run it through a module (F or R)."""
 
-    def __init__(self, rng, name, T, B, D, H, dtype, lengths, functions=("tanh", "sigmoid")):
+    def __init__(
+        self, rng, name, T, B, D, H, dtype, lengths, functions=("tanh", "sigmoid"), masked=None
+    ):
         self.kind, self.reset_after, P = CELLS[name]
         G = 3 if self.kind == "gru" else 4
         self.H, self.P = H, P
@@ -46,6 +48,11 @@ class Gated:
         self.h0 = rng.uniform(-1, 1, (B, Rw)).astype(dtype)
         self.c0 = rng.uniform(-1, 1, (B, H)).astype(dtype) if self.kind == "lstm" else None
         self.lengths = rng.integers(0, T + 1, B) if lengths else None
+        # Keras's general mask (masked: the value of zero_output_for_mask), None: no mask
+        self.masks = dict(step_mask=None, zero_output_for_mask=False)
+        if masked is not None:
+            keep = rng.random((T, B)) < 0.6
+            self.masks = dict(step_mask=keep, zero_output_for_mask=masked)
         self.functions = dict(activation=functions[0], recurrent_activation=functions[1])
         self.dy = rng.standard_normal((T, B, Rw)).astype(dtype)
         self.dh_n = rng.standard_normal((B, Rw)).astype(dtype)
@@ -65,11 +72,11 @@ class Gated:
         if self.kind == "gru":
             return module.gru_forward(
                 self.x, **self.weights, h0=self.h0, lengths=self.lengths,
-                reset_after=self.reset_after, **self.functions, **kw,
+                reset_after=self.reset_after, **self.functions, **self.masks, **kw,
             )  # fmt: skip
         return module.lstm_forward(
             self.x, **self.weights, h0=self.h0, c0=self.c0, lengths=self.lengths,
-            weight_hr=self.weight_hr, **self.functions, **kw,
+            weight_hr=self.weight_hr, **self.functions, **self.masks, **kw,
         )  # fmt: skip
 
     def backward(self, module, out, **kw):
@@ -78,11 +85,12 @@ class Gated:
         if self.kind == "gru":
             return module.gru_backward(
                 *args, out.workspace, self.dy, self.dh_n, h0=self.h0, lengths=self.lengths,
-                reset_after=self.reset_after, **self.functions, **kw,
+                reset_after=self.reset_after, **self.functions, **self.masks, **kw,
             )  # fmt: skip
         return module.lstm_backward(
             *args, out.workspace, self.dy, self.dh_n, self.dc_n, h0=self.h0, c0=self.c0,
-            lengths=self.lengths, weight_hr=self.weight_hr, **self.functions, **kw,
+            lengths=self.lengths, weight_hr=self.weight_hr, **self.functions, **self.masks,
+            **kw,
         )  # fmt: skip
 
     def run(self, module):
@@ -100,6 +108,7 @@ SWEEP = sweep(
         "dtype": [np.float32, np.float64],
         "shape": SHAPES,
         "lengths": [False, True],
+        "mask": [None, False, True],  # no step mask; one, skipped steps repeat / output zeros
         "functions": FUNCTIONS,
         "isa": ISAS,
         "threads": [1, 2],
@@ -111,7 +120,10 @@ SWEEP = sweep(
 
 @pytest.mark.parametrize("case", SWEEP)
 def test_kernels_match_the_reference(case, rng, restore_threads):
-    p = Gated(rng, case["cell"], *case["shape"], case["dtype"], case["lengths"], case["functions"])
+    p = Gated(
+        rng, case["cell"], *case["shape"], case["dtype"], case["lengths"], case["functions"],
+        case["mask"],
+    )  # fmt: skip
     previous = _core.active_isa()
     _core.set_active_isa(case["isa"])
     try:
@@ -127,8 +139,9 @@ def test_kernels_match_the_reference(case, rng, restore_threads):
 
 @pytest.mark.parametrize("cell", list(CELLS))
 @pytest.mark.parametrize("functions", FUNCTIONS)
-def test_gradients_match_finite_differences(cell, functions, rng):
-    p = Gated(rng, cell, 3, 2, 3, 4, np.float64, True, functions)
+@pytest.mark.parametrize("masked", [None, False, True])
+def test_gradients_match_finite_differences(cell, functions, masked, rng):
+    p = Gated(rng, cell, 3, 2, 3, 4, np.float64, True, functions, masked)
     # relu and hard_sigmoid have kinks: keep the pre-activations away from them
     if functions[0] == "relu":
         p.x *= 0.5
@@ -151,9 +164,9 @@ def test_gradients_match_finite_differences(cell, functions, rng):
 
 @pytest.mark.parametrize("cell", list(CELLS))
 def test_a_thread_count_gives_the_same_bits(cell, rng, restore_threads):
-    # big enough for two threads, split by blocks of hidden units and by rows
-    for shape in [(6, 16, 24, 130), (3, 64, 4, 5)]:
-        p = Gated(rng, cell, *shape, np.float32, True)
+    # big enough for two threads, split by blocks of hidden units and by rows; masked too
+    for shape, masked in [((6, 16, 24, 130), None), ((3, 64, 4, 5), None), ((5, 16, 8, 70), False)]:
+        p = Gated(rng, cell, *shape, np.float32, True, masked=masked)
         runs = {}
         for threads in (1, 2, 2, 1):
             rnnfast.set_num_threads(threads)
@@ -167,8 +180,10 @@ def test_a_thread_count_gives_the_same_bits(cell, rng, restore_threads):
 
 
 @pytest.mark.parametrize("cell", list(CELLS))
-def test_without_sequences_the_last_state_is_the_same(cell, rng):
-    p = Gated(rng, cell, 40, 3, 4, 9, np.float64, True)  # T > the projection's chunk of 16
+@pytest.mark.parametrize("masked", [None, True])
+def test_without_sequences_the_last_state_is_the_same(cell, masked, rng):
+    # T > the projection's chunk of 16
+    p = Gated(rng, cell, 40, 3, 4, 9, np.float64, True, masked=masked)
     full = p.forward(F, keep_workspace=True)
     last = p.forward(F, return_sequences=False)
     assert last.y is None and last.workspace is None
@@ -244,13 +259,15 @@ def test_bad_input_names_the_argument(rng):
         F.lstm_backward(
             p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, None,
             h0=None, c0=None, lengths=None, weight_hr=None, activation="tanh",
-            recurrent_activation="sigmoid",
+            recurrent_activation="sigmoid", step_mask=None, zero_output_for_mask=False,
         )  # fmt: skip
     with pytest.raises(ValueError, match="workspace: expected shape"):
         F.lstm_backward(
             p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, out.workspace[:, :, :4],
             h0=None, c0=None, lengths=None, weight_hr=None, activation="tanh",
-            recurrent_activation="sigmoid",
+            recurrent_activation="sigmoid", step_mask=None, zero_output_for_mask=False,
         )  # fmt: skip
+    with pytest.raises(ValueError, match="step_mask"):
+        F.lstm_forward(p.x, **w, step_mask=np.ones((3, 3), bool))
     with pytest.raises(TypeError):  # every forward option must be told to the backward
         F.lstm_backward(p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, out.workspace)

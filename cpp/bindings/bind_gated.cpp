@@ -69,7 +69,8 @@ template <class T>
 py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object& h0,
                        const py::object& c0, const py::array& w_ih, const py::array& w_hh,
                        const py::object& b_ih, const py::object& b_hh, const py::object& w_hr,
-                       const py::object& lengths, Pointwise act, Pointwise rec,
+                       const py::object& lengths, const py::object& step_mask,
+                       bool zero_output_for_mask, Pointwise act, Pointwise rec,
                        bool return_sequences, bool keep_workspace) {
     const index T_ = s.steps, B = s.batch, H = s.H, R = s.R, GH = s.GH;
     const bool lstm = s.cell == GatedCell::lstm;
@@ -90,6 +91,9 @@ py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object
     RNNFAST_CHECK(lstm || c0.is_none(), "c0", "None for a GRU", "an array");
     a.c0 = optional_data<T>(c0, "c0", {B, H}, "(B, H)");
     a.lengths = sorted_lengths(lengths, T_, B);
+    if (!step_mask.is_none())
+        a.keep = checked<std::uint8_t>(step_mask, "step_mask", {T_, B}, "(T, B)").data();
+    a.zero_output_for_mask = zero_output_for_mask;
     a.act = act;
     a.rec = rec;
     RNNFAST_CHECK(!keep_workspace || return_sequences, "keep_workspace",
@@ -126,7 +130,8 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
                         const py::object& c0, const py::array& w_ih, const py::array& w_hh,
                         const py::object& w_hr, const py::array& y, const py::array& workspace,
                         const py::object& dy, const py::object& dh_n, const py::object& dc_n,
-                        const py::object& lengths, Pointwise act, Pointwise rec,
+                        const py::object& lengths, const py::object& step_mask,
+                        bool zero_output_for_mask, Pointwise act, Pointwise rec,
                         bool input_gradient) {
     const index T_ = s.steps, B = s.batch, D = s.D, H = s.H, R = s.R, GH = s.GH, P = s.P;
     const bool lstm = s.cell == GatedCell::lstm;
@@ -146,6 +151,9 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
     RNNFAST_CHECK(lstm || dc_n.is_none(), "dc_n", "None for a GRU", "an array");
     a.c0 = optional_data<T>(c0, "c0", {B, H}, "(B, H)");
     a.lengths = sorted_lengths(lengths, T_, B);
+    if (!step_mask.is_none())
+        a.keep = checked<std::uint8_t>(step_mask, "step_mask", {T_, B}, "(T, B)").data();
+    a.zero_output_for_mask = zero_output_for_mask;
     a.act = act;
     a.rec = rec;
     a.y = checked<T>(y, "y", {T_, B, R}, "(T, B, R)").data();
@@ -254,7 +262,8 @@ void register_gated(py::module_& m) {
            const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
            const py::object& b_hh, const py::object& w_hr, const py::object& lengths,
            const std::string& activation, const std::string& recurrent_activation,
-           bool return_sequences, bool keep_workspace) {
+           bool return_sequences, bool keep_workspace, const py::object& step_mask,
+           bool zero_output_for_mask) {
             const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
             const Pointwise act = parse_activation_fn(activation);
             const Pointwise rec = parse_recurrent_activation(recurrent_activation);
@@ -262,17 +271,20 @@ void register_gated(py::module_& m) {
                 w_ih,
                 [&] {
                     return forward_impl<float>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths,
-                                               act, rec, return_sequences, keep_workspace);
+                                               step_mask, zero_output_for_mask, act, rec,
+                                               return_sequences, keep_workspace);
                 },
                 [&] {
                     return forward_impl<double>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths,
-                                                act, rec, return_sequences, keep_workspace);
+                                                step_mask, zero_output_for_mask, act, rec,
+                                                return_sequences, keep_workspace);
                 });
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
         py::arg("weight_hh"), py::arg("bias_ih"), py::arg("bias_hh"), py::arg("weight_hr"),
         py::arg("lengths"), py::arg("activation"), py::arg("recurrent_activation"),
-        py::arg("return_sequences"), py::arg("keep_workspace"),
+        py::arg("return_sequences"), py::arg("keep_workspace"), py::kw_only(),
+        py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         "One gated layer over a sequence: (y or None, h_n, c_n or None, workspace or None). "
         "cell 'gru', 'gru_reset_before' or 'lstm'; arrays C-contiguous; lengths sorted.");
     m.def(
@@ -281,7 +293,8 @@ void register_gated(py::module_& m) {
            const py::array& w_ih, const py::array& w_hh, const py::object& w_hr, const py::array& y,
            const py::array& workspace, const py::object& dy, const py::object& dh_n,
            const py::object& dc_n, const py::object& lengths, const std::string& activation,
-           const std::string& recurrent_activation, bool input_gradient) {
+           const std::string& recurrent_activation, bool input_gradient,
+           const py::object& step_mask, bool zero_output_for_mask) {
             const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
             const Pointwise act = parse_activation_fn(activation);
             const Pointwise rec = parse_recurrent_activation(recurrent_activation);
@@ -289,17 +302,20 @@ void register_gated(py::module_& m) {
                 w_ih,
                 [&] {
                     return backward_impl<float>(s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy,
-                                                dh_n, dc_n, lengths, act, rec, input_gradient);
+                                                dh_n, dc_n, lengths, step_mask,
+                                                zero_output_for_mask, act, rec, input_gradient);
                 },
                 [&] {
                     return backward_impl<double>(s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy,
-                                                 dh_n, dc_n, lengths, act, rec, input_gradient);
+                                                 dh_n, dc_n, lengths, step_mask,
+                                                 zero_output_for_mask, act, rec, input_gradient);
                 });
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
         py::arg("weight_hh"), py::arg("weight_hr"), py::arg("y"), py::arg("workspace"),
         py::arg("dy"), py::arg("dh_n"), py::arg("dc_n"), py::arg("lengths"), py::arg("activation"),
-        py::arg("recurrent_activation"), py::arg("input_gradient"),
+        py::arg("recurrent_activation"), py::arg("input_gradient"), py::kw_only(),
+        py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
         "dbias_ih, dbias_hh, dweight_hr or None).");
     m.def(

@@ -12,6 +12,20 @@ always output zero, so its h_n is its state after its own last step (h0 when its
 ``step_mask`` (T, B) marks the kept steps (Keras's masks); both given, a step is kept when both
 keep it. h_n is the state after the last step.
 
+The gated cells (GRU, LSTM; PyTorch's gate orders r, z, n and i, f, g, o) follow the contract
+of spec/gated_api.md, with the same signatures as rnnfast.functional's kernels:
+
+    GRU:  r = ra(W_ir x + b_ir + W_hr h + b_hr),  z = ra(W_iz x + b_iz + W_hz h + b_hz)
+          n = act(W_in x + b_in + r * (W_hn h + b_hn))        (reset_after=True, PyTorch's)
+          n = act(W_in x + b_in + W_hn (r * h) + b_hn)        (reset_after=False, Keras's)
+          h' = (1 - z) * n + z * h
+    LSTM: i, f, o = ra(.), g = act(.) of W_i* x + b_i* + W_h* h + b_h* (per gate block)
+          c' = f * c + i * g,  m = o * act(c'),  h' = m, or weight_hr m with a projection
+
+ra = sigmoid or hard_sigmoid (Keras 3's clip(x / 6 + 1/2, 0, 1)), act = tanh or relu. With
+``lengths`` the same rule as above: past its length a sequence outputs zeros and keeps its state.
+Their backwards recompute the forward from the inputs (they need no workspace, and ignore one).
+
 Deliberately plain (a Python loop over time, no fusion) so that it is easy to check by eye.
 """
 
@@ -19,7 +33,18 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["rnn_forward", "rnn_backward"]
+from .functional import GatedOutput, GRUGrads, LSTMGrads
+
+__all__ = [
+    "rnn_forward",
+    "rnn_backward",
+    "gru_forward",
+    "gru_backward",
+    "gru_step",
+    "lstm_forward",
+    "lstm_backward",
+    "lstm_step",
+]
 
 
 def _act(name, z):
@@ -165,3 +190,430 @@ def rnn_backward(
         g = np.where(k > 0, through_unit, g)
         e = n * (1 - k) * carry * e
     return dx, g, dw_ih, dw_hh, db
+
+
+# ---- gated cells: GRU and LSTM ------------------------------------------------------------------
+
+_ACTIVATIONS = ("tanh", "relu")
+_RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")
+
+
+def _check_names(activation, recurrent_activation):
+    """An unknown name would otherwise silently run another function (_act reads all but tanh
+    as relu)."""
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation: expected one of {_ACTIVATIONS}, got {activation!r}")
+    if recurrent_activation not in _RECURRENT_ACTIVATIONS:
+        raise ValueError(
+            f"recurrent_activation: expected one of {_RECURRENT_ACTIVATIONS}, "
+            f"got {recurrent_activation!r}"
+        )
+
+
+def _gate(name, a):
+    """The recurrent activation of the pre-activation ``a``."""
+    if name == "hard_sigmoid":
+        return np.clip(a / 6 + 0.5, 0, 1)
+    e = np.exp(-np.abs(a))  # exp of -|a| only: exp(-a) overflows (a warning) for large -a
+    return np.where(a >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _gate_grad_from_output(name, s):
+    """The recurrent activation's derivative, from its output ``s``: hard_sigmoid's is 1/6
+    strictly inside the clip (0 < s < 1) and 0 where it clips."""
+    if name == "hard_sigmoid":
+        return ((s > 0) & (s < 1)).astype(s.dtype) / 6
+    return s * (1 - s)
+
+
+def _linear(v, weight, bias):
+    out = v @ weight.T
+    return out if bias is None else out + bias
+
+
+def _cast(dtype, *arrays):
+    return [None if a is None else np.asarray(a, dtype=dtype) for a in arrays]
+
+
+def _gated_masks(masks, T, B):
+    """(kept, out), each (T, B, 1) bool, from masks = (lengths, step_mask, zero_output): step t
+    of sequence b updates its states where kept (within its length and kept by the mask); y_t
+    is its state h_t where out, else zeros. A skipped step repeats its previous output, which
+    is its state (carried) once a step has been kept, zeros before; with zero_output a skipped
+    step outputs zeros; past its length, zeros."""
+    lengths, step_mask, zero_output = masks
+    in_length = _length_mask(lengths, T, B, np.float64) > 0
+    kept = in_length
+    if step_mask is not None:
+        kept = kept & np.asarray(step_mask).astype(bool)[:, :, None]
+    if zero_output:
+        return kept, kept
+    seen = np.cumsum(kept, axis=0) > 0
+    return kept, seen & in_length
+
+
+def _scan(cell, x, state, masks):
+    """Run ``cell(x_t, *state) -> (new_state, cache)`` over x (T, B, D) from ``state`` (a
+    tuple whose first part is h), under masks = (lengths, step_mask, zero_output) (see
+    :func:`_gated_masks`). A skipped step keeps its states, and its cell reads zeros instead of
+    the padding (which may hold anything, NaN included, and so never reaches a gradient).
+    Returns (y (T, B, R), final state, caches)."""
+    T, B, _ = x.shape
+    kept, out = _gated_masks(masks, T, B)
+    y = np.zeros((T, B, state[0].shape[1]), dtype=x.dtype)
+    caches = []
+    for t in range(T):
+        x_t = np.where(kept[t], x[t], 0)
+        new_state, cache = cell(x_t, *state)
+        state = tuple(np.where(kept[t], new, old) for new, old in zip(new_state, state))
+        y[t] = np.where(out[t], state[0], 0)
+        caches.append(cache)
+    return y, state, caches
+
+
+def _gru_cell(x_t, h, w_ih, w_hh, b_ih, b_hh, reset_after, activation, recurrent_activation):
+    """One GRU step of every row: ((h',), cache) with what the backward needs."""
+    H = w_hh.shape[0] // 3
+    x_r, x_z, x_n = np.split(_linear(x_t, w_ih, b_ih), 3, axis=1)
+    h_r, h_z, h_n = np.split(_linear(h, w_hh, b_hh), 3, axis=1)
+    r = _gate(recurrent_activation, x_r + h_r)
+    z = _gate(recurrent_activation, x_z + h_z)
+    if reset_after:
+        n = _act(activation, x_n + r * h_n)  # h_n = W_hn h + b_hn
+    else:
+        b_hn = None if b_hh is None else b_hh[2 * H :]
+        h_n = _linear(r * h, w_hh[2 * H :], b_hn)  # W_hn (r * h) + b_hn
+        n = _act(activation, x_n + h_n)
+    h_new = (1 - z) * n + z * h
+    return (h_new,), {"x": x_t, "h": h, "r": r, "z": z, "n": n, "h_n": h_n}
+
+
+def _lstm_cell(x_t, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, activation, recurrent_activation):
+    """One LSTM step of every row: ((h', c'), cache) with what the backward needs."""
+    a_i, a_f, a_g, a_o = np.split(_linear(x_t, w_ih, b_ih) + _linear(h, w_hh, b_hh), 4, axis=1)
+    i = _gate(recurrent_activation, a_i)
+    f = _gate(recurrent_activation, a_f)
+    g = _act(activation, a_g)
+    o = _gate(recurrent_activation, a_o)
+    c_new = f * c + i * g
+    act_c = _act(activation, c_new)
+    m = o * act_c
+    h_new = m if w_hr is None else m @ w_hr.T
+    cache = {"x": x_t, "h": h, "c": c, "i": i, "f": f, "g": g, "o": o, "act_c": act_c, "m": m}
+    return (h_new, c_new), cache
+
+
+def _gru_run(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options):
+    """The GRU forward in x's and weight_ih's dtype: (y, h_n, caches, cast weights)."""
+    _check_names(options["activation"], options["recurrent_activation"])
+    dtype = np.result_type(x, weight_ih)
+    x, w_ih, w_hh, b_ih, b_hh, h0 = _cast(dtype, x, weight_ih, weight_hh, bias_ih, bias_hh, h0)
+    B = x.shape[1]
+    H = w_hh.shape[1]
+    h = np.zeros((B, H), dtype=dtype) if h0 is None else h0
+    y, (h_n,), caches = _scan(
+        lambda x_t, h: _gru_cell(x_t, h, w_ih, w_hh, b_ih, b_hh, **options), x, (h,), masks
+    )
+    return y, h_n, caches, (w_ih, w_hh)
+
+
+def _lstm_run(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, c0, masks, weight_hr, options):
+    """The LSTM forward in x's and weight_ih's dtype: (y, h_n, c_n, caches, cast weights)."""
+    _check_names(options["activation"], options["recurrent_activation"])
+    dtype = np.result_type(x, weight_ih)
+    x, w_ih, w_hh, b_ih, b_hh, w_hr, h0, c0 = _cast(
+        dtype, x, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr, h0, c0
+    )
+    B = x.shape[1]
+    H, R = w_hh.shape[0] // 4, w_hh.shape[1]
+    h = np.zeros((B, R), dtype=dtype) if h0 is None else h0
+    c = np.zeros((B, H), dtype=dtype) if c0 is None else c0
+    y, (h_n, c_n), caches = _scan(
+        lambda x_t, h, c: _lstm_cell(x_t, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, **options),
+        x,
+        (h, c),
+        masks,
+    )
+    return y, h_n, c_n, caches, (w_ih, w_hh, w_hr)
+
+
+def gru_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    h0=None,
+    lengths=None,
+    *,
+    reset_after=True,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+    return_sequences=True,
+    keep_workspace=False,
+    step_mask=None,
+    zero_output_for_mask=False,
+):
+    """GRU forward over x (T, B, D); weight_ih (3H, D), weight_hh (3H, H), biases (3H,), h0
+    (B, H), in gate order r, z, n. Computes in ``np.result_type(x, weight_ih)``.
+
+    Returns GatedOutput(y (T, B, H) or None without return_sequences, h_n (B, H), None, None):
+    the reference keeps no workspace (its backward recomputes the forward), whatever
+    ``keep_workspace`` says."""
+    options = {
+        "reset_after": reset_after,
+        "activation": activation,
+        "recurrent_activation": recurrent_activation,
+    }
+    masks = (lengths, step_mask, zero_output_for_mask)
+    y, h_n, _, _ = _gru_run(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options)
+    return GatedOutput(y if return_sequences else None, h_n, None, None)
+
+
+def gru_backward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh,
+    y,
+    workspace,
+    dy=None,
+    dh_n=None,
+    *,
+    h0,
+    lengths,
+    reset_after,
+    activation,
+    recurrent_activation,
+    step_mask,
+    zero_output_for_mask,
+    input_gradient=True,
+):
+    """BPTT of :func:`gru_forward` from the loss's gradients ``dy`` (T, B, H) and ``dh_n``
+    (B, H) (None: zeros; dy at padded steps is ignored). The forward is recomputed from the
+    inputs: ``workspace`` is ignored (a kernel's is accepted and unread), ``y`` only checked.
+
+    Returns GRUGrads(dx (T, B, D) or None without input_gradient, dh0 (B, H), dweight_ih,
+    dweight_hh, dbias_ih, dbias_hh); both bias gradients whether or not the biases exist.
+
+    Raises ValueError when ``y`` is None (a forward without return_sequences)."""
+    if y is None:
+        raise ValueError("y is None: the backward needs a forward run with return_sequences=True")
+    options = {
+        "reset_after": reset_after,
+        "activation": activation,
+        "recurrent_activation": recurrent_activation,
+    }
+    masks = (lengths, step_mask, zero_output_for_mask)
+    y, _, caches, (w_ih, w_hh) = _gru_run(
+        x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options
+    )
+    T, B, H = y.shape
+    dtype = y.dtype
+    kept, out = _gated_masks(masks, T, B)
+    dy, dh_n = _cast(dtype, dy, dh_n)
+    dx = np.zeros((T, B, x.shape[2]), dtype=dtype)
+    dw_ih, dw_hh = np.zeros_like(w_ih), np.zeros_like(w_hh)
+    db_ih, db_hh = np.zeros(3 * H, dtype=dtype), np.zeros(3 * H, dtype=dtype)
+    ra = recurrent_activation
+    # dh: gradient with respect to the state h_t, carried back through the steps
+    dh = np.zeros((B, H), dtype=dtype) if dh_n is None else dh_n.copy()
+    for t in reversed(range(T)):
+        k = kept[t]
+        if dy is not None:
+            dh = dh + np.where(out[t], dy[t], 0)
+        s = caches[t]
+        d_new = np.where(k, dh, 0)  # a padded step's state is the one before it
+        # h' = (1 - z) n + z h
+        dn = d_new * (1 - s["z"])
+        dz = d_new * (s["h"] - s["n"])
+        dh_prev = d_new * s["z"]
+        da_n = dn * _act_grad_from_output(activation, s["n"])
+        if reset_after:
+            # n = act(x_n + r * h_n), h_n = W_hn h + b_hn
+            dr = da_n * s["h_n"]
+            da_hn = da_n * s["r"]
+        else:
+            # n = act(x_n + W_hn (r * h) + b_hn)
+            d_rh = da_n @ w_hh[2 * H :]
+            dr = d_rh * s["h"]
+            dh_prev = dh_prev + d_rh * s["r"]
+            da_hn = da_n
+        da_r = dr * _gate_grad_from_output(ra, s["r"])
+        da_z = dz * _gate_grad_from_output(ra, s["z"])
+        d_in = np.concatenate([da_r, da_z, da_n], axis=1)  # of W_i* x_t + b_i*, (B, 3H)
+        d_rec = np.concatenate([da_r, da_z, da_hn], axis=1)  # of the recurrent terms
+        dw_ih += d_in.T @ s["x"]
+        db_ih += d_in.sum(axis=0)
+        db_hh += d_rec.sum(axis=0)
+        dx[t] = d_in @ w_ih
+        if reset_after:
+            dw_hh += d_rec.T @ s["h"]
+            dh_prev = dh_prev + d_rec @ w_hh
+        else:
+            dw_hh[: 2 * H] += d_rec[:, : 2 * H].T @ s["h"]
+            dw_hh[2 * H :] += da_n.T @ (s["r"] * s["h"])
+            dh_prev = dh_prev + d_rec[:, : 2 * H] @ w_hh[: 2 * H]
+        dh = np.where(k, dh_prev, dh)
+    return GRUGrads(dx if input_gradient else None, dh, dw_ih, dw_hh, db_ih, db_hh)
+
+
+def gru_step(
+    x_t,
+    h,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    *,
+    reset_after=True,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+):
+    """One GRU step: x_t (B, D), h (B, H) -> h_next (B, H)."""
+    _check_names(activation, recurrent_activation)
+    dtype = np.result_type(x_t, weight_ih)
+    args = _cast(dtype, x_t, h, weight_ih, weight_hh, bias_ih, bias_hh)
+    (h_next,), _ = _gru_cell(*args, reset_after, activation, recurrent_activation)
+    return h_next
+
+
+def lstm_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    h0=None,
+    c0=None,
+    lengths=None,
+    *,
+    weight_hr=None,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+    return_sequences=True,
+    keep_workspace=False,
+    step_mask=None,
+    zero_output_for_mask=False,
+):
+    """LSTM forward over x (T, B, D); weight_ih (4H, D), weight_hh (4H, R), biases (4H,),
+    weight_hr (P, H) (then R = P, else R = H), h0 (B, R), c0 (B, H), in gate order i, f, g, o.
+    Computes in ``np.result_type(x, weight_ih)``.
+
+    Returns GatedOutput(y (T, B, R) or None without return_sequences, h_n (B, R), c_n (B, H),
+    None): the reference keeps no workspace, whatever ``keep_workspace`` says."""
+    options = {"activation": activation, "recurrent_activation": recurrent_activation}
+    masks = (lengths, step_mask, zero_output_for_mask)
+    y, h_n, c_n, _, _ = _lstm_run(
+        x, weight_ih, weight_hh, bias_ih, bias_hh, h0, c0, masks, weight_hr, options
+    )
+    return GatedOutput(y if return_sequences else None, h_n, c_n, None)
+
+
+def lstm_backward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh,
+    y,
+    workspace,
+    dy=None,
+    dh_n=None,
+    dc_n=None,
+    *,
+    h0,
+    c0,
+    lengths,
+    weight_hr,
+    activation,
+    recurrent_activation,
+    step_mask,
+    zero_output_for_mask,
+    input_gradient=True,
+):
+    """BPTT of :func:`lstm_forward` from the loss's gradients ``dy`` (T, B, R), ``dh_n``
+    (B, R) and ``dc_n`` (B, H) (None: zeros; dy at padded steps is ignored). The forward is
+    recomputed from the inputs: ``workspace`` is ignored, ``y`` only checked.
+
+    Returns LSTMGrads(dx (T, B, D) or None without input_gradient, dh0 (B, R), dc0 (B, H),
+    dweight_ih, dweight_hh, dbias_ih, dbias_hh, dweight_hr (None without weight_hr)); the two
+    bias gradients are equal (both biases enter every gate the same way).
+
+    Raises ValueError when ``y`` is None (a forward without return_sequences)."""
+    if y is None:
+        raise ValueError("y is None: the backward needs a forward run with return_sequences=True")
+    options = {"activation": activation, "recurrent_activation": recurrent_activation}
+    masks = (lengths, step_mask, zero_output_for_mask)
+    y, _, _, caches, (w_ih, w_hh, w_hr) = _lstm_run(
+        x, weight_ih, weight_hh, bias_ih, bias_hh, h0, c0, masks, weight_hr, options
+    )
+    T, B, R = y.shape
+    H = w_hh.shape[0] // 4
+    dtype = y.dtype
+    kept, out = _gated_masks(masks, T, B)
+    dy, dh_n, dc_n = _cast(dtype, dy, dh_n, dc_n)
+    dx = np.zeros((T, B, x.shape[2]), dtype=dtype)
+    dw_ih, dw_hh = np.zeros_like(w_ih), np.zeros_like(w_hh)
+    dw_hr = None if w_hr is None else np.zeros_like(w_hr)
+    db = np.zeros(4 * H, dtype=dtype)
+    ra = recurrent_activation
+    # dh, dc: gradients with respect to the states h_t, c_t, carried back through the steps
+    dh = np.zeros((B, R), dtype=dtype) if dh_n is None else dh_n.copy()
+    dc = np.zeros((B, H), dtype=dtype) if dc_n is None else dc_n.copy()
+    for t in reversed(range(T)):
+        k = kept[t]
+        if dy is not None:
+            dh = dh + np.where(out[t], dy[t], 0)
+        s = caches[t]
+        dh_new = np.where(k, dh, 0)  # a padded step's states are the ones before it
+        dc_new = np.where(k, dc, 0)
+        # h' = weight_hr m (or m),  m = o act(c')
+        if w_hr is None:
+            dm = dh_new
+        else:
+            dw_hr += dh_new.T @ s["m"]
+            dm = dh_new @ w_hr
+        do = dm * s["act_c"]
+        dc_new = dc_new + dm * s["o"] * _act_grad_from_output(activation, s["act_c"])
+        # c' = f c + i g
+        di, df, dg = dc_new * s["g"], dc_new * s["c"], dc_new * s["i"]
+        dc_prev = dc_new * s["f"]
+        da = np.concatenate(
+            [
+                di * _gate_grad_from_output(ra, s["i"]),
+                df * _gate_grad_from_output(ra, s["f"]),
+                dg * _act_grad_from_output(activation, s["g"]),
+                do * _gate_grad_from_output(ra, s["o"]),
+            ],
+            axis=1,
+        )  # of the pre-activations, (B, 4H)
+        dw_ih += da.T @ s["x"]
+        dw_hh += da.T @ s["h"]
+        db += da.sum(axis=0)
+        dx[t] = da @ w_ih
+        dh = np.where(k, da @ w_hh, dh)
+        dc = np.where(k, dc_prev, dc)
+    return LSTMGrads(dx if input_gradient else None, dh, dc, dw_ih, dw_hh, db, db.copy(), dw_hr)
+
+
+def lstm_step(
+    x_t,
+    h,
+    c,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    *,
+    weight_hr=None,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+):
+    """One LSTM step: x_t (B, D), h (B, R), c (B, H) -> (h_next (B, R), c_next (B, H))."""
+    _check_names(activation, recurrent_activation)
+    dtype = np.result_type(x_t, weight_ih)
+    args = _cast(dtype, x_t, h, c, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)
+    (h_next, c_next), _ = _lstm_cell(*args, activation, recurrent_activation)
+    return h_next, c_next

@@ -38,6 +38,8 @@ struct GatedForwardArgs {
     const T* b_hh = nullptr;             // (G*H) or null
     const T* w_hr = nullptr;             // (P, H) with proj_size
     const index* lengths = nullptr;      // (B) non-increasing, each in [0, T], or null
+    const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: Keras's general mask (below)
+    bool zero_output_for_mask = false;   // a skipped step outputs zeros, not y_{t-1}
     Pointwise act = Pointwise::tanh;     // of n (GRU), of g and c (LSTM)
     Pointwise rec = Pointwise::sigmoid;  // of the gates
     T* y = nullptr;          // (T, B, R) every h_t (padded steps zero); null keeps O(B*H) memory
@@ -45,6 +47,12 @@ struct GatedForwardArgs {
     T* c_n = nullptr;        // (B, H), LSTM only
     T* workspace = nullptr;  // (T, B, workspace_width) for the backward, or null (needs y)
 };
+
+// General masks (Keras's), as the Elman drivers take them (rnn.hpp): where keep[t * B + b] is 0,
+// step t of sequence b is skipped: its states carry through (h_t = h_{t-1}, c_t = c_{t-1}) and
+// its output is its previous output (zeros before its first kept step), or zeros with
+// zero_output_for_mask. Lengths combine with it; past a sequence's length the output is zeros.
+// Masked, every row runs every step (a per-row select after the cell's epilogue).
 
 template <class T>
 struct GatedBackwardArgs {
@@ -57,6 +65,8 @@ struct GatedBackwardArgs {
     const T* w_hh = nullptr;
     const T* w_hr = nullptr;
     const index* lengths = nullptr;
+    const std::uint8_t* keep = nullptr;  // as given to the forward
+    bool zero_output_for_mask = false;   // as given to the forward
     Pointwise act = Pointwise::tanh;
     Pointwise rec = Pointwise::sigmoid;
     const T* y = nullptr;          // (T, B, R): the forward's outputs

@@ -16,6 +16,7 @@
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
+#include "step_masks.hpp"
 #include "time_loop.hpp"
 
 namespace rnnfast {
@@ -34,6 +35,8 @@ struct GatedBackwardPass : TimeLoopPass {
     const index B, D, H, P, R, GH, S;
     const KernelTable<T>& kt;
     const GateLayout rec_layout;  // the recurrent product's columns (as the forward's)
+    const bool masked;            // a general mask: every row runs every step
+    StepMasks masks;
     std::vector<index> active;
     int threads;
     const T *h0, *c0;
@@ -46,6 +49,9 @@ struct GatedBackwardPass : TimeLoopPass {
     // while this step's is written), the product's result, the carry past the gates (GRU:
     // to h_{t-1}; LSTM: dL/dc), reset_before's da_n and W_hn^T da_n, a projection's dL/dm
     std::vector<T> d_rec[2], product, carry, d_n, d_rh, d_m, scratch;
+    // masked: every state h_t (T, B, R), found in y (a skipped step's output may be zeros); and
+    // an LSTM's dL/dh_t of skipped rows, which passes to h_{t-1} past the gates (B, R)
+    std::vector<T> states, skip_carry;
 
     GatedBackwardPass(const GatedBackwardArgs<T>& args, const T* h_start, const T* c_start)
         : a(args),
@@ -59,10 +65,23 @@ struct GatedBackwardPass : TimeLoopPass {
           S(workspace_width(args.cell, args.hidden_size)),
           kt(kernels<T>()),
           rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), kt.nr},
+          masked(args.keep != nullptr),
           h0(h_start),
           c0(c_start) {
         const index T_ = a.steps;
-        active = active_rows(a.lengths, T_, B);
+        if (masked) {
+            masks = step_masks(a.keep, a.lengths, a.zero_output_for_mask, T_, B);
+            const std::vector<index> source = state_sources(masks, T_, B);
+            states.resize(static_cast<size_t>(T_ * B * R));
+            for (index t = 0; t < T_; ++t)
+                for (index b = 0; b < B; ++b) {
+                    const index s = source[static_cast<size_t>(t * B + b)];
+                    const T* from = s < 0 ? h0 + b * R : a.y + (s * B + b) * R;
+                    std::copy(from, from + R, states.begin() + (t * B + b) * R);
+                }
+            if (cell == GatedCell::lstm) skip_carry.assign(static_cast<size_t>(B * R), T(0));
+        }
+        active = active_rows(masked ? nullptr : a.lengths, T_, B);
         threads = threads_for(2.0 * double(B) * double(R) * double(GH),
                               std::max(rec_layout.blocks(), B), Sync::barrier);
         // The recurrent weights as the forward multiplied them, now read as (G*H x R).
@@ -92,11 +111,13 @@ struct GatedBackwardPass : TimeLoopPass {
     LoopShape shape() const {
         return {{a.steps, a.steps, true, false},
                 {threads, threads},
-                {B, active.data(), nullptr},
+                {B, active.data(), masked ? masks.keep.data() : nullptr},
                 {GH, rec_layout.blocks(), rec_layout.gates * rec_layout.block, kt.mr}};
     }
 
-    const T* h_prev(index t) const { return t == 0 ? h0 : a.y + (t - 1) * B * R; }
+    // Every state h_t, (T, B, R): y, or under a mask the states found in y.
+    const T* all_states() const { return masked ? states.data() : a.y; }
+    const T* h_prev(index t) const { return t == 0 ? h0 : all_states() + (t - 1) * B * R; }
     const T* c_prev(index t, index b) const {
         return t == 0 ? c0 + b * H : a.workspace + ((t - 1) * B + b) * S + 4 * H;
     }
@@ -136,13 +157,22 @@ struct GatedBackwardPass : TimeLoopPass {
             run_block(p.kt, rec, m0, std::min(m1, st.ending), p0, p1);
             const index q0 = std::min(R, p0 * p.kt.nr), q1 = std::min(R, p1 * p.kt.nr);
             const T* dy = p.a.dy ? p.a.dy + t * p.B * R : nullptr;
+            const std::uint8_t* out_t = p.masked ? p.masks.out.data() + t * p.B : nullptr;
+            T* skip = p.skip_carry.empty() ? nullptr : p.skip_carry.data();
             for (index b = m0; b < m1; ++b) {
                 T* g = out + b * R;
                 const bool runs_on = b < st.ending;
+                const bool output = dy && (!out_t || out_t[b]);  // y_t is h_t (else zeros)
                 for (index j = q0; j < q1; ++j) {
                     T v = runs_on ? g[j] + (add_carry ? p.carry[b * p.H + j] : T(0))
                                   : (p.a.dh_n ? p.a.dh_n[b * R + j] : T(0));
-                    g[j] = v + (dy ? dy[b * R + j] : T(0));
+                    if (runs_on && skip) v += skip[b * R + j];
+                    g[j] = v + (output ? dy[b * R + j] : T(0));
+                }
+                if (skip) {  // an LSTM's skipped row sends dL/dh_t on to h_{t-1} unchanged
+                    const bool skipped = st.keep && !st.keep[b];
+                    for (index j = q0; j < q1; ++j)
+                        skip[b * R + j] = skipped ? g[j] : T(0);
                 }
             }
         }
@@ -180,9 +210,19 @@ struct GatedBackwardPass : TimeLoopPass {
                         p.carry[b * H + j] = p.a.dc_n ? p.a.dc_n[b * H + j] : T(0);
             }
             T* extra = lstm ? nullptr : p.extra.data() + t * B * H;
+            const auto skipped = [&](index b) { return st.keep && !st.keep[b]; };
             for (index b = m0; b < m1; ++b)
                 for (index u = u0; u < u1; ++u) {
                     const index j0 = Lr.first_unit(u), w = Lr.width(u);
+                    if (skipped(b)) {  // no gate ran: dA stays zero, the states pass through
+                        if (!lstm)     // dL/dh_{t-1} = dL/dh_t (an LSTM's dc carries as it is)
+                            std::copy(g_units + b * H + j0, g_units + b * H + j0 + w,
+                                      p.carry.data() + b * H + j0);
+                        if (p.cell == GatedCell::gru_reset_before)
+                            std::fill(p.d_n.begin() + b * H + j0, p.d_n.begin() + b * H + j0 + w,
+                                      T(0));
+                        continue;
+                    }
                     if (lstm)
                         LstmCell<T>::grad_block(
                             p.kt, g_units + b * H, p.carry.data() + b * H, store + b * S,
@@ -202,7 +242,7 @@ struct GatedBackwardPass : TimeLoopPass {
                 st.barrier->wait();  // every unit's da_n is in d_n
                 run_block(p.kt, n_term, m0, m1, hp0, hp1);
                 for (index b = m0; b < m1; ++b)
-                    for (index u = u0; u < u1; ++u)
+                    for (index u = u0; u < u1 && !skipped(b); ++u)
                         GruCell<T>::rz_grad(p.d_rh.data() + b * H, store + b * S, h_prev + b * H,
                                             dA + b * GH, p.carry.data() + b * H, extra + b * H,
                                             Lr.first_unit(u), Lr.width(u), p.a.rec);
@@ -212,6 +252,10 @@ struct GatedBackwardPass : TimeLoopPass {
                 for (index u = u0; u < u1; ++u) {
                     const index j0 = Lr.first_unit(u), w = Lr.width(u);
                     T* out = d_rec + b * GR + Lr.base(u);
+                    if (skipped(b)) {
+                        std::fill(out, out + Lr.gates * w, T(0));
+                        continue;
+                    }
                     for (int g = 0; g < Lr.gates; ++g) {
                         const T* src = (p.cell == GatedCell::gru && g == 2)
                                            ? extra + b * H + j0  // da_n * r
@@ -281,13 +325,17 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
         const index GR = pass.rec_layout.columns();
         gemm(kt, first, R, GR, MatView<T>{pass.d_rec[0].data(), GR, 1},
              MatView<T>{pass.w_rec.data(), R, 1}, a.dh0, R, false, fork);
-        for (index b = 0; b < first; ++b)
+        for (index b = 0; b < first; ++b) {
             for (index j = 0; j < H; ++j) {
                 if (lstm)
                     a.dc0[b * H + j] = pass.carry[b * H + j];
                 else
                     a.dh0[b * R + j] += pass.carry[b * H + j];
             }
+            if (!pass.skip_carry.empty())
+                for (index j = 0; j < R; ++j)
+                    a.dh0[b * R + j] += pass.skip_carry[b * R + j];
+        }
     }
     const T* dA = pass.dA.data();
     gemm(kt, GH, D, rows, MatView<T>{dA, 1, GH}, MatView<T>{a.x, D, 1}, a.dw_ih, D, false, fork);
@@ -297,18 +345,19 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
     column_sums(dA, rows, GH, GH, a.db_ih);
     std::copy(a.db_ih, a.db_ih + GH, a.db_hh);
     const T* extra = pass.extra.data();
+    const T* states = pass.all_states();
     switch (a.cell) {
         case GatedCell::lstm:
-            gradient_against_previous(kt, GH, dA, GH, a.y, a.h0, T_, B, R, a.dw_hh, fork);
+            gradient_against_previous(kt, GH, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
             break;
         case GatedCell::gru:  // the n rows read r * (W_hn h): their gradient is da_n * r
-            gradient_against_previous(kt, 2 * H, dA, GH, a.y, a.h0, T_, B, R, a.dw_hh, fork);
-            gradient_against_previous(kt, H, extra, H, a.y, a.h0, T_, B, R, a.dw_hh + 2 * H * R,
+            gradient_against_previous(kt, 2 * H, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
+            gradient_against_previous(kt, H, extra, H, states, a.h0, T_, B, R, a.dw_hh + 2 * H * R,
                                       fork);
             column_sums(extra, rows, H, H, a.db_hh + 2 * H);
             break;
         case GatedCell::gru_reset_before:  // the n rows read r * h_{t-1}, kept in extra
-            gradient_against_previous(kt, 2 * H, dA, GH, a.y, a.h0, T_, B, R, a.dw_hh, fork);
+            gradient_against_previous(kt, 2 * H, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
             gemm(kt, H, H, rows, MatView<T>{dA + 2 * H, 1, GH}, MatView<T>{extra, H, 1},
                  a.dw_hh + 2 * H * H, H, false, fork);
             break;

@@ -16,6 +16,7 @@
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
+#include "step_masks.hpp"
 #include "time_loop.hpp"
 
 namespace rnnfast {
@@ -77,6 +78,8 @@ struct GatedForwardPass : TimeLoopPass {
     const KernelTable<T>& kt;
     const GateLayout layout;      // the projection's and the stored gates' columns
     const GateLayout rec_layout;  // the recurrent product's: all gates, or r and z alone
+    const bool masked;            // a general mask: every row runs every step
+    StepMasks masks;
     std::vector<index> active;
     int threads;
     bool keep_all;
@@ -98,10 +101,14 @@ struct GatedForwardPass : TimeLoopPass {
           kt(kernels<T>()),
           layout{H, gate_count(cell), kt.nr},
           rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), kt.nr},
+          masked(args.keep != nullptr),
           h_start(h0),
           c_start(c0) {
         const index T_ = a.steps;
-        active = active_rows(a.lengths, T_, B);
+        // Masked: lengths folded into the step masks; a skipped row is selected back to its
+        // states after the cell's epilogue.
+        if (masked) masks = step_masks(a.keep, a.lengths, a.zero_output_for_mask, T_, B);
+        active = active_rows(masked ? nullptr : a.lengths, T_, B);
         threads = threads_for(2.0 * double(B) * double(R) * double(GH),
                               std::max(layout.blocks(), B), Sync::barrier);
         keep_all = a.y != nullptr;
@@ -137,7 +144,7 @@ struct GatedForwardPass : TimeLoopPass {
     LoopShape shape() const {
         return {{a.steps, chunk, false, true},  // a region per chunk: its projection before it
                 {threads, threads},
-                {B, active.data(), nullptr},
+                {B, active.data(), masked ? masks.keep.data() : nullptr},
                 {GH, layout.blocks(), layout.gates * layout.block, kt.mr}};
     }
 
@@ -165,6 +172,12 @@ struct GatedForwardPass : TimeLoopPass {
             std::memset(a.y + t * B * R + rows * R, 0,
                         sizeof(T) * static_cast<size_t>((B - rows) * R));
         }
+        // Masked: y held every state for the recurrence; now the outputs that are not the
+        // state become zeros (every step has run: keep_all is one chunk of all T steps).
+        if (masked)
+            for (index i = 0; i < a.steps * B; ++i)
+                if (!masks.out[static_cast<size_t>(i)])
+                    std::memset(a.y + i * R, 0, sizeof(T) * static_cast<size_t>(R));
     }
 
     struct Member {
@@ -237,9 +250,22 @@ struct GatedForwardPass : TimeLoopPass {
                                             store ? store + b * S : nullptr, H, j0, w, p.a.act);
                     }
             }
+            const index c0 = std::min(H, u0 * L.block), c1 = std::min(H, u1 * L.block);
+            if (st.keep) {  // skipped rows keep their states (c_t = c_{t-1}, as stored)
+                const Block own{m0, m1, c0, c1};
+                if (p.P == 0) carry_skipped_rows(h, h_prev, st.keep, R, own);
+                if (p.cell == GatedCell::lstm) {
+                    T* c_now = const_cast<T*>(p.c_at(t));
+                    carry_skipped_rows(c_now, p.c_at(t - 1), st.keep, H, own);
+                    if (store)
+                        for (index b = m0; b < m1; ++b)
+                            if (!st.keep[b])
+                                std::copy(c_now + b * H + c0, c_now + b * H + c1,
+                                          store + b * S + 4 * H + c0);
+                }
+            }
             // Sequences whose last step this is keep their state.
             const index e0 = std::max(m0, st.ending);
-            const index c0 = std::min(H, u0 * L.block), c1 = std::min(H, u1 * L.block);
             if (p.cell == GatedCell::lstm)
                 for (index b = e0; b < m1; ++b)
                     std::memcpy(p.a.c_n + b * H + c0, p.c_at(t) + b * H + c0,
@@ -251,6 +277,7 @@ struct GatedForwardPass : TimeLoopPass {
                 proj.C = h;
                 run_block(p.kt, proj, sp.m0, sp.m1, sp.p0, sp.p1);
                 const index q0 = std::min(p.P, sp.p0 * nr), q1 = std::min(p.P, sp.p1 * nr);
+                if (st.keep) carry_skipped_rows(h, h_prev, st.keep, R, Block{sp.m0, sp.m1, q0, q1});
                 for (index b = std::max(sp.m0, st.ending); b < sp.m1; ++b)
                     std::memcpy(p.a.h_n + b * R + q0, h + b * R + q0,
                                 sizeof(T) * static_cast<size_t>(q1 - q0));

@@ -28,6 +28,7 @@ from .._validation import (
     check_bool,
     check_choice,
     check_lengths,
+    check_step_mask,
     optional_float_array,
 )
 from ._batch import check_batch, longest_first, take
@@ -98,6 +99,8 @@ def gru_forward(
     recurrent_activation="sigmoid",
     return_sequences=True,
     keep_workspace=False,
+    step_mask=None,
+    zero_output_for_mask=False,
 ):
     """Run a GRU over a whole sequence.
 
@@ -121,6 +124,14 @@ def gru_forward(
         False: y is None and the memory stays O(B * H) beside the input.
     keep_workspace : bool
         Keep what :func:`gru_backward` needs (needs ``return_sequences``).
+    step_mask : array_like of bool (or 0/1 integers), shape (T, B), optional
+        Keras's mask, time-major as ``x``: where ``step_mask[t, b]`` is False, step t of
+        sequence b is skipped: its state carries through and its output is its previous
+        output (zeros before its first kept step), or zeros with ``zero_output_for_mask``.
+        With ``lengths`` too, a step is kept when both keep it; past a sequence's length the
+        output is zeros.
+    zero_output_for_mask : bool
+        What a skipped step outputs: False (Keras's default) the previous output, True zeros.
 
     Returns
     -------
@@ -134,10 +145,9 @@ def gru_forward(
         (weight_ih, weight_hh, bias_ih, bias_hh, None),
         (h0, None),
         lengths,
-        activation,
-        recurrent_activation,
-        return_sequences,
-        keep_workspace,
+        (activation, recurrent_activation),
+        (return_sequences, keep_workspace),
+        (step_mask, zero_output_for_mask),
     )
 
 
@@ -156,6 +166,8 @@ def lstm_forward(
     recurrent_activation="sigmoid",
     return_sequences=True,
     keep_workspace=False,
+    step_mask=None,
+    zero_output_for_mask=False,
 ):
     """Run an LSTM over a whole sequence: :func:`gru_forward`'s arguments, with weight_ih
     (4H, D) and weight_hh (4H, R) in PyTorch's gate order i, f, g, o, the cell state c0 (B, H),
@@ -173,10 +185,9 @@ def lstm_forward(
         (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr),
         (h0, c0),
         lengths,
-        activation,
-        recurrent_activation,
-        return_sequences,
-        keep_workspace,
+        (activation, recurrent_activation),
+        (return_sequences, keep_workspace),
+        (step_mask, zero_output_for_mask),
     )
 
 
@@ -196,6 +207,8 @@ def gru_backward(
     reset_after,
     activation,
     recurrent_activation,
+    step_mask,
+    zero_output_for_mask,
     input_gradient=True,
 ):
     """Backpropagation through time from a :func:`gru_forward` with ``keep_workspace=True``.
@@ -222,8 +235,8 @@ def gru_backward(
         (dy, dh_n, None),
         (h0, None),
         lengths,
-        activation,
-        recurrent_activation,
+        (activation, recurrent_activation),
+        (step_mask, zero_output_for_mask),
         input_gradient,
     )
     return GRUGrads(g[0], g[1], *g[3:7])
@@ -247,6 +260,8 @@ def lstm_backward(
     weight_hr,
     activation,
     recurrent_activation,
+    step_mask,
+    zero_output_for_mask,
     input_gradient=True,
 ):
     """Backpropagation through time from an :func:`lstm_forward` with ``keep_workspace=True``
@@ -267,8 +282,8 @@ def lstm_backward(
         (dy, dh_n, dc_n),
         (h0, c0),
         lengths,
-        activation,
-        recurrent_activation,
+        (activation, recurrent_activation),
+        (step_mask, zero_output_for_mask),
         input_gradient,
     )
     return LSTMGrads(*g)
@@ -354,9 +369,10 @@ def _functions(activation, recurrent_activation):
     )
 
 
-def _inputs(x, weights, states, lengths):
+def _inputs(x, weights, states, lengths, masks):
     """The arrays after the dtype rules (the weights' dtype is the computation's) and the
-    batch in the kernels' order: ``(x, weights, states, lengths, order)``."""
+    batch in the kernels' order: ``(x, weights, states, lengths, step_mask, zero_output,
+    order)``."""
     w_ih = as_float_array("weight_ih", weights[0])
     dt = w_ih.dtype
     names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")[: len(weights)]
@@ -367,21 +383,23 @@ def _inputs(x, weights, states, lengths):
     steps, batch = x.shape[0], x.shape[1]
     states = [optional_float_array(n, s, dt) for n, s in zip(("h0", "c0"), states)]
     lengths = check_lengths(lengths, steps, batch)
+    step_mask = check_step_mask(masks[0], steps, batch)
+    zero_output = check_bool("zero_output_for_mask", masks[1])
     order, lengths = longest_first(lengths)
     if order is not None:
         for n, s in zip(("h0", "c0"), states):
             check_batch(n, s, 0, batch, "(B, H)")
-        x = take(x, order, 1)
+        x, step_mask = take(x, order, 1), take(step_mask, order, 1)
         states = [take(s, order, 0) for s in states]
-    return x, weights, states, lengths, order
+    return x, weights, states, lengths, step_mask, zero_output, order
 
 
-def _forward(cell, x, weights, states, lengths, activation, rec, return_sequences, keep_workspace):
-    activation, rec = _functions(activation, rec)
-    return_sequences = check_bool("return_sequences", return_sequences)
-    keep_workspace = check_bool("keep_workspace", keep_workspace)
-    x, (w_ih, w_hh, b_ih, b_hh, w_hr), (h0, c0), lengths, order = _inputs(
-        x, weights, states, lengths
+def _forward(cell, x, weights, states, lengths, functions, returns, masks):
+    activation, rec = _functions(*functions)
+    return_sequences = check_bool("return_sequences", returns[0])
+    keep_workspace = check_bool("keep_workspace", returns[1])
+    x, (w_ih, w_hh, b_ih, b_hh, w_hr), (h0, c0), lengths, step_mask, zero_output, order = _inputs(
+        x, weights, states, lengths, masks
     )
     if w_hh is None:
         raise TypeError("weight_hh: expected an array, got None")
@@ -400,6 +418,8 @@ def _forward(cell, x, weights, states, lengths, activation, rec, return_sequence
         rec,
         return_sequences,
         keep_workspace,
+        step_mask=step_mask,
+        zero_output_for_mask=zero_output,
     )
     if order is not None:
         inverse = np.argsort(order)
@@ -408,11 +428,13 @@ def _forward(cell, x, weights, states, lengths, activation, rec, return_sequence
 
 
 def _backward(
-    cell, x, weights, y, workspace, grads, states, lengths, activation, rec, input_gradient
+    cell, x, weights, y, workspace, grads, states, lengths, functions, masks, input_gradient
 ):
-    activation, rec = _functions(activation, rec)
+    activation, rec = _functions(*functions)
     input_gradient = check_bool("input_gradient", input_gradient)
-    x, (w_ih, w_hh, w_hr), (h0, c0), lengths, order = _inputs(x, weights, states, lengths)
+    x, (w_ih, w_hh, w_hr), (h0, c0), lengths, step_mask, zero_output, order = _inputs(
+        x, weights, states, lengths, masks
+    )
     dt = w_ih.dtype
     if y is None:
         raise ValueError("y: expected the forward's outputs (T, B, R), got None")
@@ -449,6 +471,8 @@ def _backward(
             activation,
             rec,
             input_gradient,
+            step_mask=step_mask,
+            zero_output_for_mask=zero_output,
         )
     )
     if order is not None:

@@ -47,6 +47,22 @@ class CellSpec:
     num_states = 1
     num_gates = 1
     gate_orders = {"torch": ("h",), "keras": ("h",), "onnx": ("h",)}
+    # the candidate gate's other names, by PyTorch's: the GRU's n is Keras's and ONNX's h, the
+    # LSTM's g their c
+    gate_aliases = {}
+
+    def gate_permutation(self, source, target="torch"):
+        """Where the gate blocks of layout ``target`` are in layout ``source`` (``"torch"``,
+        ``"keras"`` or ``"onnx"``): ``target``'s blocks are ``source``'s blocks ``p[0], p[1],
+        ...`` (a tuple of num_gates indices)."""
+        canonical = {alias: name for name, alias in self.gate_aliases.items()}
+
+        def names(layout):
+            order = self.gate_orders[layout]
+            return order if layout == "torch" else tuple(canonical.get(g, g) for g in order)
+
+        src = names(source)
+        return tuple(src.index(g) for g in names(target))
 
     # ---- sizes -------------------------------------------------------------------------------
 
@@ -205,13 +221,18 @@ class _GatedSpec(CellSpec):
         forward ran, so that its backward is told the same)."""
         return dict(run.cell_options)
 
+    def _mask_options(self, run, record):
+        """The step mask and its output rule, as the forward ran them (backward's keywords)."""
+        return dict(step_mask=record.step_mask, zero_output_for_mask=run.zero_output)
+
     def forward(self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask):
-        # the gated layers refuse general masks and recurrent dropout before they get here
+        # the gated layers refuse recurrent dropout before it gets here
         if ids is not None:
             x = x[ids]  # token input: gathered here (the kernels take no ids)
         out = self._forward_kernel(
-            x, *self._weights(layer, idx), h0, lengths, layer, idx, run.training, run
-        )
+            x, *self._weights(layer, idx), h0, lengths, layer, idx, run.training, run,
+            step_mask=step_mask, zero_output_for_mask=run.zero_output,
+        )  # fmt: skip
         return out.y, self._joined(out), out.workspace
 
     def backward(self, layer, run, k, idx, record, dy, dh_n, table, input_gradient):
@@ -251,6 +272,7 @@ class GRUSpec(_GatedSpec):
     torch_name, keras_name, onnx_op = "GRU", "GRU", "GRU"
     num_gates = 3
     gate_orders = {"torch": ("r", "z", "n"), "keras": ("z", "r", "h"), "onnx": ("z", "r", "h")}
+    gate_aliases = {"n": "h"}
 
     def keras_count(self, layer, group):
         """Keras's GRU: with ``reset_after`` two bias vectors (input and recurrent), 3(DH + HH +
@@ -261,7 +283,9 @@ class GRUSpec(_GatedSpec):
             return n
         return n + (sum(biases) if layer.reset_after else biases[0])
 
-    def _forward_kernel(self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run):
+    def _forward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
+    ):
         return functional.gru_forward(
             x,
             w_ih,
@@ -273,6 +297,7 @@ class GRUSpec(_GatedSpec):
             **self._cell_options(run),
             return_sequences=True,
             keep_workspace=training,
+            **masks,
         )
 
     def _backward_kernel(
@@ -291,6 +316,7 @@ class GRUSpec(_GatedSpec):
             h0=record.h0,
             lengths=record.lengths,
             **self._cell_options(run),
+            **self._mask_options(run, record),
             input_gradient=input_gradient,
         )
 
@@ -317,6 +343,7 @@ class LSTMSpec(_GatedSpec):
         "keras": ("i", "f", "c", "o"),
         "onnx": ("i", "o", "f", "c"),
     }
+    gate_aliases = {"g": "c"}
 
     def output_width(self, layer):
         return layer.proj_size or layer.hidden_size
@@ -362,7 +389,9 @@ class LSTMSpec(_GatedSpec):
         h, c = self.split_state(layer, s)
         return np.ascontiguousarray(h), np.ascontiguousarray(c)
 
-    def _forward_kernel(self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run):
+    def _forward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
+    ):
         h0, c0 = self._split(layer, h0)
         return functional.lstm_forward(
             x,
@@ -377,6 +406,7 @@ class LSTMSpec(_GatedSpec):
             **self._cell_options(run),
             return_sequences=True,
             keep_workspace=training,
+            **masks,
         )
 
     def _backward_kernel(
@@ -400,6 +430,7 @@ class LSTMSpec(_GatedSpec):
             lengths=record.lengths,
             weight_hr=self._projection(layer, idx),
             **self._cell_options(run),
+            **self._mask_options(run, record),
             input_gradient=input_gradient,
         )
 

@@ -15,10 +15,8 @@ import numpy as np
 from .._validation import (
     as_float_array,
     check_bool,
-    check_bool_mask,
     check_choice,
     check_int,
-    check_lengths,
     check_positive_int,
     describe,
     is_real,
@@ -41,6 +39,10 @@ def _unsupported(layer_name, option, value, why):
 class GatedOptions:
     """Mixin of the gated layers: their own options (``activation``, ``recurrent_activation``)
     and the Elman layer's options they refuse (anything but the value that changes nothing)."""
+
+    # a step a mask skips outputs zeros, never the previous output (Keras's
+    # zero_output_for_mask=False): rnnfast.interop.load_keras reads this
+    can_repeat_masked_output = False
 
     @property
     def nonlinearity(self):
@@ -130,23 +132,6 @@ class GatedOptions:
             )
         self._recurrent_dropout = 0.0
 
-    @property
-    def zero_output_for_mask(self):
-        """None or True: the steps a mask skips (its padding, a prefix mask) output zeros."""
-        return self._zero_output_for_mask
-
-    @zero_output_for_mask.setter
-    def zero_output_for_mask(self, value):
-        if value is not None and value is not True and value is not np.True_:
-            raise _unsupported(
-                type(self).__name__,
-                "zero_output_for_mask",
-                value,
-                "the gated kernels output zeros at the steps past each sequence's length; "
-                "repeating the previous output is not supported",
-            )
-        self._zero_output_for_mask = None if value is None else True
-
 
 _KERAS_NOOPS = ("unroll", "use_cudnn", "implementation", "time_major")
 
@@ -196,24 +181,6 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
             setattr(self, name, value)
 
     # ---- masks ---------------------------------------------------------------------------------
-
-    def _mask_arg(self, lengths, mask, steps, batch, o):
-        """``(lengths, None)``: the lengths checked, or those of a Keras (B, T) prefix mask
-        (its skipped steps output zeros); a mask that skips steps inside a sequence is
-        refused (the gated kernels take no step masks)."""
-        if mask is None:
-            return check_lengths(lengths, steps, batch), None
-        if lengths is not None:
-            raise ValueError("lengths, mask: give one of them, not both")
-        m = check_bool_mask("mask", mask, (batch, steps), f"(B, T) = {(batch, steps)}")
-        counts = m.sum(axis=1, dtype=np.int64)
-        if not np.array_equal(m, np.arange(steps)[None, :] < counts[:, None]):
-            raise ValueError(
-                f"mask: a general Keras mask (one that skips steps inside a sequence) is not "
-                f"supported for {type(self).__name__}; give lengths= or a prefix mask (each "
-                "row True up to the sequence's length, then False)"
-            )
-        return counts, None
 
     def takes_embedding(self, embedding, ids):
         """False: token input runs as ``table[ids]`` gathered before the first layer, which
