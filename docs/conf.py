@@ -32,7 +32,7 @@ exclude_patterns = ["_build"]
 templates_path = []
 html_static_path = []
 html_theme = "alabaster"
-html_theme_options = {"description": "Fast CPU Elman RNN layers for NumPy code"}
+html_theme_options = {"description": "Fast CPU recurrent layers (Elman, GRU, LSTM) for NumPy code"}
 html_show_sourcelink = False
 pygments_style = "sphinx"
 

@@ -1,5 +1,6 @@
 """The command line every example shares: ``--data ROOT`` (the datasets root), ``--out DIR``
-(plots and saved models), ``--quantize {bf16,int8}`` (evaluate the quantized copy too), every
+(plots and saved models), ``--quantize {bf16,int8}`` (evaluate the quantized copy too),
+``--cell {rnn,gru,lstm}`` (the recurrent layer's cell, where the example offers it), every
 option's help with its default, a bad path as one line on
 stderr and exit status 2, and plots skipped with a message when matplotlib is missing.
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+import numpy as np
 
 from rnnfast import datasets
 
@@ -65,6 +68,54 @@ def add_quantize(p):
         "weights) and add its figure to the RESULT line as quantized_...=; by default only "
         "the float32 model is evaluated",
     )
+
+
+CELLS = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
+
+
+def add_cell(p):
+    p.add_argument(
+        "--cell",
+        choices=tuple(CELLS),
+        default="rnn",
+        help="the recurrent layers' cell: rnn (rnnfast.RNN, the Elman cell), gru (rnnfast.GRU) "
+        "or lstm (rnnfast.LSTM), each with the same sizes and options",
+    )
+
+
+def recurrent(cell, input_size, hidden_size, **options):
+    """The recurrent layer of ``--cell``: ``rnnfast.RNN``, ``GRU`` or ``LSTM`` (keywords only:
+    their positional arguments differ after num_layers)."""
+    import rnnfast
+
+    return getattr(rnnfast, CELLS[cell])(input_size, hidden_size, **options)
+
+
+def zero_state(rnn, batch, dtype):
+    """A state of zeros for ``rnn.step`` (one layer's worth per stacked layer): h, or the
+    LSTM's pair (h, c)."""
+    h = np.zeros((rnn.num_layers, batch, rnn.hidden_size), dtype=dtype)
+    return (h, h.copy()) if rnn.cell.num_states == 2 else h
+
+
+def copy_state(state):
+    """A copy of a step's state (h, or the LSTM's (h, c)): the next step may reuse its memory."""
+    if isinstance(state, tuple):
+        return tuple(s.copy() for s in state)
+    return state.copy()
+
+
+def check_quantizable(p, model, mode):
+    """Before training: ``--quantize`` with a model ``rnnfast.quantize`` cannot copy (a cell
+    without quantized kernels) is one line and exit status 2, not an error after training."""
+    if mode is None:
+        return
+    import rnnfast
+
+    try:
+        rnnfast.quantize(model, mode)
+    except ValueError as exc:
+        fail(p, f"--quantize {mode}: {exc}")
 
 
 def quantized(model, mode):

@@ -1,10 +1,12 @@
 """Character language model on the tinyshakespeare data set, trained by truncated BPTT.
 
     python examples/charlm.py [--data ROOT] [--out DIR] [--epochs 2] [--hidden 256]
+                              [--cell rnn|gru|lstm]
 
 The text comes from ``rnnfast.datasets.load("tinyshakespeare", ROOT)``:
 ROOT/tinyshakespeare/input.txt (``--data ../shared/data``), else $RNNFAST_DATA, the cache or a
-download. Embedding(vocab, 64) -> RNN(64, 256, stateful) -> Linear(256, vocab). The first 90% of the text
+download. Embedding(vocab, 64) -> RNN(64, 256, stateful) -> Linear(256, vocab) (``--cell gru``
+or ``--cell lstm``: a GRU or LSTM in the RNN's place). The first 90% of the text
 is cut into 32 parallel streams read 100 characters at a time (``training.fit_stream``): the
 RNN's state is carried from one window to the next while the gradient stops at each window's
 start. Adam with gradient clipping. Prints the validation perplexity (last 10% of the text),
@@ -42,12 +44,18 @@ import rnnfast
 from rnnfast import decoding, losses, optim, training
 
 
-def build_model(vocab, embed, hidden, seed):
+def build_model(vocab, embed, hidden, seed, cell="rnn"):
     return rnnfast.Sequential(
         [
             rnnfast.Embedding(vocab, embed, seed=seed),
-            rnnfast.RNN(
-                embed, hidden, batch_first=True, return_sequences=True, stateful=True, seed=seed + 1
+            _cli.recurrent(
+                cell,
+                embed,
+                hidden,
+                batch_first=True,
+                return_sequences=True,
+                stateful=True,
+                seed=seed + 1,
             ),
             rnnfast.Linear(hidden, vocab, seed=seed + 2),
         ]
@@ -55,24 +63,25 @@ def build_model(vocab, embed, hidden, seed):
 
 
 def make_step_fn(model):
-    """The decoding view of the model: previous tokens (N,) and the RNN state (1, N, H) in,
-    log-probabilities (N, V) and the next state out."""
+    """The decoding view of the model: previous tokens (N,) and the recurrent state in (h
+    (1, N, H), or the LSTM's pair (h, c): decoding reorders either), log-probabilities (N, V)
+    and the next state out."""
     embedding, rnn, linear = model.layers
 
     def step_fn(tokens, h):
         out, h_next = rnn.step(embedding(tokens), h)
-        return losses.log_softmax(linear(out)), h_next.copy()
+        return losses.log_softmax(linear(out)), _cli.copy_state(h_next)
 
     return step_fn
 
 
 def prime(model, prompt_ids):
-    """The RNN state (1, 1, H) after reading all but the prompt's last character."""
+    """The recurrent state (batch of 1) after reading all but the prompt's last character."""
     embedding, rnn, _ = model.layers
-    h = np.zeros((1, 1, rnn.hidden_size), dtype=np.float32)
+    h = _cli.zero_state(rnn, 1, np.float32)
     for token in prompt_ids[:-1]:
         _, h = rnn.step(embedding(np.array([token])), h)
-        h = h.copy()
+        h = _cli.copy_state(h)
     return h
 
 
@@ -111,6 +120,7 @@ def main(argv=None):
     _cli.add_data(parser, "tinyshakespeare")
     _cli.add_out(parser)
     _cli.add_quantize(parser)
+    _cli.add_cell(parser)
     parser.add_argument("--epochs", type=int, default=2, help="passes over the training text")
     parser.add_argument("--embed", type=int, default=64, help="size of the character vectors")
     parser.add_argument("--hidden", type=int, default=256, help="hidden units of the RNN")
@@ -168,7 +178,8 @@ def main(argv=None):
     prompt_ids = [index[c] for c in args.prompt if c in index]
     if not prompt_ids:
         _cli.fail(parser, f"--prompt {args.prompt!r}: none of its characters is in the text")
-    model = build_model(len(alphabet), args.embed, args.hidden, args.seed)
+    model = build_model(len(alphabet), args.embed, args.hidden, args.seed, args.cell)
+    _cli.check_quantizable(parser, model, args.quantize)
     optimizer = optim.Adam(model, lr=args.lr)
 
     window_losses = []

@@ -1,12 +1,14 @@
 """Surname -> language of origin: a character-level many-to-one RNN on the names data set.
 
     python examples/names.py [--data ROOT] [--out DIR] [--epochs 15] [--hidden 128]
+                             [--cell rnn|gru|lstm]
 
 The names come from ``rnnfast.datasets.load("names", ROOT)``: ROOT/names/*.txt, one file per
 language (``--data ../shared/data``), else $RNNFAST_DATA, the cache or a download. Characters
 are one-hot vectors; the names go to ``training.fit`` as a ragged list, so each
 batch is padded by fit and carries its names' lengths: the RNN's output is each name's state
-after its own last letter, and a Dense layer maps it to the 18 languages. 80/20 split with a fixed seed, Adam, softmax cross-entropy. Prints the test
+after its own last letter, and a Dense layer maps it to the 18 languages (``--cell gru`` or
+``--cell lstm``: a GRU or LSTM instead of the Elman RNN). 80/20 split with a fixed seed, Adam, softmax cross-entropy. Prints the test
 accuracy, draws a confusion matrix and saves the model into ``--out``, and ends with a line
 ``RESULT test_accuracy=... time_s=...`` (time_s: loading, training and testing, the work
 bench/end_to_end/torch_names.py times; not the plot).
@@ -59,6 +61,7 @@ def main(argv=None):
     _cli.add_data(parser, "names")
     _cli.add_out(parser)
     _cli.add_quantize(parser)
+    _cli.add_cell(parser)
     parser.add_argument("--epochs", type=int, default=15, help="passes over the training set")
     parser.add_argument("--hidden", type=int, default=128, help="hidden units of the RNN")
     parser.add_argument("--batch-size", type=int, default=32, help="names per batch")
@@ -79,12 +82,18 @@ def main(argv=None):
     letters = [one_hot(name, alphabet) for name in names]  # ragged: fit pads each batch
     model = rnnfast.Sequential(
         [
-            rnnfast.RNN(
-                len(alphabet), args.hidden, batch_first=True, return_sequences=False, seed=args.seed
+            _cli.recurrent(
+                args.cell,
+                len(alphabet),
+                args.hidden,
+                batch_first=True,
+                return_sequences=False,
+                seed=args.seed,
             ),
             rnnfast.Dense(args.hidden, len(languages), seed=args.seed + 1),
         ]
     )
+    _cli.check_quantizable(parser, model, args.quantize)
     training.fit(
         model,
         [letters[i] for i in train_idx],

@@ -1,13 +1,15 @@
 """Monthly sunspot numbers: one-month-ahead forecasts by a stacked RNN on the sunspots data set.
 
     python examples/sunspots.py [--data ROOT] [--out DIR] [--epochs 60] [--window 24]
+                                [--cell rnn|gru|lstm]
 
 The series comes from ``rnnfast.datasets.load("sunspots", ROOT)``:
 ROOT/sunspots/sunspots_monthly.dat (``--data ../shared/data``), else $RNNFAST_DATA, the cache or
 a download. The series (1749-2009) is split in time: the first 80% trains, the rest tests. Values are
 scaled to [0, 1] by the training part's minimum and maximum. Each sample is a window of 24
 months; the target is the next month. The classic stacked model RNN(1, 50, sequences) ->
-Dropout(0.2) -> RNN(50, 100, last step) -> Dropout(0.2) -> Dense(100, 1), MSE, Adam. Prints
+Dropout(0.2) -> RNN(50, 100, last step) -> Dropout(0.2) -> Dense(100, 1), MSE, Adam
+(``--cell gru`` or ``--cell lstm``: GRU or LSTM layers in the RNNs' places). Prints
 the model summary, the test RMSE in sunspot units against the persistence baseline (the next
 month equals the last), draws the forecast against the truth and saves the model into
 ``--out``, and ends with a line
@@ -30,12 +32,12 @@ import rnnfast
 from rnnfast import optim, training
 
 
-def build_model(window, seed):
+def build_model(window, seed, cell="rnn"):
     return rnnfast.Sequential(
         [
-            rnnfast.RNN(1, 50, batch_first=True, return_sequences=True, seed=seed),
+            _cli.recurrent(cell, 1, 50, batch_first=True, return_sequences=True, seed=seed),
             rnnfast.Dropout(0.2, seed=seed + 1),
-            rnnfast.RNN(50, 100, batch_first=True, return_sequences=False, seed=seed + 2),
+            _cli.recurrent(cell, 50, 100, batch_first=True, return_sequences=False, seed=seed + 2),
             rnnfast.Dropout(0.2, seed=seed + 3),
             rnnfast.Dense(100, 1, seed=seed + 4),
         ]
@@ -61,6 +63,7 @@ def main(argv=None):
     _cli.add_data(parser, "sunspots")
     _cli.add_out(parser)
     _cli.add_quantize(parser)
+    _cli.add_cell(parser)
     parser.add_argument("--epochs", type=int, default=60, help="passes over the training set")
     parser.add_argument(
         "--window", type=int, default=24, help="months of history each forecast reads"
@@ -99,7 +102,8 @@ def main(argv=None):
         f"{len(values)} months ({months[0]:.0f}-{months[-1]:.0f}): {len(x_train)} training "
         f"and {len(x_test)} test windows of {args.window} months"
     )
-    model = build_model(args.window, args.seed)
+    model = build_model(args.window, args.seed, args.cell)
+    _cli.check_quantizable(parser, model, args.quantize)
     model.summary((args.window, 1))
     optimizer = optim.Adam(model, lr=args.lr)
     training.fit(

@@ -1,6 +1,7 @@
 """Part-of-speech tagging: a bidirectional word-level RNN on a Universal Dependencies treebank.
 
     python examples/tagging.py --data UD_English-EWT [--out DIR] [--epochs 10] [--hidden 128]
+                               [--cell rnn|gru|lstm]
 
 ``--data`` is a UD treebank's folder (its ``*-ud-train.conllu`` and ``*-ud-test.conllu``, and
 ``*-ud-dev.conllu`` for validation when there is one) or a single CoNLL-U file, split 80/10/10
@@ -10,7 +11,8 @@ for the words it will not know at test time. Each sentence's word ids go to ``tr
 as a ragged list with its universal tags (UPOS) as per-step targets: fit pads each batch of
 similar lengths (``bucket=True``), ``Embedding(mask_zero=True)`` marks the padding, the RNN
 runs each sentence to its own length in both directions, and neither the loss nor the
-accuracy counts a padded step. Adam, softmax cross-entropy per word. Prints the token
+accuracy counts a padded step (``--cell gru`` or ``--cell lstm``: a bidirectional GRU or
+LSTM instead of the Elman RNN). Adam, softmax cross-entropy per word. Prints the token
 accuracy on the test split, saves the model and its vocabularies into ``--out``, and ends with
 a line ``RESULT test_accuracy=... time_s=...`` (time_s: loading, training and testing).
 """
@@ -75,6 +77,7 @@ def main(argv=None):
         "file, split 80/10/10",
     )
     _cli.add_out(parser)
+    _cli.add_cell(parser)
     parser.add_argument("--epochs", type=int, default=10, help="passes over the training set")
     parser.add_argument(
         "--hidden", type=int, default=128, help="hidden units of each direction of the RNN"
@@ -107,7 +110,8 @@ def main(argv=None):
     model = rnnfast.Sequential(
         [
             rnnfast.Embedding(len(words), args.embed, mask_zero=True, seed=args.seed),
-            rnnfast.RNN(
+            _cli.recurrent(
+                args.cell,
                 args.embed,
                 args.hidden,
                 bidirectional=True,

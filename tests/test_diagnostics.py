@@ -388,3 +388,172 @@ def test_dilation_multiplies_the_reach(linear_regime):
     assert not np.any(g[np.arange(T) % 4 != 0])
     plain = diagnostics.gradient_norms(build(0.9), x, d)[::-1]
     np.testing.assert_allclose(g[::4][:25], plain[:25], rtol=1e-3)  # 4 steps per factor
+
+
+# ---- gated layers: their own kernels, one step at a time ------------------------------------------
+
+GATED = {
+    "gru": lambda **kw: rnnfast.GRU(**kw),
+    "gru-reset-before": lambda **kw: rnnfast.GRU(reset_after=False, **kw),
+    "lstm": lambda **kw: rnnfast.LSTM(**kw),
+    "lstm-proj": lambda **kw: rnnfast.LSTM(proj_size=2, **kw),
+}
+
+
+def _joined(state, k):
+    """Layer k's state of step()'s result as one array (B, S): h, or the LSTM's h and c."""
+    if isinstance(state, tuple):
+        return np.concatenate([part[k] for part in state], axis=-1)
+    return state[k]
+
+
+def _split(rnn, s):
+    """A joined state (..., S) in the layer's form: h, or the LSTM's (h, c)."""
+    if rnn.cell.num_states == 1:
+        return s
+    R = rnn.cell.output_width(rnn)
+    return s[..., :R], s[..., R:]
+
+
+def _steps(rnn, x, state, start=0):
+    """The states of every layer after each step from ``state`` (joined, (L, B, S)): (T, L, B,
+    S), by the layer's step() (the oracle beside the diagnostics' forward and backward)."""
+    out = []
+    for t in range(start, x.shape[0]):
+        _, nxt = rnn.step(x[t], _split(rnn, state))
+        state = np.stack([_joined(nxt, k) for k in range(rnn.num_layers)])
+        out.append(state)
+    return np.array(out) if out else np.empty((0,) + state.shape)
+
+
+@pytest.mark.parametrize("cell", sorted(GATED))
+@pytest.mark.parametrize("num_layers,layer", [(1, 0), (2, 1)])
+def test_gated_jacobian_norms_match_finite_differences(rng, cell, num_layers, layer):
+    """ds_t/ds_0 of the whole state (the LSTM's (h, c)): s_0 of one layer perturbed, the stack
+    stepped again."""
+    T, B, D, H = 6, 2, 3, 4
+    rnn = GATED[cell](input_size=D, hidden_size=H, num_layers=num_layers, dtype=F64, seed=3)
+    rnn.eval()
+    S = rnn.cell.state_width(rnn)
+    x = rng.standard_normal((T, B, D))
+    s0 = rng.standard_normal((num_layers, B, S)) * 0.5
+    J = np.zeros((T, B, S, S))
+    eps = 1e-6
+    for j in range(S):
+        plus, minus = s0.copy(), s0.copy()
+        plus[layer, :, j] += eps
+        minus[layer, :, j] -= eps
+        J[..., j] = (_steps(rnn, x, plus)[:, layer] - _steps(rnn, x, minus)[:, layer]) / (2 * eps)
+    spectral = np.linalg.norm(J, ord=2, axis=(2, 3))
+    got = diagnostics.jacobian_norms(rnn, x, _split(rnn, s0), layer=layer)
+    np.testing.assert_allclose(got, spectral.mean(axis=1), rtol=1e-6, atol=1e-9)
+    fro = np.sqrt((J**2).sum(axis=(2, 3)))
+    got = diagnostics.jacobian_norms(rnn, x, _split(rnn, s0), layer=layer, norm="fro", item=1)
+    np.testing.assert_allclose(got, fro[:, 1], rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("cell", sorted(GATED))
+def test_gated_hidden_gradients_match_finite_differences(rng, cell):
+    """g[t] = dL/ds_t for L = sum(d * y) + sum(ds_n * s_n): s_t perturbed, the steps after it
+    rerun with step()."""
+    T, B, D, H = 5, 2, 3, 4
+    rnn = GATED[cell](input_size=D, hidden_size=H, dtype=F64, seed=2)
+    R, S = rnn.cell.output_width(rnn), rnn.cell.state_width(rnn)
+    x = rng.standard_normal((T, B, D))
+    s0 = rng.standard_normal((1, B, S)) * 0.5
+    dy = rng.standard_normal((T, B, R))
+    ds_n = rng.standard_normal((1, B, S))
+    s = _steps(rnn.eval(), x, s0)[:, 0]  # (T, B, S)
+
+    def loss_from(t, s_t):
+        total = float(np.sum(dy[:t] * s[:t, :, :R]) + np.sum(dy[t] * s_t[:, :R]))
+        rest = _steps(rnn, x, s_t[None], start=t + 1)[:, 0]
+        total += float(np.sum(dy[t + 1 :] * rest[..., :R]))
+        return total + float(np.sum(ds_n[0] * (rest[-1] if len(rest) else s_t)))
+
+    g, dh0 = diagnostics.hidden_gradients(rnn, x, dy, _split(rnn, s0), dh_n=_split(rnn, ds_n))
+    joined = np.concatenate(g, axis=-1) if isinstance(g, tuple) else g
+    assert joined.shape == (T, B, S)
+    _assert_matches_central_differences(joined, s, loss_from)
+    # dh0 in the layer's form: its own backward's
+    rnn.train()
+    rnn(x, _split(rnn, s0))
+    _, dh0_layer = rnn.backward(dy, _split(rnn, ds_n))
+    got = np.concatenate(dh0, axis=-1) if isinstance(dh0, tuple) else dh0
+    np.testing.assert_allclose(got, _joined(dh0_layer, 0), rtol=1e-10, atol=1e-12)
+    norms = diagnostics.gradient_norms(rnn, x, dy, _split(rnn, s0), dh_n=_split(rnn, ds_n))
+    np.testing.assert_allclose(norms, np.sqrt((joined**2).sum(axis=(1, 2))), rtol=1e-12)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm-proj"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_gated_hidden_gradients_of_a_stack_agree_with_its_backward(rng, cell, residual):
+    T, B, D, H, L = 6, 3, 2, 4, 3
+    rnn = GATED[cell](
+        input_size=D, hidden_size=H, num_layers=L, dtype=F64, seed=5, residual=residual
+    )
+    R = rnn.cell.output_width(rnn)
+    x = rng.standard_normal((T, B, D))
+    d = rng.standard_normal((T, B, R))
+    rnn(x)
+    _, dh0 = rnn.backward(d)
+    for k in range(L):
+        _, got = diagnostics.hidden_gradients(rnn, x, d, layer=k)
+        got = np.concatenate(got, axis=-1) if isinstance(got, tuple) else got
+        np.testing.assert_allclose(
+            got, _joined(dh0, k), rtol=1e-9, atol=1e-11, err_msg=f"layer {k}"
+        )
+
+
+def test_gated_float32_layer_runs_in_float64(rng):
+    rnn = rnnfast.LSTM(2, 4, seed=3)
+    twin = rnnfast.LSTM(2, 4, seed=3, dtype=F64)
+    x = rng.standard_normal((6, 2, 2)).astype(np.float32)
+    np.testing.assert_allclose(
+        diagnostics.jacobian_norms(rnn, x),
+        diagnostics.jacobian_norms(twin, x.astype(F64)),
+        rtol=1e-5,
+    )
+    assert rnn.training  # the diagnostics leave the layer as it was
+
+
+@pytest.mark.parametrize("cell", sorted(GATED))
+def test_for_layer_of_a_gated_layer_reports_each_gate_block(cell):
+    rnn = GATED[cell](input_size=3, hidden_size=4, num_layers=2, bidirectional=True, seed=0)
+    info = diagnostics.for_layer(rnn)
+    gates = rnn.cell.gate_orders["torch"]
+    names = [n for n, _ in rnn.named_parameters() if n.startswith("weight_hh")]
+    assert sorted(info) == sorted(f"{n}[{g}]" for n in names for g in gates)
+    params = dict(rnn.named_parameters())
+    for name in names:
+        hr = params.get(name.replace("weight_hh", "weight_hr"))
+        for i, gate in enumerate(gates):
+            block = params[name][4 * i : 4 * (i + 1)].astype(F64)
+            if hr is not None:  # the projection: cell output -> gate, (H, H)
+                block = block @ hr.astype(F64)
+            radius, sv = info[f"{name}[{gate}]"]
+            assert radius == pytest.approx(np.max(np.abs(np.linalg.eigvals(block))), rel=1e-12)
+            np.testing.assert_allclose(sv, np.linalg.svd(block, compute_uv=False), rtol=1e-12)
+
+
+@pytest.mark.parametrize("cell", sorted(GATED))
+def test_set_spectral_radius_refuses_a_gated_layer(cell):
+    rnn = GATED[cell](input_size=3, hidden_size=4, seed=0)
+    before = rnn.state_dict()
+    with pytest.raises(ValueError, match=f"{type(rnn).__name__}.*gate blocks"):
+        diagnostics.set_spectral_radius(rnn, 0.9)
+    for name, value in rnn.state_dict().items():
+        np.testing.assert_array_equal(value, before[name])
+
+
+def test_gated_bad_input(rng):
+    x = rng.standard_normal((4, 2, 2))
+    with pytest.raises(ValueError, match="bidirectional"):
+        diagnostics.jacobian_norms(rnnfast.GRU(2, 3, bidirectional=True, dtype=F64), x)
+    lstm = rnnfast.LSTM(2, 3, dtype=F64)
+    with pytest.raises(TypeError, match=r"h0.*\(h, c\)"):
+        diagnostics.jacobian_norms(lstm, x, np.zeros((1, 2, 3)))
+    with pytest.raises(ValueError, match="d_output"):
+        diagnostics.gradient_norms(lstm, x, np.zeros((4, 2, 2)))
+    with pytest.raises(ValueError, match="item"):
+        diagnostics.jacobian_norms(lstm, x, item=2)

@@ -1,4 +1,4 @@
-"""Gradient-flow diagnostics of Elman RNN layers: why gradients vanish or explode over time.
+"""Gradient-flow diagnostics of recurrent layers: why gradients vanish or explode over time.
 
 For the recurrence ``h_t = (1 - alpha) h_{t-1} + alpha act(z_t)``,
 ``z_t = W_ih x_t + b_ih + W_hh h_{t-1} + b_hh``, the Jacobian of one step is
@@ -29,6 +29,18 @@ backward would have to return them, an optional (T, B, H) output). Full-length s
 trajectory). A dilated layer (h_t reads h_{t-d}) is run as the layer runs it, d interleaved
 chains (rnnfast.nn.dilation): its Jacobians are products along each chain,
 ``dh_t / dh_0 = A_t A_{t-d} ... A_{t mod d}``, and its gradients reach back d steps per factor.
+
+Gated layers (``rnnfast.GRU``, ``rnnfast.LSTM``: any layer whose ``cell`` has more than one
+gate) have no closed-form step Jacobian here; their diagnostics run the layer's own kernels one
+step at a time, in float64, on a one-layer copy of each layer (the same cell and options):
+:func:`jacobian_norms` takes each step's Jacobian ``A_t = ds_t / ds_{t-1}`` from one backward
+of that step over S unit gradients per sequence, and :func:`hidden_gradients` carries
+``dL/ds_t`` back through one backward per step. ``s`` is the cell's whole state: h for the
+GRU, the pair (h, c) for the LSTM (its cell state is where its gradient flows), so the LSTM's
+Jacobians are (R + H) square and its ``g`` and ``dh0`` come as pairs. :func:`for_layer` reports
+each gate block of ``W_hh`` (an LSTM with a projection: the block times ``W_hr``, the map from
+one step's cell output to the gate); :func:`set_spectral_radius` refuses gated layers (a gated
+cell's gradient flow depends on its gates, not on one radius).
 """
 
 from __future__ import annotations
@@ -84,10 +96,40 @@ def _recurrent_weights(rnn):
     return [(n, params[n]) for n in names]
 
 
+def _gated(rnn):
+    """Whether ``rnn`` runs a gated cell (GRU, LSTM: more than one gate block), which the
+    diagnostics step through its own kernels; the Elman cell's Jacobians are written here."""
+    cell = getattr(rnn, "cell", None)
+    return cell is not None and cell.num_gates > 1
+
+
+def _recurrent_blocks(rnn):
+    """``(name, (H, H) float64)`` per recurrent map: each ``weight_hh_*`` of an Elman layer; each
+    gate block ``weight_hh_*[gate]`` of a gated one (times ``weight_hr_*`` with a projection)."""
+    weights = _recurrent_weights(rnn)
+    if not _gated(rnn):
+        return weights
+    H, gates = rnn.hidden_size, rnn.cell.gate_orders["torch"]
+    params = dict(rnn.named_parameters())
+    blocks = []
+    for name, w in weights:
+        hr = params.get(name.replace("weight_hh", "weight_hr", 1))
+        for i, gate in enumerate(gates):
+            block = w[i * H : (i + 1) * H].astype(np.float64)
+            blocks.append((f"{name}[{gate}]", block if hr is None else block @ hr))
+    return blocks
+
+
 def for_layer(rnn):
     """``{name: (spectral radius, singular values)}`` for every ``weight_hh_*`` of ``rnn``
-    (every layer and direction, PyTorch's names)."""
-    return {name: (spectral_radius(w), singular_values(w)) for name, w in _recurrent_weights(rnn)}
+    (every layer and direction, PyTorch's names).
+
+    A gated layer's ``weight_hh_*`` stacks one (H, R) block per gate: its entries are
+    ``"weight_hh_l0[r]"`` and the like, one per gate in PyTorch's order (GRU r, z, n; LSTM i,
+    f, g, o); with an LSTM's projection each block is multiplied by ``weight_hr_*`` (R, H),
+    which makes it the (H, H) map from one step's cell output to the gate's pre-activation.
+    """
+    return {name: (spectral_radius(w), singular_values(w)) for name, w in _recurrent_blocks(rnn)}
 
 
 def scale_to_spectral_radius(w_hh, radius):
@@ -105,7 +147,17 @@ def scale_to_spectral_radius(w_hh, radius):
 
 def set_spectral_radius(rnn, radius):
     """Scale every ``weight_hh_*`` of ``rnn`` in place to spectral radius ``radius``; returns
-    ``rnn``."""
+    ``rnn``. Elman layers only: a gated layer's ``weight_hh_*`` stacks its gates' blocks, and
+    its gradient flow depends on the gates' values, not on one radius (ValueError; scale a
+    block yourself with :func:`scale_to_spectral_radius`)."""
+    if _gated(rnn):
+        gates = ", ".join(rnn.cell.gate_orders["torch"])
+        raise ValueError(
+            f"rnn: set_spectral_radius scales an Elman layer's W_hh (rnnfast.RNN); "
+            f"{type(rnn).__name__}'s weight_hh_* stacks {rnn.cell.num_gates} gate blocks "
+            f"({gates}), whose one radius means nothing for its gradient flow: scale a block "
+            "with scale_to_spectral_radius(w[i*H:(i+1)*H], radius) if you mean to"
+        )
     for _, w in _recurrent_weights(rnn):
         w[...] = scale_to_spectral_radius(w, radius)
     return rnn
@@ -145,7 +197,9 @@ def _check_rnn(rnn):
     if getattr(rnn, "go_backwards", False):
         raise ValueError("rnn: go_backwards is not handled; reverse x yourself instead")
     if not hasattr(rnn, "num_layers") or not hasattr(rnn, "hidden_size"):
-        raise TypeError(f"rnn: expected an rnnfast.RNN, got {type(rnn).__name__}")
+        raise TypeError(
+            f"rnn: expected a recurrent layer (rnnfast.RNN, GRU or LSTM), got {type(rnn).__name__}"
+        )
 
 
 def _time_major(rnn, name, a, width):
@@ -261,9 +315,14 @@ def jacobian_norms(rnn, x, h0=None, *, layer=-1, norm="spectral", item=None):
         One batch item's norms; by default the norms are averaged over the batch.
 
     Costs B * T * H^3 flops (H x H products per step and item).
+
+    A gated layer's J_t is the Jacobian of its whole state s_t (the LSTM's (h, c): (R + H)
+    square) with respect to s_0; ``h0`` is then in the layer's own form (the LSTM's pair).
     """
     if norm not in _NORMS:
         raise ValueError(f"norm: expected one of {_NORMS}, got {norm!r}")
+    if _gated(rnn):
+        return _cell_jacobian_norms(rnn, x, h0, layer, norm, item)
     runs = _trajectory(rnn, x, h0)
     run = runs[_layer_index(rnn, layer)]
     steps, batch = run.y.shape[0], run.y.shape[1]
@@ -309,7 +368,13 @@ def hidden_gradients(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None):
     The deltas ``dL/dz_t`` come from one float64 backward of the kernels (module docstring);
     ``g`` follows from them by one GEMM, ``g[t-1] = dy[t-1] + (1 - alpha) g[t] + delta_t W_hh``
     (``g[t-d]`` from ``g[t]`` in a layer of dilation d: the steps of other chains get none).
+
+    A gated layer's ``g[t]`` is ``dL/ds_t`` of its whole state, in the layer's form: the GRU's
+    (T, B, H); the LSTM's pair ``(dL/dh_t (T, B, R), dL/dc_t (T, B, H))``, and ``dh0`` the
+    pair ``(dh0, dc0)``; ``h0`` and ``dh_n`` are in its form too (the LSTM's pairs).
     """
+    if _gated(rnn):
+        return _cell_hidden_gradients(rnn, x, d_output, h0, layer, dh_n)
     runs = _trajectory(rnn, x, h0)
     k = _layer_index(rnn, layer)
     top = runs[-1]
@@ -397,8 +462,185 @@ def gradient_norms(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None, per_item=F
     """The per-step norms ``||dL/dh_t||`` of :func:`hidden_gradients`: (T,) Euclidean norms over
     the whole batch (the Frobenius norm of each (B, H) slice), or (T, B) one per sequence with
     ``per_item=True``. To see how far a gradient reaches, give ``d_output`` zeros but at the
-    last step: then ``gradient_norms[t] = ||(dh_T / dh_t)^T d_T||``."""
+    last step: then ``gradient_norms[t] = ||(dh_T / dh_t)^T d_T||``. A gated layer's norms are
+    those of its whole state's gradient (the LSTM's h and c together)."""
     g, _ = hidden_gradients(rnn, x, d_output, h0, layer=layer, dh_n=dh_n)
+    if isinstance(g, tuple):  # the LSTM's (h, c): the norm of the whole state
+        g = np.concatenate(g, axis=-1)
     if per_item:
         return np.sqrt(np.sum(g * g, axis=2))
     return np.sqrt(np.sum(g * g, axis=(1, 2)))
+
+
+# ---- gated cells: their own kernels, one step at a time ------------------------------------------
+
+# a one-layer copy of a gated layer runs one direction, time-major, with nothing random
+_ALONE = {
+    "num_layers": 1,
+    "bidirectional": False,
+    "batch_first": False,
+    "dropout": 0.0,
+    "dtype": "float64",
+    "residual": False,
+    "merge_mode": "concat",
+    "go_backwards": False,
+    "return_sequences": None,
+    "return_state": None,
+    "stateful": False,
+    "input_dropout": 0.0,
+    "recurrent_dropout": 0.0,
+    "dilation": 1,
+}
+
+
+class _CellRun:
+    """One layer of a gated stack along a forward, in float64: a one-layer copy of it
+    (``alone``), its input (T, B, D), its joined states s_t (T, B, S) (nn.cells: the LSTM's h
+    and c side by side), its initial state (B, S) and its dilation."""
+
+    __slots__ = ("alone", "d", "inp", "s", "s0")
+
+
+def _alone(rnn, k, width):
+    """Layer k of ``rnn`` as a one-layer float64 layer of the same class and options, with
+    layer k's parameters."""
+    config = rnn.get_config()
+    config.update({key: value for key, value in _ALONE.items() if key in config})
+    config["input_size"] = width
+    alone = type(rnn)(**config)
+    suffix = f"_l{k}"
+    alone.load_state_dict(
+        {
+            name[: -len(suffix)] + "_l0": np.asarray(p, dtype=np.float64)
+            for name, p in rnn.named_parameters()
+            if name.endswith(suffix)
+        }
+    )
+    return alone
+
+
+def _form(alone, s):
+    """A joined state (B, S) as a one-layer layer takes h0 and dh_n: (1, B, S), the LSTM's
+    split into its pair (h, c)."""
+    parts = alone.cell.split_state(alone, s[None])
+    if alone.cell.num_states == 1:
+        return np.ascontiguousarray(parts)
+    return tuple(np.ascontiguousarray(p) for p in parts)
+
+
+def _joined(state):
+    """The inverse of :func:`_form`: (B, S)."""
+    if isinstance(state, tuple):
+        return np.concatenate(state, axis=-1)[0]
+    return state[0]
+
+
+def _split(rnn, s):
+    """A joined state array (..., S) in the layer's form: itself, or the LSTM's (h, c)."""
+    if rnn.cell.num_states == 1:
+        return s
+    return tuple(np.ascontiguousarray(p) for p in rnn.cell.split_state(rnn, s))
+
+
+def _cell_trajectory(rnn, x, h0):
+    """The stack run layer by layer, step by step, in float64: a _CellRun each."""
+    _check_rnn(rnn)
+    xs = _time_major(rnn, "x", x, rnn.input_size).astype(np.float64)
+    steps, batch = xs.shape[0], xs.shape[1]
+    S, R = rnn.cell.state_width(rnn), rnn.cell.output_width(rnn)
+    if h0 is not None:  # the layer's own form, checked and joined as its stack runner takes it
+        h0 = np.asarray(rnn._state_input("h0", h0, batch, False), dtype=np.float64)
+    dilation = getattr(rnn, "dilation", 1)
+    dilations = list(dilation) if isinstance(dilation, list) else [dilation] * rnn.num_layers
+    runs, inp = [], xs
+    for k in range(rnn.num_layers):
+        run = _CellRun()
+        run.alone = alone = _alone(rnn, k, inp.shape[2]).eval()
+        run.d = d = int(dilations[k])
+        run.inp = inp
+        run.s0 = np.zeros((batch, S)) if h0 is None else h0[k]
+        run.s = np.empty((steps, batch, S))
+        for t in range(steps):  # step t reads s_{t-d} (s_0 before the first d steps)
+            _, state = alone.step(inp[t], _form(alone, run.s[t - d] if t >= d else run.s0))
+            run.s[t] = _joined(state)
+        out = run.s[..., :R]  # a gated layer's output is its h, the state's first R columns
+        if getattr(rnn, "residual", False) and k > 0:
+            out = out + inp
+        runs.append(run)
+        inp = out
+    return runs
+
+
+def _cell_backward(run, direct):
+    """Back through one gated layer, one kernel backward per step: from the direct gradient
+    of each state ``direct`` (T, B, S) (the output's in its h columns, dh_n's at the last
+    step), ``(g (T, B, S) = dL/ds_t in total, ds0 (B, S), dx (T, B, D))``."""
+    alone, d = run.alone.train(), run.d
+    g = direct.copy()
+    dx = np.empty_like(run.inp)
+    ds0 = np.zeros_like(run.s0)
+    for t in range(len(g) - 1, -1, -1):  # g[t] is complete once the steps after t are done
+        alone(run.inp[t : t + 1], _form(alone, run.s[t - d] if t >= d else run.s0))
+        dx_t, d_prev = alone.backward(None, _form(alone, g[t]))
+        dx[t] = dx_t[0]
+        if t >= d:
+            g[t - d] += _joined(d_prev)
+        else:
+            ds0 += _joined(d_prev)
+    alone.eval()
+    return g, ds0, dx
+
+
+def _cell_hidden_gradients(rnn, x, d_output, h0, layer, dh_n):
+    runs = _cell_trajectory(rnn, x, h0)
+    k = _layer_index(rnn, layer)
+    steps, batch, S = runs[-1].s.shape
+    R = rnn.cell.output_width(rnn)
+    d = _time_major(rnn, "d_output", d_output, R).astype(np.float64)
+    dhn = None
+    if dh_n is not None:
+        dhn = np.asarray(rnn._state_input("dh_n", dh_n, batch, False), dtype=np.float64)
+    residual = getattr(rnn, "residual", False)
+
+    def direct(j, dy):
+        out = np.zeros((steps, batch, S))
+        out[..., :R] = dy
+        if dhn is not None and steps:
+            out[-1] += dhn[j]  # h_n is the state after the last step
+        return out
+
+    for j in range(rnn.num_layers - 1, k, -1):  # down to the layer asked for
+        _, _, dx = _cell_backward(runs[j], direct(j, d))
+        d = dx + d if residual and j > 0 else dx
+    g, ds0, _ = _cell_backward(runs[k], direct(k, d))
+    return _split(rnn, g), _split(rnn, ds0)
+
+
+def _cell_jacobian_norms(rnn, x, h0, layer, norm, item):
+    runs = _cell_trajectory(rnn, x, h0)
+    run = runs[_layer_index(rnn, layer)]
+    steps, batch, S = run.s.shape
+    inp, s, s0 = run.inp, run.s, run.s0
+    if item is not None:
+        item = check_int("item", item, 0, batch - 1)  # a sequence of the batch
+        inp, s, s0 = inp[:, item : item + 1], s[:, item : item + 1], s0[item : item + 1]
+        batch = 1
+    alone, d = run.alone.train(), run.d
+    # S copies of each sequence's step, told the unit gradients e_0 .. e_{S-1} of its state:
+    # copy i's gradient of the previous state is row i of A_t = ds_t / ds_{t-1}
+    units = np.tile(np.eye(S), (batch, 1))
+    chains = np.broadcast_to(np.eye(S), (d, batch, S, S)).copy()
+    out = np.empty(steps)
+    for t in range(steps):
+        prev = s[t - d] if t >= d else s0
+        alone(np.repeat(inp[t], S, axis=0)[None], _form(alone, np.repeat(prev, S, axis=0)))
+        _, d_prev = alone.backward(None, _form(alone, units))
+        A = _joined(d_prev).reshape(batch, S, S)
+        J = chains[t % d] = A @ chains[t % d]
+        if norm == "spectral":
+            n = np.linalg.norm(J, ord=2, axis=(1, 2))
+        else:
+            n = np.sqrt(np.sum(J * J, axis=(1, 2)))
+        out[t] = float(np.mean(n))
+    alone.eval()
+    return out

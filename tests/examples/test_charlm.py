@@ -67,3 +67,17 @@ def test_charlm_example_evaluates_the_quantized_model(tmp_path):
     got = run_quantized(EXAMPLE, args, "bf16", tmp_path, names)
     # the same validation windows: bf16 weights move the perplexity by a fraction of a percent
     assert abs(got["quantized_val_perplexity"] / got["val_perplexity"] - 1) < 0.02
+
+
+def test_charlm_example_runs_a_gated_cell(tmp_path):
+    """--cell lstm: truncated BPTT carries the LSTM's (h, c) from window to window, and the three
+    decodings step and reorder it."""
+    root, vocab = write_text(tmp_path / "data", np.random.default_rng(0))
+    args = ["--data", root, "--out", tmp_path, *SMALL, "--cell", "lstm"]
+    done = run_example(EXAMPLE, args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"RESULT val_perplexity=([0-9.]+) time_s=([0-9.]+)$", done.stdout)
+    assert match, done.stdout
+    assert float(match.group(1)) < vocab / 3
+    for decoding in ("greedy", "temperature 0.8", "beam search, width 2"):
+        assert f"---- {decoding} ----\nROMEO:\n" in done.stdout

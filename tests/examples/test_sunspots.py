@@ -51,3 +51,17 @@ def test_sunspots_example_evaluates_the_quantized_model(tmp_path):
     names = ["test_rmse", "quantized_test_rmse", "persistence_rmse", "time_s"]
     got = run_quantized(EXAMPLE, args, "int8", tmp_path, names)
     assert abs(got["quantized_test_rmse"] / got["test_rmse"] - 1) < 0.05
+
+
+def test_sunspots_example_runs_a_gated_cell(tmp_path):
+    """--cell gru: the stacked model with GRU layers in the RNNs' places."""
+    root, _ = write_monthly(tmp_path / "data")
+    small = ["--epochs", "2", "--window", "12", "--batch-size", "16", "--lr", "0.01"]
+    done = run_example(
+        EXAMPLE, ["--data", root, "--out", tmp_path, *small, "--cell", "gru"], tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"RESULT test_rmse=([0-9.]+) persistence_rmse=([0-9.]+) ", done.stdout)
+    assert match, done.stdout
+    assert 0 < float(match.group(1)) < 80
+    assert "GRU" in done.stdout  # the printed summary

@@ -99,6 +99,17 @@ def test_one_file_learns_the_tags(tmp_path):
     assert re.search(r"test accuracy \d\.\d{4} on \d+ words", done.stdout)
 
 
+def test_a_gated_cell_learns_the_tags(tmp_path):
+    """--cell gru: a bidirectional GRU in the RNN's place reads the context "saw" needs."""
+    path = tmp_path / "toy.conllu"
+    path.write_text(conllu_text(sentences(80, seed=1)), encoding="utf-8")
+    done = run_example(
+        "--data", path, "--out", tmp_path / "out", *SMALL, "--cell", "gru", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert parse_result(done.stdout)[0] > 0.85, done.stdout
+
+
 def test_treebank_folder(tmp_path):
     for split, n, seed in (("train", 60, 2), ("dev", 10, 3), ("test", 12, 4)):
         (tmp_path / f"xx_toy-ud-{split}.conllu").write_text(

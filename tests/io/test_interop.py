@@ -140,7 +140,7 @@ def test_to_torch_keeps_dropout_without_warning(torch):
 
 def test_from_torch_rejects_other_modules(torch):
     with pytest.raises(TypeError, match="torch.nn.RNN"):
-        interop.from_torch(torch.nn.LSTM(D, H))
+        interop.from_torch(torch.nn.Linear(D, H))
     with pytest.raises(TypeError, match="float32 or float64"):
         interop.from_torch(torch.nn.RNN(D, H).half())
 
