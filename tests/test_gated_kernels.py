@@ -30,7 +30,18 @@ class Gated:
     """One random gated problem and the calls that run it through a module (F or R)."""
 
     def __init__(
-        self, rng, name, T, B, D, H, dtype, lengths, functions=("tanh", "sigmoid"), masked=None
+        self,
+        rng,
+        name,
+        T,
+        B,
+        D,
+        H,
+        dtype,
+        lengths,
+        functions=("tanh", "sigmoid"),
+        masked=None,
+        dropout=False,
     ):
         self.kind, self.reset_after, P = CELLS[name]
         G = 3 if self.kind == "gru" else 4
@@ -49,10 +60,13 @@ class Gated:
         self.c0 = rng.uniform(-1, 1, (B, H)).astype(dtype) if self.kind == "lstm" else None
         self.lengths = rng.integers(0, T + 1, B) if lengths else None
         # Keras's general mask (masked: the value of zero_output_for_mask), None: no mask
-        self.masks = dict(step_mask=None, zero_output_for_mask=False)
+        self.masks = dict(step_mask=None, zero_output_for_mask=False, recurrent_mask=None)
         if masked is not None:
             keep = rng.random((T, B)) < 0.6
-            self.masks = dict(step_mask=keep, zero_output_for_mask=masked)
+            self.masks.update(step_mask=keep, zero_output_for_mask=masked)
+        if dropout:  # recurrent dropout: one mask per gate, kept with probability 0.7
+            keep = rng.random((G, B, Rw)) < 0.7
+            self.masks["recurrent_mask"] = (keep / 0.7).astype(dtype)
         self.functions = dict(activation=functions[0], recurrent_activation=functions[1])
         self.dy = rng.standard_normal((T, B, Rw)).astype(dtype)
         self.dh_n = rng.standard_normal((B, Rw)).astype(dtype)
@@ -109,6 +123,7 @@ SWEEP = sweep(
         "shape": SHAPES,
         "lengths": [False, True],
         "mask": [None, False, True],  # no step mask; one, skipped steps repeat / output zeros
+        "dropout": [False, True],  # recurrent dropout masks, one per gate
         "functions": FUNCTIONS,
         "isa": ISAS,
         "threads": [1, 2],
@@ -122,7 +137,7 @@ SWEEP = sweep(
 def test_kernels_match_the_reference(case, rng, restore_threads):
     p = Gated(
         rng, case["cell"], *case["shape"], case["dtype"], case["lengths"], case["functions"],
-        case["mask"],
+        case["mask"], case["dropout"],
     )  # fmt: skip
     previous = _core.active_isa()
     _core.set_active_isa(case["isa"])
@@ -140,8 +155,9 @@ def test_kernels_match_the_reference(case, rng, restore_threads):
 @pytest.mark.parametrize("cell", list(CELLS))
 @pytest.mark.parametrize("functions", FUNCTIONS)
 @pytest.mark.parametrize("masked", [None, False, True])
-def test_gradients_match_finite_differences(cell, functions, masked, rng):
-    p = Gated(rng, cell, 3, 2, 3, 4, np.float64, True, functions, masked)
+@pytest.mark.parametrize("dropout", [False, True])
+def test_gradients_match_finite_differences(cell, functions, masked, dropout, rng):
+    p = Gated(rng, cell, 3, 2, 3, 4, np.float64, True, functions, masked, dropout)
     # relu and hard_sigmoid have kinks: keep the pre-activations away from them
     if functions[0] == "relu":
         p.x *= 0.5
@@ -165,8 +181,10 @@ def test_gradients_match_finite_differences(cell, functions, masked, rng):
 @pytest.mark.parametrize("cell", list(CELLS))
 def test_a_thread_count_gives_the_same_bits(cell, rng, restore_threads):
     # big enough for two threads, split by blocks of hidden units and by rows; masked too
-    for shape, masked in [((6, 16, 24, 130), None), ((3, 64, 4, 5), None), ((5, 16, 8, 70), False)]:
-        p = Gated(rng, cell, *shape, np.float32, True, masked=masked)
+    cases = [((6, 16, 24, 130), None, False), ((3, 64, 4, 5), None, False)]
+    cases += [((5, 16, 8, 70), False, True)]  # masked, recurrent dropout
+    for shape, masked, dropout in cases:
+        p = Gated(rng, cell, *shape, np.float32, True, masked=masked, dropout=dropout)
         runs = {}
         for threads in (1, 2, 2, 1):
             rnnfast.set_num_threads(threads)
@@ -260,14 +278,18 @@ def test_bad_input_names_the_argument(rng):
             p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, None,
             h0=None, c0=None, lengths=None, weight_hr=None, activation="tanh",
             recurrent_activation="sigmoid", step_mask=None, zero_output_for_mask=False,
+            recurrent_mask=None,
         )  # fmt: skip
     with pytest.raises(ValueError, match="workspace: expected shape"):
         F.lstm_backward(
             p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, out.workspace[:, :, :4],
             h0=None, c0=None, lengths=None, weight_hr=None, activation="tanh",
             recurrent_activation="sigmoid", step_mask=None, zero_output_for_mask=False,
+            recurrent_mask=None,
         )  # fmt: skip
     with pytest.raises(ValueError, match="step_mask"):
         F.lstm_forward(p.x, **w, step_mask=np.ones((3, 3), bool))
+    with pytest.raises(ValueError, match=r"recurrent_mask: expected shape \(G, B, R\)"):
+        F.lstm_forward(p.x, **w, recurrent_mask=np.ones((3, 2, 4), np.float32))
     with pytest.raises(TypeError):  # every forward option must be told to the backward
         F.lstm_backward(p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, out.workspace)

@@ -9,9 +9,10 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import assert_close
+from conftest import assert_close, numerical_gradient
 
 import rnnfast
+from rnnfast import functional
 
 # torch's own note that its oneDNN path skips projected LSTMs
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections:UserWarning")
@@ -357,8 +358,6 @@ def test_sequential_and_fit(rng):
     [
         ("alpha", 0.5),
         ("dilation", 2),
-        ("recurrent_dropout", 0.1),
-        ("zero_output_for_mask", False),
         ("time_major", True),
     ],
 )
@@ -388,16 +387,57 @@ def test_accepted_neutral_and_keras_noop_options(name):
     assert layer.alpha == 1.0 and layer.dilation == 1 and layer.recurrent_dropout == 0.0
 
 
-def test_general_mask_refused_prefix_mask_runs(rng):
+def test_general_and_prefix_masks(rng):
     x = rng.standard_normal((B, T, D)).astype(F32)
-    layer = rnnfast.GRU(D, H, batch_first=True)
+    layer = rnnfast.GRU(D, H, batch_first=True, zero_output_for_mask=True)
     prefix = np.arange(T)[None, :] < LENGTHS[:, None]
-    y, _ = layer(x, mask=prefix)
+    y, _ = layer(x, mask=prefix)  # a prefix mask whose skipped steps output zeros: lengths
     np.testing.assert_array_equal(y, layer(x, lengths=LENGTHS)[0])
     holes = prefix.copy()
     holes[0, 1] = False
-    with pytest.raises(ValueError, match="mask: a general Keras mask.*not supported for GRU"):
-        layer(x, mask=holes)
+    for zero_output in (False, True):  # Keras's: a skipped step repeats its output, or zeros
+        layer.zero_output_for_mask = zero_output
+        y, h_n = layer(x, mask=holes)
+        w = layer.state_dict()
+        expected = functional.gru_forward(
+            np.ascontiguousarray(x.swapaxes(0, 1)),
+            w["weight_ih_l0"],
+            w["weight_hh_l0"],
+            w["bias_ih_l0"],
+            w["bias_hh_l0"],
+            step_mask=holes.T,
+            zero_output_for_mask=zero_output,
+        )
+        assert_close(y, expected.y.swapaxes(0, 1), F32, "y")
+        assert_close(h_n[0], expected.h_n, F32, "h_n")
+
+
+@pytest.mark.parametrize("name", ["GRU", "LSTM"])
+def test_recurrent_dropout_gradients(name, rng):
+    # The masks are drawn from the layer's seeded generator at its first training call: a
+    # fresh layer of the same seed redraws the same ones, so finite differences see one
+    # function of the parameters.
+    x = rng.standard_normal((T, B, D))
+    dy = rng.standard_normal((T, B, H))
+
+    def fresh(params=None):
+        layer = getattr(rnnfast, name)(D, H, dtype=np.float64, seed=7, recurrent_dropout=0.4)
+        if params is not None:
+            layer.load_state_dict(params)
+        return layer
+
+    layer = fresh()
+    params = {k: v.copy() for k, v in layer.state_dict().items()}
+    y = layer(x, lengths=LENGTHS)[0]
+    layer.backward(dy)
+    assert not np.array_equal(y, fresh(params).eval()(x, lengths=LENGTHS)[0])  # masks ran
+
+    def loss():
+        return float(np.sum(fresh(params)(x, lengths=LENGTHS)[0] * dy))
+
+    for key in ("weight_hh_l0", "bias_hh_l0"):
+        numeric = numerical_gradient(loss, params[key])
+        np.testing.assert_allclose(layer.grads[key], numeric, rtol=1e-6, atol=1e-8, err_msg=key)
 
 
 @pytest.mark.parametrize(

@@ -101,15 +101,17 @@ struct GruCell {
         }
     }
     // reset_before: drh = W_hn^T da_n for the block's units; r's gradient and the carry's part
-    // through r * h_{t-1}; rh = r * h_{t-1} kept for W_hn's gradient.
-    static void rz_grad(const T* drh, const T* store, const T* h_prev, T* dA, T* carry, T* rh,
-                        index j0, index w, Pointwise rec) {
+    // through r * h_{t-1}; rh = r * h_{t-1} kept for W_hn's gradient. Under recurrent dropout
+    // the n product read h_{t-1} * mask (mask: the row's n mask, else null).
+    static void rz_grad(const T* drh, const T* store, const T* h_prev, const T* mask, T* dA,
+                        T* carry, T* rh, index j0, index w, Pointwise rec) {
         for (index k = 0; k < w; ++k) {
             const index j = j0 + k;
-            const T r = store[j];
-            dA[j] = drh[j] * h_prev[j] * pointwise_grad(rec, r);
-            carry[j] += drh[j] * r;
-            rh[j] = r * h_prev[j];
+            const T r = store[j], m = mask ? mask[j] : T(1);
+            const T read = h_prev[j] * m;
+            dA[j] = drh[j] * read * pointwise_grad(rec, r);
+            carry[j] += drh[j] * r * m;
+            rh[j] = r * read;
         }
     }
 };

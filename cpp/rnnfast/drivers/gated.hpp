@@ -40,6 +40,7 @@ struct GatedForwardArgs {
     const index* lengths = nullptr;      // (B) non-increasing, each in [0, T], or null
     const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: Keras's general mask (below)
     bool zero_output_for_mask = false;   // a skipped step outputs zeros, not y_{t-1}
+    const T* recurrent_mask = nullptr;   // (G, B, R) or null: recurrent dropout (below)
     Pointwise act = Pointwise::tanh;     // of n (GRU), of g and c (LSTM)
     Pointwise rec = Pointwise::sigmoid;  // of the gates
     T* y = nullptr;          // (T, B, R) every h_t (padded steps zero); null keeps O(B*H) memory
@@ -53,6 +54,10 @@ struct GatedForwardArgs {
 // its output is its previous output (zeros before its first kept step), or zeros with
 // zero_output_for_mask. Lengths combine with it; past a sequence's length the output is zeros.
 // Masked, every row runs every step (a per-row select after the cell's epilogue).
+// Recurrent dropout (Keras 3's, per gate): gate g's recurrent product reads h_{t-1} *
+// recurrent_mask[g] (one (B, R) mask per gate in PyTorch's gate order, the same at every step;
+// reset_before: n reads r * (h_{t-1} * mask[n])); the state update and c are not masked. The
+// step then runs one product per gate, each on its own masked copy of h_{t-1}.
 
 template <class T>
 struct GatedBackwardArgs {
@@ -67,6 +72,7 @@ struct GatedBackwardArgs {
     const index* lengths = nullptr;
     const std::uint8_t* keep = nullptr;  // as given to the forward
     bool zero_output_for_mask = false;   // as given to the forward
+    const T* recurrent_mask = nullptr;   // as given to the forward
     Pointwise act = Pointwise::tanh;
     Pointwise rec = Pointwise::sigmoid;
     const T* y = nullptr;          // (T, B, R): the forward's outputs

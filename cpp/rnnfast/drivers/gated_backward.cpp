@@ -36,6 +36,7 @@ struct GatedBackwardPass : TimeLoopPass {
     const KernelTable<T>& kt;
     const GateLayout rec_layout;  // the recurrent product's columns (as the forward's)
     const bool masked;            // a general mask: every row runs every step
+    const bool dropout;           // recurrent dropout: one product per gate, masks applied
     StepMasks masks;
     std::vector<index> active;
     int threads;
@@ -52,6 +53,10 @@ struct GatedBackwardPass : TimeLoopPass {
     // masked: every state h_t (T, B, R), found in y (a skipped step's output may be zeros); and
     // an LSTM's dL/dh_t of skipped rows, which passes to h_{t-1} past the gates (B, R)
     std::vector<T> states, skip_carry;
+    // recurrent dropout: each gate's W_hg packed apart, and one gate's product (B, R); the
+    // recurrent gradients d_rec are then per gate, (gates, B, H), not in the layout's order
+    std::vector<std::vector<T>> packed_gates;
+    std::vector<T> gate_product;
 
     GatedBackwardPass(const GatedBackwardArgs<T>& args, const T* h_start, const T* c_start)
         : a(args),
@@ -66,6 +71,7 @@ struct GatedBackwardPass : TimeLoopPass {
           kt(kernels<T>()),
           rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), kt.nr},
           masked(args.keep != nullptr),
+          dropout(args.recurrent_mask != nullptr),
           h0(h_start),
           c0(c_start) {
         const index T_ = a.steps;
@@ -85,9 +91,16 @@ struct GatedBackwardPass : TimeLoopPass {
         threads = threads_for(2.0 * double(B) * double(R) * double(GH),
                               std::max(rec_layout.blocks(), B), Sync::barrier);
         // The recurrent weights as the forward multiplied them, now read as (G*H x R).
-        w_rec = rows_in_layout(a.w_hh, rec_layout, R);
-        packed_rec =
-            pack_whole(kt, MatView<T>{w_rec.data(), R, 1}, rec_layout.columns(), R, threads);
+        if (!dropout) {
+            w_rec = rows_in_layout(a.w_hh, rec_layout, R);
+            packed_rec =
+                pack_whole(kt, MatView<T>{w_rec.data(), R, 1}, rec_layout.columns(), R, threads);
+        } else {
+            for (int g = 0; g < rec_layout.gates; ++g)
+                packed_gates.push_back(
+                    pack_whole(kt, MatView<T>{a.w_hh + g * H * R, R, 1}, H, R, threads));
+            gate_product.resize(static_cast<size_t>(B * R));
+        }
         if (cell == GatedCell::gru_reset_before) {
             packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, H, 1}, H, H, threads);
             d_n.resize(static_cast<size_t>(B * H));
@@ -127,6 +140,7 @@ struct GatedBackwardPass : TimeLoopPass {
         const Team team;
         const int stepping;
         GemmTask<T> rec, n_term, to_m;
+        std::vector<GemmTask<T>> gate_tasks;  // recurrent dropout: one product per gate
         T* scratch;
 
         Member(GatedBackwardPass& pass, const Team& t, int stepping_members)
@@ -135,7 +149,11 @@ struct GatedBackwardPass : TimeLoopPass {
               stepping(stepping_members),
               scratch(pass.scratch.data() + t.me * pass.kt.nr) {
             const index GR = p.rec_layout.columns();
-            rec = packed_task<T>(p.B, p.R, GR, p.packed_rec.data(), nullptr, p.R);
+            rec = packed_task<T>(p.B, p.R, GR, p.dropout ? nullptr : p.packed_rec.data(), nullptr,
+                                 p.R);
+            for (const auto& packed : p.packed_gates)
+                gate_tasks.push_back(
+                    packed_task<T>(p.B, p.R, p.H, packed.data(), p.gate_product.data(), p.R));
             if (p.cell == GatedCell::gru_reset_before) {
                 n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.d_rh.data(), p.H);
                 n_term.A = {p.d_n.data(), p.H, 1};
@@ -152,10 +170,26 @@ struct GatedBackwardPass : TimeLoopPass {
                             bool add_carry) {
             const index t = st.t, R = p.R;
             const index GR = p.rec_layout.columns();
-            rec.A = {p.d_rec[(t + 1) & 1].data(), GR, 1};
-            rec.C = out;
-            run_block(p.kt, rec, m0, std::min(m1, st.ending), p0, p1);
             const index q0 = std::min(R, p0 * p.kt.nr), q1 = std::min(R, p1 * p.kt.nr);
+            const index on = std::min(m1, st.ending);
+            if (!p.dropout) {
+                rec.A = {p.d_rec[(t + 1) & 1].data(), GR, 1};
+                rec.C = out;
+                run_block(p.kt, rec, m0, on, p0, p1);
+            } else {  // the sum over the gates of mask[g] * (W_hg^T da_g)
+                for (index b = m0; b < on; ++b)
+                    std::fill(out + b * R + q0, out + b * R + q1, T(0));
+                const T* next = p.d_rec[(t + 1) & 1].data();
+                for (size_t g = 0; g < gate_tasks.size(); ++g) {
+                    gate_tasks[g].A = {next + g * p.B * p.H, p.H, 1};
+                    run_block(p.kt, gate_tasks[g], m0, on, p0, p1);
+                    const T* mask = p.a.recurrent_mask + g * p.B * R;
+                    const T* prod = p.gate_product.data();
+                    for (index b = m0; b < on; ++b)
+                        for (index j = q0; j < q1; ++j)
+                            out[b * R + j] += mask[b * R + j] * prod[b * R + j];
+                }
+            }
             const T* dy = p.a.dy ? p.a.dy + t * p.B * R : nullptr;
             const std::uint8_t* out_t = p.masked ? p.masks.out.data() + t * p.B : nullptr;
             T* skip = p.skip_carry.empty() ? nullptr : p.skip_carry.data();
@@ -243,24 +277,27 @@ struct GatedBackwardPass : TimeLoopPass {
                 run_block(p.kt, n_term, m0, m1, hp0, hp1);
                 for (index b = m0; b < m1; ++b)
                     for (index u = u0; u < u1 && !skipped(b); ++u)
-                        GruCell<T>::rz_grad(p.d_rh.data() + b * H, store + b * S, h_prev + b * H,
-                                            dA + b * GH, p.carry.data() + b * H, extra + b * H,
-                                            Lr.first_unit(u), Lr.width(u), p.a.rec);
+                        GruCell<T>::rz_grad(
+                            p.d_rh.data() + b * H, store + b * S, h_prev + b * H,
+                            p.dropout ? p.a.recurrent_mask + (2 * B + b) * H : nullptr, dA + b * GH,
+                            p.carry.data() + b * H, extra + b * H, Lr.first_unit(u), Lr.width(u),
+                            p.a.rec);
             }
             // The recurrent product's gradients, in its column order, for step t - 1.
             for (index b = m0; b < m1; ++b)
                 for (index u = u0; u < u1; ++u) {
                     const index j0 = Lr.first_unit(u), w = Lr.width(u);
-                    T* out = d_rec + b * GR + Lr.base(u);
-                    if (skipped(b)) {
-                        std::fill(out, out + Lr.gates * w, T(0));
-                        continue;
-                    }
                     for (int g = 0; g < Lr.gates; ++g) {
+                        // the layout's order, or per gate (g, B, H) under recurrent dropout
+                        T* out = p.dropout ? d_rec + (g * B + b) * H + j0
+                                           : d_rec + b * GR + Lr.base(u) + g * w;
                         const T* src = (p.cell == GatedCell::gru && g == 2)
                                            ? extra + b * H + j0  // da_n * r
                                            : dA + b * GH + g * H + j0;
-                        std::copy(src, src + w, out + g * w);
+                        if (skipped(b))
+                            std::fill(out, out + w, T(0));
+                        else
+                            std::copy(src, src + w, out);
                     }
                 }
         }
@@ -277,6 +314,22 @@ void gradient_against_previous(const KernelTable<T>& kt, index M, const T* A, in
         gemm(kt, M, R, (steps - 1) * B, MatView<T>{A + B * lda, 1, lda}, MatView<T>{y, R, 1}, C, R,
              true, threads);
     if (h0) gemm(kt, M, R, B, MatView<T>{A, 1, lda}, MatView<T>{h0, R, 1}, C, R, true, threads);
+}
+
+// C (M x R) = sum_t A_t^T (h_{t-1} * mask): a gate's recurrent weights under recurrent dropout,
+// whose product read h_{t-1} through its mask (B, R), the same at every step.
+template <class T>
+void gradient_against_masked_previous(const KernelTable<T>& kt, index M, const T* A, index lda,
+                                      const T* y, const T* h0, const T* mask, index steps, index B,
+                                      index R, T* C, int threads) {
+    std::vector<T> read(static_cast<size_t>(steps * B * R));
+    for (index t = 0; t < steps; ++t)
+        for (index i = 0; i < B * R; ++i) {
+            const T h = t == 0 ? (h0 ? h0[i] : T(0)) : y[(t - 1) * B * R + i];
+            read[static_cast<size_t>(t * B * R + i)] = h * mask[i];
+        }
+    gemm(kt, M, R, steps * B, MatView<T>{A, 1, lda}, MatView<T>{read.data(), R, 1}, C, R, false,
+         threads);
 }
 
 template <class T>
@@ -321,10 +374,22 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
                                  std::max(panel_count(GH, kt.nr), rows), Sync::fork_join);
     // h0 and c0 of the sequences that ran: the first step's recurrent gradient and carry.
     const index first = pass.active[0];
-    if (first > 0) {
+    if (first > 0 && !pass.dropout) {
         const index GR = pass.rec_layout.columns();
         gemm(kt, first, R, GR, MatView<T>{pass.d_rec[0].data(), GR, 1},
              MatView<T>{pass.w_rec.data(), R, 1}, a.dh0, R, false, fork);
+    } else if (first > 0) {  // per gate, each through its mask
+        std::fill(a.dh0, a.dh0 + first * R, T(0));
+        std::vector<T> product(static_cast<size_t>(first * R));
+        for (int g = 0; g < pass.rec_layout.gates; ++g) {
+            gemm(kt, first, R, H, MatView<T>{pass.d_rec[0].data() + g * B * H, H, 1},
+                 MatView<T>{a.w_hh + g * H * R, R, 1}, product.data(), R, false, fork);
+            const T* mask = a.recurrent_mask + g * B * R;
+            for (index i = 0; i < first * R; ++i)
+                a.dh0[i] += mask[i] * product[i];
+        }
+    }
+    if (first > 0) {
         for (index b = 0; b < first; ++b) {
             for (index j = 0; j < H; ++j) {
                 if (lstm)
@@ -346,22 +411,34 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
     std::copy(a.db_ih, a.db_ih + GH, a.db_hh);
     const T* extra = pass.extra.data();
     const T* states = pass.all_states();
-    switch (a.cell) {
-        case GatedCell::lstm:
-            gradient_against_previous(kt, GH, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
-            break;
-        case GatedCell::gru:  // the n rows read r * (W_hn h): their gradient is da_n * r
-            gradient_against_previous(kt, 2 * H, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
-            gradient_against_previous(kt, H, extra, H, states, a.h0, T_, B, R, a.dw_hh + 2 * H * R,
-                                      fork);
-            column_sums(extra, rows, H, H, a.db_hh + 2 * H);
-            break;
-        case GatedCell::gru_reset_before:  // the n rows read r * h_{t-1}, kept in extra
-            gradient_against_previous(kt, 2 * H, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
+    if (pass.dropout) {  // each gate's rows through its mask (reset_before's n: below, as always)
+        for (int g = 0; g < pass.rec_layout.gates; ++g) {
+            const bool n_term = a.cell == GatedCell::gru && g == 2;  // da_n * r
+            gradient_against_masked_previous(kt, H, n_term ? extra : dA + g * H, n_term ? H : GH,
+                                             states, a.h0, a.recurrent_mask + g * B * R, T_, B, R,
+                                             a.dw_hh + g * H * R, fork);
+        }
+        if (a.cell == GatedCell::gru) column_sums(extra, rows, H, H, a.db_hh + 2 * H);
+        if (a.cell == GatedCell::gru_reset_before)
             gemm(kt, H, H, rows, MatView<T>{dA + 2 * H, 1, GH}, MatView<T>{extra, H, 1},
                  a.dw_hh + 2 * H * H, H, false, fork);
-            break;
-    }
+    } else
+        switch (a.cell) {
+            case GatedCell::lstm:
+                gradient_against_previous(kt, GH, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
+                break;
+            case GatedCell::gru:  // the n rows read r * (W_hn h): their gradient is da_n * r
+                gradient_against_previous(kt, 2 * H, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
+                gradient_against_previous(kt, H, extra, H, states, a.h0, T_, B, R,
+                                          a.dw_hh + 2 * H * R, fork);
+                column_sums(extra, rows, H, H, a.db_hh + 2 * H);
+                break;
+            case GatedCell::gru_reset_before:  // the n rows read r * h_{t-1}, kept in extra
+                gradient_against_previous(kt, 2 * H, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
+                gemm(kt, H, H, rows, MatView<T>{dA + 2 * H, 1, GH}, MatView<T>{extra, H, 1},
+                     a.dw_hh + 2 * H * H, H, false, fork);
+                break;
+        }
     if (P > 0)
         gemm(kt, P, H, rows, MatView<T>{pass.dh_all.data(), 1, P},
              MatView<T>{pass.m_all.data(), H, 1}, a.dw_hr, H, false, fork);

@@ -79,6 +79,7 @@ struct GatedForwardPass : TimeLoopPass {
     const GateLayout layout;      // the projection's and the stored gates' columns
     const GateLayout rec_layout;  // the recurrent product's: all gates, or r and z alone
     const bool masked;            // a general mask: every row runs every step
+    const bool dropout;           // recurrent dropout: one product per gate, on masked copies
     StepMasks masks;
     std::vector<index> active;
     int threads;
@@ -87,6 +88,10 @@ struct GatedForwardPass : TimeLoopPass {
     std::vector<T> bias_x, bias_h, w_ih, w_rec;
     std::vector<T> packed_ih, packed_rec, packed_hn, packed_hr;
     std::vector<T> gx, gh, rh, hn, m, h_ring, c_ring, scratch;
+    // recurrent dropout: each gate's W_hg^T packed apart, its product (gates, B, H), and each
+    // thread's masked copies of h_{t-1} (threads, gates, B, R)
+    std::vector<std::vector<T>> packed_gates;
+    std::vector<T> gh_gates, dropped, bias_n;
     const T *h_start, *c_start;
 
     GatedForwardPass(const GatedForwardArgs<T>& args, const T* h0, const T* c0)
@@ -102,6 +107,7 @@ struct GatedForwardPass : TimeLoopPass {
           layout{H, gate_count(cell), kt.nr},
           rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), kt.nr},
           masked(args.keep != nullptr),
+          dropout(args.recurrent_mask != nullptr),
           h_start(h0),
           c_start(c0) {
         const index T_ = a.steps;
@@ -117,9 +123,18 @@ struct GatedForwardPass : TimeLoopPass {
         w_ih = rows_in_layout(a.w_ih, layout, D);
         packed_ih = pack_whole(kt, MatView<T>{w_ih.data(), 1, D}, D, GH, threads);
         bias_x = projection_bias(a, layout);
-        w_rec = rows_in_layout(a.w_hh, rec_layout, R);  // reset_before: the r and z rows
-        packed_rec =
-            pack_whole(kt, MatView<T>{w_rec.data(), 1, R}, R, rec_layout.columns(), threads);
+        if (!dropout) {
+            w_rec = rows_in_layout(a.w_hh, rec_layout, R);  // reset_before: the r and z rows
+            packed_rec =
+                pack_whole(kt, MatView<T>{w_rec.data(), 1, R}, R, rec_layout.columns(), threads);
+        } else {
+            for (int g = 0; g < rec_layout.gates; ++g)
+                packed_gates.push_back(
+                    pack_whole(kt, MatView<T>{a.w_hh + g * H * R, 1, R}, R, H, threads));
+            gh_gates.resize(static_cast<size_t>(rec_layout.gates * B * H));
+            dropped.resize(static_cast<size_t>(threads * layout.gates * B * R));
+            if (cell == GatedCell::gru && a.b_hh) bias_n.assign(a.b_hh + 2 * H, a.b_hh + 3 * H);
+        }
         if (cell == GatedCell::gru && a.b_hh) {  // b_hn, inside r * (W_hn h + b_hn)
             std::vector<T> inner(static_cast<size_t>(GH), T(0));
             std::copy(a.b_hh + 2 * H, a.b_hh + 3 * H, inner.begin() + 2 * H);
@@ -138,7 +153,7 @@ struct GatedForwardPass : TimeLoopPass {
         gh.resize(static_cast<size_t>(B * rec_layout.columns()));
         if (!keep_all) h_ring.resize(static_cast<size_t>(2 * B * R));
         if (cell == GatedCell::lstm) c_ring.resize(static_cast<size_t>(2 * B * H));
-        scratch.resize(static_cast<size_t>(threads * kt.nr));
+        scratch.resize(static_cast<size_t>(threads * (layout.gates + 1) * kt.nr));
     }
 
     LoopShape shape() const {
@@ -184,15 +199,25 @@ struct GatedForwardPass : TimeLoopPass {
         GatedForwardPass& p;
         const Team team;
         GemmTask<T> rec, n_term, proj;
-        T* scratch;
+        std::vector<GemmTask<T>> gate_tasks;  // recurrent dropout: one product per gate
+        T* gates;    // a block's recurrent terms in the layout's order (recurrent dropout)
+        T* scratch;  // the LSTM's act(c) of a block
         const int stepping;
 
         Member(GatedForwardPass& pass, const Team& t, int stepping_members)
             : p(pass),
               team(t),
-              scratch(pass.scratch.data() + t.me * pass.kt.nr),
+              gates(pass.scratch.data() + t.me * (pass.layout.gates + 1) * pass.kt.nr),
+              scratch(gates + pass.layout.gates * pass.kt.nr),
               stepping(stepping_members) {
-            rec = packed_task<T>(p.B, p.rec_layout.columns(), p.R, p.packed_rec.data(), p.gh.data(),
+            for (size_t g = 0; g < p.packed_gates.size(); ++g) {
+                GemmTask<T> task = packed_task<T>(p.B, p.H, p.R, p.packed_gates[g].data(),
+                                                  p.gh_gates.data() + g * p.B * p.H, p.H);
+                if (g == 2 && !p.bias_n.empty()) task.bias = p.bias_n.data();
+                gate_tasks.push_back(task);
+            }
+            rec = packed_task<T>(p.B, p.rec_layout.columns(), p.R,
+                                 p.dropout ? nullptr : p.packed_rec.data(), p.gh.data(),
                                  p.rec_layout.columns());
             rec.bias = p.bias_h.empty() ? nullptr : p.bias_h.data();
             if (p.cell == GatedCell::gru_reset_before) {
@@ -219,19 +244,39 @@ struct GatedForwardPass : TimeLoopPass {
             T* h = p.h_at(t);
             T* gx = p.gx.data() + (t - c.t0) * B * GH;
             T* store = p.a.workspace ? p.a.workspace + t * B * S : nullptr;
-            rec.A = {h_prev, R, 1};
-            run_block(p.kt, rec, m0, m1, panel_begin(Lr, u0, nr), panel_end(Lr, u1, nr));
+            const T* n_reads = h_prev;  // what reset_before's r * h reads
+            if (!p.dropout) {
+                rec.A = {h_prev, R, 1};
+                run_block(p.kt, rec, m0, m1, panel_begin(Lr, u0, nr), panel_end(Lr, u1, nr));
+            } else {  // each gate's product on this member's rows of h_{t-1} * mask[g]
+                T* mine = p.dropped.data() + team.me * L.gates * B * R;
+                for (int g = 0; g < L.gates; ++g)
+                    apply_recurrent_mask(mine + g * B * R, h_prev, p.a.recurrent_mask + g * B * R,
+                                         R, Block{m0, m1, 0, R});
+                for (size_t g = 0; g < gate_tasks.size(); ++g) {
+                    gate_tasks[g].A = {mine + g * B * R, R, 1};
+                    run_block(p.kt, gate_tasks[g], m0, m1, u0, std::min(u1, panel_count(H, nr)));
+                }
+                if (p.cell == GatedCell::gru_reset_before) n_reads = mine + 2 * B * R;
+            }
             for (index b = m0; b < m1; ++b)
                 for (index u = u0; u < u1; ++u) {
                     const index j0 = L.first_unit(u), w = L.width(u);
                     T* row_x = gx + b * GH + L.base(u);
                     const T* row_h = p.gh.data() + b * GR + Lr.base(u);
+                    if (p.dropout) {  // the block's recurrent terms, gathered into the layout
+                        for (int g = 0; g < Lr.gates; ++g) {
+                            const T* from = p.gh_gates.data() + (g * B + b) * H + j0;
+                            std::copy(from, from + w, gates + g * w);
+                        }
+                        row_h = gates;
+                    }
                     T* row_store = store ? store + b * S : nullptr;
                     if (p.cell == GatedCell::gru)
                         GruCell<T>::after_block(p.kt, row_x, row_h, h_prev + b * R, h + b * R,
                                                 row_store, H, j0, w, p.a.act, p.a.rec);
                     else if (p.cell == GatedCell::gru_reset_before)
-                        GruCell<T>::rz_block(p.kt, row_x, row_h, h_prev + b * H,
+                        GruCell<T>::rz_block(p.kt, row_x, row_h, n_reads + b * H,
                                              p.rh.data() + b * H, j0, w, p.a.rec);
                     else
                         LstmCell<T>::forward_block(p.kt, row_x, row_h, p.c_at(t - 1) + b * H,

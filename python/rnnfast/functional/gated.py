@@ -101,6 +101,7 @@ def gru_forward(
     keep_workspace=False,
     step_mask=None,
     zero_output_for_mask=False,
+    recurrent_mask=None,
 ):
     """Run a GRU over a whole sequence.
 
@@ -132,6 +133,11 @@ def gru_forward(
         output is zeros.
     zero_output_for_mask : bool
         What a skipped step outputs: False (Keras's default) the previous output, True zeros.
+    recurrent_mask : array_like, shape (3, B, H) (LSTM: (4, B, R)), optional
+        Recurrent dropout as Keras 3's gated cells do it: one mask per gate, in PyTorch's gate
+        order, the same at every step; gate g's recurrent product reads ``h * recurrent_mask[g]``
+        (reset_after=False: n reads ``r * (h * recurrent_mask[2])``). The state update and the
+        LSTM's c are not masked. Pass the scaled keep masks, 0 or 1 / (1 - p).
 
     Returns
     -------
@@ -147,7 +153,7 @@ def gru_forward(
         lengths,
         (activation, recurrent_activation),
         (return_sequences, keep_workspace),
-        (step_mask, zero_output_for_mask),
+        (step_mask, zero_output_for_mask, recurrent_mask),
     )
 
 
@@ -168,6 +174,7 @@ def lstm_forward(
     keep_workspace=False,
     step_mask=None,
     zero_output_for_mask=False,
+    recurrent_mask=None,
 ):
     """Run an LSTM over a whole sequence: :func:`gru_forward`'s arguments, with weight_ih
     (4H, D) and weight_hh (4H, R) in PyTorch's gate order i, f, g, o, the cell state c0 (B, H),
@@ -187,7 +194,7 @@ def lstm_forward(
         lengths,
         (activation, recurrent_activation),
         (return_sequences, keep_workspace),
-        (step_mask, zero_output_for_mask),
+        (step_mask, zero_output_for_mask, recurrent_mask),
     )
 
 
@@ -209,6 +216,7 @@ def gru_backward(
     recurrent_activation,
     step_mask,
     zero_output_for_mask,
+    recurrent_mask,
     input_gradient=True,
 ):
     """Backpropagation through time from a :func:`gru_forward` with ``keep_workspace=True``.
@@ -236,7 +244,7 @@ def gru_backward(
         (h0, None),
         lengths,
         (activation, recurrent_activation),
-        (step_mask, zero_output_for_mask),
+        (step_mask, zero_output_for_mask, recurrent_mask),
         input_gradient,
     )
     return GRUGrads(g[0], g[1], *g[3:7])
@@ -262,6 +270,7 @@ def lstm_backward(
     recurrent_activation,
     step_mask,
     zero_output_for_mask,
+    recurrent_mask,
     input_gradient=True,
 ):
     """Backpropagation through time from an :func:`lstm_forward` with ``keep_workspace=True``
@@ -283,7 +292,7 @@ def lstm_backward(
         (h0, c0),
         lengths,
         (activation, recurrent_activation),
-        (step_mask, zero_output_for_mask),
+        (step_mask, zero_output_for_mask, recurrent_mask),
         input_gradient,
     )
     return LSTMGrads(*g)
@@ -371,8 +380,8 @@ def _functions(activation, recurrent_activation):
 
 def _inputs(x, weights, states, lengths, masks):
     """The arrays after the dtype rules (the weights' dtype is the computation's) and the
-    batch in the kernels' order: ``(x, weights, states, lengths, step_mask, zero_output,
-    order)``."""
+    batch in the kernels' order: ``(x, weights, states, lengths, (step_mask, zero_output,
+    recurrent_mask), order)``."""
     w_ih = as_float_array("weight_ih", weights[0])
     dt = w_ih.dtype
     names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")[: len(weights)]
@@ -385,20 +394,23 @@ def _inputs(x, weights, states, lengths, masks):
     lengths = check_lengths(lengths, steps, batch)
     step_mask = check_step_mask(masks[0], steps, batch)
     zero_output = check_bool("zero_output_for_mask", masks[1])
+    recurrent_mask = optional_float_array("recurrent_mask", masks[2], dt)
     order, lengths = longest_first(lengths)
     if order is not None:
         for n, s in zip(("h0", "c0"), states):
             check_batch(n, s, 0, batch, "(B, H)")
+        check_batch("recurrent_mask", recurrent_mask, 1, batch, "(G, B, R)")
         x, step_mask = take(x, order, 1), take(step_mask, order, 1)
+        recurrent_mask = take(recurrent_mask, order, 1)
         states = [take(s, order, 0) for s in states]
-    return x, weights, states, lengths, step_mask, zero_output, order
+    return x, weights, states, lengths, (step_mask, zero_output, recurrent_mask), order
 
 
 def _forward(cell, x, weights, states, lengths, functions, returns, masks):
     activation, rec = _functions(*functions)
     return_sequences = check_bool("return_sequences", returns[0])
     keep_workspace = check_bool("keep_workspace", returns[1])
-    x, (w_ih, w_hh, b_ih, b_hh, w_hr), (h0, c0), lengths, step_mask, zero_output, order = _inputs(
+    x, (w_ih, w_hh, b_ih, b_hh, w_hr), (h0, c0), lengths, masks, order = _inputs(
         x, weights, states, lengths, masks
     )
     if w_hh is None:
@@ -418,8 +430,9 @@ def _forward(cell, x, weights, states, lengths, functions, returns, masks):
         rec,
         return_sequences,
         keep_workspace,
-        step_mask=step_mask,
-        zero_output_for_mask=zero_output,
+        step_mask=masks[0],
+        zero_output_for_mask=masks[1],
+        recurrent_mask=masks[2],
     )
     if order is not None:
         inverse = np.argsort(order)
@@ -432,7 +445,7 @@ def _backward(
 ):
     activation, rec = _functions(*functions)
     input_gradient = check_bool("input_gradient", input_gradient)
-    x, (w_ih, w_hh, w_hr), (h0, c0), lengths, step_mask, zero_output, order = _inputs(
+    x, (w_ih, w_hh, w_hr), (h0, c0), lengths, masks, order = _inputs(
         x, weights, states, lengths, masks
     )
     dt = w_ih.dtype
@@ -471,8 +484,9 @@ def _backward(
             activation,
             rec,
             input_gradient,
-            step_mask=step_mask,
-            zero_output_for_mask=zero_output,
+            step_mask=masks[0],
+            zero_output_for_mask=masks[1],
+            recurrent_mask=masks[2],
         )
     )
     if order is not None:

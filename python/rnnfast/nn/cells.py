@@ -223,15 +223,20 @@ class _GatedSpec(CellSpec):
 
     def _mask_options(self, run, record):
         """The step mask and its output rule, as the forward ran them (backward's keywords)."""
-        return dict(step_mask=record.step_mask, zero_output_for_mask=run.zero_output)
+        return dict(
+            step_mask=record.step_mask,
+            zero_output_for_mask=run.zero_output,
+            recurrent_mask=record.recurrent_mask,
+        )
 
     def forward(self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask):
-        # the gated layers refuse recurrent dropout before it gets here
+        # recurrent_mask: (gates, B, R), one mask per gate (Keras 3's recurrent dropout)
         if ids is not None:
             x = x[ids]  # token input: gathered here (the kernels take no ids)
         out = self._forward_kernel(
             x, *self._weights(layer, idx), h0, lengths, layer, idx, run.training, run,
             step_mask=step_mask, zero_output_for_mask=run.zero_output,
+            recurrent_mask=recurrent_mask,
         )  # fmt: skip
         return out.y, self._joined(out), out.workspace
 

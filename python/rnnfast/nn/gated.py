@@ -4,8 +4,8 @@ on the gated cells of ``nn.cells``, with PyTorch's constructors, parameter names
 orders and Keras's options.
 
 What the gated kernels do not run is refused by name, never ignored: leaky units (``alpha``,
-Elman-only by design), ``dilation``, ``recurrent_dropout``, Keras's general (non-prefix) masks
-and ``zero_output_for_mask=False``.
+Elman-only by design) and ``dilation``. ``recurrent_dropout`` is Keras 3's: one mask per gate
+on h_{t-1}, inside the kernels.
 """
 
 from __future__ import annotations
@@ -39,10 +39,6 @@ def _unsupported(layer_name, option, value, why):
 class GatedOptions:
     """Mixin of the gated layers: their own options (``activation``, ``recurrent_activation``)
     and the Elman layer's options they refuse (anything but the value that changes nothing)."""
-
-    # a step a mask skips outputs zeros, never the previous output (Keras's
-    # zero_output_for_mask=False): rnnfast.interop.load_keras reads this
-    can_repeat_masked_output = False
 
     @property
     def nonlinearity(self):
@@ -115,22 +111,6 @@ class GatedOptions:
                 "recurrence",
             )
         self._dilation, self._dilations = 1, (1,) * self.num_layers
-
-    @property
-    def recurrent_dropout(self):
-        """Always 0.0: recurrent dropout is not supported for the gated cells yet."""
-        return 0.0
-
-    @recurrent_dropout.setter
-    def recurrent_dropout(self, value):
-        if not (is_real(value) and float(value) == 0.0):
-            raise _unsupported(
-                type(self).__name__,
-                "recurrent_dropout",
-                value,
-                "the gated kernels take no recurrent masks yet; use input_dropout or dropout",
-            )
-        self._recurrent_dropout = 0.0
 
 
 _KERAS_NOOPS = ("unroll", "use_cudnn", "implementation", "time_major")
@@ -312,18 +292,23 @@ class GRU(_GatedLayer):
         multiplies the recurrent product; False: Keras's older form. Fixed at construction.
     activation, recurrent_activation : str
         Keras's: "tanh" or "relu"; "sigmoid" or "hard_sigmoid".
-    residual, merge_mode, go_backwards, return_sequences, return_state, stateful, input_dropout
+    residual, merge_mode, go_backwards, return_sequences, return_state, stateful,
+    input_dropout, zero_output_for_mask
         As :class:`rnnfast.RNN`.
-    alpha, dilation, recurrent_dropout, zero_output_for_mask
-        The Elman layer's options: only the values that change nothing are accepted (1.0, 1,
-        0.0, None or True); anything else is a ValueError naming the option.
+    recurrent_dropout : float in [0, 1]
+        Keras 3's for gated cells: in training, one mask per gate on h_{t-1} (each gate's
+        recurrent product reads its own masked copy; the carried state and c are not masked),
+        drawn once per call and shared by every step.
+    alpha, dilation
+        The Elman layer's options: only the values that change nothing are accepted (1.0, 1);
+        anything else is a ValueError naming the option.
     unroll, use_cudnn, implementation, time_major
         Keras's scheduling options: accepted and ignored (``time_major=True`` is refused:
         use ``batch_first``).
 
     Calls, returns and backward are those of :class:`rnnfast.RNN`: ``layer(x, h0=None,
-    lengths=None, mask=None)`` gives ``(y, h_n)`` (PyTorch's) or Keras's forms; ``mask`` must
-    be a prefix mask. ``step(x_t, h)`` streams one step.
+    lengths=None, mask=None)`` gives ``(y, h_n)`` (PyTorch's) or Keras's forms; ``mask`` is
+    Keras's (B, T) mask, general as the Elman layer's. ``step(x_t, h)`` streams one step.
     """
 
     cell = GRU_SPEC

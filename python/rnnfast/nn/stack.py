@@ -125,7 +125,8 @@ def _draw_masks(layer, run, batch, width):
     """The variational masks of one (layer, direction), one per sequence shared by every step
     (Gal and Ghahramani): on its input (B, width) and on h_{t-1} (B, H); None outside
     training or at probability 0 (and on the input of token ids, width None: the layer
-    refuses input dropout with fused token input)."""
+    refuses input dropout with fused token input). A gated cell's recurrent masks are one per
+    gate, (gates, B, R)."""
     if not run.training:
         return None, None
     rng, dtype = layer._dropout_rng, layer.dtype
@@ -134,8 +135,12 @@ def _draw_masks(layer, run, batch, width):
         if layer.input_dropout > 0.0 and width is not None
         else None
     )
+    # the Elman cell's one mask (B, H); a gated cell's one per gate (gates, B, R), Keras 3's
+    shape = (batch, layer.cell.output_width(layer))
+    if layer.cell.num_gates > 1:
+        shape = (layer.cell.num_gates, *shape)
     m_rec = (
-        dropout_mask(rng, (batch, layer.cell.output_width(layer)), layer.recurrent_dropout, dtype)
+        dropout_mask(rng, shape, layer.recurrent_dropout, dtype)
         if layer.recurrent_dropout > 0.0
         else None
     )
