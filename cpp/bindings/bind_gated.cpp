@@ -70,8 +70,9 @@ py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object
                        const py::object& c0, const py::array& w_ih, const py::array& w_hh,
                        const py::object& b_ih, const py::object& b_hh, const py::object& w_hr,
                        const py::object& lengths, const py::object& step_mask,
-                       bool zero_output_for_mask, const py::object& recurrent_mask, Pointwise act,
-                       Pointwise rec, bool return_sequences, bool keep_workspace) {
+                       bool zero_output_for_mask, const py::object& recurrent_mask,
+                       const py::object& input_mask, Pointwise act, Pointwise rec,
+                       bool return_sequences, bool keep_workspace) {
     const index T_ = s.steps, B = s.batch, H = s.H, R = s.R, GH = s.GH;
     const bool lstm = s.cell == GatedCell::lstm;
     GatedForwardArgs<T> a;
@@ -96,6 +97,8 @@ py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object
     a.zero_output_for_mask = zero_output_for_mask;
     a.recurrent_mask =
         optional_data<T>(recurrent_mask, "recurrent_mask", {gate_count(s.cell), B, R}, "(G, B, R)");
+    a.input_mask =
+        optional_data<T>(input_mask, "input_mask", {gate_count(s.cell), B, s.D}, "(G, B, D)");
     a.act = act;
     a.rec = rec;
     RNNFAST_CHECK(!keep_workspace || return_sequences, "keep_workspace",
@@ -133,8 +136,9 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
                         const py::object& w_hr, const py::array& y, const py::array& workspace,
                         const py::object& dy, const py::object& dh_n, const py::object& dc_n,
                         const py::object& lengths, const py::object& step_mask,
-                        bool zero_output_for_mask, const py::object& recurrent_mask, Pointwise act,
-                        Pointwise rec, bool input_gradient) {
+                        bool zero_output_for_mask, const py::object& recurrent_mask,
+                        const py::object& input_mask, Pointwise act, Pointwise rec,
+                        bool input_gradient) {
     const index T_ = s.steps, B = s.batch, D = s.D, H = s.H, R = s.R, GH = s.GH, P = s.P;
     const bool lstm = s.cell == GatedCell::lstm;
     GatedBackwardArgs<T> a;
@@ -158,6 +162,8 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
     a.zero_output_for_mask = zero_output_for_mask;
     a.recurrent_mask =
         optional_data<T>(recurrent_mask, "recurrent_mask", {gate_count(s.cell), B, R}, "(G, B, R)");
+    a.input_mask =
+        optional_data<T>(input_mask, "input_mask", {gate_count(s.cell), B, s.D}, "(G, B, D)");
     a.act = act;
     a.rec = rec;
     a.y = checked<T>(y, "y", {T_, B, R}, "(T, B, R)").data();
@@ -267,7 +273,8 @@ void register_gated(py::module_& m) {
            const py::object& b_hh, const py::object& w_hr, const py::object& lengths,
            const std::string& activation, const std::string& recurrent_activation,
            bool return_sequences, bool keep_workspace, const py::object& step_mask,
-           bool zero_output_for_mask, const py::object& recurrent_mask) {
+           bool zero_output_for_mask, const py::object& recurrent_mask,
+           const py::object& input_mask) {
             const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
             const Pointwise act = parse_activation_fn(activation);
             const Pointwise rec = parse_recurrent_activation(recurrent_activation);
@@ -275,13 +282,15 @@ void register_gated(py::module_& m) {
                 w_ih,
                 [&] {
                     return forward_impl<float>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths,
-                                               step_mask, zero_output_for_mask, recurrent_mask, act,
-                                               rec, return_sequences, keep_workspace);
+                                               step_mask, zero_output_for_mask, recurrent_mask,
+                                               input_mask, act, rec, return_sequences,
+                                               keep_workspace);
                 },
                 [&] {
                     return forward_impl<double>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths,
                                                 step_mask, zero_output_for_mask, recurrent_mask,
-                                                act, rec, return_sequences, keep_workspace);
+                                                input_mask, act, rec, return_sequences,
+                                                keep_workspace);
                 });
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
@@ -289,7 +298,7 @@ void register_gated(py::module_& m) {
         py::arg("lengths"), py::arg("activation"), py::arg("recurrent_activation"),
         py::arg("return_sequences"), py::arg("keep_workspace"), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
-        py::arg("recurrent_mask") = py::none(),
+        py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
         "One gated layer over a sequence: (y or None, h_n, c_n or None, workspace or None). "
         "cell 'gru', 'gru_reset_before' or 'lstm'; arrays C-contiguous; lengths sorted.");
     m.def(
@@ -299,22 +308,24 @@ void register_gated(py::module_& m) {
            const py::array& workspace, const py::object& dy, const py::object& dh_n,
            const py::object& dc_n, const py::object& lengths, const std::string& activation,
            const std::string& recurrent_activation, bool input_gradient,
-           const py::object& step_mask, bool zero_output_for_mask,
-           const py::object& recurrent_mask) {
+           const py::object& step_mask, bool zero_output_for_mask, const py::object& recurrent_mask,
+           const py::object& input_mask) {
             const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
             const Pointwise act = parse_activation_fn(activation);
             const Pointwise rec = parse_recurrent_activation(recurrent_activation);
             return by_dtype(
                 w_ih,
                 [&] {
-                    return backward_impl<float>(
-                        s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy, dh_n, dc_n, lengths,
-                        step_mask, zero_output_for_mask, recurrent_mask, act, rec, input_gradient);
+                    return backward_impl<float>(s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy,
+                                                dh_n, dc_n, lengths, step_mask,
+                                                zero_output_for_mask, recurrent_mask, input_mask,
+                                                act, rec, input_gradient);
                 },
                 [&] {
-                    return backward_impl<double>(
-                        s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy, dh_n, dc_n, lengths,
-                        step_mask, zero_output_for_mask, recurrent_mask, act, rec, input_gradient);
+                    return backward_impl<double>(s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy,
+                                                 dh_n, dc_n, lengths, step_mask,
+                                                 zero_output_for_mask, recurrent_mask, input_mask,
+                                                 act, rec, input_gradient);
                 });
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
@@ -322,7 +333,7 @@ void register_gated(py::module_& m) {
         py::arg("dy"), py::arg("dh_n"), py::arg("dc_n"), py::arg("lengths"), py::arg("activation"),
         py::arg("recurrent_activation"), py::arg("input_gradient"), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
-        py::arg("recurrent_mask") = py::none(),
+        py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
         "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
         "dbias_ih, dbias_hh, dweight_hr or None).");
     m.def(

@@ -413,15 +413,18 @@ def test_general_and_prefix_masks(rng):
 
 
 @pytest.mark.parametrize("name", ["GRU", "LSTM"])
-def test_recurrent_dropout_gradients(name, rng):
-    # The masks are drawn from the layer's seeded generator at its first training call: a
+def test_dropout_gradients(name, rng):
+    # Keras 3's dropout of gated cells: one mask per gate on x_t and on h_{t-1}. The masks are
+    # drawn from the layer's seeded generator at its first training call: a
     # fresh layer of the same seed redraws the same ones, so finite differences see one
     # function of the parameters.
     x = rng.standard_normal((T, B, D))
     dy = rng.standard_normal((T, B, H))
 
     def fresh(params=None):
-        layer = getattr(rnnfast, name)(D, H, dtype=np.float64, seed=7, recurrent_dropout=0.4)
+        layer = getattr(rnnfast, name)(
+            D, H, dtype=np.float64, seed=7, recurrent_dropout=0.4, input_dropout=0.3
+        )
         if params is not None:
             layer.load_state_dict(params)
         return layer
@@ -429,13 +432,14 @@ def test_recurrent_dropout_gradients(name, rng):
     layer = fresh()
     params = {k: v.copy() for k, v in layer.state_dict().items()}
     y = layer(x, lengths=LENGTHS)[0]
-    layer.backward(dy)
+    dx, _ = layer.backward(dy)
     assert not np.array_equal(y, fresh(params).eval()(x, lengths=LENGTHS)[0])  # masks ran
 
     def loss():
         return float(np.sum(fresh(params)(x, lengths=LENGTHS)[0] * dy))
 
-    for key in ("weight_hh_l0", "bias_hh_l0"):
+    np.testing.assert_allclose(dx, numerical_gradient(loss, x), rtol=1e-6, atol=1e-8)
+    for key in ("weight_ih_l0", "weight_hh_l0", "bias_hh_l0"):
         numeric = numerical_gradient(loss, params[key])
         np.testing.assert_allclose(layer.grads[key], numeric, rtol=1e-6, atol=1e-8, err_msg=key)
 

@@ -41,6 +41,7 @@ struct GatedForwardArgs {
     const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: Keras's general mask (below)
     bool zero_output_for_mask = false;   // a skipped step outputs zeros, not y_{t-1}
     const T* recurrent_mask = nullptr;   // (G, B, R) or null: recurrent dropout (below)
+    const T* input_mask = nullptr;       // (G, B, D) or null: input dropout per gate (below)
     Pointwise act = Pointwise::tanh;     // of n (GRU), of g and c (LSTM)
     Pointwise rec = Pointwise::sigmoid;  // of the gates
     T* y = nullptr;          // (T, B, R) every h_t (padded steps zero); null keeps O(B*H) memory
@@ -57,7 +58,9 @@ struct GatedForwardArgs {
 // Recurrent dropout (Keras 3's, per gate): gate g's recurrent product reads h_{t-1} *
 // recurrent_mask[g] (one (B, R) mask per gate in PyTorch's gate order, the same at every step;
 // reset_before: n reads r * (h_{t-1} * mask[n])); the state update and c are not masked. The
-// step then runs one product per gate, each on its own masked copy of h_{t-1}.
+// step then runs one product per gate, each on its own masked copy of h_{t-1}. Input dropout
+// likewise (Keras 3's `dropout` on a gated cell): gate g's input projection reads x_t *
+// input_mask[g], one (B, D) mask per gate, so the projection runs one GEMM per gate.
 
 template <class T>
 struct GatedBackwardArgs {
@@ -73,6 +76,7 @@ struct GatedBackwardArgs {
     const std::uint8_t* keep = nullptr;  // as given to the forward
     bool zero_output_for_mask = false;   // as given to the forward
     const T* recurrent_mask = nullptr;   // as given to the forward
+    const T* input_mask = nullptr;       // as given to the forward
     Pointwise act = Pointwise::tanh;
     Pointwise rec = Pointwise::sigmoid;
     const T* y = nullptr;          // (T, B, R): the forward's outputs

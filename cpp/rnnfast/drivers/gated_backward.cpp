@@ -403,10 +403,30 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
         }
     }
     const T* dA = pass.dA.data();
-    gemm(kt, GH, D, rows, MatView<T>{dA, 1, GH}, MatView<T>{a.x, D, 1}, a.dw_ih, D, false, fork);
-    if (a.dx)
-        gemm(kt, rows, D, GH, MatView<T>{dA, GH, 1}, MatView<T>{a.w_ih, D, 1}, a.dx, D, false,
+    if (!a.input_mask) {
+        gemm(kt, GH, D, rows, MatView<T>{dA, 1, GH}, MatView<T>{a.x, D, 1}, a.dw_ih, D, false,
              fork);
+        if (a.dx)
+            gemm(kt, rows, D, GH, MatView<T>{dA, GH, 1}, MatView<T>{a.w_ih, D, 1}, a.dx, D, false,
+                 fork);
+    } else {  // input dropout: gate g's projection read x * input_mask[g]
+        std::vector<T> masked(static_cast<size_t>(rows * D));
+        for (int g = 0; g < gate_count(a.cell); ++g) {
+            const T* mask = a.input_mask + g * B * D;
+            for (index r = 0; r < rows; ++r)
+                for (index d = 0; d < D; ++d)
+                    masked[static_cast<size_t>(r * D + d)] = a.x[r * D + d] * mask[(r % B) * D + d];
+            gemm(kt, H, D, rows, MatView<T>{dA + g * H, 1, GH}, MatView<T>{masked.data(), D, 1},
+                 a.dw_ih + g * H * D, D, false, fork);
+            if (!a.dx) continue;
+            gemm(kt, rows, D, H, MatView<T>{dA + g * H, GH, 1},
+                 MatView<T>{a.w_ih + g * H * D, D, 1}, masked.data(), D, false, fork);
+            for (index r = 0; r < rows; ++r)
+                for (index d = 0; d < D; ++d)
+                    a.dx[r * D + d] +=
+                        mask[(r % B) * D + d] * masked[static_cast<size_t>(r * D + d)];
+        }
+    }
     column_sums(dA, rows, GH, GH, a.db_ih);
     std::copy(a.db_ih, a.db_ih + GH, a.db_hh);
     const T* extra = pass.extra.data();

@@ -42,18 +42,25 @@ namespace {
 // Steps projected at once when only the last state is kept: O(B*H) memory whatever T is.
 constexpr index kChunk = 16;
 
-// The bias of the input projection in the layout's order: b_ih plus b_hh wherever b_hh adds
-// to the pre-activation (everywhere but the n gate of a reset_after GRU, where r scales it).
+// The bias of the input projection in PyTorch's order: b_ih plus b_hh wherever b_hh adds to
+// the pre-activation (everywhere but the n gate of a reset_after GRU, where r scales it).
 template <class T>
-std::vector<T> projection_bias(const GatedForwardArgs<T>& a, const GateLayout& layout) {
+std::vector<T> projection_bias(const GatedForwardArgs<T>& a, index GH) {
     if (!a.b_ih && !a.b_hh) return {};
-    const index H = a.hidden_size, GH = layout.columns();
+    const index H = a.hidden_size;
     std::vector<T> sum(static_cast<size_t>(GH), T(0));
     for (index c = 0; c < GH; ++c) {
         const bool inside_reset = a.cell == GatedCell::gru && c >= 2 * H;
         sum[c] = (a.b_ih ? a.b_ih[c] : T(0)) + (a.b_hh && !inside_reset ? a.b_hh[c] : T(0));
     }
-    return rows_in_layout(sum.data(), layout, 1);
+    return sum;
+}
+
+// The same in the layout's order.
+template <class T>
+std::vector<T> projection_bias(const GatedForwardArgs<T>& a, const GateLayout& layout) {
+    const std::vector<T> natural = projection_bias(a, layout.columns());
+    return natural.empty() ? natural : rows_in_layout(natural.data(), layout, 1);
 }
 
 // Kernel panels [p0, p1) of a product whose columns follow `layout`, for unit blocks [u0, u1).
@@ -92,6 +99,10 @@ struct GatedForwardPass : TimeLoopPass {
     // thread's masked copies of h_{t-1} (threads, gates, B, R)
     std::vector<std::vector<T>> packed_gates;
     std::vector<T> gh_gates, dropped, bias_n;
+    // input dropout: each gate's W_ig^T packed apart, the natural-order bias, a chunk's masked
+    // inputs (chunk * B, D) and one gate's projection (chunk * B, H)
+    std::vector<std::vector<T>> packed_gates_ih;
+    std::vector<T> bias_natural, masked_x, gate_x;
     const T *h_start, *c_start;
 
     GatedForwardPass(const GatedForwardArgs<T>& args, const T* h0, const T* c0)
@@ -120,9 +131,18 @@ struct GatedForwardPass : TimeLoopPass {
         keep_all = a.y != nullptr;
         chunk = keep_all ? T_ : std::min(T_, kChunk);
         // The weights in the layout's row order, packed once for the whole sequence.
-        w_ih = rows_in_layout(a.w_ih, layout, D);
-        packed_ih = pack_whole(kt, MatView<T>{w_ih.data(), 1, D}, D, GH, threads);
-        bias_x = projection_bias(a, layout);
+        if (!a.input_mask) {
+            w_ih = rows_in_layout(a.w_ih, layout, D);
+            packed_ih = pack_whole(kt, MatView<T>{w_ih.data(), 1, D}, D, GH, threads);
+            bias_x = projection_bias(a, layout);
+        } else {
+            for (int g = 0; g < layout.gates; ++g)
+                packed_gates_ih.push_back(
+                    pack_whole(kt, MatView<T>{a.w_ih + g * H * D, 1, D}, D, H, threads));
+            bias_natural = projection_bias(a, GH);
+            masked_x.resize(static_cast<size_t>(chunk * B * D));
+            gate_x.resize(static_cast<size_t>(chunk * B * H));
+        }
         if (!dropout) {
             w_rec = rows_in_layout(a.w_hh, rec_layout, R);  // reset_before: the r and z rows
             packed_rec =
@@ -172,12 +192,41 @@ struct GatedForwardPass : TimeLoopPass {
 
     void before_region(const Chunk& c) {
         const index rows = c.steps * B;
+        const T* x = a.x + c.t0 * B * D;
+        if (a.input_mask) {
+            project_per_gate(x, rows);
+            return;
+        }
         GemmTask<T> proj = packed_task<T>(rows, GH, D, packed_ih.data(), gx.data(), GH);
-        proj.A = {a.x + c.t0 * B * D, D, 1};
+        proj.A = {x, D, 1};
         proj.bias = bias_x.empty() ? nullptr : bias_x.data();
         run_task(kt, proj,
                  threads_for(2.0 * double(rows) * double(D) * double(GH),
                              std::max(panel_count(GH, kt.nr), rows), Sync::fork_join));
+    }
+
+    // Input dropout: gate g's projection of x * input_mask[g], one GEMM per gate, each
+    // scattered into the layout's columns of its gate.
+    void project_per_gate(const T* x, index rows) {
+        const int threads_g = threads_for(2.0 * double(rows) * double(D) * double(H),
+                                          std::max(panel_count(H, kt.nr), rows), Sync::fork_join);
+        for (int g = 0; g < layout.gates; ++g) {
+            const T* mask = a.input_mask + g * B * D;
+            for (index r = 0; r < rows; ++r)
+                for (index d = 0; d < D; ++d)
+                    masked_x[static_cast<size_t>(r * D + d)] = x[r * D + d] * mask[(r % B) * D + d];
+            GemmTask<T> proj =
+                packed_task<T>(rows, H, D, packed_gates_ih[g].data(), gate_x.data(), H);
+            proj.A = {masked_x.data(), D, 1};
+            proj.bias = bias_natural.empty() ? nullptr : bias_natural.data() + g * H;
+            run_task(kt, proj, threads_g);
+            for (index r = 0; r < rows; ++r)
+                for (index u = 0; u < layout.blocks(); ++u) {
+                    const T* from = gate_x.data() + r * H + layout.first_unit(u);
+                    std::copy(from, from + layout.width(u),
+                              gx.data() + r * GH + layout.base(u) + g * layout.width(u));
+                }
+        }
     }
 
     void after_region(const Chunk& c) {

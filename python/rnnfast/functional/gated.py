@@ -102,6 +102,7 @@ def gru_forward(
     step_mask=None,
     zero_output_for_mask=False,
     recurrent_mask=None,
+    input_mask=None,
 ):
     """Run a GRU over a whole sequence.
 
@@ -138,6 +139,9 @@ def gru_forward(
         order, the same at every step; gate g's recurrent product reads ``h * recurrent_mask[g]``
         (reset_after=False: n reads ``r * (h * recurrent_mask[2])``). The state update and the
         LSTM's c are not masked. Pass the scaled keep masks, 0 or 1 / (1 - p).
+    input_mask : array_like, shape (3, B, D) (LSTM: (4, B, D)), optional
+        Input dropout as Keras 3's gated cells do it (their ``dropout``): one mask per gate,
+        the same at every step; gate g's input projection reads ``x_t * input_mask[g]``.
 
     Returns
     -------
@@ -153,7 +157,7 @@ def gru_forward(
         lengths,
         (activation, recurrent_activation),
         (return_sequences, keep_workspace),
-        (step_mask, zero_output_for_mask, recurrent_mask),
+        (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
     )
 
 
@@ -175,6 +179,7 @@ def lstm_forward(
     step_mask=None,
     zero_output_for_mask=False,
     recurrent_mask=None,
+    input_mask=None,
 ):
     """Run an LSTM over a whole sequence: :func:`gru_forward`'s arguments, with weight_ih
     (4H, D) and weight_hh (4H, R) in PyTorch's gate order i, f, g, o, the cell state c0 (B, H),
@@ -194,7 +199,7 @@ def lstm_forward(
         lengths,
         (activation, recurrent_activation),
         (return_sequences, keep_workspace),
-        (step_mask, zero_output_for_mask, recurrent_mask),
+        (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
     )
 
 
@@ -217,6 +222,7 @@ def gru_backward(
     step_mask,
     zero_output_for_mask,
     recurrent_mask,
+    input_mask,
     input_gradient=True,
 ):
     """Backpropagation through time from a :func:`gru_forward` with ``keep_workspace=True``.
@@ -244,7 +250,7 @@ def gru_backward(
         (h0, None),
         lengths,
         (activation, recurrent_activation),
-        (step_mask, zero_output_for_mask, recurrent_mask),
+        (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         input_gradient,
     )
     return GRUGrads(g[0], g[1], *g[3:7])
@@ -271,6 +277,7 @@ def lstm_backward(
     step_mask,
     zero_output_for_mask,
     recurrent_mask,
+    input_mask,
     input_gradient=True,
 ):
     """Backpropagation through time from an :func:`lstm_forward` with ``keep_workspace=True``
@@ -292,7 +299,7 @@ def lstm_backward(
         (h0, c0),
         lengths,
         (activation, recurrent_activation),
-        (step_mask, zero_output_for_mask, recurrent_mask),
+        (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         input_gradient,
     )
     return LSTMGrads(*g)
@@ -381,7 +388,7 @@ def _functions(activation, recurrent_activation):
 def _inputs(x, weights, states, lengths, masks):
     """The arrays after the dtype rules (the weights' dtype is the computation's) and the
     batch in the kernels' order: ``(x, weights, states, lengths, (step_mask, zero_output,
-    recurrent_mask), order)``."""
+    recurrent_mask, input_mask), order)``."""
     w_ih = as_float_array("weight_ih", weights[0])
     dt = w_ih.dtype
     names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")[: len(weights)]
@@ -395,15 +402,17 @@ def _inputs(x, weights, states, lengths, masks):
     step_mask = check_step_mask(masks[0], steps, batch)
     zero_output = check_bool("zero_output_for_mask", masks[1])
     recurrent_mask = optional_float_array("recurrent_mask", masks[2], dt)
+    input_mask = optional_float_array("input_mask", masks[3], dt)
     order, lengths = longest_first(lengths)
     if order is not None:
         for n, s in zip(("h0", "c0"), states):
             check_batch(n, s, 0, batch, "(B, H)")
         check_batch("recurrent_mask", recurrent_mask, 1, batch, "(G, B, R)")
         x, step_mask = take(x, order, 1), take(step_mask, order, 1)
-        recurrent_mask = take(recurrent_mask, order, 1)
+        check_batch("input_mask", input_mask, 1, batch, "(G, B, D)")
+        recurrent_mask, input_mask = take(recurrent_mask, order, 1), take(input_mask, order, 1)
         states = [take(s, order, 0) for s in states]
-    return x, weights, states, lengths, (step_mask, zero_output, recurrent_mask), order
+    return x, weights, states, lengths, (step_mask, zero_output, recurrent_mask, input_mask), order
 
 
 def _forward(cell, x, weights, states, lengths, functions, returns, masks):
@@ -433,6 +442,7 @@ def _forward(cell, x, weights, states, lengths, functions, returns, masks):
         step_mask=masks[0],
         zero_output_for_mask=masks[1],
         recurrent_mask=masks[2],
+        input_mask=masks[3],
     )
     if order is not None:
         inverse = np.argsort(order)
@@ -487,6 +497,7 @@ def _backward(
             step_mask=masks[0],
             zero_output_for_mask=masks[1],
             recurrent_mask=masks[2],
+            input_mask=masks[3],
         )
     )
     if order is not None:

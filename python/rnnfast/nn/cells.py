@@ -144,7 +144,9 @@ class CellSpec:
 
     # ---- kernels -------------------------------------------------------------------------------
 
-    def forward(self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask):
+    def forward(
+        self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask, input_mask=None
+    ):
         """One (layer, direction) over the whole sequence: ``(y (T, B, R), h_n (B, S),
         workspace or None)``; x is the embedding table with ``ids`` (token input)."""
         raise NotImplementedError
@@ -164,7 +166,9 @@ class ElmanSpec(CellSpec):
     def summary_kind(self, layer):
         return f"{self.torch_name}, {layer.nonlinearity}"
 
-    def forward(self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask):
+    def forward(
+        self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask, input_mask=None
+    ):
         # the layer's hook: rnnfast.quantize's copies run their own kernels here
         y, h_n = layer._direction_kernel(
             idx,
@@ -222,21 +226,24 @@ class _GatedSpec(CellSpec):
         return dict(run.cell_options)
 
     def _mask_options(self, run, record):
-        """The step mask and its output rule, as the forward ran them (backward's keywords)."""
+        """The masks and the output rule, as the forward ran them (backward's keywords)."""
         return dict(
             step_mask=record.step_mask,
             zero_output_for_mask=run.zero_output,
             recurrent_mask=record.recurrent_mask,
+            input_mask=record.input_mask,
         )
 
-    def forward(self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask):
-        # recurrent_mask: (gates, B, R), one mask per gate (Keras 3's recurrent dropout)
+    def forward(
+        self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask, input_mask=None
+    ):
+        # recurrent_mask (gates, B, R), input_mask (gates, B, D): one mask per gate, Keras 3's
         if ids is not None:
             x = x[ids]  # token input: gathered here (the kernels take no ids)
         out = self._forward_kernel(
             x, *self._weights(layer, idx), h0, lengths, layer, idx, run.training, run,
             step_mask=step_mask, zero_output_for_mask=run.zero_output,
-            recurrent_mask=recurrent_mask,
+            recurrent_mask=recurrent_mask, input_mask=input_mask,
         )  # fmt: skip
         return out.y, self._joined(out), out.workspace
 

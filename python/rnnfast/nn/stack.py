@@ -125,16 +125,18 @@ def _draw_masks(layer, run, batch, width):
     """The variational masks of one (layer, direction), one per sequence shared by every step
     (Gal and Ghahramani): on its input (B, width) and on h_{t-1} (B, H); None outside
     training or at probability 0 (and on the input of token ids, width None: the layer
-    refuses input dropout with fused token input). A gated cell's recurrent masks are one per
-    gate, (gates, B, R)."""
+    refuses input dropout with fused token input). A gated cell's masks are one per gate, as
+    Keras 3's: (gates, B, width) and (gates, B, R), both applied inside its kernels."""
     if not run.training:
         return None, None
     rng, dtype = layer._dropout_rng, layer.dtype
+    gates = layer.cell.num_gates
     m_in = (
-        dropout_mask(rng, (batch, width), layer.input_dropout, dtype)
+        dropout_mask(rng, (batch, width) if gates == 1 else (gates, batch, width),
+                     layer.input_dropout, dtype)
         if layer.input_dropout > 0.0 and width is not None
         else None
-    )
+    )  # fmt: skip
     # the Elman cell's one mask (B, H); a gated cell's one per gate (gates, B, R), Keras 3's
     shape = (batch, layer.cell.output_width(layer))
     if layer.cell.num_gates > 1:
@@ -169,10 +171,11 @@ def stack_forward(layer, x, h0, run):
             mask = rev(run.step_mask) if d else run.step_mask
             tokens = run.table is not None and k == 0
             m_in, m_rec = _draw_masks(layer, run, batch, None if tokens else xin.shape[2])
-            fed = xin if m_in is None else xin * m_in[None]
+            per_gate = m_in is not None and m_in.ndim == 3  # a gated cell's: to its kernels
+            fed = xin if m_in is None or per_gate else xin * m_in[None]
             h0_d = None if h0 is None else h0[idx]
             y_d, h_n[idx], record, ring = _direction_forward(
-                layer, run, k, idx, fed, mask, h0_d, m_rec, tokens
+                layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in if per_gate else None
             )
             if rings is not None:
                 rings.append(ring)
@@ -221,7 +224,7 @@ def stack_backward(layer, cache, run, d_out, dh_n, input_gradient=True):
             grads.update(g)
             if dx is None:
                 continue
-            if m_in is not None:
+            if m_in is not None and m_in.ndim == 2:  # per gate: the kernels applied them
                 dx = dx * m_in[None]
             # with token input, dx is the table's gradient: no time or batch order in it
             dx = rev(dx) if d and not tokens else dx
@@ -247,9 +250,10 @@ class _Record(NamedTuple):
     last_rows: object
     per_chain: bool
     workspace: object = None
+    input_mask: object = None  # a gated cell's per-gate input masks (gates, B, D)
 
 
-def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
+def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in=None):
     """One (layer, direction): ``(y (T, B, H), h_n (B, H), record, ring)``. A dilated layer
     runs its chains as one batch of d*B rows; h_n is then each sequence's state after its own
     last step, in the chain that holds that step. h0_d is (B, H) (every chain starts from it)
@@ -269,6 +273,7 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
     elif per_chain:  # the ring of an undilated layer of a dilated stack: its one state
         h0_d = h0_d[0]
     record = _Record((steps, batch), fed, h0_d, None, lengths, mask, m_rec, d, last, per_chain)
+    record = record._replace(input_mask=m_in)  # dilation: refused for gated cells
     y, h_n, workspace = layer.cell.forward(
         layer,
         run,
@@ -280,6 +285,7 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens):
         fed if tokens else None,
         mask,
         m_rec,
+        input_mask=m_in,
     )
     record = record._replace(y=y, workspace=workspace)
     if d == 1:
