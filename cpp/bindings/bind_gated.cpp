@@ -6,6 +6,7 @@
 #include "check.hpp"
 #include "rnnfast/drivers/gated.hpp"
 #include "rnnfast/runtime/threads.hpp"
+#include "sequence_input.hpp"
 
 namespace rnnfast::bindings {
 namespace {
@@ -37,16 +38,20 @@ struct GatedShape {
     index steps, batch, D, H, P, R, GH;
 };
 
-GatedShape gated_shape(const std::string& cell_name, const py::array& x, const py::array& w_ih,
-                       const py::array& w_hh, const py::object& w_hr) {
+GatedShape gated_shape(const std::string& cell_name, const py::array& x, const py::object& ids,
+                       const py::array& w_ih, const py::array& w_hh, const py::object& w_hr) {
     GatedShape s{};
     s.cell = parse_cell(cell_name);
     const index G = gate_count(s.cell);
-    require_ndim(x, "x", 3, "(T, B, D)");
+    // x (T, B, D), or with token ids (T, B), the embedding table (vocab, D) they index
+    const py::handle steps_from = ids.is_none() ? py::handle(x) : py::handle(ids);
+    require_ndim(steps_from, ids.is_none() ? "x" : "ids", ids.is_none() ? 3 : 2,
+                 ids.is_none() ? "(T, B, D)" : "(T, B)");
     require_ndim(w_ih, "weight_ih", 2, "(G*H, D)");
     require_ndim(w_hh, "weight_hh", 2, "(G*H, R)");
-    s.steps = x.shape(0);
-    s.batch = x.shape(1);
+    const py::array first = py::reinterpret_borrow<py::array>(steps_from);
+    s.steps = first.shape(0);
+    s.batch = first.shape(1);
     s.GH = w_ih.shape(0);
     s.D = w_ih.shape(1);
     RNNFAST_CHECK(s.GH % G == 0, "weight_ih", std::to_string(G) + "*H rows (the gates stacked)",
@@ -66,13 +71,13 @@ GatedShape gated_shape(const std::string& cell_name, const py::array& x, const p
 }
 
 template <class T>
-py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object& h0,
-                       const py::object& c0, const py::array& w_ih, const py::array& w_hh,
-                       const py::object& b_ih, const py::object& b_hh, const py::object& w_hr,
-                       const py::object& lengths, const py::object& step_mask,
-                       bool zero_output_for_mask, const py::object& recurrent_mask,
-                       const py::object& input_mask, Pointwise act, Pointwise rec,
-                       bool return_sequences, bool keep_workspace) {
+py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object& ids,
+                       const py::object& h0, const py::object& c0, const py::array& w_ih,
+                       const py::array& w_hh, const py::object& b_ih, const py::object& b_hh,
+                       const py::object& w_hr, const py::object& lengths,
+                       const py::object& step_mask, bool zero_output_for_mask,
+                       const py::object& recurrent_mask, const py::object& input_mask,
+                       Pointwise act, Pointwise rec, bool return_sequences, bool keep_workspace) {
     const index T_ = s.steps, B = s.batch, H = s.H, R = s.R, GH = s.GH;
     const bool lstm = s.cell == GatedCell::lstm;
     GatedForwardArgs<T> a;
@@ -82,7 +87,13 @@ py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object
     a.input_size = s.D;
     a.hidden_size = H;
     a.proj_size = s.P;
-    a.x = checked<T>(x, "x", {T_, B, s.D}, "(T, B, D)").data();
+    const SequenceInput<T> in = sequence_input<T>(x, ids, s.D);
+    a.x = in.x;
+    a.ids = in.ids;
+    a.vocab = in.vocab;
+    RNNFAST_CHECK(!in.ids || input_mask.is_none(), "input_mask",
+                  "None with token ids (the table is projected once, whatever the masks)",
+                  "an array");
     a.w_ih = checked<T>(w_ih, "weight_ih", {GH, s.D}, "(G*H, D)").data();
     a.w_hh = checked<T>(w_hh, "weight_hh", {GH, R}, "(G*H, R)").data();
     a.b_ih = optional_data<T>(b_ih, "bias_ih", {GH}, "(G*H,)");
@@ -131,14 +142,14 @@ py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object
 }
 
 template <class T>
-py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::object& h0,
-                        const py::object& c0, const py::array& w_ih, const py::array& w_hh,
-                        const py::object& w_hr, const py::array& y, const py::array& workspace,
-                        const py::object& dy, const py::object& dh_n, const py::object& dc_n,
-                        const py::object& lengths, const py::object& step_mask,
-                        bool zero_output_for_mask, const py::object& recurrent_mask,
-                        const py::object& input_mask, Pointwise act, Pointwise rec,
-                        bool input_gradient) {
+py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::object& ids,
+                        const py::object& h0, const py::object& c0, const py::array& w_ih,
+                        const py::array& w_hh, const py::object& w_hr, const py::array& y,
+                        const py::array& workspace, const py::object& dy, const py::object& dh_n,
+                        const py::object& dc_n, const py::object& lengths,
+                        const py::object& step_mask, bool zero_output_for_mask,
+                        const py::object& recurrent_mask, const py::object& input_mask,
+                        Pointwise act, Pointwise rec, bool input_gradient) {
     const index T_ = s.steps, B = s.batch, D = s.D, H = s.H, R = s.R, GH = s.GH, P = s.P;
     const bool lstm = s.cell == GatedCell::lstm;
     GatedBackwardArgs<T> a;
@@ -148,7 +159,13 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
     a.input_size = D;
     a.hidden_size = H;
     a.proj_size = P;
-    a.x = checked<T>(x, "x", {T_, B, D}, "(T, B, D)").data();
+    const SequenceInput<T> in = sequence_input<T>(x, ids, D);
+    a.x = in.x;
+    a.ids = in.ids;
+    a.vocab = in.vocab;
+    RNNFAST_CHECK(!in.ids || input_mask.is_none(), "input_mask",
+                  "None with token ids (the table is projected once, whatever the masks)",
+                  "an array");
     a.w_ih = checked<T>(w_ih, "weight_ih", {GH, D}, "(G*H, D)").data();
     a.w_hh = checked<T>(w_hh, "weight_hh", {GH, R}, "(G*H, R)").data();
     a.w_hr = optional_data<T>(w_hr, "weight_hr", {P, H}, "(P, H)");
@@ -174,8 +191,8 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
     a.dh_n = optional_data<T>(dh_n, "dh_n", {B, R}, "(B, R)");
     a.dc_n = optional_data<T>(dc_n, "dc_n", {B, H}, "(B, H)");
     py::object dx = py::none(), dc0 = py::none(), dw_hr = py::none();
-    if (input_gradient) {
-        py::array_t<T> arr({T_, B, D});
+    if (input_gradient) {  // with token ids, the table's gradient
+        py::array_t<T> arr = in.ids ? py::array_t<T>({in.vocab, D}) : py::array_t<T>({T_, B, D});
         a.dx = arr.mutable_data();
         dx = arr;
     }
@@ -274,23 +291,23 @@ void register_gated(py::module_& m) {
            const std::string& activation, const std::string& recurrent_activation,
            bool return_sequences, bool keep_workspace, const py::object& step_mask,
            bool zero_output_for_mask, const py::object& recurrent_mask,
-           const py::object& input_mask) {
-            const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
+           const py::object& input_mask, const py::object& ids) {
+            const GatedShape s = gated_shape(cell, x, ids, w_ih, w_hh, w_hr);
             const Pointwise act = parse_activation_fn(activation);
             const Pointwise rec = parse_recurrent_activation(recurrent_activation);
             return by_dtype(
                 w_ih,
                 [&] {
-                    return forward_impl<float>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths,
-                                               step_mask, zero_output_for_mask, recurrent_mask,
-                                               input_mask, act, rec, return_sequences,
-                                               keep_workspace);
+                    return forward_impl<float>(s, x, ids, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
+                                               lengths, step_mask, zero_output_for_mask,
+                                               recurrent_mask, input_mask, act, rec,
+                                               return_sequences, keep_workspace);
                 },
                 [&] {
-                    return forward_impl<double>(s, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths,
-                                                step_mask, zero_output_for_mask, recurrent_mask,
-                                                input_mask, act, rec, return_sequences,
-                                                keep_workspace);
+                    return forward_impl<double>(s, x, ids, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
+                                                lengths, step_mask, zero_output_for_mask,
+                                                recurrent_mask, input_mask, act, rec,
+                                                return_sequences, keep_workspace);
                 });
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
@@ -299,6 +316,7 @@ void register_gated(py::module_& m) {
         py::arg("return_sequences"), py::arg("keep_workspace"), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
+        py::arg("ids") = py::none(),
         "One gated layer over a sequence: (y or None, h_n, c_n or None, workspace or None). "
         "cell 'gru', 'gru_reset_before' or 'lstm'; arrays C-contiguous; lengths sorted.");
     m.def(
@@ -309,21 +327,21 @@ void register_gated(py::module_& m) {
            const py::object& dc_n, const py::object& lengths, const std::string& activation,
            const std::string& recurrent_activation, bool input_gradient,
            const py::object& step_mask, bool zero_output_for_mask, const py::object& recurrent_mask,
-           const py::object& input_mask) {
-            const GatedShape s = gated_shape(cell, x, w_ih, w_hh, w_hr);
+           const py::object& input_mask, const py::object& ids) {
+            const GatedShape s = gated_shape(cell, x, ids, w_ih, w_hh, w_hr);
             const Pointwise act = parse_activation_fn(activation);
             const Pointwise rec = parse_recurrent_activation(recurrent_activation);
             return by_dtype(
                 w_ih,
                 [&] {
-                    return backward_impl<float>(s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy,
-                                                dh_n, dc_n, lengths, step_mask,
+                    return backward_impl<float>(s, x, ids, h0, c0, w_ih, w_hh, w_hr, y, workspace,
+                                                dy, dh_n, dc_n, lengths, step_mask,
                                                 zero_output_for_mask, recurrent_mask, input_mask,
                                                 act, rec, input_gradient);
                 },
                 [&] {
-                    return backward_impl<double>(s, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy,
-                                                 dh_n, dc_n, lengths, step_mask,
+                    return backward_impl<double>(s, x, ids, h0, c0, w_ih, w_hh, w_hr, y, workspace,
+                                                 dy, dh_n, dc_n, lengths, step_mask,
                                                  zero_output_for_mask, recurrent_mask, input_mask,
                                                  act, rec, input_gradient);
                 });
@@ -334,6 +352,7 @@ void register_gated(py::module_& m) {
         py::arg("recurrent_activation"), py::arg("input_gradient"), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
+        py::arg("ids") = py::none(),
         "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
         "dbias_ih, dbias_hh, dweight_hr or None).");
     m.def(

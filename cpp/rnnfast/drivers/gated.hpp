@@ -28,8 +28,10 @@ template <class T>
 struct GatedForwardArgs {
     GatedCell cell = GatedCell::gru;
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
-    index proj_size = 0;                 // LSTM only: P > 0 projects h_t to P values (R = P)
-    const T* x = nullptr;                // (T, B, D)
+    index proj_size = 0;                // LSTM only: P > 0 projects h_t to P values (R = P)
+    const T* x = nullptr;               // (T, B, D), or the table (vocab, D) with ids
+    const std::int64_t* ids = nullptr;  // (T, B) or null: token input (rnn.hpp's)
+    index vocab = 0;
     const T* h0 = nullptr;               // (B, R), null means zeros (R = P or H)
     const T* c0 = nullptr;               // (B, H), LSTM only; null means zeros
     const T* w_ih = nullptr;             // (G*H, D)
@@ -66,7 +68,9 @@ template <class T>
 struct GatedBackwardArgs {
     GatedCell cell = GatedCell::gru;
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0, proj_size = 0;
-    const T* x = nullptr;   // as given to the forward
+    const T* x = nullptr;               // as given to the forward
+    const std::int64_t* ids = nullptr;  // as given to the forward
+    index vocab = 0;
     const T* h0 = nullptr;  // as given to the forward
     const T* c0 = nullptr;  // as given to the forward
     const T* w_ih = nullptr;
@@ -84,7 +88,7 @@ struct GatedBackwardArgs {
     const T* dy = nullptr;         // (T, B, R) or null
     const T* dh_n = nullptr;       // (B, R) or null
     const T* dc_n = nullptr;       // (B, H) or null, LSTM only
-    T* dx = nullptr;               // (T, B, D) or null: not computed
+    T* dx = nullptr;               // (T, B, D), the table's (vocab, D) with ids; or null
     T* dh0 = nullptr;              // (B, R)
     T* dc0 = nullptr;              // (B, H), LSTM only
     T* dw_ih = nullptr;            // (G*H, D)

@@ -353,7 +353,7 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
     std::fill(a.db_ih, a.db_ih + GH, T(0));
     std::fill(a.db_hh, a.db_hh + GH, T(0));
     if (P > 0) std::fill(a.dw_hr, a.dw_hr + P * H, T(0));
-    if (a.dx) std::fill(a.dx, a.dx + T_ * B * D, T(0));
+    if (a.dx) std::fill(a.dx, a.dx + (a.ids ? a.vocab : T_ * B) * D, T(0));
     // Sequences of length 0 (all, when T = 0) pass dh_n and dc_n straight to h0 and c0.
     for (index i = 0; i < B * R; ++i)
         a.dh0[i] = a.dh_n ? a.dh_n[i] : T(0);
@@ -403,7 +403,19 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
         }
     }
     const T* dA = pass.dA.data();
-    if (!a.input_mask) {
+    if (a.ids) {  // token input: the rows' gradients summed per id, then two table-sized GEMMs
+        std::vector<T> per_id(static_cast<size_t>(a.vocab * GH), T(0));
+        for (index r = 0; r < rows; ++r) {
+            T* to = per_id.data() + a.ids[r] * GH;
+            for (index c = 0; c < GH; ++c)
+                to[c] += dA[r * GH + c];
+        }
+        gemm(kt, GH, D, a.vocab, MatView<T>{per_id.data(), 1, GH}, MatView<T>{a.x, D, 1}, a.dw_ih,
+             D, false, fork);
+        if (a.dx)
+            gemm(kt, a.vocab, D, GH, MatView<T>{per_id.data(), GH, 1}, MatView<T>{a.w_ih, D, 1},
+                 a.dx, D, false, fork);
+    } else if (!a.input_mask) {
         gemm(kt, GH, D, rows, MatView<T>{dA, 1, GH}, MatView<T>{a.x, D, 1}, a.dw_ih, D, false,
              fork);
         if (a.dx)

@@ -103,6 +103,7 @@ struct GatedForwardPass : TimeLoopPass {
     // inputs (chunk * B, D) and one gate's projection (chunk * B, H)
     std::vector<std::vector<T>> packed_gates_ih;
     std::vector<T> bias_natural, masked_x, gate_x;
+    std::vector<T> projected_table;  // token input: the table's projection (vocab, G*H)
     const T *h_start, *c_start;
 
     GatedForwardPass(const GatedForwardArgs<T>& args, const T* h0, const T* c0)
@@ -135,6 +136,10 @@ struct GatedForwardPass : TimeLoopPass {
             w_ih = rows_in_layout(a.w_ih, layout, D);
             packed_ih = pack_whole(kt, MatView<T>{w_ih.data(), 1, D}, D, GH, threads);
             bias_x = projection_bias(a, layout);
+            if (a.ids) {  // the table projected once; each chunk gathers its rows
+                projected_table.resize(static_cast<size_t>(a.vocab * GH));
+                project(a.x, a.vocab, projected_table.data());
+            }
         } else {
             for (int g = 0; g < layout.gates; ++g)
                 packed_gates_ih.push_back(
@@ -192,13 +197,22 @@ struct GatedForwardPass : TimeLoopPass {
 
     void before_region(const Chunk& c) {
         const index rows = c.steps * B;
-        const T* x = a.x + c.t0 * B * D;
-        if (a.input_mask) {
-            project_per_gate(x, rows);
-            return;
+        if (a.ids) {
+            for (index r = 0; r < rows; ++r) {
+                const T* from = projected_table.data() + a.ids[c.t0 * B + r] * GH;
+                std::copy(from, from + GH, gx.data() + r * GH);
+            }
+        } else if (a.input_mask) {
+            project_per_gate(a.x + c.t0 * B * D, rows);
+        } else {
+            project(a.x + c.t0 * B * D, rows, gx.data());
         }
-        GemmTask<T> proj = packed_task<T>(rows, GH, D, packed_ih.data(), gx.data(), GH);
-        proj.A = {x, D, 1};
+    }
+
+    // The input projection of `rows` rows of inputs, in the layout's columns: one GEMM.
+    void project(const T* inputs, index rows, T* out) const {
+        GemmTask<T> proj = packed_task<T>(rows, GH, D, packed_ih.data(), out, GH);
+        proj.A = {inputs, D, 1};
         proj.bias = bias_x.empty() ? nullptr : bias_x.data();
         run_task(kt, proj,
                  threads_for(2.0 * double(rows) * double(D) * double(GH),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import as_float_array, check_int_array
+
 
 def check_batch(name, arr, axis, batch, dims):
     """Before reordering the batch: `arr` has the batch at `axis` (the kernel checks the rest)."""
@@ -25,3 +27,27 @@ def longest_first(lengths):
         return None, lengths
     order = np.argsort(-lengths, kind="stable")
     return order, np.ascontiguousarray(lengths[order])
+
+
+def sequence_input(x, dtype, ids):
+    """The sequence input as the kernel takes it: ``(x, ids, T, B)`` with x (T, B, D) and ids
+    None, or, with token ids, x the embedding table (V, D) and ids (T, B) int64, C-contiguous
+    (the kernel checks their range)."""
+    x = as_float_array("x", x, dtype)
+    if ids is None:
+        if x.ndim != 3:
+            raise ValueError(f"x: expected 3 dimensions (T, B, D), got shape {x.shape}")
+        return x, None, x.shape[0], x.shape[1]
+    if x.ndim != 2:
+        raise ValueError(f"x: expected an embedding table (V, D) with ids, got shape {x.shape}")
+    ids = check_int_array("ids", ids)
+    if ids.ndim != 2:
+        raise ValueError(f"ids: expected 2 dimensions (T, B), got shape {ids.shape}")
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    return x, ids, ids.shape[0], ids.shape[1]
+
+
+def sort_sequence(x, ids, order):
+    """The sequence input with its batch in `order`: x's, or with token input the ids' (the
+    table has no batch axis)."""
+    return (x, take(ids, order, 1)) if ids is not None else (take(x, order, 1), None)

@@ -16,7 +16,6 @@ from .._validation import (
     as_float_array,
     check_alpha,
     check_bool,
-    check_int_array,
     check_lengths,
     check_nonlinearity,
     check_step_mask,
@@ -24,6 +23,8 @@ from .._validation import (
 )
 from ._batch import check_batch as _check_batch
 from ._batch import longest_first as _longest_first
+from ._batch import sequence_input as _sequence
+from ._batch import sort_sequence as _sort_sequence
 from ._batch import take as _take
 
 __all__ = [
@@ -303,30 +304,6 @@ def _forward_args(weight_ih, weight_hh, bias_ih, bias_hh, h0, nonlinearity):
         optional_float_array("bias_ih", bias_ih, dt),
         optional_float_array("bias_hh", bias_hh, dt),
     )
-
-
-def _sequence(x, dtype, ids):
-    """The sequence input as the kernel takes it: ``(x, ids, T, B)`` with x (T, B, D) and ids
-    None, or, with token ids, x the embedding table (V, D) and ids (T, B) int64, C-contiguous
-    (the kernel checks their range)."""
-    x = as_float_array("x", x, dtype)
-    if ids is None:
-        if x.ndim != 3:
-            raise ValueError(f"x: expected 3 dimensions (T, B, D), got shape {x.shape}")
-        return x, None, x.shape[0], x.shape[1]
-    if x.ndim != 2:
-        raise ValueError(f"x: expected an embedding table (V, D) with ids, got shape {x.shape}")
-    ids = check_int_array("ids", ids)
-    if ids.ndim != 2:
-        raise ValueError(f"ids: expected 2 dimensions (T, B), got shape {ids.shape}")
-    ids = np.ascontiguousarray(ids, dtype=np.int64)
-    return x, ids, ids.shape[0], ids.shape[1]
-
-
-def _sort_sequence(x, ids, order):
-    """The sequence input with its batch in `order`: x's, or with token input the ids' (the
-    table has no batch axis)."""
-    return (x, _take(ids, order, 1)) if ids is not None else (_take(x, order, 1), None)
 
 
 def rnn_step(

@@ -31,7 +31,7 @@ from .._validation import (
     check_step_mask,
     optional_float_array,
 )
-from ._batch import check_batch, longest_first, take
+from ._batch import check_batch, longest_first, sequence_input, sort_sequence, take
 
 __all__ = [
     "GatedOutput",
@@ -103,6 +103,7 @@ def gru_forward(
     zero_output_for_mask=False,
     recurrent_mask=None,
     input_mask=None,
+    ids=None,
 ):
     """Run a GRU over a whole sequence.
 
@@ -142,6 +143,11 @@ def gru_forward(
     input_mask : array_like, shape (3, B, D) (LSTM: (4, B, D)), optional
         Input dropout as Keras 3's gated cells do it (their ``dropout``): one mask per gate,
         the same at every step; gate g's input projection reads ``x_t * input_mask[g]``.
+    ids : array_like of int, shape (T, B), optional
+        Token input (an embedding feeding the layer): ``x`` is then the embedding table (V, D)
+        and step t of sequence b reads its row ``ids[t, b]``, the same as ``x = table[ids]``.
+        The table is projected once (V x G*H) and each step gathers its rows; the backward
+        returns the table's gradient (V, D) as dx. Not with ``input_mask``.
 
     Returns
     -------
@@ -158,6 +164,7 @@ def gru_forward(
         (activation, recurrent_activation),
         (return_sequences, keep_workspace),
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
+        ids,
     )
 
 
@@ -180,6 +187,7 @@ def lstm_forward(
     zero_output_for_mask=False,
     recurrent_mask=None,
     input_mask=None,
+    ids=None,
 ):
     """Run an LSTM over a whole sequence: :func:`gru_forward`'s arguments, with weight_ih
     (4H, D) and weight_hh (4H, R) in PyTorch's gate order i, f, g, o, the cell state c0 (B, H),
@@ -200,6 +208,7 @@ def lstm_forward(
         (activation, recurrent_activation),
         (return_sequences, keep_workspace),
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
+        ids,
     )
 
 
@@ -224,6 +233,7 @@ def gru_backward(
     recurrent_mask,
     input_mask,
     input_gradient=True,
+    ids=None,
 ):
     """Backpropagation through time from a :func:`gru_forward` with ``keep_workspace=True``.
 
@@ -252,6 +262,7 @@ def gru_backward(
         (activation, recurrent_activation),
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         input_gradient,
+        ids,
     )
     return GRUGrads(g[0], g[1], *g[3:7])
 
@@ -279,6 +290,7 @@ def lstm_backward(
     recurrent_mask,
     input_mask,
     input_gradient=True,
+    ids=None,
 ):
     """Backpropagation through time from an :func:`lstm_forward` with ``keep_workspace=True``
     (see :func:`gru_backward`); dc_n (B, H) is the gradient of c_n.
@@ -301,6 +313,7 @@ def lstm_backward(
         (activation, recurrent_activation),
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         input_gradient,
+        ids,
     )
     return LSTMGrads(*g)
 
@@ -385,7 +398,7 @@ def _functions(activation, recurrent_activation):
     )
 
 
-def _inputs(x, weights, states, lengths, masks):
+def _inputs(x, weights, states, lengths, masks, ids):
     """The arrays after the dtype rules (the weights' dtype is the computation's) and the
     batch in the kernels' order: ``(x, weights, states, lengths, (step_mask, zero_output,
     recurrent_mask, input_mask), order)``."""
@@ -393,10 +406,7 @@ def _inputs(x, weights, states, lengths, masks):
     dt = w_ih.dtype
     names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")[: len(weights)]
     weights = [w_ih] + [optional_float_array(n, w, dt) for n, w in zip(names[1:], weights[1:])]
-    x = as_float_array("x", x, dt)
-    if x.ndim != 3:
-        raise ValueError(f"x: expected 3 dimensions (T, B, D), got shape {x.shape}")
-    steps, batch = x.shape[0], x.shape[1]
+    x, ids, steps, batch = sequence_input(x, dt, ids)
     states = [optional_float_array(n, s, dt) for n, s in zip(("h0", "c0"), states)]
     lengths = check_lengths(lengths, steps, batch)
     step_mask = check_step_mask(masks[0], steps, batch)
@@ -408,19 +418,21 @@ def _inputs(x, weights, states, lengths, masks):
         for n, s in zip(("h0", "c0"), states):
             check_batch(n, s, 0, batch, "(B, H)")
         check_batch("recurrent_mask", recurrent_mask, 1, batch, "(G, B, R)")
-        x, step_mask = take(x, order, 1), take(step_mask, order, 1)
+        x, ids = sort_sequence(x, ids, order)
+        step_mask = take(step_mask, order, 1)
         check_batch("input_mask", input_mask, 1, batch, "(G, B, D)")
         recurrent_mask, input_mask = take(recurrent_mask, order, 1), take(input_mask, order, 1)
         states = [take(s, order, 0) for s in states]
-    return x, weights, states, lengths, (step_mask, zero_output, recurrent_mask, input_mask), order
+    masks = (step_mask, zero_output, recurrent_mask, input_mask)
+    return (x, ids), weights, states, lengths, masks, order
 
 
-def _forward(cell, x, weights, states, lengths, functions, returns, masks):
+def _forward(cell, x, weights, states, lengths, functions, returns, masks, ids):
     activation, rec = _functions(*functions)
     return_sequences = check_bool("return_sequences", returns[0])
     keep_workspace = check_bool("keep_workspace", returns[1])
-    x, (w_ih, w_hh, b_ih, b_hh, w_hr), (h0, c0), lengths, masks, order = _inputs(
-        x, weights, states, lengths, masks
+    (x, ids), (w_ih, w_hh, b_ih, b_hh, w_hr), (h0, c0), lengths, masks, order = _inputs(
+        x, weights, states, lengths, masks, ids
     )
     if w_hh is None:
         raise TypeError("weight_hh: expected an array, got None")
@@ -443,6 +455,7 @@ def _forward(cell, x, weights, states, lengths, functions, returns, masks):
         zero_output_for_mask=masks[1],
         recurrent_mask=masks[2],
         input_mask=masks[3],
+        ids=ids,
     )
     if order is not None:
         inverse = np.argsort(order)
@@ -451,12 +464,12 @@ def _forward(cell, x, weights, states, lengths, functions, returns, masks):
 
 
 def _backward(
-    cell, x, weights, y, workspace, grads, states, lengths, functions, masks, input_gradient
+    cell, x, weights, y, workspace, grads, states, lengths, functions, masks, input_gradient, ids
 ):
     activation, rec = _functions(*functions)
     input_gradient = check_bool("input_gradient", input_gradient)
-    x, (w_ih, w_hh, w_hr), (h0, c0), lengths, masks, order = _inputs(
-        x, weights, states, lengths, masks
+    (x, ids), (w_ih, w_hh, w_hr), (h0, c0), lengths, masks, order = _inputs(
+        x, weights, states, lengths, masks, ids
     )
     dt = w_ih.dtype
     if y is None:
@@ -469,7 +482,7 @@ def _backward(
     workspace = as_float_array("workspace", workspace, dt)
     dy, dh_n, dc_n = (optional_float_array(n, g, dt) for n, g in zip(("dy", "dh_n", "dc_n"), grads))
     if order is not None:
-        batch = x.shape[1]
+        batch = len(order)
         check_batch("y", y, 1, batch, "(T, B, R)")
         check_batch("dy", dy, 1, batch, "(T, B, R)")
         check_batch("dh_n", dh_n, 0, batch, "(B, R)")
@@ -498,10 +511,11 @@ def _backward(
             zero_output_for_mask=masks[1],
             recurrent_mask=masks[2],
             input_mask=masks[3],
+            ids=ids,
         )
     )
     if order is not None:
         inverse = np.argsort(order)
-        g[0] = take(g[0], inverse, 1)
+        g[0] = g[0] if ids is not None else take(g[0], inverse, 1)  # a table has no batch
         g[1], g[2] = take(g[1], inverse, 0), take(g[2], inverse, 0)
     return g

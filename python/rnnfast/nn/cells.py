@@ -211,7 +211,8 @@ class ElmanSpec(CellSpec):
 
 class _GatedSpec(CellSpec):
     """What the GRU and LSTM cells share: their kernels' calling convention
-    (``rnnfast.functional.gru_* / lstm_*``), token input gathered in NumPy."""
+    (``rnnfast.functional.gru_* / lstm_*``), token input included (the table projected
+    once)."""
 
     def _weights(self, layer, idx):
         p = layer._params
@@ -238,20 +239,17 @@ class _GatedSpec(CellSpec):
         self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask, input_mask=None
     ):
         # recurrent_mask (gates, B, R), input_mask (gates, B, D): one mask per gate, Keras 3's
-        if ids is not None:
-            x = x[ids]  # token input: gathered here (the kernels take no ids)
         out = self._forward_kernel(
             x, *self._weights(layer, idx), h0, lengths, layer, idx, run.training, run,
             step_mask=step_mask, zero_output_for_mask=run.zero_output,
-            recurrent_mask=recurrent_mask, input_mask=input_mask,
+            recurrent_mask=recurrent_mask, input_mask=input_mask, ids=ids,
         )  # fmt: skip
         return out.y, self._joined(out), out.workspace
 
     def backward(self, layer, run, k, idx, record, dy, dh_n, table, input_gradient):
-        x = record.fed if table is None else table[record.fed]
         names = layer._names[idx]
         g = self._backward_kernel(
-            x,
+            record.fed if table is None else table,
             *self._weights(layer, idx),
             record,
             dy,
@@ -260,17 +258,13 @@ class _GatedSpec(CellSpec):
             idx,
             run,
             input_gradient or table is not None,
+            None if table is None else record.fed,  # token input: the ids
         )
         grads = {names[0]: g.dweight_ih, names[1]: g.dweight_hh}
         if names[2] is not None:
             grads[names[2]], grads[names[3]] = g.dbias_ih, g.dbias_hh
         grads.update(self._projection_gradient(layer, idx, g))
-        dx = g.dx
-        if table is not None:  # the table's gradient: the steps' deltas summed per id
-            d_table = np.zeros_like(table)
-            np.add.at(d_table, record.fed, dx)
-            dx = d_table
-        return grads, dx, self._joined_gradient(g)
+        return grads, g.dx, self._joined_gradient(g)
 
     def _projection_gradient(self, layer, idx, g):
         return {}
@@ -313,7 +307,7 @@ class GRUSpec(_GatedSpec):
         )
 
     def _backward_kernel(
-        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient
+        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient, ids
     ):
         return functional.gru_backward(
             x,
@@ -330,6 +324,7 @@ class GRUSpec(_GatedSpec):
             **self._cell_options(run),
             **self._mask_options(run, record),
             input_gradient=input_gradient,
+            ids=ids,
         )
 
     def _joined(self, out):
@@ -422,7 +417,7 @@ class LSTMSpec(_GatedSpec):
         )
 
     def _backward_kernel(
-        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient
+        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient, ids
     ):
         h0, c0 = self._split(layer, record.h0)
         dh_n, dc_n = self._split(layer, dh_n)
@@ -444,6 +439,7 @@ class LSTMSpec(_GatedSpec):
             **self._cell_options(run),
             **self._mask_options(run, record),
             input_gradient=input_gradient,
+            ids=ids,
         )
 
     def _joined(self, out):

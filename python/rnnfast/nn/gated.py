@@ -162,11 +162,6 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
 
     # ---- masks ---------------------------------------------------------------------------------
 
-    def takes_embedding(self, embedding, ids):
-        """False: token input runs as ``table[ids]`` gathered before the first layer, which
-        saves nothing over the Embedding's own call (``Sequential`` makes that)."""
-        return False
-
     # ---- streaming -----------------------------------------------------------------------------
 
     def step(self, x_t, state=None):
