@@ -1,9 +1,21 @@
-"""Weights in and out of PyTorch's ``torch.nn.RNN`` and Keras's ``SimpleRNN``.
+"""Weights in and out of PyTorch's ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` (and its one-step
+``GRUCell`` / ``LSTMCell``) and Keras's ``SimpleRNN`` / ``GRU`` / ``LSTM``.
 
-PyTorch and rnnfast share one layout (``weight_ih_l{k}[_reverse]`` of shape (H, D_k) and so on),
-so converting is copying. Keras stores the transposes, ``kernel`` (D, H) and ``recurrent_kernel``
-(H, H), and one bias vector where PyTorch has two (``b_ih + b_hh`` enter the sum together): Keras ->
-PyTorch puts Keras's bias in ``bias_ih`` and zeros in ``bias_hh``; PyTorch -> Keras adds them.
+PyTorch and rnnfast share one layout (``weight_ih_l{k}[_reverse]`` of shape (G*H, D_k) in
+PyTorch's gate order, and so on), so converting is copying. Keras stores the transposes,
+``kernel`` (D, G*H) and ``recurrent_kernel`` (H, G*H), with the gate blocks in its own order
+(the cell's ``gate_orders``: the GRU's z, r, h where PyTorch has r, z, n; the LSTM's i, f, c, o
+are PyTorch's i, f, g, o), and its biases differ:
+
+- SimpleRNN, LSTM and GRU with ``reset_after=False``: one bias vector where PyTorch has two.
+  ``b_ih + b_hh`` enter the same sum there, so Keras -> PyTorch puts Keras's bias in
+  ``bias_ih`` and zeros in ``bias_hh``, and PyTorch -> Keras adds them.
+- GRU with ``reset_after=True``: ``bias`` (2, 3H), the input bias (row 0, ``bias_ih``) and the
+  recurrent bias (row 1, ``bias_hh``): ``b_hn`` is multiplied by the reset gate, so the two
+  cannot be summed.
+
+Every conversion is exact: the values are copied, never rounded (but for PyTorch -> Keras's
+sums).
 
 torch and keras are imported only inside the functions that need them.
 """
@@ -12,7 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..nn.cells import ELMAN, GRU_SPEC, LSTM_SPEC
 from ..nn.gated import GRU, LSTM
+from ..nn.gated_cells import GRUCell, LSTMCell
 from ..nn.rnn import RNN
 from ..nn.rnn_torch import from_torch as _from_torch
 from ..nn.rnn_torch import to_torch
@@ -22,6 +36,10 @@ __all__ = [
     "to_torch",
     "keras_simple_rnn_to_state_dict",
     "state_dict_to_keras_simple_rnn",
+    "keras_gru_to_state_dict",
+    "state_dict_to_keras_gru",
+    "keras_lstm_to_state_dict",
+    "state_dict_to_keras_lstm",
     "load_keras",
     "keras_weights",
 ]
@@ -49,29 +67,133 @@ def _num_directions(layer):
 
 def from_torch(module, cls=None):
     """A new rnnfast layer with the configuration and the weights of a ``torch.nn.RNN``,
-    ``torch.nn.GRU`` or ``torch.nn.LSTM``.
+    ``GRU``, ``LSTM``, ``GRUCell`` or ``LSTMCell``.
 
     Parameters
     ----------
-    module : torch.nn.RNN, torch.nn.GRU or torch.nn.LSTM
+    module : torch.nn.RNN, GRU, LSTM, GRUCell or LSTMCell
         Any device; its parameters must be float32 or float64 (the new layer's dtype).
     cls : type, optional
-        The layer class to build (by default ``rnnfast.RNN``, ``rnnfast.GRU`` or
-        ``rnnfast.LSTM`` after the module's class); ``RNN.from_torch`` passes its own.
+        The layer class to build (by default ``rnnfast.RNN``, ``GRU``, ``LSTM``, ``GRUCell`` or
+        ``LSTMCell`` after the module's class); ``RNN.from_torch`` passes its own.
 
     Returns
     -------
-    rnnfast.RNN, rnnfast.GRU or rnnfast.LSTM
+    rnnfast.RNN, GRU, LSTM, GRUCell or LSTMCell
         As :meth:`rnnfast.RNN.from_torch`, which this is for ``cls=None``.
     """
     if cls is None:
         kind = type(module).__mro__
         names = [c.__name__ for c in kind if c.__module__.startswith("torch.nn")]
-        cls = GRU if names[:1] == ["GRU"] else LSTM if names[:1] == ["LSTM"] else RNN
+        by_name = {"GRU": GRU, "LSTM": LSTM, "GRUCell": GRUCell, "LSTMCell": LSTMCell}
+        cls = by_name.get(names[0], RNN) if names else RNN
+    if cls in (GRUCell, LSTMCell) or issubclass(cls, (GRUCell, LSTMCell)):
+        return cls.from_torch(module)
     return _from_torch(module, cls)
 
 
 # ---- Keras ---------------------------------------------------------------------------------------
+
+# the Keras layers of rnnfast's cells, and the class names of their Keras cells
+_KERAS_CELLS = {"SimpleRNN": "SimpleRNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
+_ACTIVATIONS = ("tanh", "relu")
+_RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")
+
+
+def _cell_of(layer):
+    """The cell description of an rnnfast layer (``nn.cells``)."""
+    return getattr(layer, "cell", ELMAN)
+
+
+def _gate_blocks(a, num_gates, perm, axis):
+    """``a`` with its ``num_gates`` blocks along ``axis`` taken in the order ``perm`` (a copy)."""
+    if num_gates == 1:
+        return np.array(a)
+    parts = np.split(a, num_gates, axis=axis)
+    return np.concatenate([parts[i] for i in perm], axis=axis)
+
+
+def _keras_bias_shape(cell, H, reset_after):
+    G = cell.num_gates
+    return (2, G * H) if cell.keras_name == "GRU" and reset_after else (G * H,)
+
+
+def _from_keras(cell, weights, layer_index, reverse, reset_after=True):
+    """Keras weights ``[kernel, recurrent_kernel(, bias)]`` of a ``cell`` layer as
+    PyTorch-layout state_dict entries of one layer direction (see :mod:`rnnfast.io.interop`)."""
+    weights = [_to_numpy(w) for w in weights]
+    if len(weights) not in (2, 3):
+        raise ValueError(
+            "weights: expected [kernel, recurrent_kernel(, bias)] (2 or 3 arrays), "
+            f"got {len(weights)} arrays"
+        )
+    G = cell.num_gates
+    gh = "H" if G == 1 else f"{G}H"
+    kernel, recurrent = weights[0], weights[1]
+    if kernel.ndim != 2 or kernel.shape[1] % G:
+        raise ValueError(f"kernel: expected shape (D, {gh}), got shape {kernel.shape}")
+    H = kernel.shape[1] // G
+    if recurrent.shape != (H, G * H):
+        raise ValueError(
+            f"recurrent_kernel: expected shape (H, {gh}) = {(H, G * H)}, got shape "
+            f"{recurrent.shape}"
+        )
+    perm = cell.gate_permutation("keras")
+    sfx = _suffix(layer_index, reverse)
+    out = {
+        f"weight_ih{sfx}": np.ascontiguousarray(_gate_blocks(kernel, G, perm, 1).T),
+        f"weight_hh{sfx}": np.ascontiguousarray(_gate_blocks(recurrent, G, perm, 1).T),
+    }
+    if len(weights) == 3:
+        bias = weights[2]
+        expected = _keras_bias_shape(cell, H, reset_after)
+        if bias.shape != expected:
+            what = f"(2, {gh})" if len(expected) == 2 else f"({gh},)"
+            form = f" (reset_after={reset_after})" if cell.keras_name == "GRU" else ""
+            raise ValueError(
+                f"bias: expected shape {what} = {expected}{form}, got shape {bias.shape}"
+            )
+        if len(expected) == 2:  # GRU reset_after=True: the input and the recurrent bias
+            out[f"bias_ih{sfx}"] = _gate_blocks(bias[0], G, perm, 0)
+            out[f"bias_hh{sfx}"] = _gate_blocks(bias[1], G, perm, 0)
+        else:
+            out[f"bias_ih{sfx}"] = _gate_blocks(bias, G, perm, 0)
+            out[f"bias_hh{sfx}"] = np.zeros_like(out[f"bias_ih{sfx}"])
+    return out
+
+
+def _to_keras(cell, state_dict, layer_index, reverse, reset_after=True):
+    """One layer direction of a PyTorch-layout state_dict as Keras weights of a ``cell``
+    layer: ``[kernel, recurrent_kernel(, bias)]``."""
+    sfx = _suffix(layer_index, reverse)
+    for key in (f"weight_ih{sfx}", f"weight_hh{sfx}"):
+        if key not in state_dict:
+            raise ValueError(f"state_dict: missing key {key!r}")
+    if f"weight_hr{sfx}" in state_dict:
+        raise ValueError(
+            f"state_dict: weight_hr{sfx} (an LSTM projection, proj_size) has no Keras equivalent"
+        )
+    G = cell.num_gates
+    perm = cell.gate_permutation("torch", "keras")
+    weights = [
+        np.ascontiguousarray(_gate_blocks(_to_numpy(state_dict[f"weight_{k}{sfx}"]), G, perm, 0).T)
+        for k in ("ih", "hh")
+    ]
+    has = [f"bias_ih{sfx}" in state_dict, f"bias_hh{sfx}" in state_dict]
+    if any(has) and not all(has):
+        raise ValueError(
+            f"state_dict: expected both bias_ih{sfx} and bias_hh{sfx} or neither, got one"
+        )
+    if all(has):
+        b_ih, b_hh = (
+            _gate_blocks(_to_numpy(state_dict[f"bias_{k}{sfx}"]), G, perm, 0) for k in ("ih", "hh")
+        )
+        if cell.keras_name == "GRU" and reset_after:
+            weights.append(np.stack([b_ih, b_hh]))
+        else:
+            # exact only because both biases enter the same sum here
+            weights.append(b_ih + b_hh)
+    return weights
 
 
 def keras_simple_rnn_to_state_dict(weights, layer_index=0, reverse=False):
@@ -98,32 +220,44 @@ def keras_simple_rnn_to_state_dict(weights, layer_index=0, reverse=False):
     ValueError
         Not 2 or 3 arrays, or shapes that do not fit together.
     """
-    weights = [_to_numpy(w) for w in weights]
-    if len(weights) not in (2, 3):
-        raise ValueError(
-            "weights: expected [kernel, recurrent_kernel(, bias)] (2 or 3 arrays), "
-            f"got {len(weights)} arrays"
-        )
-    kernel, recurrent = weights[0], weights[1]
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel: expected shape (D, H), got shape {kernel.shape}")
-    H = kernel.shape[1]
-    if recurrent.shape != (H, H):
-        raise ValueError(
-            f"recurrent_kernel: expected shape (H, H) = {(H, H)}, got shape {recurrent.shape}"
-        )
-    sfx = _suffix(layer_index, reverse)
-    out = {
-        f"weight_ih{sfx}": np.array(kernel.T, order="C"),
-        f"weight_hh{sfx}": np.array(recurrent.T, order="C"),
-    }
-    if len(weights) == 3:
-        bias = weights[2]
-        if bias.shape != (H,):
-            raise ValueError(f"bias: expected shape (H,) = {(H,)}, got shape {bias.shape}")
-        out[f"bias_ih{sfx}"] = np.array(bias)
-        out[f"bias_hh{sfx}"] = np.zeros_like(bias)
-    return out
+    return _from_keras(ELMAN, weights, layer_index, reverse)
+
+
+def keras_gru_to_state_dict(weights, layer_index=0, reverse=False, reset_after=True):
+    """Keras ``GRU`` weights as PyTorch-layout state_dict entries of one layer direction.
+
+    Parameters
+    ----------
+    weights : sequence of array_like
+        ``[kernel (D, 3H), recurrent_kernel (H, 3H), bias]`` in Keras's gate order z, r, h;
+        ``bias`` (2, 3H) (input, recurrent) with ``reset_after=True``, (3H,) without; no bias
+        for ``use_bias=False``.
+    layer_index, reverse
+        As :func:`keras_simple_rnn_to_state_dict`.
+    reset_after : bool
+        The Keras layer's (and the rnnfast layer's) ``reset_after``.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``weight_ih`` (3H, D), ``weight_hh`` (3H, H) in PyTorch's order r, z, n, and the biases:
+        ``bias[0]`` and ``bias[1]`` reordered (``reset_after=True``), or ``bias_ih = bias``
+        reordered and ``bias_hh = zeros``; new C-contiguous arrays.
+
+    Raises
+    ------
+    ValueError
+        Not 2 or 3 arrays, or shapes that do not fit together (a bias of the other
+        ``reset_after`` form included).
+    """
+    return _from_keras(GRU_SPEC, weights, layer_index, reverse, reset_after)
+
+
+def keras_lstm_to_state_dict(weights, layer_index=0, reverse=False):
+    """Keras ``LSTM`` weights ``[kernel (D, 4H), recurrent_kernel (H, 4H), bias (4H,)]`` (gate
+    order i, f, c, o: PyTorch's i, f, g, o) as PyTorch-layout state_dict entries of one layer
+    direction: ``bias_ih = bias``, ``bias_hh = zeros``. See :func:`keras_gru_to_state_dict`."""
+    return _from_keras(LSTM_SPEC, weights, layer_index, reverse)
 
 
 def state_dict_to_keras_simple_rnn(state_dict, layer_index=0, reverse=False):
@@ -148,48 +282,56 @@ def state_dict_to_keras_simple_rnn(state_dict, layer_index=0, reverse=False):
     ValueError
         A weight of that layer direction is missing, or only one of the two biases is present.
     """
-    sfx = _suffix(layer_index, reverse)
-    for key in (f"weight_ih{sfx}", f"weight_hh{sfx}"):
-        if key not in state_dict:
-            raise ValueError(f"state_dict: missing key {key!r}")
-    weights = [
-        np.array(_to_numpy(state_dict[f"weight_ih{sfx}"]).T, order="C"),
-        np.array(_to_numpy(state_dict[f"weight_hh{sfx}"]).T, order="C"),
-    ]
-    has = [f"bias_ih{sfx}" in state_dict, f"bias_hh{sfx}" in state_dict]
-    if any(has) and not all(has):
-        raise ValueError(
-            f"state_dict: expected both bias_ih{sfx} and bias_hh{sfx} or neither, got one"
-        )
-    if all(has):
-        weights.append(
-            _to_numpy(state_dict[f"bias_ih{sfx}"]) + _to_numpy(state_dict[f"bias_hh{sfx}"])
-        )
-    return weights
+    return _to_keras(ELMAN, state_dict, layer_index, reverse)
+
+
+def state_dict_to_keras_gru(state_dict, layer_index=0, reverse=False, reset_after=True):
+    """One layer direction of a PyTorch-layout GRU state_dict as Keras ``GRU`` weights:
+    ``[kernel (D, 3H), recurrent_kernel (H, 3H), bias]`` in Keras's gate order z, r, h, with
+    ``bias = [bias_ih, bias_hh]`` (2, 3H) for ``reset_after=True``, or ``bias_ih + bias_hh``
+    (3H,) for ``reset_after=False`` (exact there: both enter the same sum). See
+    :func:`state_dict_to_keras_simple_rnn`."""
+    return _to_keras(GRU_SPEC, state_dict, layer_index, reverse, reset_after)
+
+
+def state_dict_to_keras_lstm(state_dict, layer_index=0, reverse=False):
+    """One layer direction of a PyTorch-layout LSTM state_dict as Keras ``LSTM`` weights:
+    ``[kernel (D, 4H), recurrent_kernel (H, 4H), bias = bias_ih + bias_hh (4H,)]``. A
+    projection (``weight_hr``, proj_size) has no Keras equivalent: ValueError."""
+    return _to_keras(LSTM_SPEC, state_dict, layer_index, reverse)
 
 
 def keras_weights(layer):
-    """All weights of ``layer`` in Keras's order: for each layer, the forward direction's
-    ``[kernel, recurrent_kernel(, bias)]`` then the backward direction's, as
-    ``model.get_weights()`` lists them for a stack of ``SimpleRNN`` / ``Bidirectional(SimpleRNN)``
-    layers (so ``model.set_weights(keras_weights(layer))`` loads them)."""
+    """All weights of ``layer`` (``rnnfast.RNN``, ``GRU`` or ``LSTM``) in Keras's order: for
+    each layer, the forward direction's ``[kernel, recurrent_kernel(, bias)]`` then the backward
+    direction's, as ``model.get_weights()`` lists them for a stack of Keras ``SimpleRNN`` /
+    ``GRU`` / ``LSTM`` layers or their ``Bidirectional`` (so ``model.set_weights(
+    keras_weights(layer))`` loads them). ValueError for an LSTM with ``proj_size``."""
+    cell = _cell_of(layer)
+    if getattr(layer, "proj_size", 0):
+        raise ValueError(
+            f"layer: proj_size={layer.proj_size} (the LSTM projection) has no Keras equivalent"
+        )
+    reset_after = getattr(layer, "reset_after", True)
     state = layer.state_dict()
     out = []
     for k in range(layer.num_layers):
         for reverse in range(_num_directions(layer)):
-            out.extend(state_dict_to_keras_simple_rnn(state, k, bool(reverse)))
+            out.extend(_to_keras(cell, state, k, bool(reverse), reset_after))
     return out
 
 
 def _keras_kind(obj):
-    """'bidirectional', 'simple_rnn' or None for a Keras layer (duck-typed: keras not imported)."""
+    """'bidirectional', the Keras name of a recurrent layer ('SimpleRNN', 'GRU', 'LSTM'), or
+    None (duck-typed: keras not imported)."""
     if hasattr(obj, "forward_layer") and hasattr(obj, "backward_layer"):
         return "bidirectional"
-    cell = getattr(obj, "cell", None)
-    if hasattr(obj, "get_weights") and (
-        type(obj).__name__ == "SimpleRNN" or type(cell).__name__ == "SimpleRNNCell"
-    ):
-        return "simple_rnn"
+    if not hasattr(obj, "get_weights"):
+        return None
+    cell = type(getattr(obj, "cell", None)).__name__
+    for name, cell_name in _KERAS_CELLS.items():
+        if type(obj).__name__ == name or cell == cell_name:
+            return name
     return None
 
 
@@ -202,33 +344,86 @@ def _keras_layer_weights(keras_layer):
     return [_to_numpy(getattr(v, "value", v)) for v in variables]
 
 
+def _keras_function_name(keras_layer, option):
+    """The name of a Keras layer's ``activation`` / ``recurrent_activation`` (a function)."""
+    function = getattr(getattr(keras_layer, "cell", keras_layer), option, None)
+    return getattr(function, "__name__", None)
+
+
 def _keras_activation(keras_layer):
-    activation = getattr(getattr(keras_layer, "cell", keras_layer), "activation", None)
-    return getattr(activation, "__name__", None)
+    return _keras_function_name(keras_layer, "activation")
 
 
-def _simple_rnn_entries(layer, keras_layer, layer_index, reverse):
-    """State_dict entries of one Keras SimpleRNN, after checking it computes what ``layer`` does."""
-    if _keras_kind(keras_layer) != "simple_rnn":
-        raise TypeError(
-            f"keras layer {getattr(keras_layer, 'name', '')!r}: expected a SimpleRNN, got "
-            f"{type(keras_layer).__name__}"
-        )
-    name = getattr(keras_layer, "name", type(keras_layer).__name__)
-    activation = _keras_activation(keras_layer)
-    if activation != layer.nonlinearity:
+def _check_keras_function(layer, name, keras_layer, option, choices):
+    value = _keras_function_name(keras_layer, option)
+    if value not in choices:
         raise ValueError(
-            f"keras layer {name!r}: activation {activation!r} differs from the layer's "
-            f"nonlinearity {layer.nonlinearity!r}"
+            f"keras layer {name!r}: {option} {value!r} is not supported (rnnfast's "
+            f"{type(layer).__name__} takes {' or '.join(choices)})"
         )
+    if value != getattr(layer, option):
+        raise ValueError(
+            f"keras layer {name!r}: {option} {value!r} differs from the layer's {option} "
+            f"{getattr(layer, option)!r}"
+        )
+
+
+def _check_keras_cell(layer, keras_layer):
+    """TypeError / ValueError unless the Keras layer computes what ``layer``'s cell does."""
+    cell = _cell_of(layer)
+    name = getattr(keras_layer, "name", type(keras_layer).__name__)
+    if _keras_kind(keras_layer) != cell.keras_name:
+        raise TypeError(
+            f"keras layer {getattr(keras_layer, 'name', '')!r}: expected a {cell.keras_name} "
+            f"(for rnnfast.{type(layer).__name__}), got {type(keras_layer).__name__}"
+        )
+    if cell is ELMAN:
+        activation = _keras_activation(keras_layer)
+        if activation != layer.nonlinearity:
+            raise ValueError(
+                f"keras layer {name!r}: activation {activation!r} differs from the layer's "
+                f"nonlinearity {layer.nonlinearity!r}"
+            )
+    else:
+        _check_keras_function(layer, name, keras_layer, "activation", _ACTIVATIONS)
+        _check_keras_function(
+            layer, name, keras_layer, "recurrent_activation", _RECURRENT_ACTIVATIONS
+        )
+    use_bias = getattr(getattr(keras_layer, "cell", keras_layer), "use_bias", layer.bias)
+    if bool(use_bias) != layer.bias:
+        raise ValueError(
+            f"keras layer {name!r}: use_bias={bool(use_bias)} differs from the layer's "
+            f"bias={layer.bias}"
+        )
+    reset_after = getattr(keras_layer, "reset_after", None)
+    if cell.keras_name == "GRU" and bool(reset_after) != layer.reset_after:
+        raise ValueError(
+            f"keras layer {name!r}: reset_after={bool(reset_after)} differs from the layer's "
+            f"reset_after={layer.reset_after} (a GRU's equations; build the layer with "
+            f"reset_after={bool(reset_after)})"
+        )
+    if getattr(layer, "proj_size", 0):
+        raise ValueError(
+            f"keras layer {name!r}: Keras's LSTM has no projection; the layer has "
+            f"proj_size={layer.proj_size}"
+        )
+
+
+def _keras_entries(layer, keras_layer, layer_index, reverse):
+    """State_dict entries of one Keras recurrent layer, after checking it computes what
+    ``layer`` does."""
+    _check_keras_cell(layer, keras_layer)
+    name = getattr(keras_layer, "name", type(keras_layer).__name__)
     weights = _keras_layer_weights(keras_layer)
     if not weights:
         raise ValueError(f"keras layer {name!r}: has no weights yet (build it first)")
-    return keras_simple_rnn_to_state_dict(weights, layer_index, reverse)
+    return _from_keras(
+        _cell_of(layer), weights, layer_index, reverse, getattr(layer, "reset_after", True)
+    )
 
 
-def _keras_rnn_layers(obj):
-    """The SimpleRNN / Bidirectional layers of a Keras model, a list of layers, or one layer."""
+def _keras_rnn_layers(obj, layer):
+    """The recurrent / Bidirectional layers of a Keras model, a list of layers, or one layer."""
     if _keras_kind(obj) is not None:
         return [obj]
     items = list(obj.layers) if hasattr(obj, "layers") else list(obj)
@@ -237,9 +432,10 @@ def _keras_rnn_layers(obj):
         if _keras_kind(item) is not None:
             rnn_layers.append(item)
         elif hasattr(item, "get_weights") and _keras_layer_weights(item):
+            keras_name = _cell_of(layer).keras_name
             raise TypeError(
                 f"keras layer {getattr(item, 'name', '')!r}: {type(item).__name__} has weights "
-                "and is neither a SimpleRNN nor a Bidirectional(SimpleRNN)"
+                f"and is neither a {keras_name} nor a Bidirectional({keras_name})"
             )
         elif not hasattr(item, "get_weights"):
             raise TypeError(f"expected Keras layers, got a {type(item).__name__} in the list")
@@ -247,36 +443,53 @@ def _keras_rnn_layers(obj):
 
 
 def load_keras(layer, keras_layer_or_weights):
-    """Load the weights of Keras ``SimpleRNN`` layers into ``layer`` (all of them, or nothing).
+    """Load the weights of Keras ``SimpleRNN``, ``GRU`` or ``LSTM`` layers into ``layer``
+    (all of them, or nothing).
 
     Parameters
     ----------
-    layer : rnnfast.RNN
+    layer : rnnfast.RNN, rnnfast.GRU or rnnfast.LSTM
+        Its cell names the Keras layer it takes (SimpleRNN, GRU, LSTM); a GRU's ``reset_after``
+        must be the Keras layer's; an LSTM's ``proj_size`` 0 (Keras has no projection).
     keras_layer_or_weights :
-        - a Keras ``SimpleRNN`` (for a one-layer unidirectional ``layer``),
-        - a ``Bidirectional(SimpleRNN)`` (its forward / backward layers give the direction and
+        - a Keras ``SimpleRNN`` / ``GRU`` / ``LSTM`` (for a one-layer unidirectional ``layer``),
+        - a ``Bidirectional`` of one (its forward / backward layers give the direction and
           the ``_reverse`` entries),
         - a list of such layers, or a Keras model, one per stacked layer (layers without weights,
           e.g. ``Masking`` or ``InputLayer``, are passed over),
         - or a flat list of arrays in Keras's order (``model.get_weights()``; see
           :func:`keras_weights`).
 
+    The Keras layers' options that change what is computed are checked (``activation``;
+    the gated cells' ``recurrent_activation``, tanh / relu and sigmoid / hard_sigmoid, anything
+    else refused by name; ``use_bias``; ``reset_after``; ``go_backwards``; a Bidirectional's
+    ``merge_mode``) or carried: ``dropout`` as the layer's ``input_dropout``,
+    ``recurrent_dropout`` and ``zero_output_for_mask``.
+    ``unit_forget_bias`` only sets Keras's initial weights: nothing to carry.
+
     Raises
     ------
     TypeError
-        Something other than SimpleRNN layers (LSTM, GRU, Dense ...).
+        Keras layers of another cell (an LSTM for an rnnfast.GRU, a Dense ...).
     ValueError
-        The number of layers, the directions, an activation or a shape does not match
-        ``layer``, or a Keras layer computes something else (go_backwards where ``layer`` does
-        not, a different merge mode). ``layer`` is unchanged when anything is raised.
+        The number of layers, the directions, an option or a shape does not match ``layer``,
+        or a Keras layer computes something else (go_backwards where ``layer`` does not, a
+        different merge mode or activation). ``layer`` is unchanged when anything is raised.
     """
     dirs = _num_directions(layer)
+    cell = _cell_of(layer)
+    reset_after = getattr(layer, "reset_after", True)
     state, options = {}, {}  # options: only Keras layers carry them, not bare weights
     if (
         isinstance(keras_layer_or_weights, (list, tuple))
         and keras_layer_or_weights
         and all(not hasattr(w, "get_weights") for w in keras_layer_or_weights)
     ):
+        if getattr(layer, "proj_size", 0):
+            raise ValueError(
+                f"weights: Keras's LSTM has no projection; the layer has "
+                f"proj_size={layer.proj_size}"
+            )
         weights = list(keras_layer_or_weights)
         per = 3 if layer.bias else 2
         expected = layer.num_layers * dirs * per
@@ -287,15 +500,15 @@ def load_keras(layer, keras_layer_or_weights):
             )
         for g in range(layer.num_layers * dirs):
             state.update(
-                keras_simple_rnn_to_state_dict(
-                    weights[g * per : (g + 1) * per], g // dirs, bool(g % dirs)
+                _from_keras(
+                    cell, weights[g * per : (g + 1) * per], g // dirs, bool(g % dirs), reset_after
                 )
             )
     else:
-        keras_layers = _keras_rnn_layers(keras_layer_or_weights)
+        keras_layers = _keras_rnn_layers(keras_layer_or_weights, layer)
         if len(keras_layers) != layer.num_layers:
             raise ValueError(
-                f"keras layers: expected num_layers={layer.num_layers} SimpleRNN / "
+                f"keras layers: expected num_layers={layer.num_layers} {cell.keras_name} / "
                 f"Bidirectional layers, got {len(keras_layers)}"
             )
         go_backwards = bool(getattr(layer, "go_backwards", False))
@@ -325,24 +538,33 @@ def load_keras(layer, keras_layer_or_weights):
                         f"keras layer {name!r}: its forward_layer runs backwards "
                         "(go_backwards=True)"
                     )
-                state.update(_simple_rnn_entries(layer, kl.forward_layer, k, False))
-                state.update(_simple_rnn_entries(layer, kl.backward_layer, k, True))
+                state.update(_keras_entries(layer, kl.forward_layer, k, False))
+                state.update(_keras_entries(layer, kl.backward_layer, k, True))
             else:
                 if bool(getattr(kl, "go_backwards", False)) != go_backwards:
                     raise ValueError(
                         f"keras layer {name!r}: go_backwards={kl.go_backwards} differs from the "
                         f"layer's go_backwards={go_backwards}"
                     )
-                state.update(_simple_rnn_entries(layer, kl, k, False))
+                state.update(_keras_entries(layer, kl, k, False))
         options = _keras_options(keras_layers)
-    layer.load_state_dict(state)
-    for name, value in options.items():  # after the weights: nothing changes on an error
-        setattr(layer, name, value)
+    # the options first, each through the layer's setter (which refuses what it cannot run),
+    # then the weights (load_state_dict checks them all before copying): on an error the
+    # options go back, and nothing has changed
+    before = {name: getattr(layer, name) for name in options}
+    try:
+        for name, value in options.items():
+            setattr(layer, name, value)
+        layer.load_state_dict(state)
+    except BaseException:
+        for name, value in before.items():
+            setattr(layer, name, value)
+        raise
     return layer
 
 
 def _keras_options(keras_layers):
-    """The options of Keras's SimpleRNN layers that change what rnnfast computes: ``dropout``
+    """The options of Keras's recurrent layers that change what rnnfast computes: ``dropout``
     (rnnfast's ``input_dropout``), ``recurrent_dropout`` and ``zero_output_for_mask`` (a
     Bidirectional's from its forward layer, where Keras sets it). One value for the stack:
     ValueError when its layers' dropouts differ. zero_output_for_mask is the last layer's:

@@ -11,6 +11,7 @@ from ._layer import Layer
 from .dropout import Dropout
 from .embedding import Embedding
 from .gated import GRU, LSTM
+from .gated_cells import GRUCell, LSTMCell
 from .jordan import JordanRNN
 from .linear import Dense, Linear
 from .masking import PaddingWarning
@@ -23,7 +24,9 @@ from .sequential import Sequential
 
 __all__ = [
     "GRU",
+    "GRUCell",
     "LSTM",
+    "LSTMCell",
     "RNN",
     "Dense",
     "Dropout",
