@@ -1,2 +1,2 @@
-"""How fast is rnnfast against its peers (torch.nn.RNN, ONNX Runtime, the NumPy loop, unfused
-BLAS) on the recurrent layer itself: ``python -m bench.peers.compare``."""
+"""How fast is rnnfast against its peers (torch.nn.RNN / GRU / LSTM, ONNX Runtime, OpenVINO, JAX,
+the NumPy loop, unfused BLAS) on the recurrent layers themselves: ``python -m bench.peers.compare``."""

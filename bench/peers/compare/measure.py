@@ -1,5 +1,5 @@
 """compare's measurement: every library (and rnnfast on each ISA of --isas) checked against the
-others, then timed, one shape and thread count at a time; one result row per mode, with each
+others, then timed, one cell, shape and thread count at a time; one result row per mode, with each
 library's time, GFLOP/s and roofline fraction, the speed-ups over the peers and rnnfast per ISA."""
 
 from __future__ import annotations
@@ -45,7 +45,11 @@ def check_agreement(p: Problem, mode: str, named_by_lib: dict) -> dict:
     if failures:
         raise SystemExit(
             "\n".join(
-                [f"DISAGREEMENT: {p.dtype.name} {p.label} mode {mode}; nothing timed:", *failures]
+                [
+                    f"DISAGREEMENT: {p.dtype.name} {p.cell.name} {p.label} mode {mode}; "
+                    "nothing timed:",
+                    *failures,
+                ]
             )
         )
     return worst
@@ -59,19 +63,26 @@ def largest_difference(agreement: list) -> float:
     )
 
 
-def bench_all(work: list, args, roofs: dict, notes: list) -> tuple[list, list]:
-    """Every (dtype, shape) of the work list at every thread count; returns (rows, agreement)."""
+def bench_all(work: list, args, roofs: dict, notes: list, jax=None) -> tuple[list, list]:
+    """Every (dtype, shape, cell) of the work list at every thread count; returns (rows,
+    agreement). jax: the run's jax_peer.JaxPeer, or None."""
     rows, agreement = [], []
-    for dtype, shape in work:
-        p = make_problem(shape, dtype)
+    for dtype, shape, cell in work:
+        p = make_problem(shape, dtype, cell=cell)
         for n in args.threads:
-            log(f"{p.dtype.name} {p.label} threads={n} ...")
+            log(f"{p.dtype.name} {cell} {p.label} threads={n} ...")
             start = time.perf_counter()
-            shape_rows, agree = bench_shape(p, n, roofs[(p.dtype.name, n)], args, notes)
+            shape_rows, agree = bench_shape(p, n, roofs[(p.dtype.name, n)], args, notes, jax)
             log(f"  {time.perf_counter() - start:.1f} s")
             rows += shape_rows
             agreement.append(
-                {"dtype": p.dtype.name, "threads": n, "shape": p.label, "max_relative_error": agree}
+                {
+                    "dtype": p.dtype.name,
+                    "threads": n,
+                    "cell": cell,
+                    "shape": p.label,
+                    "max_relative_error": agree,
+                }
             )
     return rows, agreement
 
@@ -82,7 +93,9 @@ def isas_to_time(requested: list, active: str) -> list:
     return [active, *others] if others else []
 
 
-def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tuple[list, dict]:
+def bench_shape(
+    p: Problem, threads: int, roof: dict, args, notes: list, jax=None
+) -> tuple[list, dict]:
     """Check and time every mode of one problem at one thread count; returns (rows, agreement).
 
     With other ISAs requested (args.isas), rnnfast runs on each of them too: their results join the
@@ -94,7 +107,7 @@ def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tupl
     isas = isas_to_time(args.isas, active)
     since = cpu_clock()
     with thread_count(threads):
-        runners = all_runners(p, threads, notes)
+        runners = all_runners(p, threads, notes, jax, getattr(args, "skip", ()))
         for mode in MODES:
             libs = {lib: r[mode] for lib, r in runners.items() if mode in r}
             agreement[mode] = check_agreement(p, mode, outputs(libs, isas))
@@ -104,7 +117,7 @@ def bench_shape(p: Problem, threads: int, roof: dict, args, notes: list) -> tupl
             if threads > 1 and rnnfast._core.contention_backoff_seconds() > 0:
                 # rnnfast fell back to one thread for a while: the cores were taken by others
                 notes.append(
-                    f"{p.label} {mode} at {threads} threads: rnnfast's contention "
+                    f"{p.cell.name} {p.label} {mode} at {threads} threads: rnnfast's contention "
                     "back-off started (busy machine); its timing is partly 1-thread"
                 )
         del runners
@@ -130,7 +143,8 @@ def time_mode(libs: dict, isas: list, args) -> tuple[dict, dict]:
 
     Given ISAs, rnnfast's repeats alternate between them (_common.time_alternating: one rnnfast
     pool, so a change in the machine's load lands on every ISA alike) and its timing is the first
-    (active) ISA's; the other libraries are timed one after the other (_common.time_each)."""
+    (active) ISA's; the other libraries are timed one after the other (_common.time_each), a
+    library that times itself elsewhere (a run with timed(): JAX in its process) by its run."""
     run_mine = libs["rnnfast"][0]
     by_isa = {}
     if isas:
@@ -140,10 +154,14 @@ def time_mode(libs: dict, isas: list, args) -> tuple[dict, dict]:
             args.min_repeat_s,
             args.warmup_s,
         )
-    others = {lib: run for lib, (run, _) in libs.items() if not (by_isa and lib == "rnnfast")}
-    timings = time_each(others, args.repeats, args.min_repeat_s, args.warmup_s)
-    if by_isa:
-        timings = {"rnnfast": by_isa[isas[0]], **timings}
+    timings = {"rnnfast": by_isa[isas[0]]} if by_isa else {}
+    for lib, (run, _) in libs.items():
+        if lib in timings:
+            continue
+        if hasattr(run, "timed"):
+            timings[lib] = run.timed(args.repeats, args.min_repeat_s, args.warmup_s)
+        else:
+            timings.update(time_each({lib: run}, args.repeats, args.min_repeat_s, args.warmup_s))
     return timings, by_isa
 
 
@@ -172,6 +190,7 @@ def make_row(
     return {
         "dtype": p.dtype.name,
         "threads": threads,
+        "cell": p.cell.name,
         "shape": dict(zip("TBDH", p.shape)),
         "label": p.label,
         "grid": on_grid(p.shape),
@@ -192,13 +211,13 @@ def make_row(
 
 def load_note(rows: list, roofline_others: float) -> str | None:
     """One note on the rows timed while other processes were using the CPUs, if any were."""
-    blocks = {(r["dtype"], r["threads"], r["label"]): r["others_cpus"] for r in rows}
+    blocks = {(r["dtype"], r["threads"], r["cell"], r["label"]): r["others_cpus"] for r in rows}
     busy = [v for v in blocks.values() if v >= BUSY_CPUS]
     if not busy and roofline_others < BUSY_CPUS:
         return None
     return (
         f"other processes kept CPUs busy (column 'busy', up to {max(busy, default=0):.1f} "
-        f"of {os.cpu_count()}) during {len(busy)} of {len(blocks)} shape/thread blocks and "
+        f"of {os.cpu_count()}) during {len(busy)} of {len(blocks)} cell/shape/thread blocks and "
         f"{roofline_others:.1f} during the roofline measurement: those timings, above all "
         "the multi-threaded ones, are disturbed; rerun on an idle machine"
     )

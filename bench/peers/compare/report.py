@@ -1,6 +1,6 @@
 """compare's report: the header (versions, CPU model, rnnfast's ISA, both BLAS libraries), the
-rooflines, the tables (a column per peer, the blas anchor included, and per other ISA), the
-targets, the JSON document and the chart."""
+rooflines, the tables (a row per cell, shape and mode; a column per peer that ran, the blas anchor
+included, and per other ISA), the targets, the JSON document and the chart."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ import torch
 
 import rnnfast
 from bench._common import REEXEC_MARKER, cpu_model, numpy_blas_summary, torch_blas
+from bench.peers.compare.jax_peer import jax_version
 from bench.peers.compare.measure import TOL, isas_to_time
+from bench.peers.compare.onnx_peers import openvino_version
 from bench.peers.compare.runners import PEERS
 from bench.peers.compare.shapes import MODES
 
@@ -30,7 +32,9 @@ def print_header(args) -> None:
     core = rnnfast._core
     print(
         f"rnnfast {rnnfast.__version__}, torch {torch.__version__}, onnxruntime {ort.__version__}, "
-        f"numpy {np.__version__}; repeats={args.repeats}"
+        f"openvino {openvino_version() or 'not installed'}, "
+        f"jax {jax_version() or 'not installed'}, numpy {np.__version__}; "
+        f"cells {','.join(args.cells)}; repeats={args.repeats}"
     )
     print(f"cpu: {cpu_model()}; {os.cpu_count()} logical CPUs")
     others = [i for i in args.isas if i != core.active_isa()]
@@ -68,11 +72,13 @@ def fmt(value, spec, missing="-", wide=None):
 
 def print_table(rows: list) -> None:
     """One line per row: rnnfast's time, GFLOP/s and roofline share, each peer's time and
-    speed-up, each other ISA's time / the active one's, the others' CPU use."""
+    speed-up (the peers that ran on some row), each other ISA's time / the active one's, the
+    others' CPU use."""
     isas = list(dict.fromkeys(i for r in rows for i in r.get("isa_ratio", {})))
+    peers = [p for p in PEERS if any(p in r["libs"] for r in rows)]
     head = (
-        f"{'shape TxBxDxH':<18}{'mode':<9}{'rnnfast ms':>11}{'GFLOP/s':>9}{'roof%':>7}"
-        + "".join(f"{p + ' ms':>10}{'x':>7}" for p in PEERS)
+        f"{'cell':<5}{'shape TxBxDxH':<18}{'mode':<9}{'rnnfast ms':>11}{'GFLOP/s':>9}{'roof%':>7}"
+        + "".join(f"{p + ' ms':>{max(10, len(p) + 4)}}{'x':>7}" for p in peers)
         + "".join(f"{i + ' x':>9}" for i in isas)
         + f"{'busy':>6}"
     )
@@ -80,17 +86,17 @@ def print_table(rows: list) -> None:
     print("-" * len(head))
     for r in rows:
         me = r["libs"]["rnnfast"]
-        peers = "".join(
-            f"{fmt(r['libs'].get(p, {}).get('median_ms'), '.3f', wide=1e4):>10}"
+        times = "".join(
+            f"{fmt(r['libs'].get(p, {}).get('median_ms'), '.3f', wide=1e4):>{max(10, len(p) + 4)}}"
             f"{fmt(r['speedup'].get(p), '.2f', wide=1e3):>7}"
-            for p in PEERS
+            for p in peers
         )
         per_isa = "".join(f"{fmt(r['isa_ratio'].get(i), '.2f', wide=1e3):>9}" for i in isas)
         name = r["label"] + ("" if r.get("grid", True) else " *")
         print(
-            f"{name:<18}{r['mode']:<9}{me['median_ms']:>11.3f}{me['gflops']:>9.2f}"
-            f"{100 * me['roofline_fraction']:>6.0f}%"
-            + peers
+            f"{r.get('cell', 'rnn'):<5}{name:<18}{r['mode']:<9}{me['median_ms']:>11.3f}"
+            f"{me['gflops']:>9.2f}{100 * me['roofline_fraction']:>6.0f}%"
+            + times
             + per_isa
             + f"{r['others_cpus']:>6.1f}"
         )
@@ -107,8 +113,9 @@ def print_report(rows: list, roofs: dict, targets: list, notes: list) -> None:
         print(
             "times: median ms per call; x = peer time / rnnfast time; roof% = roofline time / "
             "rnnfast time; numpy = rnnfast.reference; blas = unfused GEMMs in torch.matmul; "
+            "jax = timed in its own process pinned to the row's threads' cores; "
             "<isa> x = rnnfast's time on that ISA / on the active one; * = off issue 3's grid; "
-            "busy = CPUs other processes used"
+            "busy = CPUs other processes used; GRU / LSTM FLOPs = 3x / 4x the Elman cell's"
         )
         print_table(group)
     print()
@@ -126,20 +133,23 @@ def print_targets(targets: list) -> None:
         groups.setdefault((t["target"], t["threads"]), []).append(t)
     for (name, threads), checks in groups.items():
         met = sum(c["met"] for c in checks)
-        lower_is_better = checks[0]["unit"] == "us"
+        lower_is_better = checks[0].get("at_most", checks[0]["unit"] == "us")
         worst = (max if lower_is_better else min)(checks, key=lambda c: c["figure"])
         status = "MET" if met == len(checks) else "MISSED"
         print(
             f"  [{status:>6}] {name} (threads={threads}): {met}/{len(checks)} rows; "
             f"worst {worst['figure']:.2f}{worst['unit']} (goal {worst['goal']:g}{worst['unit']}) "
             f"at {worst['shape']} {worst['mode']}"
+            + (f" vs {worst['peer']}" if worst.get("peer") else "")
         )
         for c in checks:
             if c["detail"] or not c["met"]:
                 verdict = "met" if c["met"] else "missed"
                 detail = f" ({c['detail']})" if c["detail"] else ""
+                peer = f" vs {c['peer']}" if c.get("peer") else ""
                 print(
                     f"           {verdict}: {c['shape']} {c['mode']} {c['figure']:.2f}{c['unit']}"
+                    + peer
                     + detail
                 )
 
@@ -165,6 +175,8 @@ def machine_info(args=None) -> dict:
         "torch_blas": torch_blas(),
         "onnxruntime": ort.__version__,
         "onnx": onnx.__version__,
+        "openvino": openvino_version(),
+        "jax": jax_version(),
         "blas_overrides_removed": os.environ.get(REEXEC_MARKER),
     }
 
@@ -194,8 +206,13 @@ def plot_speedups(path: Path, rows: list) -> None:
     import matplotlib.pyplot as plt
 
     groups = sorted({(r["dtype"], r["threads"]) for r in rows})
+    panels = {}
+    for r in rows:
+        key = (r["dtype"], r["threads"], r["mode"])
+        panels[key] = panels.get(key, 0) + 1
+    width = max(5.0, 0.3 * max(panels.values()))  # bars of every cell and shape in one panel
     fig, axes = plt.subplots(
-        len(groups), len(MODES), squeeze=False, figsize=(5 * len(MODES), 3.2 * len(groups))
+        len(groups), len(MODES), squeeze=False, figsize=(width * len(MODES), 3.2 * len(groups))
     )
     for gi, (dtype, threads) in enumerate(groups):
         for mi, mode in enumerate(MODES):
@@ -223,7 +240,8 @@ def speedup_panel(ax, sel: list, title: str) -> None:
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.set_xticks(range(len(sel)), [r["label"] for r in sel], rotation=30, ha="right", fontsize=7)
+    ticks = [f"{r.get('cell', 'rnn')} {r['label']}" for r in sel]
+    ax.set_xticks(range(len(sel)), ticks, rotation=30, ha="right", fontsize=7)
     ax.set_title(title, fontsize=9)
     ax.set_ylabel("speed-up of rnnfast (x)", fontsize=8)
 

@@ -1,47 +1,53 @@
-"""compare's peers: one runner per library, each given the same Problem.
+"""compare's peers: the runners of every library, each given the same Problem (one cell, shape and
+dtype), gathered by all_runners. rnnfast's, the NumPy reference's and torch's are here; the others
+have a module each.
 
 Each library gives, per mode it supports, a pair (run, named): run() is what is timed and returns
-the library's raw result; named(raw) turns that into {name: ndarray} for the agreement check.
+the library's raw result; named(raw) turns that into {name: ndarray} for the agreement check. A
+run that carries a method timed(repeats, min_repeat_s, warmup_s) is timed by that method (the JAX
+peer, which times itself in its own process).
 
-    rnnfast   rnnfast.functional (the C++ kernels)
-    torch     torch.nn.RNN: no_grad for inference, autograd for training
-    ort       ONNX Runtime's RNN operator, inference only (a graph with Y, one with Y_h only)
+    rnnfast   rnnfast.functional (the C++ kernels): rnn_*, gru_*, lstm_* forward and backward
+    torch     torch.nn.RNN / GRU / LSTM: no_grad for inference, autograd for training
+    ort       ONNX Runtime's RNN / GRU / LSTM operator, inference only (onnx_peers.py)
+    openvino  OpenVINO's CPU plugin on the same ONNX graphs, inference only, float32 only
+              (onnx_peers.py)
+    jax       jax.lax.scan under jax.jit, inference and training (jax.vjp), in a child process per
+              thread count pinned to that many cores (jax_peer.py, jax_worker.py)
     numpy     rnnfast.reference, the NumPy loop over time steps
-    blas      the anchor: the recurrence's GEMMs in torch.matmul's BLAS (MKL), unfused (below)
+    blas      the anchor: the recurrence's GEMMs in torch.matmul's BLAS (MKL), unfused; forward
+              and training for the Elman cell, forward only for the gated cells (blas.py)
 
-The "blas" anchor is what the best BLAS gives without fusion: one projection GEMM
-(T*B x D) @ (D x H), then per step one (B x H) @ (H x H) GEMM accumulated onto that step's
-projection and a tanh in place; training adds the backward's GEMMs: per step
-dz_t @ W_hh (the recurrent delta), then dW_ih = dZ^T X, dW_hh = dZ[1:]^T Y[:-1] and dX = dZ W_ih
-as large GEMMs over the whole sequence. Its FLOPs are the ones shapes counts, less the
-products with h0 = 0 that no one needs to compute. It returns the same outputs and gradients as
-the others and is checked against them, so it is a real forward and backward.
+A training run is the forward keeping what the backward needs, then the backward of dy = ones
+(sum(y) in torch and JAX).
 """
 
 from __future__ import annotations
 
-import numpy as np
-import onnx
-import onnxruntime as ort
+import inspect
+
 import torch
-from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
 from bench._common import log
-from bench.peers.compare.shapes import Problem
+from bench.peers.compare.blas import blas_runners
+from bench.peers.compare.onnx_peers import openvino_runners, ort_runners
+from bench.peers.compare.shapes import PeerUnavailable, Problem, grads_named
 from rnnfast import functional, reference
 
-LIBS = ("rnnfast", "torch", "ort", "numpy", "blas")  # "numpy" is rnnfast.reference
+LIBS = ("rnnfast", "torch", "ort", "openvino", "jax", "numpy", "blas")  # numpy: rnnfast.reference
 PEERS = LIBS[1:]
 
 
-def grads_named(dx, dweight_ih, dweight_hh, dbias_ih, dbias_hh):
+def plain_backward_options(forward, backward) -> dict:
+    """The keywords a gated backward must be told again (keyword-only, no default), at the
+    values of a plain forward: the forward's defaults (no h0, no lengths, no masks, tanh,
+    sigmoid, reset_after=True). Read from the signatures, so that an option the cells gain
+    comes along; rnnfast.functional has PLAIN_FORWARD_OPTIONS for the Elman cell only."""
+    defaults = inspect.signature(forward).parameters
     return {
-        "dx": dx,
-        "dweight_ih": dweight_ih,
-        "dweight_hh": dweight_hh,
-        "dbias_ih": dbias_ih,
-        "dbias_hh": dbias_hh,
+        name: defaults[name].default
+        for name, param in inspect.signature(backward).parameters.items()
+        if param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is param.empty
     }
 
 
@@ -97,12 +103,42 @@ def reference_runners(p: Problem):
     }
 
 
+def gated_runners(p: Problem, lib):
+    """A GRU or LSTM in rnnfast.functional or rnnfast.reference (one signature, issue 23's
+    contract): the forward with return_sequences=False for fwd_last, keep_workspace=True and the
+    backward of p.dy for train. (The reference keeps no workspace; its backward recomputes.)"""
+    forward = getattr(lib, f"{p.cell.name}_forward")
+    backward = getattr(lib, f"{p.cell.name}_backward")
+    options = plain_backward_options(forward, backward)
+    args = (p.x, p.w_ih, p.w_hh, p.b_ih, p.b_hh)
+
+    def train():
+        out = forward(*args, keep_workspace=True)
+        return backward(*args, out.y, out.workspace, dy=p.dy, **options)
+
+    def states(out):
+        return {name: getattr(out, name) for name in p.cell.states}
+
+    return {
+        "fwd_seq": (lambda: forward(*args), lambda out: {"y": out.y, **states(out)}),
+        "fwd_last": (lambda: forward(*args, return_sequences=False), states),
+        "train": (train, lambda g: {k: v for k, v in g._asdict().items() if v is not None}),
+    }
+
+
 def torch_runners(p: Problem):
     """torch computes y in both inference modes; training also asks for dx, as rnnfast gives it."""
     m = p.module
     xt = torch.from_numpy(p.x)
     x_grad = xt.clone().requires_grad_(True)
     params = [m.weight_ih_l0, m.weight_hh_l0, m.bias_ih_l0, m.bias_hh_l0]
+
+    def states(r):
+        """(h_n,) or the LSTM's (h_n, c_n), each (B, H) as numpy arrays."""
+        return {
+            name: s[0].numpy()
+            for name, s in zip(p.cell.states, r if isinstance(r, tuple) else (r,))
+        }
 
     def fwd_seq():
         with torch.no_grad():
@@ -117,124 +153,42 @@ def torch_runners(p: Problem):
         return torch.autograd.grad(y.sum(), [x_grad, *params])
 
     return {
-        "fwd_seq": (fwd_seq, lambda r: {"y": r[0].numpy(), "h_n": r[1][0].numpy()}),
-        "fwd_last": (fwd_last, lambda r: {"h_n": r[0].numpy()}),
+        "fwd_seq": (fwd_seq, lambda r: {"y": r[0].numpy(), **states(r[1])}),
+        "fwd_last": (fwd_last, states),
         "train": (train, lambda g: grads_named(*(t.numpy() for t in g))),
     }
 
 
-def blas_runners(p: Problem):
-    """The unfused anchor (module docstring): torch.addmm / addmm_ per GEMM, on MKL."""
-    T, B, D, H = p.shape
-    x = torch.from_numpy(p.x)
-    w_ih, w_hh = torch.from_numpy(p.w_ih), torch.from_numpy(p.w_hh)
-    w_ih_t, w_hh_t = w_ih.t(), w_hh.t()  # transposed views: the BLAS reads them as they are
-    bias = torch.from_numpy(p.b_ih + p.b_hh)
-    dy = torch.from_numpy(p.dy)
+def add_note(notes: list, note: str) -> None:
+    """A note once per run, logged as it is first made."""
+    if note not in notes:
+        notes.append(note)
+        log(note)
 
-    def forward():
-        y = torch.addmm(bias, x.view(T * B, D), w_ih_t).view(T, B, H)  # the projection
-        y[0].tanh_()  # h0 = 0: step 0 has no recurrent product
-        for t in range(1, T):
-            y[t].addmm_(y[t - 1], w_hh_t)
-            y[t].tanh_()
-        return y
 
-    def train():
-        y = forward()
-        act_grad = 1 - y * y  # tanh' from the outputs, once for the whole sequence
-        dz = torch.empty_like(y)
-        torch.mul(dy[T - 1], act_grad[T - 1], out=dz[T - 1])
-        for t in range(T - 1, 0, -1):
-            torch.addmm(dy[t - 1], dz[t], w_hh, out=dz[t - 1])
-            dz[t - 1].mul_(act_grad[t - 1])
-        dz2 = dz.view(T * B, H)
-        dh0 = dz[0] @ w_hh
-        dw_ih = dz2.t() @ x.view(T * B, D)
-        dw_hh = dz[1:].reshape((T - 1) * B, H).t() @ y[:-1].reshape((T - 1) * B, H)
-        dx = (dz2 @ w_ih).view(T, B, D)
-        db = dz2.sum(0)
-        return dx, dw_ih, dw_hh, db, dh0
-
-    def train_named(g):
-        dx, dw_ih, dw_hh, db, dh0 = (t.numpy() for t in g)
-        return {**grads_named(dx, dw_ih, dw_hh, db, db), "dh0": dh0}
-
-    return {
-        "fwd_seq": (forward, lambda y: {"y": y.numpy(), "h_n": y[-1].numpy()}),
-        "fwd_last": (lambda: forward()[-1], lambda h: {"h_n": h.numpy()}),
-        "train": (train, train_named),
+def all_runners(p: Problem, threads: int, notes: list, jax=None, skip=()):
+    """Every library's runners, in LIBS order. A peer that cannot run this problem is left out
+    with a note (ORT and OpenVINO in float64, a peer not installed); so are the peers in skip.
+    jax: the run's jax_peer.JaxPeer (None: no JAX)."""
+    gated = p.cell.gated
+    makers = {
+        "rnnfast": lambda: gated_runners(p, functional) if gated else rnnfast_runners(p),
+        "torch": lambda: torch_runners(p),
+        "ort": lambda: ort_runners(p, threads),
+        "openvino": lambda: openvino_runners(p, threads),
+        "jax": lambda: jax.runners(p, threads) if jax is not None else None,
+        "numpy": lambda: gated_runners(p, reference) if gated else reference_runners(p),
+        "blas": lambda: blas_runners(p),
     }
-
-
-def onnx_rnn_model(p: Problem, with_sequences: bool) -> onnx.ModelProto:
-    """A one-node graph: ONNX RNN with W [1, H, D], R [1, H, H], B [1, 2H] = concat(Wb, Rb)."""
-    elem = TensorProto.DOUBLE if p.dtype == np.float64 else TensorProto.FLOAT
-    inits = [
-        numpy_helper.from_array(p.w_ih[None], "W"),
-        numpy_helper.from_array(p.w_hh[None], "R"),
-        numpy_helper.from_array(np.concatenate([p.b_ih, p.b_hh])[None], "B"),
-    ]
-    outputs = [helper.make_tensor_value_info("Y_h", elem, [1, p.B, p.H])]
-    if with_sequences:
-        outputs.insert(0, helper.make_tensor_value_info("Y", elem, [p.T, 1, p.B, p.H]))
-    node = helper.make_node(
-        "RNN",
-        ["X", "W", "R", "B"],
-        ["Y" if with_sequences else "", "Y_h"],
-        hidden_size=p.H,
-        activations=["Tanh"],
-    )
-    graph = helper.make_graph(
-        [node],
-        "rnn",
-        [helper.make_tensor_value_info("X", elem, [p.T, p.B, p.D])],
-        outputs,
-        initializer=inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8  # old enough for any onnxruntime that has opset 14
-    return model
-
-
-def ort_session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-
-
-def ort_runners(p: Problem, threads: int):
-    """Inference only. Raises if ORT cannot run this dtype (the caller skips ORT with a note)."""
-    seq = ort_session(onnx_rnn_model(p, with_sequences=True), threads)
-    last = ort_session(onnx_rnn_model(p, with_sequences=False), threads)
-    feed = {"X": p.x}
-
-    def fwd_seq():
-        return seq.run(None, feed)
-
-    def fwd_last():
-        return last.run(None, feed)[0]
-
-    fwd_seq()  # a kernel missing for this dtype only shows when it runs
-    return {
-        "fwd_seq": (fwd_seq, lambda r: {"y": r[0][:, 0], "h_n": r[1][0]}),
-        "fwd_last": (fwd_last, lambda r: {"h_n": r[0]}),
-    }
-
-
-def all_runners(p: Problem, threads: int, notes: list):
-    """Every library's runners, in LIBS order; ORT left out with a note where it cannot run."""
-    runners = {"rnnfast": rnnfast_runners(p), "torch": torch_runners(p)}
-    try:
-        runners["ort"] = ort_runners(p, threads)
-    except OrtNotImplemented as exc:  # e.g. no float64 RNN kernel in ORT's CPU provider
-        first_line = str(exc).strip().splitlines()[0][:160]
-        note = f"ORT skipped for {p.dtype.name}: {type(exc).__name__}: {first_line}"
-        if note not in notes:
-            notes.append(note)
-            log(note)
-    runners["numpy"] = reference_runners(p)
-    runners["blas"] = blas_runners(p)
+    runners = {}
+    for lib, make in makers.items():
+        if lib in skip:
+            continue
+        try:
+            made = make()
+        except PeerUnavailable as exc:  # its message is the note
+            add_note(notes, str(exc))
+            continue
+        if made is not None:
+            runners[lib] = made
     return runners

@@ -1,6 +1,6 @@
-"""compare's shapes: the grid of issue 3, the extra shapes outside it, the quick subsets, the
-streaming shape, the --shapes syntax, and the problem (inputs and weights) built for one shape in
-one dtype."""
+"""compare's shapes and cells: the grid of issue 3, the extra shapes outside it, the quick subsets,
+the streaming shape, the --shapes syntax, the cells (Elman, GRU, LSTM), and the problem (inputs
+and weights) built for one cell, shape and dtype."""
 
 from __future__ import annotations
 
@@ -33,9 +33,56 @@ EXTRA = [
 QUICK_GRID = [(200, 1, 32, 64), (100, 16, 64, 128), (50, 32, 512, 512)]
 QUICK_EXTRA = [(64, 8, 300, 300)]
 QUICK_FLOAT64_SUBSET = [(100, 16, 64, 128), (64, 8, 300, 300)]
+# --quick runs the gated cells on these of its shapes only (a row of issue 23's table among them)
+QUICK_GATED = [(100, 16, 64, 128), (64, 8, 300, 300)]
 STREAMING_SHAPE = (200, 1, 32, 64)
 
 MODES = ("fwd_seq", "fwd_last", "train")
+
+
+def grads_named(dx, dweight_ih, dweight_hh, dbias_ih, dbias_hh) -> dict:
+    """Gradients by the names every runner gives them for the agreement check (with "dh0" and
+    "dc0" where a library returns them)."""
+    return {
+        "dx": dx,
+        "dweight_ih": dweight_ih,
+        "dweight_hh": dweight_hh,
+        "dbias_ih": dbias_ih,
+        "dbias_hh": dbias_hh,
+    }
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A recurrent cell as compare runs it: its gate blocks, its states and torch's module.
+
+    Weights are in PyTorch's layout and gate order (GRU r, z, n; LSTM i, f, g, o); each runner
+    that needs another order (ONNX's) reorders them from that."""
+
+    name: str
+    gates: int  # blocks of H rows in weight_ih / weight_hh: 1, 3, 4
+    states: tuple  # the state names a forward returns besides y
+    torch_module: str  # torch.nn's class
+
+    @property
+    def gated(self) -> bool:
+        return self.gates > 1
+
+
+CELLS = {
+    "rnn": Cell("rnn", 1, ("h_n",), "RNN"),
+    "gru": Cell("gru", 3, ("h_n",), "GRU"),
+    "lstm": Cell("lstm", 4, ("h_n", "c_n"), "LSTM"),
+}
+
+
+def parse_cells(text: str) -> list:
+    """'rnn,gru' -> ['rnn', 'gru'], each a key of CELLS, in CELLS' order."""
+    names = [name.strip().lower() for name in text.split(",")]
+    unknown = [name for name in names if name not in CELLS]
+    if unknown or not names:
+        raise ValueError(f"--cells: expected some of {', '.join(CELLS)}, got {text!r}")
+    return [name for name in CELLS if name in names]
 
 
 def parse_shapes(text: str, option: str = "--shapes") -> list:
@@ -55,14 +102,22 @@ def label(shape) -> str:
 
 
 def work_list(args) -> list:
-    """(dtype, shape) pairs to run, in order: args.shapes in float32, then in float64.
+    """(dtype, shape, cell) triples to run, in order: args.shapes in float32, then in float64,
+    each shape in every cell of args.cells (the cells of a shape side by side).
 
     --dtype default runs both dtypes on every shape; under --quick, float64 only on
-    QUICK_FLOAT64_SUBSET."""
+    QUICK_FLOAT64_SUBSET. The gated cells run on args.gated_shapes (all of args.shapes, but
+    QUICK_GATED's under a --quick run of the default shapes)."""
     both = [s for s in args.shapes if s in QUICK_FLOAT64_SUBSET] if args.quick else args.shapes
     f64 = {"default": both, "float32": [], "float64": args.shapes, "both": args.shapes}[args.dtype]
     f32 = [] if args.dtype == "float64" else args.shapes
-    return [(np.float32, s) for s in f32] + [(np.float64, s) for s in f64]
+    return [
+        (dtype, shape, cell)
+        for dtype, shapes in ((np.float32, f32), (np.float64, f64))
+        for shape in shapes
+        for cell in args.cells
+        if cell == "rnn" or shape in args.gated_shapes
+    ]
 
 
 def on_grid(shape) -> bool:
@@ -72,7 +127,8 @@ def on_grid(shape) -> bool:
 
 @dataclass
 class Problem:
-    """One shape in one dtype: the inputs and the torch module whose weights everyone uses."""
+    """One cell, shape and dtype: the inputs and the torch module whose weights everyone uses
+    (w_ih (G*H, D), w_hh (G*H, H), the biases (G*H,), G = the cell's gates)."""
 
     T: int
     B: int
@@ -85,7 +141,8 @@ class Problem:
     b_ih: np.ndarray
     b_hh: np.ndarray
     dy: np.ndarray
-    module: torch.nn.RNN
+    module: torch.nn.Module
+    cell: Cell = CELLS["rnn"]
 
     @property
     def shape(self):
@@ -96,12 +153,18 @@ class Problem:
         return label(self.shape)
 
 
-def make_problem(shape, dtype, seed=0) -> Problem:
-    """torch.nn.RNN's initial weights for the shape, a standard normal x and dy = ones."""
+class PeerUnavailable(Exception):
+    """A peer cannot run a Problem (not installed, no kernel for its dtype); the message is the
+    note the report gives, e.g. 'OpenVINO skipped for float64: ...'."""
+
+
+def make_problem(shape, dtype, seed=0, cell="rnn") -> Problem:
+    """torch.nn.RNN's (GRU's, LSTM's) initial weights for the shape, a standard normal x and
+    dy = ones."""
     T, B, D, H = shape
     torch.manual_seed(seed)
     torch_dtype = torch.float64 if dtype == np.float64 else torch.float32
-    module = torch.nn.RNN(D, H, nonlinearity="tanh").to(torch_dtype)
+    module = getattr(torch.nn, CELLS[cell].torch_module)(D, H).to(torch_dtype)  # tanh
     state = {k: v.detach().numpy() for k, v in module.state_dict().items()}
     x = np.random.default_rng(seed).standard_normal((T, B, D)).astype(dtype)
     return Problem(
@@ -117,12 +180,15 @@ def make_problem(shape, dtype, seed=0) -> Problem:
         state["bias_hh_l0"],
         np.ones((T, B, H), dtype),
         module,
+        CELLS[cell],
     )
 
 
 def forward_flops(p: Problem) -> int:
-    """2*T*B*(D*H + H*H): the input projection and the recurrent product of every step."""
-    return 2 * p.T * p.B * (p.D * p.H + p.H * p.H)
+    """2*T*B*(D*H + H*H) per gate block (GRU 3x, LSTM 4x the Elman cell's): the input
+    projection and the recurrent product of every step; the gates' elementwise work is not
+    counted."""
+    return 2 * p.T * p.B * (p.D * p.H + p.H * p.H) * p.cell.gates
 
 
 def mode_flops(p: Problem, mode: str) -> int:
