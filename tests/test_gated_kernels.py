@@ -60,7 +60,9 @@ class Gated:
         self.c0 = rng.uniform(-1, 1, (B, H)).astype(dtype) if self.kind == "lstm" else None
         self.lengths = rng.integers(0, T + 1, B) if lengths else None
         # Keras's general mask (masked: the value of zero_output_for_mask), None: no mask
-        self.masks = dict(step_mask=None, zero_output_for_mask=False, recurrent_mask=None)
+        self.masks = dict(
+            step_mask=None, zero_output_for_mask=False, recurrent_mask=None, input_mask=None
+        )
         if masked is not None:
             keep = rng.random((T, B)) < 0.6
             self.masks.update(step_mask=keep, zero_output_for_mask=masked)
@@ -278,14 +280,14 @@ def test_bad_input_names_the_argument(rng):
             p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, None,
             h0=None, c0=None, lengths=None, weight_hr=None, activation="tanh",
             recurrent_activation="sigmoid", step_mask=None, zero_output_for_mask=False,
-            recurrent_mask=None,
+            recurrent_mask=None, input_mask=None,
         )  # fmt: skip
     with pytest.raises(ValueError, match="workspace: expected shape"):
         F.lstm_backward(
             p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, out.workspace[:, :, :4],
             h0=None, c0=None, lengths=None, weight_hr=None, activation="tanh",
             recurrent_activation="sigmoid", step_mask=None, zero_output_for_mask=False,
-            recurrent_mask=None,
+            recurrent_mask=None, input_mask=None,
         )  # fmt: skip
     with pytest.raises(ValueError, match="step_mask"):
         F.lstm_forward(p.x, **w, step_mask=np.ones((3, 3), bool))

@@ -5,7 +5,9 @@ PyTorch runs each sequence of a padded batch on its own prefix (length 0: no run
 h0 / c0), so lengths are checked against an independent definition, not against a mask. PyTorch
 has only tanh, sigmoid and the GRU's reset_after=True form; Keras checks the others (reset_after=
 False, relu, hard_sigmoid) in float32, the only dtype its torch backend computes in (see
-test_functional_masks.py). Finite differences check every gradient of every form.
+test_functional_masks.py). Finite differences check every gradient of every form, with and
+without dropout masks: recurrent (Keras 3's per-gate rec_dp_mask) and input (its dp_mask), both
+checked against Keras with its masks set by the test.
 """
 
 from __future__ import annotations
@@ -76,7 +78,13 @@ def lstm_options(activation="tanh", recurrent_activation="sigmoid"):
 def backward(cell, p, y, dy, dh_n, dc_n=None, lengths=None, workspace=None, **options):
     """The reference backward of problem ``p`` (options: the forward's, all of them; no step
     mask unless given)."""
-    options = {"step_mask": None, "zero_output_for_mask": False, **options}
+    options = {
+        "step_mask": None,
+        "zero_output_for_mask": False,
+        "recurrent_mask": None,
+        "input_mask": None,
+        **options,
+    }
     if cell == "gru":
         return ref.gru_backward(
             *weights(p), y, workspace, dy, dh_n, h0=p["h0"], lengths=lengths, **options
@@ -273,20 +281,22 @@ def keras_layer(keras, rng, kind, **kw):
     return kl, weights
 
 
-def keras_call(torch, kl, x, states):
+def keras_call(torch, kl, x, states, training=False):
     """Keras's outputs (T, B, R) and final states, time-major."""
     x_btd = torch.tensor(x.swapaxes(0, 1).copy())
-    out = kl(x_btd, initial_state=[torch.tensor(s) for s in states])
+    out = kl(x_btd, initial_state=[torch.tensor(s) for s in states], training=training)
     out = [o.detach().numpy() for o in out]  # keras.ops.convert_to_numpy warns under NumPy 2
     return [out[0].swapaxes(0, 1)] + out[1:]
 
 
-def trace(cell, p, lengths, options):
+def trace(cell, p, lengths, options, recurrent_mask=None, input_mask=None):
     """The reference's per-step intermediates (its private forward's caches)."""
     masks = (lengths, None, False)  # no step mask
     if cell == "gru":
-        return ref._gru_run(*weights(p), p["h0"], masks, options)[2]
-    return ref._lstm_run(*weights(p), p["h0"], p["c0"], masks, p["weight_hr"], options)[3]
+        return ref._gru_run(*weights(p), p["h0"], masks, options, recurrent_mask, input_mask)[2]
+    return ref._lstm_run(
+        *weights(p), p["h0"], p["c0"], masks, p["weight_hr"], options, recurrent_mask, input_mask
+    )[3]
 
 
 def gate_outputs(cell, p, options):
@@ -398,28 +408,37 @@ FD_IDS = [case_id(*case) for case in FD_CASES]
 KINK_MARGIN = 1e-3
 
 
-def preactivations(cell, p, options):
+def recurrent_terms(s, weight_hh, bias_hh, key="u"):
+    """W_hg u_g + b_hg of every gate g (B, G*H), u_g = h * mask_g from a step's cache; with
+    key "v", the input terms W_ig v_g + b_ig, v_g = x * input_mask_g."""
+    blocks = np.split(weight_hh, len(s[key]), axis=0)
+    return np.concatenate([u @ w.T for u, w in zip(s[key], blocks)], axis=1) + bias_hh
+
+
+def preactivations(cell, p, options, recurrent_mask=None, input_mask=None):
     """Where the problem's piecewise-linear functions are evaluated, from the reference's trace,
     each with its kink: (relu's arguments, hard_sigmoid's arguments)."""
     relu_args, gate_args = [], []
+    steps = trace(cell, p, FLENGTHS, options, recurrent_mask, input_mask)
     if cell == "gru":
-        for s in trace(cell, p, FLENGTHS, options):
-            a_in = s["x"] @ p["weight_ih"].T + p["bias_ih"]
-            a_h = s["h"] @ p["weight_hh"].T + p["bias_hh"]
+        for s in steps:
+            a_in = recurrent_terms(s, p["weight_ih"], p["bias_ih"], key="v")
+            a_h = recurrent_terms(s, p["weight_hh"], p["bias_hh"])
             a_r, a_z, _ = np.split(a_in + a_h, 3, axis=1)
             x_n = np.split(a_in, 3, axis=1)[2]
             gate_args += [a_r, a_z]
             relu_args.append(x_n + (s["r"] * s["h_n"] if options["reset_after"] else s["h_n"]))
         return np.ravel(relu_args), np.ravel(gate_args)
-    for s in trace(cell, p, FLENGTHS, options):
-        a = s["x"] @ p["weight_ih"].T + p["bias_ih"] + s["h"] @ p["weight_hh"].T + p["bias_hh"]
+    for s in steps:
+        a = recurrent_terms(s, p["weight_ih"], p["bias_ih"], key="v")
+        a = a + recurrent_terms(s, *weights(p)[2:4])
         a_i, a_f, a_g, a_o = np.split(a, 4, axis=1)
         gate_args += [a_i, a_f, a_o]
         relu_args += [a_g, s["f"] * s["c"] + s["i"] * s["g"]]  # and c'
     return np.ravel(relu_args), np.ravel(gate_args)
 
 
-def fd_problem(rng, cell, proj, options):
+def fd_problem(rng, cell, proj, options, recurrent_mask=None, input_mask=None):
     """A problem whose relu and hard_sigmoid arguments are all at least KINK_MARGIN from a kink
     (a step of 1e-6 never crosses one) and that reaches both sides of each kink."""
     relu = options["activation"] == "relu"
@@ -427,7 +446,7 @@ def fd_problem(rng, cell, proj, options):
     for _ in range(1000):
         # larger weights for hard_sigmoid: some gates then clip
         p = gated_problem(rng, cell, FT, FB, FD, FH, proj, scale=4.0 if hard else 1.0)
-        relu_args, gate_args = preactivations(cell, p, options)
+        relu_args, gate_args = preactivations(cell, p, options, recurrent_mask, input_mask)
         relu_ok = np.min(np.abs(relu_args)) > KINK_MARGIN and 0 < np.mean(relu_args > 0) < 1
         kink_distance = np.abs(np.abs(gate_args) - 3)
         hard_ok = np.min(kink_distance) > KINK_MARGIN and 0 < np.mean(np.abs(gate_args) < 3) < 1
@@ -436,9 +455,9 @@ def fd_problem(rng, cell, proj, options):
     raise AssertionError("could not draw a problem away from the kinks")
 
 
-@pytest.mark.parametrize("cell, proj, options", FD_CASES, ids=FD_IDS)
-def test_backward_matches_finite_differences(cell, proj, options, rng):
-    p = fd_problem(rng, cell, proj, options)
+def assert_gradients_match_finite_differences(rng, cell, p, options):
+    """Every gradient of the backward (lengths FLENGTHS; ``options``: the forward's keywords)
+    against central differences of ``loss``; returns the gradients."""
     dy, dh_n, dc_n = seeds(rng, cell, p, FT)
     y = forward(cell, p, FLENGTHS, **options).y
     g = backward(cell, p, y, dy, dh_n, dc_n, FLENGTHS, **options)
@@ -453,6 +472,13 @@ def test_backward_matches_finite_differences(cell, proj, options, rng):
         np.testing.assert_allclose(got, numerical, rtol=1e-6, atol=1e-8, err_msg=name)
     # padded steps: no gradient reaches their inputs
     assert not g.dx[1:, 0].any()
+    return g
+
+
+@pytest.mark.parametrize("cell, proj, options", FD_CASES, ids=FD_IDS)
+def test_backward_matches_finite_differences(cell, proj, options, rng):
+    p = fd_problem(rng, cell, proj, options)
+    assert_gradients_match_finite_differences(rng, cell, p, options)
 
 
 # ---- steps --------------------------------------------------------------------------------------
@@ -541,3 +567,334 @@ def test_float32_in_float32_out(cell, proj, rng):
             continue
         assert got.dtype == np.float32, what
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=what)
+
+
+# ---- recurrent dropout (Keras 3's per-gate rec_dp_mask) -----------------------------------------
+
+DROP = 0.4
+
+
+def dropout_mask(rng, cell, B, R, p=DROP):
+    """A recurrent_mask (G, B, R) as a caller passes it: 0 (dropped) or 1 / (1 - p), both."""
+    G = GATES[cell]
+    for _ in range(100):
+        keep = rng.random((G, B, R)) >= p
+        if keep.any() and not keep.all():
+            return keep / (1 - p)
+    raise AssertionError("could not draw a mask with both values")
+
+
+# (cell, projection, options, step mask); lengths FLENGTHS throughout
+MASKED_FD_CASES = [
+    ("gru", None, gru_options(True), False),
+    ("gru", None, gru_options(False), False),
+    ("gru", None, gru_options(False, "relu", "hard_sigmoid"), False),
+    ("lstm", None, lstm_options(), False),
+    ("lstm", FP, lstm_options(), False),
+    ("lstm", FP, lstm_options("relu", "hard_sigmoid"), False),
+    ("gru", None, gru_options(False), True),
+    ("lstm", FP, lstm_options(), True),
+]
+
+
+@pytest.mark.parametrize(
+    "cell, proj, options, with_step_mask",
+    MASKED_FD_CASES,
+    ids=[case_id(*c[:3]) + ("-step_mask" if c[3] else "") for c in MASKED_FD_CASES],
+)
+def test_recurrent_mask_backward_matches_finite_differences(
+    cell, proj, options, with_step_mask, rng
+):
+    mask = dropout_mask(rng, cell, FB, proj or FH)
+    p = fd_problem(rng, cell, proj, options, mask)
+    options = dict(options, recurrent_mask=mask)
+    if with_step_mask:  # sequence 1 (length 3) skips its step 1
+        options["step_mask"] = np.array([[1, 1], [1, 0], [1, 1]], dtype=bool)
+    g = assert_gradients_match_finite_differences(rng, cell, p, options)
+    # a weight_hh column gate g never reads (its unit dropped in every sequence): no gradient
+    H = p["weight_hh"].shape[0] // GATES[cell]
+    for gate, unit in zip(*np.nonzero(~mask.any(axis=1))):
+        assert not g.dweight_hh[gate * H : (gate + 1) * H, unit].any()
+
+
+@pytest.mark.parametrize(
+    "cell, proj, options",
+    [("gru", None, gru_options(True)), ("gru", None, gru_options(False)), ("lstm", FP, {})],
+    ids=["gru-reset_after", "gru-reset_before", "lstm-proj"],
+)
+def test_recurrent_mask_none_is_all_ones(cell, proj, options, rng):
+    """None and an all-ones mask give the same bits; a mask of the wrong shape is refused."""
+    options = options or lstm_options()
+    p = gated_problem(rng, cell, FT, FB, FD, FH, proj)
+    dy, dh_n, dc_n = seeds(rng, cell, p, FT)
+    ones = np.ones((GATES[cell], FB, proj or FH))
+    results = []
+    for mask in (None, ones):
+        out = forward(cell, p, FLENGTHS, recurrent_mask=mask, **options)
+        g = backward(cell, p, out.y, dy, dh_n, dc_n, FLENGTHS, recurrent_mask=mask, **options)
+        results.append([out.y, out.h_n, out.c_n, *g])
+    for got, want in zip(*results):
+        if want is not None:
+            np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="recurrent_mask"):
+        forward(cell, p, FLENGTHS, recurrent_mask=ones[0], **options)  # (B, R): one mask
+
+
+def per_gate_loop(cell, p, mask, options, input_mask=None):
+    """The masked cells written out gate by gate, PyTorch's order (GRU r, z, n; LSTM i, f, g,
+    o), tanh and sigmoid, full sequences: (h_n, c_n or None). ``input_mask`` None: ones."""
+
+    def sigmoid(a):
+        return 1 / (1 + np.exp(-a))
+
+    x, w_ih, w_hh, b_ih, b_hh = weights(p)
+    G = GATES[cell]
+    W_i, W_h = np.split(w_ih, G), np.split(w_hh, G)
+    b_i, b_h = np.split(b_ih, G), np.split(b_hh, G)
+    h, c = p["h0"], p.get("c0")
+    input_mask = np.ones((G, *x.shape[1:])) if input_mask is None else input_mask
+    for x_t in x:
+
+        def pre(g, h_in):  # gate g's pre-activation when its recurrent term reads h_in
+            return (x_t * input_mask[g]) @ W_i[g].T + b_i[g] + h_in @ W_h[g].T + b_h[g]
+
+        if cell == "gru":
+            r = sigmoid(pre(0, h * mask[0]))
+            z = sigmoid(pre(1, h * mask[1]))
+            if options["reset_after"]:
+                x_n = (x_t * input_mask[2]) @ W_i[2].T + b_i[2]
+                n = np.tanh(x_n + r * ((h * mask[2]) @ W_h[2].T + b_h[2]))
+            else:
+                n = np.tanh(pre(2, r * (h * mask[2])))
+            h = (1 - z) * n + z * h
+        else:
+            i, f = sigmoid(pre(0, h * mask[0])), sigmoid(pre(1, h * mask[1]))
+            g, o = np.tanh(pre(2, h * mask[2])), sigmoid(pre(3, h * mask[3]))
+            c = f * c + i * g
+            h = o * np.tanh(c)
+            h = h if p["weight_hr"] is None else h @ p["weight_hr"].T
+    return h, c
+
+
+@pytest.mark.parametrize(
+    "cell, proj, options",
+    [("gru", None, gru_options(True)), ("gru", None, gru_options(False)), ("lstm", FP, {})],
+    ids=["gru-reset_after", "gru-reset_before", "lstm-proj"],
+)
+def test_recurrent_mask_forward_is_the_per_gate_loop(cell, proj, options, rng):
+    p = gated_problem(rng, cell, FT, FB, FD, FH, proj)
+    mask = dropout_mask(rng, cell, FB, proj or FH)
+    out = forward(cell, p, recurrent_mask=mask, **options)
+    h_n, c_n = per_gate_loop(cell, p, mask, options)
+    assert_close(out.h_n, h_n, F64, "h_n")
+    if cell == "lstm":
+        assert_close(out.c_n, c_n, F64, "c_n")
+    unmasked = forward(cell, p, **options)
+    assert np.max(np.abs(unmasked.h_n - out.h_n)) > 1e-3  # the mask does change the result
+
+
+KERAS_DROPOUT_CASES = [
+    ("gru", gru_options(True)),
+    ("gru", gru_options(False)),
+    ("gru", gru_options(False, "relu", "hard_sigmoid")),
+    ("lstm", lstm_options()),
+]
+
+
+@pytest.mark.parametrize(
+    "cell, options",
+    KERAS_DROPOUT_CASES,
+    ids=[case_id(cell, None, options) for cell, options in KERAS_DROPOUT_CASES],
+)
+def test_recurrent_mask_matches_keras_recurrent_dropout(keras, torch, cell, options, rng):
+    """Keras 3 with recurrent_dropout, training: its cell's per-gate masks (Keras's gate order:
+    GRU z, r, h; LSTM i, f, c, o) set by the test, the same masks in PyTorch's order here."""
+    kl, (kernel, recurrent, bias) = keras_layer(keras, rng, cell, recurrent_dropout=DROP, **options)
+    x = rng.standard_normal((KT, KB, KD)).astype(np.float32)
+    h0, c0 = rng.uniform(-1, 1, size=(2, KB, KH)).astype(np.float32)
+    keras_mask = dropout_mask(rng, cell, KB, KH).astype(np.float32)
+    kl.cell.get_recurrent_dropout_mask = lambda step_input: [torch.tensor(m) for m in keras_mask]
+    if cell == "gru":
+        reset_after = options["reset_after"]
+        bias_ih, bias_hh = (bias[0], bias[1]) if reset_after else (bias, np.zeros_like(bias))
+        p = {
+            "x": x,
+            "weight_ih": keras_to_torch_order(kernel, KH).T,
+            "weight_hh": keras_to_torch_order(recurrent, KH).T,
+            "bias_ih": keras_to_torch_order(bias_ih, KH),
+            "bias_hh": keras_to_torch_order(bias_hh, KH),
+            "h0": h0,
+        }
+        mask = keras_mask[[1, 0, 2]]  # z, r, h -> r, z, n
+        states = [h0]
+    else:
+        p = {"x": x, "weight_ih": kernel.T, "weight_hh": recurrent.T, "bias_ih": bias}
+        p |= {"bias_hh": None, "h0": h0, "c0": c0}
+        mask = keras_mask  # i, f, c, o is PyTorch's i, f, g, o
+        states = [h0, c0]
+    p = {k: None if v is None else v.astype(F64) for k, v in p.items()} | {"weight_hr": None}
+    out = forward(cell, p, recurrent_mask=mask.astype(F64), **options)
+    got = keras_call(torch, kl, x, states, training=True)
+    assert_keras_close(out.y, got[0], "y")
+    assert_keras_close(out.h_n, got[1], "h_n")
+    if cell == "lstm":
+        assert_keras_close(out.c_n, got[2], "c_n")
+    # not vacuous: without the masks, both differ
+    unmasked = forward(cell, p, **options)
+    assert np.max(np.abs(unmasked.y - out.y)) > 1e-2
+
+
+# ---- input dropout (Keras 3's per-gate dp_mask) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cell, proj, options, with_step_mask",
+    MASKED_FD_CASES,
+    ids=[case_id(*c[:3]) + ("-step_mask" if c[3] else "") for c in MASKED_FD_CASES],
+)
+def test_input_mask_backward_matches_finite_differences(cell, proj, options, with_step_mask, rng):
+    """Input and recurrent dropout masks together."""
+    input_mask = dropout_mask(rng, cell, FB, FD)
+    mask = dropout_mask(rng, cell, FB, proj or FH)
+    p = fd_problem(rng, cell, proj, options, mask, input_mask)
+    options = dict(options, recurrent_mask=mask, input_mask=input_mask)
+    if with_step_mask:  # sequence 1 (length 3) skips its step 1
+        options["step_mask"] = np.array([[1, 1], [1, 0], [1, 1]], dtype=bool)
+    g = assert_gradients_match_finite_differences(rng, cell, p, options)
+    # a weight_ih column gate g never reads (its input dropped in every sequence): no gradient
+    H = p["weight_ih"].shape[0] // GATES[cell]
+    for gate, feature in zip(*np.nonzero(~input_mask.any(axis=1))):
+        assert not g.dweight_ih[gate * H : (gate + 1) * H, feature].any()
+    # an input no gate reads (dropped for every gate): no gradient at any step
+    for b, feature in zip(*np.nonzero(~input_mask.any(axis=0))):
+        assert not g.dx[:, b, feature].any()
+
+
+@pytest.mark.parametrize(
+    "cell, proj, options",
+    [("gru", None, gru_options(True)), ("gru", None, gru_options(False)), ("lstm", FP, {})],
+    ids=["gru-reset_after", "gru-reset_before", "lstm-proj"],
+)
+def test_input_mask_none_is_all_ones(cell, proj, options, rng):
+    """None and an all-ones input mask give the same bits; a mask of the wrong shape is
+    refused, forward and backward; the backward requires the keyword."""
+    options = options or lstm_options()
+    p = gated_problem(rng, cell, FT, FB, FD, FH, proj)
+    dy, dh_n, dc_n = seeds(rng, cell, p, FT)
+    ones = np.ones((GATES[cell], FB, FD))
+    results = []
+    for mask in (None, ones):
+        out = forward(cell, p, FLENGTHS, input_mask=mask, **options)
+        g = backward(cell, p, out.y, dy, dh_n, dc_n, FLENGTHS, input_mask=mask, **options)
+        results.append([out.y, out.h_n, out.c_n, *g])
+    for got, want in zip(*results):
+        if want is not None:
+            np.testing.assert_array_equal(got, want)
+    y = results[0][0]
+    with pytest.raises(ValueError, match="input_mask"):
+        forward(cell, p, FLENGTHS, input_mask=ones[0], **options)  # (B, D): one mask
+    with pytest.raises(ValueError, match="input_mask"):
+        backward(cell, p, y, dy, dh_n, dc_n, FLENGTHS, input_mask=ones[:, :, :-1], **options)
+    required = {"h0": p["h0"], "lengths": FLENGTHS, "step_mask": None}
+    required |= {"zero_output_for_mask": False, "recurrent_mask": None, **options}
+    with pytest.raises(TypeError, match="input_mask"):
+        if cell == "gru":
+            ref.gru_backward(*weights(p), y, None, dy, dh_n, **required)
+        else:
+            required |= {"c0": p["c0"], "weight_hr": p["weight_hr"]}
+            ref.lstm_backward(*weights(p), y, None, dy, dh_n, dc_n, **required)
+
+
+@pytest.mark.parametrize(
+    "cell, proj, options",
+    [("gru", None, gru_options(True)), ("gru", None, gru_options(False)), ("lstm", FP, {})],
+    ids=["gru-reset_after", "gru-reset_before", "lstm-proj"],
+)
+def test_input_mask_forward_is_the_per_gate_loop(cell, proj, options, rng):
+    p = gated_problem(rng, cell, FT, FB, FD, FH, proj)
+    input_mask = dropout_mask(rng, cell, FB, FD)
+    mask = dropout_mask(rng, cell, FB, proj or FH)
+    out = forward(cell, p, recurrent_mask=mask, input_mask=input_mask, **options)
+    h_n, c_n = per_gate_loop(cell, p, mask, options, input_mask)
+    assert_close(out.h_n, h_n, F64, "h_n")
+    if cell == "lstm":
+        assert_close(out.c_n, c_n, F64, "c_n")
+    unmasked = forward(cell, p, recurrent_mask=mask, **options)
+    assert np.max(np.abs(unmasked.h_n - out.h_n)) > 1e-3  # the input mask does change it
+
+
+# (cell, options, recurrent_dropout): input dropout alone and with recurrent dropout
+KERAS_INPUT_DROPOUT_CASES = [
+    ("gru", gru_options(True), 0.0),
+    ("gru", gru_options(True), DROP),
+    ("gru", gru_options(False), DROP),
+    ("gru", gru_options(False, "relu", "hard_sigmoid"), 0.0),
+    ("lstm", lstm_options(), 0.0),
+    ("lstm", lstm_options(), DROP),
+    ("lstm", lstm_options("relu", "hard_sigmoid"), DROP),
+]
+
+
+@pytest.mark.parametrize(
+    "cell, options, recurrent_dropout",
+    KERAS_INPUT_DROPOUT_CASES,
+    ids=[
+        case_id(cell, None, options) + ("-recurrent_dropout" if rd else "")
+        for cell, options, rd in KERAS_INPUT_DROPOUT_CASES
+    ],
+)
+def test_input_mask_matches_keras_dropout(keras, torch, cell, options, recurrent_dropout, rng):
+    """Keras 3 with dropout (and recurrent_dropout), training, implementation=1 (the per-gate
+    masks; Keras takes it by itself only with recurrent_dropout) and no fused path: its cell's
+    per-gate masks (Keras's gate order: GRU z, r, h; LSTM i, f, c, o) set by the test, the same
+    masks in PyTorch's order here."""
+    kl, (kernel, recurrent, bias) = keras_layer(
+        keras,
+        rng,
+        cell,
+        dropout=DROP,
+        recurrent_dropout=recurrent_dropout,
+        implementation=1,
+        use_cudnn=False,
+        **options,
+    )
+    x = rng.standard_normal((KT, KB, KD)).astype(np.float32)
+    h0, c0 = rng.uniform(-1, 1, size=(2, KB, KH)).astype(np.float32)
+    keras_input_mask = dropout_mask(rng, cell, KB, KD).astype(np.float32)
+    kl.cell.get_dropout_mask = lambda step_input: [torch.tensor(m) for m in keras_input_mask]
+    keras_mask = None
+    if recurrent_dropout:
+        keras_mask = dropout_mask(rng, cell, KB, KH).astype(np.float32)
+        kl.cell.get_recurrent_dropout_mask = lambda step_input: [
+            torch.tensor(m) for m in keras_mask
+        ]
+    if cell == "gru":
+        reset_after = options["reset_after"]
+        bias_ih, bias_hh = (bias[0], bias[1]) if reset_after else (bias, np.zeros_like(bias))
+        p = {
+            "x": x,
+            "weight_ih": keras_to_torch_order(kernel, KH).T,
+            "weight_hh": keras_to_torch_order(recurrent, KH).T,
+            "bias_ih": keras_to_torch_order(bias_ih, KH),
+            "bias_hh": keras_to_torch_order(bias_hh, KH),
+            "h0": h0,
+        }
+        order = [1, 0, 2]  # z, r, h -> r, z, n
+        states = [h0]
+    else:
+        p = {"x": x, "weight_ih": kernel.T, "weight_hh": recurrent.T, "bias_ih": bias}
+        p |= {"bias_hh": None, "h0": h0, "c0": c0}
+        order = [0, 1, 2, 3]  # i, f, c, o is PyTorch's i, f, g, o
+        states = [h0, c0]
+    p = {k: None if v is None else v.astype(F64) for k, v in p.items()} | {"weight_hr": None}
+    input_mask = keras_input_mask[order].astype(F64)
+    mask = None if keras_mask is None else keras_mask[order].astype(F64)
+    out = forward(cell, p, recurrent_mask=mask, input_mask=input_mask, **options)
+    got = keras_call(torch, kl, x, states, training=True)
+    assert_keras_close(out.y, got[0], "y")
+    assert_keras_close(out.h_n, got[1], "h_n")
+    if cell == "lstm":
+        assert_keras_close(out.c_n, got[2], "c_n")
+    # not vacuous: without the input masks, both differ
+    unmasked = forward(cell, p, recurrent_mask=mask, **options)
+    assert np.max(np.abs(unmasked.y - out.y)) > 1e-2

@@ -25,6 +25,12 @@ of spec/gated_api.md, with the same signatures as rnnfast.functional's kernels:
 ra = sigmoid or hard_sigmoid (Keras 3's clip(x / 6 + 1/2, 0, 1)), act = tanh or relu. With
 ``lengths`` the same rule as above: past its length a sequence outputs zeros and keeps its state.
 Their backwards recompute the forward from the inputs (they need no workspace, and ignore one).
+``recurrent_mask`` (G, B, R) is Keras 3's recurrent dropout (its implementation=1 cells), one
+mask per gate in the order above, used as given (0 or 1/(1-p)): gate g's recurrent term reads
+h * recurrent_mask[g] instead of h at every step (the GRU's reset_after=False form: W_hn (r * h
+* m_n)); the GRU's update z h and the LSTM's c are never masked. ``input_mask`` (G, B, D) is its
+input dropout (``dropout``), the same way on x: gate g's input term is W_ig (x_t *
+input_mask[g]) + b_ig at every step. None: no mask (the same bits as all-ones).
 
 Deliberately plain (a Python loop over time, no fusion) so that it is easy to check by eye.
 """
@@ -235,6 +241,26 @@ def _cast(dtype, *arrays):
     return [None if a is None else np.asarray(a, dtype=dtype) for a in arrays]
 
 
+def _gate_masks(mask, G, B, W, dtype, name="recurrent_mask"):
+    """The per-gate dropout masks (G, B, W) in ``dtype`` (``name``: the argument, for the
+    error); ones for None (v * 1 is v exactly, so None and all-ones give the same bits)."""
+    if mask is None:
+        return np.ones((G, B, W), dtype=dtype)
+    mask = np.asarray(mask, dtype=dtype)
+    if mask.shape != (G, B, W):
+        raise ValueError(f"{name}: expected shape {(G, B, W)}, got {mask.shape}")
+    return mask
+
+
+def _per_gate(u, weight, bias):
+    """The gates' terms (B, G*H): gate g's block is u[g] @ weight[g]^T + bias[g], with u
+    (G, B, K) the (masked) x or h each gate reads and weight's row blocks the gates'."""
+    G = u.shape[0]
+    blocks = np.split(weight, G, axis=0)
+    out = np.concatenate([u[g] @ blocks[g].T for g in range(G)], axis=1)
+    return out if bias is None else out + bias
+
+
 def _gated_masks(masks, T, B):
     """(kept, out), each (T, B, 1) bool, from masks = (lengths, step_mask, zero_output): step t
     of sequence b updates its states where kept (within its length and kept by the mask); y_t
@@ -271,26 +297,64 @@ def _scan(cell, x, state, masks):
     return y, state, caches
 
 
-def _gru_cell(x_t, h, w_ih, w_hh, b_ih, b_hh, reset_after, activation, recurrent_activation):
-    """One GRU step of every row: ((h',), cache) with what the backward needs."""
+def _gru_cell(
+    x_t,
+    h,
+    w_ih,
+    w_hh,
+    b_ih,
+    b_hh,
+    reset_after,
+    activation,
+    recurrent_activation,
+    mask=None,
+    input_mask=None,
+):
+    """One GRU step of every row: ((h',), cache) with what the backward needs. ``mask``,
+    ``input_mask``: the recurrent (3, B, H) and input (3, B, D) dropout masks, None for none."""
     H = w_hh.shape[0] // 3
-    x_r, x_z, x_n = np.split(_linear(x_t, w_ih, b_ih), 3, axis=1)
-    h_r, h_z, h_n = np.split(_linear(h, w_hh, b_hh), 3, axis=1)
+    mask = _gate_masks(mask, 3, *h.shape, h.dtype)
+    input_mask = _gate_masks(input_mask, 3, *x_t.shape, x_t.dtype, "input_mask")
+    u = h * mask  # u[g]: the h that gate g's recurrent term reads
+    v = x_t * input_mask  # v[g]: the x that gate g's input term reads
+    x_r, x_z, x_n = np.split(_per_gate(v, w_ih, b_ih), 3, axis=1)
+    h_r, h_z, h_n = np.split(_per_gate(u, w_hh, b_hh), 3, axis=1)
     r = _gate(recurrent_activation, x_r + h_r)
     z = _gate(recurrent_activation, x_z + h_z)
     if reset_after:
-        n = _act(activation, x_n + r * h_n)  # h_n = W_hn h + b_hn
+        n = _act(activation, x_n + r * h_n)  # h_n = W_hn u_n + b_hn
     else:
         b_hn = None if b_hh is None else b_hh[2 * H :]
-        h_n = _linear(r * h, w_hh[2 * H :], b_hn)  # W_hn (r * h) + b_hn
+        h_n = _linear(r * u[2], w_hh[2 * H :], b_hn)  # W_hn (r * u_n) + b_hn
         n = _act(activation, x_n + h_n)
-    h_new = (1 - z) * n + z * h
-    return (h_new,), {"x": x_t, "h": h, "r": r, "z": z, "n": n, "h_n": h_n}
+    h_new = (1 - z) * n + z * h  # the unmasked h
+    cache = {"x": x_t, "h": h, "mask": mask, "u": u, "input_mask": input_mask, "v": v}
+    cache |= {"r": r, "z": z, "n": n, "h_n": h_n}
+    return (h_new,), cache
 
 
-def _lstm_cell(x_t, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, activation, recurrent_activation):
-    """One LSTM step of every row: ((h', c'), cache) with what the backward needs."""
-    a_i, a_f, a_g, a_o = np.split(_linear(x_t, w_ih, b_ih) + _linear(h, w_hh, b_hh), 4, axis=1)
+def _lstm_cell(
+    x_t,
+    h,
+    c,
+    w_ih,
+    w_hh,
+    b_ih,
+    b_hh,
+    w_hr,
+    activation,
+    recurrent_activation,
+    mask=None,
+    input_mask=None,
+):
+    """One LSTM step of every row: ((h', c'), cache) with what the backward needs. ``mask``,
+    ``input_mask``: the recurrent (4, B, R) and input (4, B, D) dropout masks, None for none."""
+    mask = _gate_masks(mask, 4, *h.shape, h.dtype)
+    input_mask = _gate_masks(input_mask, 4, *x_t.shape, x_t.dtype, "input_mask")
+    u = h * mask  # u[g]: the h that gate g's recurrent term reads
+    v = x_t * input_mask  # v[g]: the x that gate g's input term reads
+    a = _per_gate(v, w_ih, b_ih) + _per_gate(u, w_hh, b_hh)
+    a_i, a_f, a_g, a_o = np.split(a, 4, axis=1)
     i = _gate(recurrent_activation, a_i)
     f = _gate(recurrent_activation, a_f)
     g = _act(activation, a_g)
@@ -299,11 +363,24 @@ def _lstm_cell(x_t, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, activation, recurrent_ac
     act_c = _act(activation, c_new)
     m = o * act_c
     h_new = m if w_hr is None else m @ w_hr.T
-    cache = {"x": x_t, "h": h, "c": c, "i": i, "f": f, "g": g, "o": o, "act_c": act_c, "m": m}
+    cache = {"x": x_t, "h": h, "mask": mask, "u": u, "input_mask": input_mask, "v": v}
+    cache |= {"c": c, "i": i, "f": f, "g": g, "o": o}
+    cache |= {"act_c": act_c, "m": m}
     return (h_new, c_new), cache
 
 
-def _gru_run(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options):
+def _gru_run(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh,
+    h0,
+    masks,
+    options,
+    recurrent_mask=None,
+    input_mask=None,
+):
     """The GRU forward in x's and weight_ih's dtype: (y, h_n, caches, cast weights)."""
     _check_names(options["activation"], options["recurrent_activation"])
     dtype = np.result_type(x, weight_ih)
@@ -311,13 +388,33 @@ def _gru_run(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options):
     B = x.shape[1]
     H = w_hh.shape[1]
     h = np.zeros((B, H), dtype=dtype) if h0 is None else h0
+    mask = _gate_masks(recurrent_mask, 3, B, H, dtype)
+    in_mask = _gate_masks(input_mask, 3, B, x.shape[2], dtype, "input_mask")
     y, (h_n,), caches = _scan(
-        lambda x_t, h: _gru_cell(x_t, h, w_ih, w_hh, b_ih, b_hh, **options), x, (h,), masks
+        lambda x_t, h: _gru_cell(
+            x_t, h, w_ih, w_hh, b_ih, b_hh, **options, mask=mask, input_mask=in_mask
+        ),
+        x,
+        (h,),
+        masks,
     )
     return y, h_n, caches, (w_ih, w_hh)
 
 
-def _lstm_run(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, c0, masks, weight_hr, options):
+def _lstm_run(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh,
+    h0,
+    c0,
+    masks,
+    weight_hr,
+    options,
+    recurrent_mask=None,
+    input_mask=None,
+):
     """The LSTM forward in x's and weight_ih's dtype: (y, h_n, c_n, caches, cast weights)."""
     _check_names(options["activation"], options["recurrent_activation"])
     dtype = np.result_type(x, weight_ih)
@@ -328,8 +425,12 @@ def _lstm_run(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, c0, masks, weight_h
     H, R = w_hh.shape[0] // 4, w_hh.shape[1]
     h = np.zeros((B, R), dtype=dtype) if h0 is None else h0
     c = np.zeros((B, H), dtype=dtype) if c0 is None else c0
+    mask = _gate_masks(recurrent_mask, 4, B, R, dtype)
+    in_mask = _gate_masks(input_mask, 4, B, x.shape[2], dtype, "input_mask")
     y, (h_n, c_n), caches = _scan(
-        lambda x_t, h, c: _lstm_cell(x_t, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, **options),
+        lambda x_t, h, c: _lstm_cell(
+            x_t, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, **options, mask=mask, input_mask=in_mask
+        ),
         x,
         (h, c),
         masks,
@@ -353,9 +454,12 @@ def gru_forward(
     keep_workspace=False,
     step_mask=None,
     zero_output_for_mask=False,
+    recurrent_mask=None,
+    input_mask=None,
 ):
     """GRU forward over x (T, B, D); weight_ih (3H, D), weight_hh (3H, H), biases (3H,), h0
-    (B, H), in gate order r, z, n. Computes in ``np.result_type(x, weight_ih)``.
+    (B, H), recurrent_mask (3, B, H), input_mask (3, B, D), in gate order r, z, n. Computes in
+    ``np.result_type(x, weight_ih)``.
 
     Returns GatedOutput(y (T, B, H) or None without return_sequences, h_n (B, H), None, None):
     the reference keeps no workspace (its backward recomputes the forward), whatever
@@ -366,7 +470,9 @@ def gru_forward(
         "recurrent_activation": recurrent_activation,
     }
     masks = (lengths, step_mask, zero_output_for_mask)
-    y, h_n, _, _ = _gru_run(x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options)
+    y, h_n, _, _ = _gru_run(
+        x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options, recurrent_mask, input_mask
+    )
     return GatedOutput(y if return_sequences else None, h_n, None, None)
 
 
@@ -388,6 +494,8 @@ def gru_backward(
     recurrent_activation,
     step_mask,
     zero_output_for_mask,
+    recurrent_mask,
+    input_mask,
     input_gradient=True,
 ):
     """BPTT of :func:`gru_forward` from the loss's gradients ``dy`` (T, B, H) and ``dh_n``
@@ -407,7 +515,7 @@ def gru_backward(
     }
     masks = (lengths, step_mask, zero_output_for_mask)
     y, _, caches, (w_ih, w_hh) = _gru_run(
-        x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options
+        x, weight_ih, weight_hh, bias_ih, bias_hh, h0, masks, options, recurrent_mask, input_mask
     )
     T, B, H = y.shape
     dtype = y.dtype
@@ -430,31 +538,36 @@ def gru_backward(
         dz = d_new * (s["h"] - s["n"])
         dh_prev = d_new * s["z"]
         da_n = dn * _act_grad_from_output(activation, s["n"])
+        u, mask = s["u"], s["mask"]  # u[g] = h * mask[g]: what gate g's recurrent term read
         if reset_after:
-            # n = act(x_n + r * h_n), h_n = W_hn h + b_hn
+            # n = act(x_n + r * h_n), h_n = W_hn u_n + b_hn
             dr = da_n * s["h_n"]
             da_hn = da_n * s["r"]
         else:
-            # n = act(x_n + W_hn (r * h) + b_hn)
-            d_rh = da_n @ w_hh[2 * H :]
-            dr = d_rh * s["h"]
-            dh_prev = dh_prev + d_rh * s["r"]
+            # n = act(x_n + W_hn (r * u_n) + b_hn)
+            d_ru = da_n @ w_hh[2 * H :]
+            dr = d_ru * u[2]
+            dh_prev = dh_prev + mask[2] * (d_ru * s["r"])
+            dw_hh[2 * H :] += da_n.T @ (s["r"] * u[2])
             da_hn = da_n
         da_r = dr * _gate_grad_from_output(ra, s["r"])
         da_z = dz * _gate_grad_from_output(ra, s["z"])
-        d_in = np.concatenate([da_r, da_z, da_n], axis=1)  # of W_i* x_t + b_i*, (B, 3H)
+        d_in = np.concatenate([da_r, da_z, da_n], axis=1)  # of W_i* v_* + b_i*, (B, 3H)
         d_rec = np.concatenate([da_r, da_z, da_hn], axis=1)  # of the recurrent terms
-        dw_ih += d_in.T @ s["x"]
         db_ih += d_in.sum(axis=0)
         db_hh += d_rec.sum(axis=0)
-        dx[t] = d_in @ w_ih
-        if reset_after:
-            dw_hh += d_rec.T @ s["h"]
-            dh_prev = dh_prev + d_rec @ w_hh
-        else:
-            dw_hh[: 2 * H] += d_rec[:, : 2 * H].T @ s["h"]
-            dw_hh[2 * H :] += da_n.T @ (s["r"] * s["h"])
-            dh_prev = dh_prev + d_rec[:, : 2 * H] @ w_hh[: 2 * H]
+        # gate g's rows of W_ih read v[g] = x_t * input_mask[g]: its gradient reaches x_t
+        # through input_mask[g]
+        for j in range(3):
+            rows = slice(j * H, (j + 1) * H)
+            dw_ih[rows] += d_in[:, rows].T @ s["v"][j]
+            dx[t] += s["input_mask"][j] * (d_in[:, rows] @ w_ih[rows])
+        # gate g's rows of W_hh read u[g]; its gradient reaches h through mask[g] (with
+        # reset_after=False, n's rows read r * u_n: done above)
+        for j in range(3 if reset_after else 2):
+            rows = slice(j * H, (j + 1) * H)
+            dw_hh[rows] += d_rec[:, rows].T @ u[j]
+            dh_prev = dh_prev + mask[j] * (d_rec[:, rows] @ w_hh[rows])
         dh = np.where(k, dh_prev, dh)
     return GRUGrads(dx if input_gradient else None, dh, dw_ih, dw_hh, db_ih, db_hh)
 
@@ -496,17 +609,30 @@ def lstm_forward(
     keep_workspace=False,
     step_mask=None,
     zero_output_for_mask=False,
+    recurrent_mask=None,
+    input_mask=None,
 ):
     """LSTM forward over x (T, B, D); weight_ih (4H, D), weight_hh (4H, R), biases (4H,),
-    weight_hr (P, H) (then R = P, else R = H), h0 (B, R), c0 (B, H), in gate order i, f, g, o.
-    Computes in ``np.result_type(x, weight_ih)``.
+    weight_hr (P, H) (then R = P, else R = H), h0 (B, R), c0 (B, H), recurrent_mask (4, B, R),
+    input_mask (4, B, D), in gate order i, f, g, o. Computes in ``np.result_type(x, weight_ih)``.
 
     Returns GatedOutput(y (T, B, R) or None without return_sequences, h_n (B, R), c_n (B, H),
     None): the reference keeps no workspace, whatever ``keep_workspace`` says."""
     options = {"activation": activation, "recurrent_activation": recurrent_activation}
     masks = (lengths, step_mask, zero_output_for_mask)
     y, h_n, c_n, _, _ = _lstm_run(
-        x, weight_ih, weight_hh, bias_ih, bias_hh, h0, c0, masks, weight_hr, options
+        x,
+        weight_ih,
+        weight_hh,
+        bias_ih,
+        bias_hh,
+        h0,
+        c0,
+        masks,
+        weight_hr,
+        options,
+        recurrent_mask,
+        input_mask,
     )
     return GatedOutput(y if return_sequences else None, h_n, c_n, None)
 
@@ -531,6 +657,8 @@ def lstm_backward(
     recurrent_activation,
     step_mask,
     zero_output_for_mask,
+    recurrent_mask,
+    input_mask,
     input_gradient=True,
 ):
     """BPTT of :func:`lstm_forward` from the loss's gradients ``dy`` (T, B, R), ``dh_n``
@@ -547,7 +675,18 @@ def lstm_backward(
     options = {"activation": activation, "recurrent_activation": recurrent_activation}
     masks = (lengths, step_mask, zero_output_for_mask)
     y, _, _, caches, (w_ih, w_hh, w_hr) = _lstm_run(
-        x, weight_ih, weight_hh, bias_ih, bias_hh, h0, c0, masks, weight_hr, options
+        x,
+        weight_ih,
+        weight_hh,
+        bias_ih,
+        bias_hh,
+        h0,
+        c0,
+        masks,
+        weight_hr,
+        options,
+        recurrent_mask,
+        input_mask,
     )
     T, B, R = y.shape
     H = w_hh.shape[0] // 4
@@ -589,11 +728,17 @@ def lstm_backward(
             ],
             axis=1,
         )  # of the pre-activations, (B, 4H)
-        dw_ih += da.T @ s["x"]
-        dw_hh += da.T @ s["h"]
         db += da.sum(axis=0)
-        dx[t] = da @ w_ih
-        dh = np.where(k, da @ w_hh, dh)
+        # gate g's rows of W_ih read v[g] = x_t * input_mask[g] and its rows of W_hh read
+        # u[g] = h * mask[g]: its gradient reaches x_t and h through those masks
+        dh_prev = np.zeros((B, R), dtype=dtype)
+        for j in range(4):
+            rows = slice(j * H, (j + 1) * H)
+            dw_ih[rows] += da[:, rows].T @ s["v"][j]
+            dx[t] += s["input_mask"][j] * (da[:, rows] @ w_ih[rows])
+            dw_hh[rows] += da[:, rows].T @ s["u"][j]
+            dh_prev = dh_prev + s["mask"][j] * (da[:, rows] @ w_hh[rows])
+        dh = np.where(k, dh_prev, dh)
         dc = np.where(k, dc_prev, dc)
     return LSTMGrads(dx if input_gradient else None, dh, dc, dw_ih, dw_hh, db, db.copy(), dw_hr)
 
