@@ -66,9 +66,11 @@ class Gated:
         if masked is not None:
             keep = rng.random((T, B)) < 0.6
             self.masks.update(step_mask=keep, zero_output_for_mask=masked)
-        if dropout:  # recurrent dropout: one mask per gate, kept with probability 0.7
+        if dropout:  # Keras 3's dropouts: one mask per gate on h_{t-1} and on x_t
             keep = rng.random((G, B, Rw)) < 0.7
             self.masks["recurrent_mask"] = (keep / 0.7).astype(dtype)
+            keep = rng.random((G, B, D)) < 0.8
+            self.masks["input_mask"] = (keep / 0.8).astype(dtype)
         self.functions = dict(activation=functions[0], recurrent_activation=functions[1])
         self.dy = rng.standard_normal((T, B, Rw)).astype(dtype)
         self.dh_n = rng.standard_normal((B, Rw)).astype(dtype)
@@ -295,3 +297,31 @@ def test_bad_input_names_the_argument(rng):
         F.lstm_forward(p.x, **w, recurrent_mask=np.ones((3, 2, 4), np.float32))
     with pytest.raises(TypeError):  # every forward option must be told to the backward
         F.lstm_backward(p.x, w["weight_ih"], w["weight_hh"], None, None, out.y, out.workspace)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_token_input_is_the_gathered_table(cell, rng):
+    # ids select rows of a table: the same as x = table[ids], the table projected once, its
+    # gradient the rows' gradients summed per id
+    p = Gated(rng, cell, 6, 4, 3, 5, np.float64, True, masked=False)
+    table = rng.standard_normal((7, 3))
+    ids = rng.integers(0, 7, (6, 4))
+    p.x = table[ids]
+    gathered = p.run(F)
+    p.x = table
+    fused = p.run(type("WithIds", (), _with_ids(F, ids)))
+    for name, value in gathered.items():
+        if name == "dx":
+            value = np.zeros_like(table)
+            np.add.at(value, ids, gathered["dx"])
+        assert_close(fused[name], value, np.float64, name)
+
+
+def _with_ids(module, ids):
+    """The module's gated functions with ``ids`` bound: token input through the Gated calls."""
+
+    def bound(function):
+        return staticmethod(lambda *args, **kwargs: function(*args, ids=ids, **kwargs))
+
+    names = ("gru_forward", "gru_backward", "lstm_forward", "lstm_backward")
+    return {name: bound(getattr(module, name)) for name in names}
