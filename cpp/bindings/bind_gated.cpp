@@ -1,7 +1,9 @@
 // Bindings of the gated cells' forward and backward drivers (GRU, LSTM): one layer, one
 // direction, whole sequences. Checks with the GIL held, the drivers with it released.
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "check.hpp"
 #include "rnnfast/drivers/gated.hpp"
@@ -70,119 +72,96 @@ GatedShape gated_shape(const std::string& cell_name, const py::array& x, const p
     return s;
 }
 
-template <class T>
-py::tuple forward_impl(const GatedShape& s, const py::array& x, const py::object& ids,
-                       const py::object& h0, const py::object& c0, const py::array& w_ih,
-                       const py::array& w_hh, const py::object& b_ih, const py::object& b_hh,
-                       const py::object& w_hr, const py::object& lengths,
-                       const py::object& step_mask, bool zero_output_for_mask,
-                       const py::object& recurrent_mask, const py::object& input_mask,
-                       Pointwise act, Pointwise rec, bool return_sequences, bool keep_workspace) {
-    const index T_ = s.steps, B = s.batch, H = s.H, R = s.R, GH = s.GH;
+// What a forward and its backward are both given: the sequence, the initial states, the
+// weights, the masks and the gates' functions (the Python objects, checked when read).
+struct GatedInputs {
+    py::array x;
+    py::object ids, h0, c0;
+    py::array w_ih, w_hh;
+    py::object w_hr, lengths, step_mask;
+    bool zero_output_for_mask;
+    py::object recurrent_mask, input_mask;
+    Pointwise act, rec;
+};
+
+// Sets the arguments a forward's and a backward's driver arguments share (Args: either).
+template <class T, class Args>
+SequenceInput<T> set_shared(Args& a, const GatedShape& s, const GatedInputs& in) {
+    const index T_ = s.steps, B = s.batch, H = s.H, R = s.R, G = gate_count(s.cell);
     const bool lstm = s.cell == GatedCell::lstm;
-    GatedForwardArgs<T> a;
     a.cell = s.cell;
     a.steps = T_;
     a.batch = B;
     a.input_size = s.D;
     a.hidden_size = H;
     a.proj_size = s.P;
-    const SequenceInput<T> in = sequence_input<T>(x, ids, s.D);
-    a.x = in.x;
-    a.ids = in.ids;
-    a.vocab = in.vocab;
-    RNNFAST_CHECK(!in.ids || input_mask.is_none(), "input_mask",
+    const SequenceInput<T> seq = sequence_input<T>(in.x, in.ids, s.D);
+    a.x = seq.x;
+    a.ids = seq.ids;
+    a.vocab = seq.vocab;
+    RNNFAST_CHECK(!seq.ids || in.input_mask.is_none(), "input_mask",
                   "None with token ids (the table is projected once, whatever the masks)",
                   "an array");
-    a.w_ih = checked<T>(w_ih, "weight_ih", {GH, s.D}, "(G*H, D)").data();
-    a.w_hh = checked<T>(w_hh, "weight_hh", {GH, R}, "(G*H, R)").data();
-    a.b_ih = optional_data<T>(b_ih, "bias_ih", {GH}, "(G*H,)");
-    a.b_hh = optional_data<T>(b_hh, "bias_hh", {GH}, "(G*H,)");
-    a.w_hr = optional_data<T>(w_hr, "weight_hr", {s.P, H}, "(P, H)");
-    a.h0 = optional_data<T>(h0, "h0", {B, R}, "(B, R)");
-    RNNFAST_CHECK(lstm || c0.is_none(), "c0", "None for a GRU", "an array");
-    a.c0 = optional_data<T>(c0, "c0", {B, H}, "(B, H)");
-    a.lengths = sorted_lengths(lengths, T_, B);
-    if (!step_mask.is_none())
-        a.keep = checked<std::uint8_t>(step_mask, "step_mask", {T_, B}, "(T, B)").data();
-    a.zero_output_for_mask = zero_output_for_mask;
+    a.w_ih = checked<T>(in.w_ih, "weight_ih", {s.GH, s.D}, "(G*H, D)").data();
+    a.w_hh = checked<T>(in.w_hh, "weight_hh", {s.GH, R}, "(G*H, R)").data();
+    a.w_hr = optional_data<T>(in.w_hr, "weight_hr", {s.P, H}, "(P, H)");
+    a.h0 = optional_data<T>(in.h0, "h0", {B, R}, "(B, R)");
+    RNNFAST_CHECK(lstm || in.c0.is_none(), "c0", "None for a GRU", "an array");
+    a.c0 = optional_data<T>(in.c0, "c0", {B, H}, "(B, H)");
+    a.lengths = sorted_lengths(in.lengths, T_, B);
+    if (!in.step_mask.is_none())
+        a.keep = checked<std::uint8_t>(in.step_mask, "step_mask", {T_, B}, "(T, B)").data();
+    a.zero_output_for_mask = in.zero_output_for_mask;
     a.recurrent_mask =
-        optional_data<T>(recurrent_mask, "recurrent_mask", {gate_count(s.cell), B, R}, "(G, B, R)");
-    a.input_mask =
-        optional_data<T>(input_mask, "input_mask", {gate_count(s.cell), B, s.D}, "(G, B, D)");
-    a.act = act;
-    a.rec = rec;
+        optional_data<T>(in.recurrent_mask, "recurrent_mask", {G, B, R}, "(G, B, R)");
+    a.input_mask = optional_data<T>(in.input_mask, "input_mask", {G, B, s.D}, "(G, B, D)");
+    a.act = in.act;
+    a.rec = in.rec;
+    return seq;
+}
+
+// A new array of the given shape for a driver to write, and its data pointer into `out`.
+template <class T>
+py::array_t<T> output(std::initializer_list<index> shape, T*& out) {
+    py::array_t<T> arr(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+    out = arr.mutable_data();
+    return arr;
+}
+
+template <class T>
+py::tuple forward_impl(const GatedShape& s, const GatedInputs& in, const py::object& b_ih,
+                       const py::object& b_hh, bool return_sequences, bool keep_workspace) {
+    const index T_ = s.steps, B = s.batch, H = s.H, R = s.R;
+    GatedForwardArgs<T> a;
+    set_shared<T>(a, s, in);
+    a.b_ih = optional_data<T>(b_ih, "bias_ih", {s.GH}, "(G*H,)");
+    a.b_hh = optional_data<T>(b_hh, "bias_hh", {s.GH}, "(G*H,)");
     RNNFAST_CHECK(!keep_workspace || return_sequences, "keep_workspace",
                   "return_sequences=True with it (the backward reads every h_t)",
                   "return_sequences=False");
-    py::array_t<T> h_n({B, R});
-    a.h_n = h_n.mutable_data();
-    py::object c_n = py::none(), y = py::none(), ws = py::none();
-    if (lstm) {
-        py::array_t<T> c_arr({B, H});
-        a.c_n = c_arr.mutable_data();
-        c_n = c_arr;
-    }
-    if (return_sequences) {
-        py::array_t<T> y_arr({T_, B, R});
-        a.y = y_arr.mutable_data();
-        y = y_arr;
-    }
-    if (keep_workspace) {
-        py::array_t<T> ws_arr({T_, B, workspace_width(s.cell, H)});
-        a.workspace = ws_arr.mutable_data();
-        ws = ws_arr;
-    }
+    py::object h_n = output<T>({B, R}, a.h_n), c_n = py::none(), y = py::none(), ws = py::none();
+    if (s.cell == GatedCell::lstm) c_n = output<T>({B, H}, a.c_n);
+    if (return_sequences) y = output<T>({T_, B, R}, a.y);
+    if (keep_workspace) ws = output<T>({T_, B, workspace_width(s.cell, H)}, a.workspace);
     {
+        // Safe without the GIL: the driver touches only these buffers, which the arguments and
+        // the new arrays keep alive until we return.
         py::gil_scoped_release release;
-        const ThreadShare share;
+        const ThreadShare share;  // concurrent calls split the thread budget
         gated_forward(a);
     }
     return py::make_tuple(y, h_n, c_n, ws);
 }
 
 template <class T>
-py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::object& ids,
-                        const py::object& h0, const py::object& c0, const py::array& w_ih,
-                        const py::array& w_hh, const py::object& w_hr, const py::array& y,
+py::tuple backward_impl(const GatedShape& s, const GatedInputs& in, const py::array& y,
                         const py::array& workspace, const py::object& dy, const py::object& dh_n,
-                        const py::object& dc_n, const py::object& lengths,
-                        const py::object& step_mask, bool zero_output_for_mask,
-                        const py::object& recurrent_mask, const py::object& input_mask,
-                        Pointwise act, Pointwise rec, bool input_gradient) {
+                        const py::object& dc_n, bool input_gradient) {
     const index T_ = s.steps, B = s.batch, D = s.D, H = s.H, R = s.R, GH = s.GH, P = s.P;
     const bool lstm = s.cell == GatedCell::lstm;
     GatedBackwardArgs<T> a;
-    a.cell = s.cell;
-    a.steps = T_;
-    a.batch = B;
-    a.input_size = D;
-    a.hidden_size = H;
-    a.proj_size = P;
-    const SequenceInput<T> in = sequence_input<T>(x, ids, D);
-    a.x = in.x;
-    a.ids = in.ids;
-    a.vocab = in.vocab;
-    RNNFAST_CHECK(!in.ids || input_mask.is_none(), "input_mask",
-                  "None with token ids (the table is projected once, whatever the masks)",
-                  "an array");
-    a.w_ih = checked<T>(w_ih, "weight_ih", {GH, D}, "(G*H, D)").data();
-    a.w_hh = checked<T>(w_hh, "weight_hh", {GH, R}, "(G*H, R)").data();
-    a.w_hr = optional_data<T>(w_hr, "weight_hr", {P, H}, "(P, H)");
-    a.h0 = optional_data<T>(h0, "h0", {B, R}, "(B, R)");
-    RNNFAST_CHECK(lstm || c0.is_none(), "c0", "None for a GRU", "an array");
+    const SequenceInput<T> seq = set_shared<T>(a, s, in);
     RNNFAST_CHECK(lstm || dc_n.is_none(), "dc_n", "None for a GRU", "an array");
-    a.c0 = optional_data<T>(c0, "c0", {B, H}, "(B, H)");
-    a.lengths = sorted_lengths(lengths, T_, B);
-    if (!step_mask.is_none())
-        a.keep = checked<std::uint8_t>(step_mask, "step_mask", {T_, B}, "(T, B)").data();
-    a.zero_output_for_mask = zero_output_for_mask;
-    a.recurrent_mask =
-        optional_data<T>(recurrent_mask, "recurrent_mask", {gate_count(s.cell), B, R}, "(G, B, R)");
-    a.input_mask =
-        optional_data<T>(input_mask, "input_mask", {gate_count(s.cell), B, s.D}, "(G, B, D)");
-    a.act = act;
-    a.rec = rec;
     a.y = checked<T>(y, "y", {T_, B, R}, "(T, B, R)").data();
     a.workspace = checked<T>(workspace, "workspace", {T_, B, workspace_width(s.cell, H)},
                              "(T, B, W) as the forward kept it")
@@ -191,27 +170,13 @@ py::tuple backward_impl(const GatedShape& s, const py::array& x, const py::objec
     a.dh_n = optional_data<T>(dh_n, "dh_n", {B, R}, "(B, R)");
     a.dc_n = optional_data<T>(dc_n, "dc_n", {B, H}, "(B, H)");
     py::object dx = py::none(), dc0 = py::none(), dw_hr = py::none();
-    if (input_gradient) {  // with token ids, the table's gradient
-        py::array_t<T> arr = in.ids ? py::array_t<T>({in.vocab, D}) : py::array_t<T>({T_, B, D});
-        a.dx = arr.mutable_data();
-        dx = arr;
-    }
-    py::array_t<T> dh0({B, R}), dw_ih({GH, D}), dw_hh({GH, R}), db_ih({GH}), db_hh({GH});
-    a.dh0 = dh0.mutable_data();
-    a.dw_ih = dw_ih.mutable_data();
-    a.dw_hh = dw_hh.mutable_data();
-    a.db_ih = db_ih.mutable_data();
-    a.db_hh = db_hh.mutable_data();
-    if (lstm) {
-        py::array_t<T> arr({B, H});
-        a.dc0 = arr.mutable_data();
-        dc0 = arr;
-    }
-    if (P > 0) {
-        py::array_t<T> arr({P, H});
-        a.dw_hr = arr.mutable_data();
-        dw_hr = arr;
-    }
+    if (input_gradient)  // with token ids, the table's gradient
+        dx = seq.ids ? output<T>({seq.vocab, D}, a.dx) : output<T>({T_, B, D}, a.dx);
+    if (lstm) dc0 = output<T>({B, H}, a.dc0);
+    if (P > 0) dw_hr = output<T>({P, H}, a.dw_hr);
+    py::object dh0 = output<T>({B, R}, a.dh0), dw_ih = output<T>({GH, D}, a.dw_ih),
+               dw_hh = output<T>({GH, R}, a.dw_hh), db_ih = output<T>({GH}, a.db_ih),
+               db_hh = output<T>({GH}, a.db_hh);
     {
         py::gil_scoped_release release;
         const ThreadShare share;
@@ -293,21 +258,28 @@ void register_gated(py::module_& m) {
            bool zero_output_for_mask, const py::object& recurrent_mask,
            const py::object& input_mask, const py::object& ids) {
             const GatedShape s = gated_shape(cell, x, ids, w_ih, w_hh, w_hr);
-            const Pointwise act = parse_activation_fn(activation);
-            const Pointwise rec = parse_recurrent_activation(recurrent_activation);
+            const GatedInputs in{x,
+                                 ids,
+                                 h0,
+                                 c0,
+                                 w_ih,
+                                 w_hh,
+                                 w_hr,
+                                 lengths,
+                                 step_mask,
+                                 zero_output_for_mask,
+                                 recurrent_mask,
+                                 input_mask,
+                                 parse_activation_fn(activation),
+                                 parse_recurrent_activation(recurrent_activation)};
             return by_dtype(
                 w_ih,
                 [&] {
-                    return forward_impl<float>(s, x, ids, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
-                                               lengths, step_mask, zero_output_for_mask,
-                                               recurrent_mask, input_mask, act, rec,
-                                               return_sequences, keep_workspace);
+                    return forward_impl<float>(s, in, b_ih, b_hh, return_sequences, keep_workspace);
                 },
                 [&] {
-                    return forward_impl<double>(s, x, ids, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
-                                                lengths, step_mask, zero_output_for_mask,
-                                                recurrent_mask, input_mask, act, rec,
-                                                return_sequences, keep_workspace);
+                    return forward_impl<double>(s, in, b_ih, b_hh, return_sequences,
+                                                keep_workspace);
                 });
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
@@ -329,21 +301,29 @@ void register_gated(py::module_& m) {
            const py::object& step_mask, bool zero_output_for_mask, const py::object& recurrent_mask,
            const py::object& input_mask, const py::object& ids) {
             const GatedShape s = gated_shape(cell, x, ids, w_ih, w_hh, w_hr);
-            const Pointwise act = parse_activation_fn(activation);
-            const Pointwise rec = parse_recurrent_activation(recurrent_activation);
+            const GatedInputs in{x,
+                                 ids,
+                                 h0,
+                                 c0,
+                                 w_ih,
+                                 w_hh,
+                                 w_hr,
+                                 lengths,
+                                 step_mask,
+                                 zero_output_for_mask,
+                                 recurrent_mask,
+                                 input_mask,
+                                 parse_activation_fn(activation),
+                                 parse_recurrent_activation(recurrent_activation)};
             return by_dtype(
                 w_ih,
                 [&] {
-                    return backward_impl<float>(s, x, ids, h0, c0, w_ih, w_hh, w_hr, y, workspace,
-                                                dy, dh_n, dc_n, lengths, step_mask,
-                                                zero_output_for_mask, recurrent_mask, input_mask,
-                                                act, rec, input_gradient);
+                    return backward_impl<float>(s, in, y, workspace, dy, dh_n, dc_n,
+                                                input_gradient);
                 },
                 [&] {
-                    return backward_impl<double>(s, x, ids, h0, c0, w_ih, w_hh, w_hr, y, workspace,
-                                                 dy, dh_n, dc_n, lengths, step_mask,
-                                                 zero_output_for_mask, recurrent_mask, input_mask,
-                                                 act, rec, input_gradient);
+                    return backward_impl<double>(s, in, y, workspace, dy, dh_n, dc_n,
+                                                 input_gradient);
                 });
         },
         py::arg("cell"), py::arg("x"), py::arg("h0"), py::arg("c0"), py::arg("weight_ih"),
@@ -354,7 +334,7 @@ void register_gated(py::module_& m) {
         py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
         py::arg("ids") = py::none(),
         "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
-        "dbias_ih, dbias_hh, dweight_hr or None).");
+        "dbias_ih, dbias_hh, dweight_hr or None); with ids, dx is the table's gradient.");
     m.def(
         "gated_step",
         [](const std::string& cell, const py::array& x, const py::array& h, const py::object& c,

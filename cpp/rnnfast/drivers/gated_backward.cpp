@@ -23,12 +23,6 @@ namespace rnnfast {
 namespace {
 
 template <class T>
-void run_block(const KernelTable<T>& kt, const GemmTask<T>& task, index m0, index m1, index p0,
-               index p1) {
-    if (m1 > m0 && p1 > p0) kt.gemm_block(task, m0, m1, p0, p1);
-}
-
-template <class T>
 struct GatedBackwardPass : TimeLoopPass {
     const GatedBackwardArgs<T>& a;
     const GatedCell cell;

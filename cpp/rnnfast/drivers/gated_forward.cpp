@@ -72,12 +72,6 @@ inline index panel_end(const GateLayout& layout, index u1, int nr) {
 }
 
 template <class T>
-void run_block(const KernelTable<T>& kt, const GemmTask<T>& task, index m0, index m1, index p0,
-               index p1) {
-    if (m1 > m0 && p1 > p0) kt.gemm_block(task, m0, m1, p0, p1);
-}
-
-template <class T>
 struct GatedForwardPass : TimeLoopPass {
     const GatedForwardArgs<T>& a;
     const GatedCell cell;

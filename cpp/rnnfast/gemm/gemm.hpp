@@ -39,6 +39,14 @@ GemmTask<T> packed_task(index M, index N, index K, const T* packed_b, T* C, inde
     return t;
 }
 
+// Rows [m0, m1) x column panels [p0, p1) of a task whose B is packed already, on this thread;
+// nothing when either range is empty (a thread with no share of a step).
+template <class T>
+void run_block(const KernelTable<T>& kt, const GemmTask<T>& task, index m0, index m1, index p0,
+               index p1) {
+    if (m1 > m0 && p1 > p0) kt.gemm_block(task, m0, m1, p0, p1);
+}
+
 // Runs a task whose B is packed already; call from outside any parallel region.
 template <class T>
 void run_task(const KernelTable<T>& kt, const GemmTask<T>& task, int threads);
