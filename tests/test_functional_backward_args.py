@@ -221,3 +221,22 @@ def test_mask_layouts_and_integer_masks_give_the_same_results(dtype, rng):
         dtype,
         "h_n",
     )
+
+
+@pytest.mark.parametrize("module", [F, R], ids=["functional", "reference"])
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_plain_gated_options_are_the_required_keywords_at_the_forwards_defaults(module, cell):
+    """PLAIN_GRU_OPTIONS / PLAIN_LSTM_OPTIONS: the same statement for the gated backwards, in
+    the kernels and in the reference alike."""
+    plain = F.PLAIN_GRU_OPTIONS if cell == "gru" else F.PLAIN_LSTM_OPTIONS
+    backward = getattr(module, f"{cell}_backward")
+    required = [
+        name
+        for name, p in inspect.signature(backward).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and p.default is p.empty
+    ]
+    assert sorted(required) == sorted(plain)
+    forward = inspect.signature(getattr(module, f"{cell}_forward")).parameters
+    assert {k: forward[k].default for k in required} == dict(plain)
+    with pytest.raises(TypeError):
+        plain["h0"] = 0.0  # read-only

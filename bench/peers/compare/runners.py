@@ -24,8 +24,6 @@ A training run is the forward keeping what the backward needs, then the backward
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 from bench._common import log
@@ -36,19 +34,6 @@ from rnnfast import functional, reference
 
 LIBS = ("rnnfast", "torch", "ort", "openvino", "jax", "numpy", "blas")  # numpy: rnnfast.reference
 PEERS = LIBS[1:]
-
-
-def plain_backward_options(forward, backward) -> dict:
-    """The keywords a gated backward must be told again (keyword-only, no default), at the
-    values of a plain forward: the forward's defaults (no h0, no lengths, no masks, tanh,
-    sigmoid, reset_after=True). Read from the signatures, so that an option the cells gain
-    comes along; rnnfast.functional has PLAIN_FORWARD_OPTIONS for the Elman cell only."""
-    defaults = inspect.signature(forward).parameters
-    return {
-        name: defaults[name].default
-        for name, param in inspect.signature(backward).parameters.items()
-        if param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is param.empty
-    }
 
 
 def rnnfast_runners(p: Problem):
@@ -109,7 +94,9 @@ def gated_runners(p: Problem, lib):
     backward of p.dy for train. (The reference keeps no workspace; its backward recomputes.)"""
     forward = getattr(lib, f"{p.cell.name}_forward")
     backward = getattr(lib, f"{p.cell.name}_backward")
-    options = plain_backward_options(forward, backward)
+    options = (
+        functional.PLAIN_GRU_OPTIONS if p.cell.name == "gru" else functional.PLAIN_LSTM_OPTIONS
+    )
     args = (p.x, p.w_ih, p.w_hh, p.b_ih, p.b_hh)
 
     def train():

@@ -15,6 +15,8 @@ from .elman import (
     rnn_step,
 )
 from .gated import (
+    PLAIN_GRU_OPTIONS,
+    PLAIN_LSTM_OPTIONS,
     GatedOutput,
     GRUGrads,
     LSTMGrads,
@@ -34,6 +36,8 @@ __all__ = [
     "RNNGrads",
     "quantized_rnn_forward",
     "quantized_rnn_step",
+    "PLAIN_GRU_OPTIONS",
+    "PLAIN_LSTM_OPTIONS",
     "GatedOutput",
     "GRUGrads",
     "LSTMGrads",

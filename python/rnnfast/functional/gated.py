@@ -18,6 +18,7 @@ the backward expects with the same ``lengths``.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -34,6 +35,8 @@ from .._validation import (
 from ._batch import check_batch, longest_first, sequence_input, sort_sequence, take
 
 __all__ = [
+    "PLAIN_GRU_OPTIONS",
+    "PLAIN_LSTM_OPTIONS",
     "GatedOutput",
     "GRUGrads",
     "LSTMGrads",
@@ -44,6 +47,34 @@ __all__ = [
     "lstm_backward",
     "lstm_step",
 ]
+
+_PLAIN_MASKS = {
+    "step_mask": None,
+    "zero_output_for_mask": False,
+    "recurrent_mask": None,
+    "input_mask": None,
+}
+PLAIN_GRU_OPTIONS = MappingProxyType(
+    {
+        "h0": None,
+        "lengths": None,
+        "reset_after": True,
+        "activation": "tanh",
+        "recurrent_activation": "sigmoid",
+        **_PLAIN_MASKS,
+    }
+)
+PLAIN_LSTM_OPTIONS = MappingProxyType(
+    {
+        "h0": None,
+        "c0": None,
+        "lengths": None,
+        "weight_hr": None,
+        "activation": "tanh",
+        "recurrent_activation": "sigmoid",
+        **_PLAIN_MASKS,
+    }
+)
 
 ACTIVATIONS = ("tanh", "relu")
 RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")

@@ -30,10 +30,8 @@ __all__ = ["GRUCell", "LSTMCell"]
 # the sequence kernels' mask options, as a cell's one step runs them (no masks); their
 # backwards are told every forward option again
 _NO_MASKS = {
-    "step_mask": None,
-    "zero_output_for_mask": False,
-    "input_mask": None,
-    "recurrent_mask": None,
+    name: functional.PLAIN_GRU_OPTIONS[name]
+    for name in ("step_mask", "zero_output_for_mask", "input_mask", "recurrent_mask")
 }
 
 
