@@ -4,12 +4,11 @@ the API forms, streaming and stateful layers, persistence, and every refused opt
 
 from __future__ import annotations
 
-import itertools
 import pickle
 
 import numpy as np
 import pytest
-from conftest import assert_close, numerical_gradient
+from conftest import assert_close, numerical_gradient, sweep
 
 import rnnfast
 from rnnfast import functional
@@ -21,13 +20,21 @@ T, B, D, H, P = 5, 3, 4, 6, 3
 F32, F64 = np.float32, np.float64
 LENGTHS = np.array([5, 2, 0])  # full, partial, empty (not sorted: the layer sorts)
 
-# (cell, proj_size) x num_layers x bidirectional x batch_first x bias x lengths x dtype
-_CELLS = [("GRU", 0), ("LSTM", 0), ("LSTM", P)]
-_FULL = list(
-    itertools.product(_CELLS, [1, 2], [False, True], [False, True], [True, False], [False, True])
+# The torch parity sweep: (cell, proj_size) x num_layers x bidirectional x batch_first x bias x
+# lengths x dtype; a seeded subset touching every axis value by default, the rest with -m full.
+PARITY = sweep(
+    {
+        "cell": [("GRU", 0), ("LSTM", 0), ("LSTM", P)],
+        "num_layers": [1, 2],
+        "bidirectional": [False, True],
+        "batch_first": [False, True],
+        "bias": [True, False],
+        "lengths": [False, True],
+        "dtype": [F32, F64],
+    },
+    seed=23,
+    extra=8,
 )
-# a seeded subset touching every axis value, each with both dtypes
-_CASES = [_FULL[i] for i in sorted(np.random.default_rng(23).choice(len(_FULL), 10, False))]
 
 
 def _cls(name):
@@ -52,15 +59,14 @@ def _pack(torch, x_t, lengths, batch_first):
     )
 
 
-@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
-@pytest.mark.parametrize(
-    "case", _CASES, ids=lambda c: "-".join(str(v) for v in (c[0][0], *c[0][1:], *c[1:]))
-)
-def test_parity_with_torch(torch, case, dtype, rng):
+@pytest.mark.parametrize("case", PARITY)
+def test_parity_with_torch(torch, case, rng):
     """Outputs, final states and every gradient (x, h0, c0, each parameter) equal torch's, from
     a loss over y, h_n (and c_n). torch's packed sequences cannot hold an empty one: the empty
     sequence runs as length 1 there and is compared apart (zeros out, h0 through)."""
-    (name, proj), num_layers, bidirectional, batch_first, bias, with_lengths = case
+    (name, proj), num_layers, dtype = case["cell"], case["num_layers"], case["dtype"]
+    bidirectional, batch_first, bias = case["bidirectional"], case["batch_first"], case["bias"]
+    with_lengths = case["lengths"]
     kw = dict(proj_size=proj) if proj else {}
     layer = _cls(name)(
         D,
@@ -358,7 +364,6 @@ def test_sequential_and_fit(rng):
     "option, value",
     [
         ("alpha", 0.5),
-        ("dilation", 2),
         ("time_major", True),
     ],
 )
