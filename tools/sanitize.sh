@@ -33,6 +33,7 @@ DEFAULT_SUBSET=(
   tests/nn/test_embedding_fusion.py
   tests/test_functional_masks.py
   tests/test_functional_backward_args.py
+  tests/test_gated_kernels.py
 )
 
 if [[ ! -x "$SAN_VENV/bin/python" ]]; then
