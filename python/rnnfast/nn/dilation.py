@@ -8,9 +8,14 @@ so the chains are a reshape of it, no copy; otherwise the tail is padded (a copy
 padded steps lie past every chain's length.
 
 Streaming (``step``, stateful layers): step t reads h_{t-d}, so what carries a dilated layer from
-one call to the next is its last d states, a ring (d, B, H) in age order: ``ring[j]`` is
+one call to the next is its last d states, a ring (d, B, S) in age order: ``ring[j]`` is
 h_{t-d+j} when step t comes next (``ring[-1]`` the newest). Chain j of the next call starts from
-``ring[j]``, which makes the ring exactly the per-chain initial state of the chain layout.
+``ring[j]``, which makes the ring exactly the per-chain initial state of the chain layout. S is
+the cell's joined state width (nn.cells: H; an LSTM's h and c side by side, R + H): everything
+here is cell-agnostic.
+
+Dropout masks are drawn one per sequence; each chain of a sequence reads its sequence's
+(:func:`chain_masks`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 __all__ = [
     "chain_h0",
     "chain_lengths",
+    "chain_masks",
     "chain_state_gradient",
     "from_chains",
     "last_rows",
@@ -64,8 +70,8 @@ def last_rows(lengths, steps, batch, d):
 
 
 def chain_h0(h0, d):
-    """The chains' initial states (d*B, H): one state (B, H) broadcast to every chain, or a
-    ring (d, B, H), one per chain (row j*B + b is ring[j, b]: a reshape)."""
+    """The chains' initial states (d*B, S): one state (B, S) broadcast to every chain, or a
+    ring (d, B, S), one per chain (row j*B + b is ring[j, b]: a reshape)."""
     if h0 is None:
         return None
     if h0.ndim == 3:
@@ -73,9 +79,18 @@ def chain_h0(h0, d):
     return np.tile(h0, (d, 1))
 
 
+def chain_masks(mask, d):
+    """Dropout masks in the chain layout: one per sequence, (..., B, W) -> (..., d*B, W) along
+    the batch axis (-2), row j*B + b being sequence b's (every chain of a sequence reads its
+    sequence's mask). The Elman cell's (B, H); a gated cell's one per gate (gates, B, W)."""
+    if mask is None:
+        return None
+    return np.tile(mask, (1,) * (mask.ndim - 2) + (d, 1))
+
+
 def chain_state_gradient(dh_n, last, d):
-    """The gradient of each sequence's h_n (B, H) as one of the chains' final states
-    (d*B, H): h_n is the final state of the chain that holds the sequence's last step (row
+    """The gradient of each sequence's h_n (B, S) as one of the chains' final states
+    (d*B, S): h_n is the final state of the chain that holds the sequence's last step (row
     ``last``, from :func:`last_rows`); the other chains' final states have none."""
     chained = np.zeros((d * dh_n.shape[0], dh_n.shape[1]), dtype=dh_n.dtype)
     chained[last] = dh_n
@@ -83,8 +98,8 @@ def chain_state_gradient(dh_n, last, d):
 
 
 def ring_from_chains(h_n, lengths, steps, batch, d):
-    """The ring (d, B, H) of the last d states of each sequence from the chains' final states
-    h_n (d*B, H): position L - d + j (L the sequence's length) is the last step of chain
+    """The ring (d, B, S) of the last d states of each sequence from the chains' final states
+    h_n (d*B, S): position L - d + j (L the sequence's length) is the last step of chain
     (L + j) mod d, or, when negative, a chain that never ran and still holds its initial
     state, which is the incoming ring's entry L + j = (L + j) mod d. One gather either way."""
     full = np.full(batch, steps, dtype=np.int64) if lengths is None else lengths

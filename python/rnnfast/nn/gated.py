@@ -4,8 +4,10 @@ on the gated cells of ``nn.cells``, with PyTorch's constructors, parameter names
 orders and Keras's options.
 
 What the gated kernels do not run is refused by name, never ignored: leaky units (``alpha``,
-Elman-only by design) and ``dilation``. ``recurrent_dropout`` is Keras 3's: one mask per gate
-on h_{t-1}, inside the kernels.
+Elman-only by design). ``recurrent_dropout`` is Keras 3's: one mask per gate on h_{t-1}, inside
+the kernels. ``dilation`` is the Elman layer's (nn.dilation: d interleaved chains on the same
+kernels; stateful layers and ``step`` carry rings, nn.rnn_rings); the LSTM's ring state is the
+pair (h, c) of ring lists.
 """
 
 from __future__ import annotations
@@ -94,24 +96,6 @@ class GatedOptions:
             )
         self._alpha, self._alphas = 1.0, [1.0] * self.num_layers
 
-    @property
-    def dilation(self):
-        """Always 1: dilation is not supported for the gated cells yet."""
-        return 1
-
-    @dilation.setter
-    def dilation(self, value):
-        values = list(value) if isinstance(value, (list, tuple)) else [value]
-        if not all(isinstance(v, (int, np.integer)) and v == 1 for v in values):
-            raise _unsupported(
-                type(self).__name__,
-                "dilation",
-                value,
-                "the gated kernels step through every time step; use rnnfast.RNN for a dilated "
-                "recurrence",
-            )
-        self._dilation, self._dilations = 1, (1,) * self.num_layers
-
 
 _KERAS_NOOPS = ("unroll", "use_cudnn", "implementation", "time_major")
 
@@ -174,6 +158,12 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         output (plus its input with ``residual``). Unbatched, as torch: x_t (input_size,) with
         states without the batch axis. No dropout, nothing kept for backward; unidirectional
         layers only. A stateful layer carries state_next to its next call.
+
+        A dilated layer (``dilation``) reads h_{t-d}: its state is the ring form, one ring
+        (d_k, B, ·) per layer (``ring[-1]`` the newest; the GRU's a list of them, the LSTM's the
+        pair (h, c) of such lists), and state_next is in that form; a plain state starts every
+        chain from it, as a forward's h0. Steps over a sequence then give the forward's
+        outputs.
         """
         if self._bidirectional:
             raise ValueError(
@@ -182,6 +172,8 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
             )
         x = as_float_array("x_t", x_t, self._dtype)
         unbatched = x.ndim == 1
+        if self._is_dilated():
+            return self._step_dilated(x, state, unbatched, name="state")
         if unbatched:
             x = x[None]
         if x.ndim != 2 or x.shape[1] != self._input_size:
@@ -202,21 +194,28 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
             s = np.zeros((self._num_layers, batch, S), dtype=self._dtype)
         else:
             s = self._state_input("state", state, batch, unbatched)
-        options = self._cell_options()
-        R = self.cell.output_width(self)
-        inp, new = x, []
-        for k in range(self._num_layers):
-            s_k = self.cell.step(self, options, k, inp, s[k])
-            new.append(s_k)
-            h_k = s_k[:, :R]
-            inp = h_k + inp if (self._residual and k > 0) else h_k
+        out, new = self._step_layers(x, s)
         s_next = np.stack(new)
         if self._stateful:
             self._state = s_next
-        out = np.ascontiguousarray(inp)
+        out = np.ascontiguousarray(out)
         if unbatched:
             out, s_next = out[0], s_next[:, 0]
         return out, self._state_output(s_next)
+
+    def _step_layers(self, x_t, previous):
+        """One step of every layer on the cell's step kernel (``nn.cells``), layer k from its
+        joined state ``previous[k]`` (B, S) (the one its recurrence reads: h_{t-d} of a
+        dilated layer): ``(out_t (B, R), [the new state (B, S) of each layer])``."""
+        options = self._cell_options()
+        R = self.cell.output_width(self)
+        inp, states = x_t, []
+        for k in range(self._num_layers):
+            s_k = self.cell.step(self, options, k, inp, previous[k])
+            states.append(s_k)
+            h_k = s_k[:, :R]
+            inp = h_k + inp if (self._residual and k > 0) else h_k
+        return inp, states
 
     def reset_states(self):
         """Keras's name of :meth:`reset_state`."""
@@ -245,6 +244,7 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
             "stateful": self.stateful,
             "input_dropout": self.input_dropout,
             "zero_output_for_mask": self.zero_output_for_mask,
+            "dilation": self.dilation,
         }
 
     # ---- interop -------------------------------------------------------------------------------
@@ -294,9 +294,15 @@ class GRU(_GatedLayer):
         Keras 3's for gated cells: in training, one mask per gate on h_{t-1} (each gate's
         recurrent product reads its own masked copy; the carried state and c are not masked),
         drawn once per call and shared by every step.
-    alpha, dilation
-        The Elman layer's options: only the values that change nothing are accepted (1.0, 1);
-        anything else is a ValueError naming the option.
+    dilation : int >= 1, or a list of one per layer
+        As :class:`rnnfast.RNN`: ``h_t`` reads ``h_{t-d}``, run as d interleaved chains on
+        the same kernels (the dropout masks drawn per sequence, every chain of it reading
+        them). Its state (``h0``, ``step``'s, a stateful layer's carry) may be one ring
+        (d_k, B, H) per layer and direction, a list: ``ring[j]`` is the state chain j starts
+        from (``ring[-1]`` the newest); backward's dh0 is then such a list too.
+    alpha
+        The Elman layer's leaky units: only 1.0 (which changes nothing) is accepted; anything
+        else is a ValueError naming the option.
     unroll, use_cudnn, implementation, time_major
         Keras's scheduling options: accepted and ignored (``time_major=True`` is refused:
         use ``batch_first``).
@@ -408,6 +414,13 @@ class LSTM(_GatedLayer):
     ``merge_mode=None``: ``[forward, backward, h_n, c_n]``). ``backward(d_output, dh_n)``
     takes ``(dh_n, dc_n)`` (either None) and returns ``(dx, (dh0, dc0))``. ``step(x_t, (h,
     c))`` returns ``(out_t, (h, c))``.
+
+    A dilated LSTM's state in ring form (``dilation``) is still the pair ``(h, c)``, each part
+    a list of one ring per layer and direction, ``h[i]`` (d_k, B, R) and ``c[i]`` (d_k, B, H)
+    (without the batch axis for unbatched input), or None for zeros: part by part what the
+    GRU takes. Both parts are lists (or None) or both plain states, never one of each. The
+    forms it comes back in are the same: a stateful layer's ``state``, ``step``'s state and,
+    given ring h0, backward's ``(dh0, dc0)``.
     """
 
     cell = LSTM_SPEC
@@ -537,8 +550,40 @@ class LSTM(_GatedLayer):
         ]
         return np.concatenate(parts, axis=-1)
 
+    def _rings_input(self, name, value, batch, directions, unbatched=False):
+        """The pair ``(h, c)`` in the ring form (either part a list of rings; the other a
+        list too, or None for zeros) checked and joined per ring as the runner carries them,
+        (d_k, B, R + H); None for a plain pair (``_state_input`` checks it)."""
+        if not (
+            self._is_dilated()
+            and isinstance(value, (tuple, list))
+            and len(value) == 2
+            and any(isinstance(part, (list, tuple)) for part in value)
+        ):
+            return None
+        parts = []
+        for i, (part, width, what) in enumerate(zip(value, self.cell.state_widths(self), "RH")):
+            if part is None:
+                sizes = self._ring_sizes(directions)
+                parts.append([np.zeros((d, batch, width), dtype=self.dtype) for d in sizes])
+            elif not isinstance(part, (list, tuple)):
+                other = f"{name}[{1 - i}]"
+                raise TypeError(
+                    f"{name}[{i}]: with {other} a list of rings, expected {'hc'[i]}'s rings too "
+                    f"(a list of one ring (d, B, {what}) per (layer, direction)) or None, got "
+                    f"{describe(part)}"
+                )
+            else:
+                label = f"{name}[{i}]"
+                parts.append(self._ring_arg(label, part, batch, directions, unbatched, width, what))
+        return [np.concatenate(pair, axis=-1) for pair in zip(*parts)]
+
     def _state_output(self, state):
+        """A joined state (or a list of joined rings) as the pair (h, c) (of ring lists)."""
         if state is None:
             return None
+        if isinstance(state, list):  # a dilated layer's rings: the pair of ring lists
+            pairs = [self._state_output(ring) for ring in state]
+            return [h for h, _ in pairs], [c for _, c in pairs]
         h, c = self.cell.split_state(self, state)
         return np.ascontiguousarray(h), np.ascontiguousarray(c)

@@ -40,6 +40,14 @@ def is_embedding(layer):
     return all(hasattr(layer, a) for a in ("check_ids", "weight", "embedding_dim", "padding_idx"))
 
 
+def _arrays(value):
+    """The arrays of a state argument: itself, or those of its (nested) lists and tuples (a
+    dilated layer's rings; the LSTM's pair (h, c), each part a state or a list of rings)."""
+    if isinstance(value, (list, tuple)):
+        return [a for part in value for a in _arrays(part)]
+    return [] if value is None else [value]
+
+
 class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     """The recurrent layer machinery shared by ``RNN``, ``GRU`` and ``LSTM``: API forms, batch
     order, reversal, lengths, stateful layers, token input, the stack runner (``nn.stack``),
@@ -83,7 +91,8 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             starts each of its d chains from it, or, given a list (or tuple) of one ring
             (d_k, B, H) per layer and direction (k the layer), chain j of layer k from
             ``h0[i][j]`` (h_{j-d_k}: the state a stateful layer carries); backward's dh0 is
-            then such a list too.
+            then such a list too. (The LSTM's h0 is the pair (h0, c0), each part one of
+            these forms; see ``LSTM``.)
         lengths : array_like of int, (B,), optional
             Each sequence's length in [0, T]; steps past it output zeros and h_n is the state
             at its own last step. Not with unbatched input (it has no padding).
@@ -194,7 +203,7 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             if np.may_share_memory(x, x_user):
                 x = x.copy()
             if h0 is not None and h0_user is not None:
-                users = h0_user if isinstance(h0_user, (list, tuple)) else [h0_user]
+                users = _arrays(h0_user)
                 h0 = map_state(
                     lambda a: a.copy() if any(np.may_share_memory(a, u) for u in users) else a,
                     h0,
@@ -204,7 +213,7 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     def _initial_state(self, h0, batch, unbatched):
         """``(h0, the caller's array)``: the given state checked (an unbatched one as a batch of
         one), or a stateful layer's carried state, or None for zeros. A dilated layer's rings
-        come as a list of them."""
+        (``_rings_input``: the ring form of the layer's cell) come as a list of them."""
         h0_user = h0
         if h0 is None and self.stateful and self._state is not None:
             carried = self._state[0] if isinstance(self._state, list) else self._state
@@ -217,8 +226,8 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             if isinstance(h0, list):  # rings, the layer's own: checked when they were made
                 return h0, h0_user
             return self._state_arg("h0", h0, batch, self.cell.state_width(self)), h0_user
-        elif isinstance(h0, (list, tuple)) and self._is_dilated():
-            rings = self._ring_arg("h0", h0, batch, self.num_directions, unbatched)
+        rings = self._rings_input("h0", h0, batch, self.num_directions, unbatched)
+        if rings is not None:
             return rings, h0_user
         return self._state_input("h0", h0, batch, unbatched), h0_user
 

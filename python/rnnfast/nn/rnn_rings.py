@@ -1,7 +1,12 @@
-"""The state a dilated RNN layer carries: per (layer, direction) its last d states, a ring
-(d, B, H) in age order (nn.dilation). It is what ``step`` takes and returns and what a
-stateful layer carries from one call to the next, and a forward takes it as ``h0``: one
-initial state per interleaved chain. An undilated layer of a dilated stack has a ring of one.
+"""The state a dilated recurrent layer carries: per (layer, direction) its last d states, a ring
+(d, B, S) in age order (nn.dilation), S the cell's joined state width (nn.cells: H, or an
+LSTM's h and c side by side, R + H). It is what ``step`` takes and returns and what a stateful
+dilated layer carries from one call to the next, and a forward takes it as ``h0``: one initial
+state per interleaved chain. An undilated layer of a dilated stack has a ring of one.
+
+The API's ring form: for the Elman and GRU layers a list (or tuple) of one ring (d_k, B, H)
+per (layer, direction); for the LSTM the pair ``(h, c)`` as always, each part such a list, of
+rings (d_k, B, R) and (d_k, B, H) (``nn.gated``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ def map_state(fn, state):
 
 
 class RNNRings:
-    """Mixin of rnnfast.RNN: checks and builds the rings of a dilated layer."""
+    """Mixin of the recurrent layers: checks and builds the rings of a dilated layer, in the
+    joined state width the stack runner carries."""
 
     def _is_dilated(self):
         return any(d > 1 for d in self._dilations)
@@ -32,25 +38,40 @@ class RNNRings:
         """One ring size per (layer, direction): the layer's dilation."""
         return [d for d in self._dilations for _ in range(directions)]
 
-    def _ring_arg(self, name, value, batch, directions, unbatched=False):
-        """A list or tuple of rings, one per (layer, direction), checked: ring i (d_i, B, H),
-        or (d_i, H) for unbatched input (returned as (d_i, 1, H)). A list of arrays, the
-        caller's where their dtype and layout allow."""
+    def _rings_input(self, name, value, batch, directions, unbatched=False):
+        """A state argument in the ring form, checked, as the runner takes it (a list of
+        rings (d_i, B, S)); None when ``value`` is not in the ring form (a plain state or
+        None, for the caller's other checks). The Elman and GRU layers' ring form: a list (or
+        tuple) of rings, for a dilated layer; the LSTM's overrides this."""
+        if not (isinstance(value, (list, tuple)) and self._is_dilated()):
+            return None
+        return self._ring_arg(name, value, batch, directions, unbatched)
+
+    def _ring_arg(self, name, value, batch, directions, unbatched=False, width=None, what="H"):
+        """A list or tuple of rings, one per (layer, direction), checked: ring i (d_i, B, W),
+        or (d_i, W) for unbatched input (returned as (d_i, 1, W)); W is ``width`` (named
+        ``what`` in messages), by default the cell's joined state width. A list of arrays,
+        the caller's where their dtype and layout allow."""
         sizes = self._ring_sizes(directions)
         where = "num_layers*dirs" if directions == 2 else "num_layers"
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(
+                f"{name}: a dilated layer's ring state is a list of one ring (d, B, {what}) per "
+                f"(layer, direction), {where} = {len(sizes)} of them, got {type(value).__name__}"
+            )
         if len(value) != len(sizes):
             raise ValueError(
-                f"{name}: a dilated layer's state is one ring (d, B, H) per (layer, direction), "
-                f"{where} = {len(sizes)} of them (dilations {list(self._dilations)}), got a "
-                f"{type(value).__name__} of {len(value)}"
+                f"{name}: a dilated layer's state is one ring (d, B, {what}) per (layer, "
+                f"direction), {where} = {len(sizes)} of them (dilations "
+                f"{list(self._dilations)}), got a {type(value).__name__} of {len(value)}"
             )
-        H = self.hidden_size
+        W = self.cell.state_width(self) if width is None else width
         rings = []
         for i, (ring, d) in enumerate(zip(value, sizes)):
             arr = as_float_array(f"{name}[{i}]", ring, self.dtype)
-            expected = (d, H) if unbatched else (d, batch, H)
+            expected = (d, W) if unbatched else (d, batch, W)
             if arr.shape != expected:
-                layout = "(d, H) with unbatched input" if unbatched else "(d, B, H)"
+                layout = f"(d, {what}) with unbatched input" if unbatched else f"(d, B, {what})"
                 raise ValueError(
                     f"{name}[{i}]: expected the ring {layout} = {expected} (layer "
                     f"{i // directions}'s dilation d = {d}), got shape {arr.shape}"
@@ -59,10 +80,10 @@ class RNNRings:
         return rings
 
     def _broadcast_rings(self, h):
-        """Rings from one state per layer (num_layers, B, H): every chain starts from it
+        """Rings from one state per layer (num_layers, B, S): every chain starts from it
         (read-only views, no copy)."""
         return [np.broadcast_to(h[k], (d,) + h.shape[1:]) for k, d in enumerate(self._dilations)]
 
     def _zero_rings(self, batch):
-        shape = (batch, self.hidden_size)
+        shape = (batch, self.cell.state_width(self))
         return [np.zeros((d,) + shape, dtype=self.dtype) for d in self._dilations]

@@ -1,5 +1,7 @@
 """The RNN layer one step at a time (streaming inference): ``layer.step(x_t, h)``, batched or
-unbatched, carrying a stateful layer's state; no dropout, nothing kept for backward."""
+unbatched, carrying a stateful layer's state; no dropout, nothing kept for backward. A dilated
+layer's step (its rings, nn.rnn_rings) is one piece of code for every cell: it asks the layer's
+``_step_layers`` for one step of the stack."""
 
 from __future__ import annotations
 
@@ -99,7 +101,9 @@ class RNNStreaming:
 
     def _step_layers(self, x_t, previous):
         """One step of every layer, layer k from its state ``previous[k]`` (B, H) (the one
-        its recurrence reads: h_{t-d} of a dilated layer): ``(out_t, [h_t of each layer])``."""
+        its recurrence reads: h_{t-d} of a dilated layer): ``(out_t, [h_t of each layer])``.
+        The Elman cell's, on ``_step_kernel`` (which rnnfast.quantize's copies replace); the
+        gated layers' runs their cell's step (``nn.gated``)."""
         states = []
         inp = x_t
         step, weights = self._step_kernel, self._step_weights
@@ -111,9 +115,12 @@ class RNNStreaming:
             inp = h_l + inp if (self._residual and layer > 0) else h_l
         return inp, states
 
-    def _step_dilated(self, x_t, h, unbatched):
-        """step() of a dilated layer: each layer reads the oldest state of its ring and
-        pushes its new one (rings (d_k, B, H); (d_k, H) unbatched)."""
+    def _step_dilated(self, x_t, h, unbatched, name="h"):
+        """step() of a dilated layer, for every cell: each layer steps from the oldest state
+        of its ring (h_{t-d}) and pushes its new one. The state ``h`` (the argument ``name``)
+        is None (zeros, or a stateful layer's carried rings), the ring form (nn.rnn_rings) or
+        a plain state every chain starts from; h_next is the ring form (rings (d_k, B, S),
+        (d_k, S) unbatched, in the layer's API form)."""
         x_t = as_float_array("x_t", x_t, self._dtype)
         if unbatched:
             x_t = x_t[None]
@@ -133,15 +140,15 @@ class RNNStreaming:
                 )
         elif h is None:
             rings = self._zero_rings(batch)
-        elif isinstance(h, (list, tuple)):
-            rings = self._ring_arg("h", h, batch, 1, unbatched)
         else:
-            h = self._unbatched_state("h", h, self.num_layers) if unbatched else h
-            rings = self._broadcast_rings(self._state_arg("h", h, batch))
+            rings = self._rings_input(name, h, batch, 1, unbatched)
+            if rings is None:
+                rings = self._broadcast_rings(self._state_input(name, h, batch, unbatched))
         out, states = self._step_layers(x_t, [ring[0] for ring in rings])
         h_next = [np.concatenate([ring[1:], s[None]]) for ring, s in zip(rings, states)]
         if self._stateful:
             self._state = h_next
+        out = np.ascontiguousarray(out)
         if unbatched:
-            return out[0], [ring[:, 0] for ring in h_next]
-        return out, h_next
+            out, h_next = out[0], [ring[:, 0] for ring in h_next]
+        return out, self._state_output(h_next)

@@ -98,6 +98,9 @@ def _torch_incompatibilities(layer):
     alpha = getattr(layer, "alpha", 1.0)
     if any(float(a) != 1.0 for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha])):
         problems.append(f"alpha={alpha} (leaky units)")
+    dilation = getattr(layer, "dilation", 1)
+    if any(int(d) != 1 for d in (dilation if isinstance(dilation, (list, tuple)) else [dilation])):
+        problems.append(f"dilation={dilation} (h_t reads h_(t-d))")
     merge_mode = getattr(layer, "merge_mode", "concat")
     if getattr(layer, "bidirectional", False) and merge_mode != "concat":
         problems.append(f"merge_mode={merge_mode!r} (torch concatenates the two directions)")

@@ -152,7 +152,7 @@ def _draw_masks(layer, run, batch, width):
 def stack_forward(layer, x, h0, run):
     """The stack over ``x`` (T, B, D) (token ids (T, B) when ``run.table`` is set) from ``h0``
     (layers*dirs, B, S) (S: the cell's joined state width, ``nn.cells``), or a list of one ring
-    (d_k, B, H) per (layer, direction) (one state per chain, nn.dilation), or None:
+    (d_k, B, S) per (layer, direction) (one state per chain, nn.dilation), or None:
     ``(out (T, B, dirs*R), h_n, cache, rings)``, cache None
     outside training, rings (a list of one ring per (layer, direction)) None unless
     ``run.rings``."""
@@ -254,11 +254,12 @@ class _Record(NamedTuple):
 
 
 def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in=None):
-    """One (layer, direction): ``(y (T, B, H), h_n (B, H), record, ring)``. A dilated layer
+    """One (layer, direction): ``(y (T, B, R), h_n (B, S), record, ring)``. A dilated layer
     runs its chains as one batch of d*B rows; h_n is then each sequence's state after its own
-    last step, in the chain that holds that step. h0_d is (B, H) (every chain starts from it)
-    or a ring (d, B, H) (one per chain); ring, the last d states (d, B, H), only when
-    ``run.rings``."""
+    last step, in the chain that holds that step. h0_d is (B, S) (every chain starts from it)
+    or a ring (d, B, S) (one per chain); ring, the last d states (d, B, S), only when
+    ``run.rings``. The dropout masks m_rec and m_in (a gated cell's per-gate input masks),
+    one per sequence, are mapped to the chains (each reads its sequence's)."""
     steps, batch = fed.shape[0], fed.shape[1]
     d = run.dilations[k] if run.dilations else 1
     lengths, last = run.lengths, None
@@ -269,11 +270,12 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in=
         lengths = None if full else dil.chain_lengths(run.lengths, steps, batch, d)
         last = dil.last_rows(run.lengths, steps, batch, d)
         fed, mask = dil.to_chains(fed, d), dil.to_chains(mask, d, fill=False)
-        h0_d, m_rec = dil.chain_h0(h0_d, d), dil.chain_h0(m_rec, d)
+        h0_d = dil.chain_h0(h0_d, d)
+        m_rec, m_in = dil.chain_masks(m_rec, d), dil.chain_masks(m_in, d)
     elif per_chain:  # the ring of an undilated layer of a dilated stack: its one state
         h0_d = h0_d[0]
     record = _Record((steps, batch), fed, h0_d, None, lengths, mask, m_rec, d, last, per_chain)
-    record = record._replace(input_mask=m_in)  # dilation: refused for gated cells
+    record = record._replace(input_mask=m_in)
     y, h_n, workspace = layer.cell.forward(
         layer,
         run,
