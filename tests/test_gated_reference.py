@@ -270,6 +270,42 @@ def keras_to_torch_order(a, H):
     return np.concatenate([a[..., H : 2 * H], a[..., :H], a[..., 2 * H :]], axis=-1)
 
 
+# Keras's gate blocks in PyTorch's order: GRU z, r, h -> r, z, n; the LSTM's i, f, c, o is
+# PyTorch's i, f, g, o
+KERAS_GATES = {"gru": [1, 0, 2], "lstm": [0, 1, 2, 3]}
+
+
+def keras_problem(cell, keras_weights, x, states, options):
+    """The reference's problem (float64, PyTorch's gate order) of a Keras layer's weights
+    ``(kernel, recurrent, bias)``, x and its initial ``states`` ([h0] or [h0, c0])."""
+    kernel, recurrent, bias = keras_weights
+    if cell == "gru":
+        # Keras's single bias (reset_after=False) is all input-side: bias_hh = 0 is the same GRU
+        bias_ih, bias_hh = (
+            (bias[0], bias[1]) if options["reset_after"] else (bias, np.zeros_like(bias))
+        )
+        p = {
+            "x": x,
+            "weight_ih": keras_to_torch_order(kernel, KH).T,
+            "weight_hh": keras_to_torch_order(recurrent, KH).T,
+            "bias_ih": keras_to_torch_order(bias_ih, KH),
+            "bias_hh": keras_to_torch_order(bias_hh, KH),
+            "h0": states[0],
+        }
+        return {k: v.astype(F64) for k, v in p.items()}
+    p = {"x": x, "weight_ih": kernel.T, "weight_hh": recurrent.T, "bias_ih": bias}
+    p |= {"bias_hh": None, "h0": states[0], "c0": states[1]}
+    return {k: None if v is None else v.astype(F64) for k, v in p.items()} | {"weight_hr": None}
+
+
+def assert_matches_keras(cell, out, got):
+    """The reference's GatedOutput against Keras's (y, h_n[, c_n])."""
+    assert_keras_close(out.y, got[0], "y")
+    assert_keras_close(out.h_n, got[1], "h_n")
+    if cell == "lstm":
+        assert_keras_close(out.c_n, got[2], "c_n")
+
+
 def keras_layer(keras, rng, kind, **kw):
     """A built Keras GRU / LSTM returning its sequence and states, with random weights
     U(-1, 1): large enough that hard_sigmoid clips some gates."""
@@ -325,48 +361,24 @@ def test_gru_forward_matches_keras(
     keras, torch, reset_after, activation, recurrent_activation, rng
 ):
     options = gru_options(reset_after, activation, recurrent_activation)
-    kl, (kernel, recurrent, bias) = keras_layer(keras, rng, "gru", **options)
+    kl, keras_weights = keras_layer(keras, rng, "gru", **options)
     x = rng.standard_normal((KT, KB, KD)).astype(np.float32)
     h0 = rng.uniform(-1, 1, size=(KB, KH)).astype(np.float32)
-    # Keras's single bias (reset_after=False) is all input-side: bias_hh = 0 is the same GRU
-    bias_ih, bias_hh = (bias[0], bias[1]) if reset_after else (bias, np.zeros_like(bias))
-    p = {
-        "x": x,
-        "weight_ih": keras_to_torch_order(kernel, KH).T,
-        "weight_hh": keras_to_torch_order(recurrent, KH).T,
-        "bias_ih": keras_to_torch_order(bias_ih, KH),
-        "bias_hh": keras_to_torch_order(bias_hh, KH),
-        "h0": h0,
-    }
-    p = {k: v.astype(F64) for k, v in p.items()}
+    p = keras_problem("gru", keras_weights, x, [h0], options)
     out = forward("gru", p, **options)
-    y_k, h_k = keras_call(torch, kl, x, [h0])
-    assert_keras_close(out.y, y_k, "y")
-    assert_keras_close(out.h_n, h_k, "h_n")
+    assert_matches_keras("gru", out, keras_call(torch, kl, x, [h0]))
     assert_both_hard_sigmoid_branches("gru", p, options)
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 def test_lstm_forward_with_hard_sigmoid_matches_keras(keras, torch, activation, rng):
     options = lstm_options(activation, "hard_sigmoid")
-    kl, (kernel, recurrent, bias) = keras_layer(keras, rng, "lstm", **options)
+    kl, keras_weights = keras_layer(keras, rng, "lstm", **options)
     x = rng.standard_normal((KT, KB, KD)).astype(np.float32)
     h0, c0 = rng.uniform(-1, 1, size=(2, KB, KH)).astype(np.float32)
-    p = {
-        "x": x,
-        "weight_ih": kernel.T,  # Keras's gate order i, f, c, o is PyTorch's
-        "weight_hh": recurrent.T,
-        "bias_ih": bias,
-        "bias_hh": None,
-        "h0": h0,
-        "c0": c0,
-    }
-    p = {k: None if v is None else v.astype(F64) for k, v in p.items()} | {"weight_hr": None}
+    p = keras_problem("lstm", keras_weights, x, [h0, c0], options)
     out = forward("lstm", p, **options)
-    y_k, h_k, c_k = keras_call(torch, kl, x, [h0, c0])
-    assert_keras_close(out.y, y_k, "y")
-    assert_keras_close(out.h_n, h_k, "h_n")
-    assert_keras_close(out.c_n, c_k, "c_n")
+    assert_matches_keras("lstm", out, keras_call(torch, kl, x, [h0, c0]))
     assert_both_hard_sigmoid_branches("lstm", p, options)
 
 
@@ -709,36 +721,16 @@ KERAS_DROPOUT_CASES = [
 def test_recurrent_mask_matches_keras_recurrent_dropout(keras, torch, cell, options, rng):
     """Keras 3 with recurrent_dropout, training: its cell's per-gate masks (Keras's gate order:
     GRU z, r, h; LSTM i, f, c, o) set by the test, the same masks in PyTorch's order here."""
-    kl, (kernel, recurrent, bias) = keras_layer(keras, rng, cell, recurrent_dropout=DROP, **options)
+    kl, keras_weights = keras_layer(keras, rng, cell, recurrent_dropout=DROP, **options)
     x = rng.standard_normal((KT, KB, KD)).astype(np.float32)
     h0, c0 = rng.uniform(-1, 1, size=(2, KB, KH)).astype(np.float32)
     keras_mask = dropout_mask(rng, cell, KB, KH).astype(np.float32)
     kl.cell.get_recurrent_dropout_mask = lambda step_input: [torch.tensor(m) for m in keras_mask]
-    if cell == "gru":
-        reset_after = options["reset_after"]
-        bias_ih, bias_hh = (bias[0], bias[1]) if reset_after else (bias, np.zeros_like(bias))
-        p = {
-            "x": x,
-            "weight_ih": keras_to_torch_order(kernel, KH).T,
-            "weight_hh": keras_to_torch_order(recurrent, KH).T,
-            "bias_ih": keras_to_torch_order(bias_ih, KH),
-            "bias_hh": keras_to_torch_order(bias_hh, KH),
-            "h0": h0,
-        }
-        mask = keras_mask[[1, 0, 2]]  # z, r, h -> r, z, n
-        states = [h0]
-    else:
-        p = {"x": x, "weight_ih": kernel.T, "weight_hh": recurrent.T, "bias_ih": bias}
-        p |= {"bias_hh": None, "h0": h0, "c0": c0}
-        mask = keras_mask  # i, f, c, o is PyTorch's i, f, g, o
-        states = [h0, c0]
-    p = {k: None if v is None else v.astype(F64) for k, v in p.items()} | {"weight_hr": None}
+    states = [h0] if cell == "gru" else [h0, c0]
+    p = keras_problem(cell, keras_weights, x, states, options)
+    mask = keras_mask[KERAS_GATES[cell]]
     out = forward(cell, p, recurrent_mask=mask.astype(F64), **options)
-    got = keras_call(torch, kl, x, states, training=True)
-    assert_keras_close(out.y, got[0], "y")
-    assert_keras_close(out.h_n, got[1], "h_n")
-    if cell == "lstm":
-        assert_keras_close(out.c_n, got[2], "c_n")
+    assert_matches_keras(cell, out, keras_call(torch, kl, x, states, training=True))
     # not vacuous: without the masks, both differ
     unmasked = forward(cell, p, **options)
     assert np.max(np.abs(unmasked.y - out.y)) > 1e-2
@@ -848,7 +840,7 @@ def test_input_mask_matches_keras_dropout(keras, torch, cell, options, recurrent
     masks; Keras takes it by itself only with recurrent_dropout) and no fused path: its cell's
     per-gate masks (Keras's gate order: GRU z, r, h; LSTM i, f, c, o) set by the test, the same
     masks in PyTorch's order here."""
-    kl, (kernel, recurrent, bias) = keras_layer(
+    kl, keras_weights = keras_layer(
         keras,
         rng,
         cell,
@@ -868,33 +860,13 @@ def test_input_mask_matches_keras_dropout(keras, torch, cell, options, recurrent
         kl.cell.get_recurrent_dropout_mask = lambda step_input: [
             torch.tensor(m) for m in keras_mask
         ]
-    if cell == "gru":
-        reset_after = options["reset_after"]
-        bias_ih, bias_hh = (bias[0], bias[1]) if reset_after else (bias, np.zeros_like(bias))
-        p = {
-            "x": x,
-            "weight_ih": keras_to_torch_order(kernel, KH).T,
-            "weight_hh": keras_to_torch_order(recurrent, KH).T,
-            "bias_ih": keras_to_torch_order(bias_ih, KH),
-            "bias_hh": keras_to_torch_order(bias_hh, KH),
-            "h0": h0,
-        }
-        order = [1, 0, 2]  # z, r, h -> r, z, n
-        states = [h0]
-    else:
-        p = {"x": x, "weight_ih": kernel.T, "weight_hh": recurrent.T, "bias_ih": bias}
-        p |= {"bias_hh": None, "h0": h0, "c0": c0}
-        order = [0, 1, 2, 3]  # i, f, c, o is PyTorch's i, f, g, o
-        states = [h0, c0]
-    p = {k: None if v is None else v.astype(F64) for k, v in p.items()} | {"weight_hr": None}
+    states = [h0] if cell == "gru" else [h0, c0]
+    p = keras_problem(cell, keras_weights, x, states, options)
+    order = KERAS_GATES[cell]
     input_mask = keras_input_mask[order].astype(F64)
     mask = None if keras_mask is None else keras_mask[order].astype(F64)
     out = forward(cell, p, recurrent_mask=mask, input_mask=input_mask, **options)
-    got = keras_call(torch, kl, x, states, training=True)
-    assert_keras_close(out.y, got[0], "y")
-    assert_keras_close(out.h_n, got[1], "h_n")
-    if cell == "lstm":
-        assert_keras_close(out.c_n, got[2], "c_n")
+    assert_matches_keras(cell, out, keras_call(torch, kl, x, states, training=True))
     # not vacuous: without the input masks, both differ
     unmasked = forward(cell, p, recurrent_mask=mask, **options)
     assert np.max(np.abs(unmasked.y - out.y)) > 1e-2

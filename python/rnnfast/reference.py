@@ -261,6 +261,20 @@ def _per_gate(u, weight, bias):
     return out if bias is None else out + bias
 
 
+def _per_gate_backward(d, u, mask, weight, dweight, grad, gates=None):
+    """The backward of :func:`_per_gate`'s products through its first ``gates`` gate blocks
+    (None: all), from ``d`` (B, G*H), the gradient of its output: adds gate g's weight
+    gradient d_g^T u[g] into ``dweight``'s row block g, and returns ``grad`` plus what reaches
+    the x or h that u[g] = (x or h) * mask[g] masks, gate after gate."""
+    G = u.shape[0]
+    H = weight.shape[0] // G
+    for g in range(G if gates is None else gates):
+        rows = slice(g * H, (g + 1) * H)
+        dweight[rows] += d[:, rows].T @ u[g]
+        grad = grad + mask[g] * (d[:, rows] @ weight[rows])
+    return grad
+
+
 def _gated_masks(masks, T, B):
     """(kept, out), each (T, B, 1) bool, from masks = (lengths, step_mask, zero_output): step t
     of sequence b updates its states where kept (within its length and kept by the mask); y_t
@@ -558,16 +572,11 @@ def gru_backward(
         db_hh += d_rec.sum(axis=0)
         # gate g's rows of W_ih read v[g] = x_t * input_mask[g]: its gradient reaches x_t
         # through input_mask[g]
-        for j in range(3):
-            rows = slice(j * H, (j + 1) * H)
-            dw_ih[rows] += d_in[:, rows].T @ s["v"][j]
-            dx[t] += s["input_mask"][j] * (d_in[:, rows] @ w_ih[rows])
+        dx[t] = _per_gate_backward(d_in, s["v"], s["input_mask"], w_ih, dw_ih, dx[t])
         # gate g's rows of W_hh read u[g]; its gradient reaches h through mask[g] (with
         # reset_after=False, n's rows read r * u_n: done above)
-        for j in range(3 if reset_after else 2):
-            rows = slice(j * H, (j + 1) * H)
-            dw_hh[rows] += d_rec[:, rows].T @ u[j]
-            dh_prev = dh_prev + mask[j] * (d_rec[:, rows] @ w_hh[rows])
+        gates = 3 if reset_after else 2
+        dh_prev = _per_gate_backward(d_rec, u, mask, w_hh, dw_hh, dh_prev, gates)
         dh = np.where(k, dh_prev, dh)
     return GRUGrads(dx if input_gradient else None, dh, dw_ih, dw_hh, db_ih, db_hh)
 
@@ -731,13 +740,9 @@ def lstm_backward(
         db += da.sum(axis=0)
         # gate g's rows of W_ih read v[g] = x_t * input_mask[g] and its rows of W_hh read
         # u[g] = h * mask[g]: its gradient reaches x_t and h through those masks
+        dx[t] = _per_gate_backward(da, s["v"], s["input_mask"], w_ih, dw_ih, dx[t])
         dh_prev = np.zeros((B, R), dtype=dtype)
-        for j in range(4):
-            rows = slice(j * H, (j + 1) * H)
-            dw_ih[rows] += da[:, rows].T @ s["v"][j]
-            dx[t] += s["input_mask"][j] * (da[:, rows] @ w_ih[rows])
-            dw_hh[rows] += da[:, rows].T @ s["u"][j]
-            dh_prev = dh_prev + s["mask"][j] * (da[:, rows] @ w_hh[rows])
+        dh_prev = _per_gate_backward(da, s["u"], s["mask"], w_hh, dw_hh, dh_prev)
         dh = np.where(k, dh_prev, dh)
         dc = np.where(k, dc_prev, dc)
     return LSTMGrads(dx if input_gradient else None, dh, dc, dw_ih, dw_hh, db, db.copy(), dw_hr)

@@ -500,3 +500,12 @@ def test_to_torch_refuses_what_torch_lacks():
         rnnfast.GRU(D, H, reset_after=False).to_torch()
     with pytest.raises(ValueError, match="hard_sigmoid"):
         rnnfast.LSTM(D, H, recurrent_activation="hard_sigmoid").to_torch()
+
+
+@pytest.mark.parametrize("name", ["GRU", "LSTM"])
+def test_config_round_trips_every_option(name):
+    options = dict(recurrent_dropout=0.25, input_dropout=0.1, dilation=2, go_backwards=True)
+    layer = _cls(name)(D, H, num_layers=2, dropout=0.3, seed=5, **options)
+    config = layer.get_config()
+    assert {k: config[k] for k in options} == options
+    assert _cls(name)(**config).get_config() == config

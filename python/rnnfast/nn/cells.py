@@ -214,6 +214,9 @@ class _GatedSpec(CellSpec):
     (``rnnfast.functional.gru_* / lstm_*``), token input included (the table projected
     once)."""
 
+    # the cell's sequence kernels (functional.gru_forward / gru_backward, lstm_*)
+    _forward_function = _backward_function = None
+
     def _weights(self, layer, idx):
         p = layer._params
         return tuple(None if n is None else p[n] for n in layer._names[idx])
@@ -269,6 +272,54 @@ class _GatedSpec(CellSpec):
     def _projection_gradient(self, layer, idx, g):
         return {}
 
+    def _states(self, layer, s):
+        """A joined state (B, S) (or None) as the kernels' state arguments: the GRU's h itself,
+        the LSTM's (h, c) (``_split``)."""
+        return (s,)
+
+    def _kernel_options(self, layer, idx, run):
+        """Both kernels' keyword options: the forward's cell options (and the LSTM's
+        projection)."""
+        return self._cell_options(run)
+
+    def _forward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
+    ):
+        return self._forward_function(
+            x,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            *self._states(layer, h0),
+            lengths,
+            **self._kernel_options(layer, idx, run),
+            return_sequences=True,
+            keep_workspace=training,
+            **masks,
+        )
+
+    def _backward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient, ids
+    ):
+        return self._backward_function(
+            x,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            record.y,
+            record.workspace,
+            dy,
+            *self._states(layer, dh_n),
+            **dict(zip(("h0", "c0"), self._states(layer, record.h0))),
+            lengths=record.lengths,
+            **self._kernel_options(layer, idx, run),
+            **self._mask_options(run, record),
+            input_gradient=input_gradient,
+            ids=ids,
+        )
+
 
 class GRUSpec(_GatedSpec):
     """The GRU cell: gates r, z, n (PyTorch's order), one state; ``layer.reset_after``
@@ -279,6 +330,8 @@ class GRUSpec(_GatedSpec):
     num_gates = 3
     gate_orders = {"torch": ("r", "z", "n"), "keras": ("z", "r", "h"), "onnx": ("z", "r", "h")}
     gate_aliases = {"n": "h"}
+    _forward_function = staticmethod(functional.gru_forward)
+    _backward_function = staticmethod(functional.gru_backward)
 
     def keras_count(self, layer, group):
         """Keras's GRU: with ``reset_after`` two bias vectors (input and recurrent), 3(DH + HH +
@@ -288,44 +341,6 @@ class GRUSpec(_GatedSpec):
         if not biases:
             return n
         return n + (sum(biases) if layer.reset_after else biases[0])
-
-    def _forward_kernel(
-        self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
-    ):
-        return functional.gru_forward(
-            x,
-            w_ih,
-            w_hh,
-            b_ih,
-            b_hh,
-            h0,
-            lengths,
-            **self._cell_options(run),
-            return_sequences=True,
-            keep_workspace=training,
-            **masks,
-        )
-
-    def _backward_kernel(
-        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient, ids
-    ):
-        return functional.gru_backward(
-            x,
-            w_ih,
-            w_hh,
-            b_ih,
-            b_hh,
-            record.y,
-            record.workspace,
-            dy,
-            dh_n,
-            h0=record.h0,
-            lengths=record.lengths,
-            **self._cell_options(run),
-            **self._mask_options(run, record),
-            input_gradient=input_gradient,
-            ids=ids,
-        )
 
     def _joined(self, out):
         return out.h_n
@@ -351,6 +366,8 @@ class LSTMSpec(_GatedSpec):
         "onnx": ("i", "o", "f", "c"),
     }
     gate_aliases = {"g": "c"}
+    _forward_function = staticmethod(functional.lstm_forward)
+    _backward_function = staticmethod(functional.lstm_backward)
 
     def output_width(self, layer):
         return layer.proj_size or layer.hidden_size
@@ -396,51 +413,11 @@ class LSTMSpec(_GatedSpec):
         h, c = self.split_state(layer, s)
         return np.ascontiguousarray(h), np.ascontiguousarray(c)
 
-    def _forward_kernel(
-        self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
-    ):
-        h0, c0 = self._split(layer, h0)
-        return functional.lstm_forward(
-            x,
-            w_ih,
-            w_hh,
-            b_ih,
-            b_hh,
-            h0,
-            c0,
-            lengths,
-            weight_hr=self._projection(layer, idx),
-            **self._cell_options(run),
-            return_sequences=True,
-            keep_workspace=training,
-            **masks,
-        )
+    def _states(self, layer, s):
+        return self._split(layer, s)
 
-    def _backward_kernel(
-        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient, ids
-    ):
-        h0, c0 = self._split(layer, record.h0)
-        dh_n, dc_n = self._split(layer, dh_n)
-        return functional.lstm_backward(
-            x,
-            w_ih,
-            w_hh,
-            b_ih,
-            b_hh,
-            record.y,
-            record.workspace,
-            dy,
-            dh_n,
-            dc_n,
-            h0=h0,
-            c0=c0,
-            lengths=record.lengths,
-            weight_hr=self._projection(layer, idx),
-            **self._cell_options(run),
-            **self._mask_options(run, record),
-            input_gradient=input_gradient,
-            ids=ids,
-        )
+    def _kernel_options(self, layer, idx, run):
+        return {**self._cell_options(run), "weight_hr": self._projection(layer, idx)}
 
     def _joined(self, out):
         return np.concatenate([out.h_n, out.c_n], axis=-1)

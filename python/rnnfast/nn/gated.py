@@ -22,7 +22,6 @@ from .._validation import (
     check_positive_int,
     describe,
     is_real,
-    layer_dtype,
 )
 from .cells import GRU_SPEC, LSTM_SPEC
 from .rnn import RecurrentLayer
@@ -38,7 +37,33 @@ def _unsupported(layer_name, option, value, why):
     return ValueError(f"{option}={value!r}: not supported for {layer_name} ({why})")
 
 
-class GatedOptions:
+class GatedActivations:
+    """Mixin of the gated layers and cells: ``activation`` and ``recurrent_activation``,
+    checked on assignment."""
+
+    @property
+    def activation(self):
+        """The cell's activation (Keras's ``activation``): "tanh" (PyTorch's) or "relu"."""
+        return self._activation
+
+    @activation.setter
+    def activation(self, value):
+        self._activation = check_choice("activation", value, ACTIVATIONS)
+
+    @property
+    def recurrent_activation(self):
+        """The gates' activation (Keras's ``recurrent_activation``): "sigmoid" (PyTorch's) or
+        "hard_sigmoid" (Keras 3's: clip(x / 6 + 0.5, 0, 1))."""
+        return self._recurrent_activation
+
+    @recurrent_activation.setter
+    def recurrent_activation(self, value):
+        self._recurrent_activation = check_choice(
+            "recurrent_activation", value, RECURRENT_ACTIVATIONS
+        )
+
+
+class GatedOptions(GatedActivations):
     """Mixin of the gated layers: their own options (``activation``, ``recurrent_activation``)
     and the Elman layer's options they refuse (anything but the value that changes nothing)."""
 
@@ -54,27 +79,6 @@ class GatedOptions:
         raise AttributeError(
             f"{type(self).__name__} has no nonlinearity (the Elman layer's); set activation "
             "(tanh or relu) or recurrent_activation (sigmoid or hard_sigmoid) instead"
-        )
-
-    @property
-    def activation(self):
-        """The cell's activation (PyTorch's tanh; Keras's ``activation``): "tanh" or "relu"."""
-        return self._activation
-
-    @activation.setter
-    def activation(self, value):
-        self._activation = check_choice("activation", value, ACTIVATIONS)
-
-    @property
-    def recurrent_activation(self):
-        """The gates' activation (Keras's ``recurrent_activation``): "sigmoid" or
-        "hard_sigmoid" (Keras 3's: clip(x / 6 + 0.5, 0, 1))."""
-        return self._recurrent_activation
-
-    @recurrent_activation.setter
-    def recurrent_activation(self, value):
-        self._recurrent_activation = check_choice(
-            "recurrent_activation", value, RECURRENT_ACTIVATIONS
         )
 
     # ---- the Elman layer's options, refused but at their neutral values --------------------
@@ -101,48 +105,56 @@ _KERAS_NOOPS = ("unroll", "use_cudnn", "implementation", "time_major")
 
 
 class _GatedLayer(GatedOptions, RecurrentLayer):
-    """What GRU and LSTM share: construction, masks, step(), configuration, interop."""
+    """What GRU and LSTM share: construction, step(), configuration."""
 
     # the Keras-only options accepted and ignored: repr and get_config leave them out
     _not_options = _KERAS_NOOPS
 
-    def _common_init(
-        self,
-        input_size,
-        hidden_size,
-        num_layers,
-        bias,
-        batch_first,
-        dropout,
-        bidirectional,
-        dtype,
-        seed,
-        options,
-        keras_noops,
-    ):
-        self._input_size = check_positive_int("input_size", input_size)
-        self._hidden_size = check_positive_int("hidden_size", hidden_size)
-        self._num_layers = check_positive_int("num_layers", num_layers)
-        self._bias = check_bool("bias", bias)
-        self._bidirectional = check_bool("bidirectional", bidirectional)
-        self._dtype = layer_dtype(dtype)
-        self._seed = seed
-        self._state = None
+    # the options the constructors pass through their setters (checked as on assignment), in
+    # this order
+    _set_options = (
+        "activation",
+        "recurrent_activation",
+        "residual",
+        "merge_mode",
+        "go_backwards",
+        "return_sequences",
+        "return_state",
+        "stateful",
+        "input_dropout",
+        "recurrent_dropout",
+        "zero_output_for_mask",
+        "alpha",
+        "dilation",
+    )
+
+    def _common_init(self, a):
+        """The construction GRU and LSTM share, from the constructor's arguments ``a`` (its
+        ``locals()``: every parameter by name)."""
+        self._init_fixed(
+            a["input_size"],
+            a["hidden_size"],
+            a["num_layers"],
+            a["bias"],
+            a["bidirectional"],
+            a["dtype"],
+            a["seed"],
+        )
         self._nonlinearity = None  # the Elman cell's option (nn.stack's Run carries it)
-        unroll, use_cudnn, implementation, time_major = keras_noops
-        check_bool("unroll", unroll)
-        check_bool("time_major", time_major)
-        if time_major:
+        check_bool("unroll", a["unroll"])
+        check_bool("time_major", a["time_major"])
+        if a["time_major"]:
             raise ValueError(
                 f"time_major=True: not supported for {type(self).__name__} (Keras 2's layout "
                 "option); rnnfast's is batch_first: time-major is batch_first=False"
             )
         # unroll, use_cudnn, implementation: how Keras schedules the same arithmetic; nothing
         # here to change
-        self.batch_first = batch_first
-        self._dropout = self._checked_dropout(dropout)
-        for name, value in options.items():  # through the setters: checked as on assignment
-            setattr(self, name, value)
+        self.batch_first = a["batch_first"]
+        self._dropout = self._checked_dropout(a["dropout"])
+        for name in self._set_options:
+            setattr(self, name, a[name])
+        self._init_parameters(np.random.default_rng(a["seed"]))
 
     # ---- masks ---------------------------------------------------------------------------------
 
@@ -217,6 +229,13 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
             inp = h_k + inp if (self._residual and k > 0) else h_k
         return inp, states
 
+    def _cell_options(self):
+        """The cell kernels' keyword options (GRU adds ``reset_after``)."""
+        return {
+            "activation": self._activation,
+            "recurrent_activation": self._recurrent_activation,
+        }
+
     def reset_states(self):
         """Keras's name of :meth:`reset_state`."""
         self.reset_state()
@@ -225,42 +244,10 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
 
     def _common_config(self):
         return {
-            "input_size": self.input_size,
-            "hidden_size": self.hidden_size,
-            "num_layers": self.num_layers,
-            "bias": self.bias,
-            "batch_first": self.batch_first,
-            "dropout": self.dropout,
-            "bidirectional": self.bidirectional,
-            "dtype": self.dtype.name,
-            "seed": self.seed if self.seed is None else int(self.seed),
+            **super()._common_config(),
             "activation": self.activation,
             "recurrent_activation": self.recurrent_activation,
-            "residual": self.residual,
-            "merge_mode": self.merge_mode,
-            "go_backwards": self.go_backwards,
-            "return_sequences": self.return_sequences,
-            "return_state": self.return_state,
-            "stateful": self.stateful,
-            "input_dropout": self.input_dropout,
-            "zero_output_for_mask": self.zero_output_for_mask,
-            "dilation": self.dilation,
         }
-
-    # ---- interop -------------------------------------------------------------------------------
-
-    @classmethod
-    def from_torch(cls, module):
-        """A layer with the configuration and weights of a ``torch.nn.GRU`` / ``torch.nn.LSTM``."""
-        from . import rnn_torch
-
-        return rnn_torch.from_torch(module, cls)
-
-    def to_torch(self):
-        """A ``torch.nn.GRU`` / ``torch.nn.LSTM`` with this layer's configuration and weights."""
-        from . import rnn_torch
-
-        return rnn_torch.to_torch(self)
 
 
 class GRU(_GatedLayer):
@@ -347,41 +334,10 @@ class GRU(_GatedLayer):
         time_major=False,
     ):
         self._reset_after = check_bool("reset_after", reset_after)
-        self._common_init(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            dtype,
-            seed,
-            dict(
-                activation=activation,
-                recurrent_activation=recurrent_activation,
-                residual=residual,
-                merge_mode=merge_mode,
-                go_backwards=go_backwards,
-                return_sequences=return_sequences,
-                return_state=return_state,
-                stateful=stateful,
-                input_dropout=input_dropout,
-                recurrent_dropout=recurrent_dropout,
-                zero_output_for_mask=zero_output_for_mask,
-                alpha=alpha,
-                dilation=dilation,
-            ),
-            (unroll, use_cudnn, implementation, time_major),
-        )
-        self._init_parameters(np.random.default_rng(seed))
+        self._common_init(locals())
 
     def _cell_options(self):
-        return {
-            "reset_after": self._reset_after,
-            "activation": self._activation,
-            "recurrent_activation": self._recurrent_activation,
-        }
+        return {"reset_after": self._reset_after, **super()._cell_options()}
 
     def get_config(self):
         """The constructor arguments: ``GRU(**layer.get_config())`` builds the same
@@ -467,40 +423,7 @@ class LSTM(_GatedLayer):
                 f"{describe(proj_size)}"
             )
         self._unit_forget_bias = check_bool("unit_forget_bias", unit_forget_bias)
-        self._common_init(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            dtype,
-            seed,
-            dict(
-                activation=activation,
-                recurrent_activation=recurrent_activation,
-                residual=residual,
-                merge_mode=merge_mode,
-                go_backwards=go_backwards,
-                return_sequences=return_sequences,
-                return_state=return_state,
-                stateful=stateful,
-                input_dropout=input_dropout,
-                recurrent_dropout=recurrent_dropout,
-                zero_output_for_mask=zero_output_for_mask,
-                alpha=alpha,
-                dilation=dilation,
-            ),
-            (unroll, use_cudnn, implementation, time_major),
-        )
-        self._init_parameters(np.random.default_rng(seed))
-
-    def _cell_options(self):
-        return {
-            "activation": self._activation,
-            "recurrent_activation": self._recurrent_activation,
-        }
+        self._common_init(locals())
 
     def get_config(self):
         """The constructor arguments: ``LSTM(**layer.get_config())`` builds the same

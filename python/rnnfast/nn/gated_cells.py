@@ -16,13 +16,12 @@ from .. import functional
 from .._validation import (
     as_float_array,
     check_bool,
-    check_choice,
     check_positive_int,
     describe,
 )
 from ._layer import Layer
 from .cells import GRU_SPEC, LSTM_SPEC
-from .gated import ACTIVATIONS, RECURRENT_ACTIVATIONS
+from .gated import GatedActivations
 from .rnn_options import _read_only
 
 __all__ = ["GRUCell", "LSTMCell"]
@@ -35,10 +34,15 @@ _NO_MASKS = {
 }
 
 
-class _GatedCell(Layer):
-    """What GRUCell and LSTMCell share: parameters, options, input checks, interop."""
+class _GatedCell(GatedActivations, Layer):
+    """What GRUCell and LSTMCell share: parameters, options, input checks, forward and
+    backward on the cell's kernels, interop."""
 
     spec = None  # the cell description (nn.cells): parameter shapes, init, Keras's counts
+    # the cell's kernels (functional.gru_* / lstm_*) and the options a sequence kernel's one
+    # step is given at their plain values (no masks; the LSTM's no projection)
+    _step_kernel = _forward_kernel = _backward_kernel = None
+    _plain_options = None
     proj_size = 0  # no projection: the cell descriptions read it (R = H)
 
     def _init_cell(self, input_size, hidden_size, bias, dtype, seed, activation, rec):
@@ -57,26 +61,6 @@ class _GatedCell(Layer):
     input_size = _read_only("input_size", "the parameters' shapes depend on it")
     hidden_size = _read_only("hidden_size", "the parameters' shapes depend on it")
     bias = _read_only("bias", "the parameters depend on it")
-
-    @property
-    def activation(self):
-        """The cell's activation: "tanh" (PyTorch's) or "relu"."""
-        return self._activation
-
-    @activation.setter
-    def activation(self, value):
-        self._activation = check_choice("activation", value, ACTIVATIONS)
-
-    @property
-    def recurrent_activation(self):
-        """The gates' activation: "sigmoid" (PyTorch's) or "hard_sigmoid" (Keras 3's)."""
-        return self._recurrent_activation
-
-    @recurrent_activation.setter
-    def recurrent_activation(self, value):
-        self._recurrent_activation = check_choice(
-            "recurrent_activation", value, RECURRENT_ACTIVATIONS
-        )
 
     def __call__(self, x, *args, **kwargs):
         return self.forward(x, *args, **kwargs)
@@ -126,6 +110,13 @@ class _GatedCell(Layer):
             return arr.copy()
         return arr
 
+    def _options(self):
+        """The kernels' keyword options: the cell's (GRUCell adds ``reset_after``)."""
+        return {
+            "activation": self._activation,
+            "recurrent_activation": self._recurrent_activation,
+        }
+
     def _weights(self):
         p = self._params
         return p["weight_ih"], p["weight_hh"], p.get("bias_ih"), p.get("bias_hh")
@@ -136,6 +127,68 @@ class _GatedCell(Layer):
         if self._bias:
             self.grads["bias_ih"] += g.dbias_ih
             self.grads["bias_hh"] += g.dbias_hh
+
+    # ---- forward and backward, on the cell's kernels -------------------------------------------
+
+    def _forward(self, x, states, names):
+        """A forward from the caller's ``states`` (h, or h and c; each None for zeros; checked
+        under ``names``): the new states as a tuple (without the batch axis for an unbatched
+        x). In training mode it keeps what :meth:`_backward` reads."""
+        x_user = x
+        x, unbatched = self._input(x)
+        given = states
+        states = tuple(self._state(name, s, x.shape[0], unbatched) for name, s in zip(names, given))
+        if not self.training:
+            new = self._step_kernel(x, *states, *self._weights(), **self._options())
+            new = new if isinstance(new, tuple) else (new,)
+            self._cache = None
+        else:
+            out = self._forward_kernel(
+                x[None],
+                *self._weights(),
+                *states,
+                **self._options(),
+                **self._plain_options,
+                keep_workspace=True,
+            )
+            kept = tuple(self._kept(s, user) for s, user in zip(states, given))
+            self._cache = (self._kept(x, x_user), kept, out.y, out.workspace, unbatched)
+            h_next = out.h_n if not np.may_share_memory(out.h_n, out.y) else out.h_n.copy()
+            new = (h_next, out.c_n)[: len(states)]
+        return tuple(s[0] for s in new) if unbatched else new
+
+    def _backward(self, d_next, names):
+        """The backward of a training forward from the gradients ``d_next`` of its new states
+        (each None for zeros; checked under ``names``): ``(dx, (the gradient of each state,
+        ...))``, shaped like x and the states. The parameters' gradients are added into
+        ``grads``; a failed check keeps the forward for a retry."""
+        cache = self._take_cache()
+        x, states, y, workspace, unbatched = cache
+        try:
+            d = [
+                self._gradient(name, g, s.shape, unbatched)
+                for name, g, s in zip(names, d_next, states)
+            ]
+        except (TypeError, ValueError):
+            self._cache = cache
+            raise
+        g = self._backward_kernel(
+            x[None],
+            *self._weights(),
+            y,
+            workspace,
+            None,
+            *d,
+            **dict(zip(("h0", "c0"), states)),
+            lengths=None,
+            **self._options(),
+            **self._plain_options,
+        )
+        self._add_gradients(g)
+        dx, d0 = g.dx[0], g[1 : 1 + len(states)]  # GRUGrads' dh0, LSTMGrads' dh0 and dc0
+        if unbatched:
+            return dx[0], tuple(d[0] for d in d0)
+        return dx, tuple(d0)
 
     # ---- the layer protocol --------------------------------------------------------------------
 
@@ -242,6 +295,10 @@ class GRUCell(_GatedCell):
 
     spec = GRU_SPEC
     call_arguments = ("h",)
+    _step_kernel = staticmethod(functional.gru_step)
+    _forward_kernel = staticmethod(functional.gru_forward)
+    _backward_kernel = staticmethod(functional.gru_backward)
+    _plain_options = _NO_MASKS
     reset_after = _read_only("reset_after", "it chooses the cell's equations")
     _defaults = {"reset_after": True, "activation": "tanh", "recurrent_activation": "sigmoid"}
 
@@ -263,61 +320,19 @@ class GRUCell(_GatedCell):
         )
 
     def _options(self):
-        return {
-            "reset_after": self._reset_after,
-            "activation": self._activation,
-            "recurrent_activation": self._recurrent_activation,
-        }
+        return {"reset_after": self._reset_after, **super()._options()}
 
     def forward(self, x, h=None):
         """h' (B, H), or (H,) for an unbatched x (D,); see the class."""
-        x_user = x
-        x, unbatched = self._input(x)
-        h_user = h
-        h = self._state("h", h, x.shape[0], unbatched)
-        if not self.training:
-            h_next = functional.gru_step(x, h, *self._weights(), **self._options())
-            self._cache = None
-        else:
-            out = functional.gru_forward(
-                x[None], *self._weights(), h, **self._options(), **_NO_MASKS, keep_workspace=True
-            )
-            self._cache = (
-                self._kept(x, x_user),
-                self._kept(h, h_user),
-                out.y,
-                out.workspace,
-                unbatched,
-            )
-            h_next = out.h_n if not np.may_share_memory(out.h_n, out.y) else out.h_n.copy()
-        return h_next[0] if unbatched else h_next
+        (h_next,) = self._forward(x, (h,), ("h",))
+        return h_next
 
     def backward(self, dh_next):
         """Gradients of a training forward: ``(dx, dh)`` (shaped like x and h) from ``dh_next``
         (the gradient of h'; None for zeros); the parameters' gradients are added into
         ``grads``. One backward per forward."""
-        cache = self._take_cache()
-        x, h, y, workspace, unbatched = cache
-        try:
-            dh = self._gradient("dh_next", dh_next, h.shape, unbatched)
-        except (TypeError, ValueError):
-            self._cache = cache  # a failed backward keeps the forward for a retry
-            raise
-        g = functional.gru_backward(
-            x[None],
-            *self._weights(),
-            y,
-            workspace,
-            None,
-            dh,
-            h0=h,
-            lengths=None,
-            **self._options(),
-            **_NO_MASKS,
-        )
-        self._add_gradients(g)
-        dx, dh0 = g.dx[0], g.dh0
-        return (dx[0], dh0[0]) if unbatched else (dx, dh0)
+        dx, (dh,) = self._backward((dh_next,), ("dh_next",))
+        return dx, dh
 
     def get_config(self):
         """The constructor arguments: ``GRUCell(**cell.get_config())`` builds the same cell
@@ -348,6 +363,10 @@ class LSTMCell(_GatedCell):
 
     spec = LSTM_SPEC
     call_arguments = ("state",)
+    _step_kernel = staticmethod(functional.lstm_step)
+    _forward_kernel = staticmethod(functional.lstm_forward)
+    _backward_kernel = staticmethod(functional.lstm_backward)
+    _plain_options = {**_NO_MASKS, "weight_hr": None}  # no projection: R = H
     unit_forget_bias = _read_only("unit_forget_bias", "it set the initial forget-gate bias")
     _defaults = {"activation": "tanh", "recurrent_activation": "sigmoid"}
 
@@ -368,16 +387,8 @@ class LSTMCell(_GatedCell):
             input_size, hidden_size, bias, dtype, seed, activation, recurrent_activation
         )
 
-    def _options(self):
-        return {
-            "activation": self._activation,
-            "recurrent_activation": self._recurrent_activation,
-        }
-
     def forward(self, x, state=None):
         """``(h', c')``, each (B, H), or (H,) for an unbatched x (D,); see the class."""
-        x_user = x
-        x, unbatched = self._input(x)
         if state is None:
             state = (None, None)
         if not isinstance(state, (tuple, list)) or len(state) != 2:
@@ -385,59 +396,13 @@ class LSTMCell(_GatedCell):
                 f"state: expected the pair (h, c) of an LSTM cell's states (either may be "
                 f"None), got {describe(state)}"
             )
-        h = self._state("state[0]", state[0], x.shape[0], unbatched)
-        c = self._state("state[1]", state[1], x.shape[0], unbatched)
-        if not self.training:
-            h_next, c_next = functional.lstm_step(x, h, c, *self._weights(), **self._options())
-            self._cache = None
-        else:
-            out = functional.lstm_forward(
-                x[None], *self._weights(), h, c, **self._options(), **_NO_MASKS, keep_workspace=True
-            )
-            self._cache = (
-                self._kept(x, x_user),
-                self._kept(h, state[0]),
-                self._kept(c, state[1]),
-                out.y,
-                out.workspace,
-                unbatched,
-            )
-            h_next = out.h_n if not np.may_share_memory(out.h_n, out.y) else out.h_n.copy()
-            c_next = out.c_n
-        return (h_next[0], c_next[0]) if unbatched else (h_next, c_next)
+        return self._forward(x, tuple(state), ("state[0]", "state[1]"))
 
     def backward(self, dh_next, dc_next=None):
         """Gradients of a training forward: ``(dx, (dh, dc))`` (shaped like x, h and c) from
         the gradients of h' and c' (either None for zeros); the parameters' gradients are added
         into ``grads``. One backward per forward."""
-        cache = self._take_cache()
-        x, h, c, y, workspace, unbatched = cache
-        try:
-            dh = self._gradient("dh_next", dh_next, h.shape, unbatched)
-            dc = self._gradient("dc_next", dc_next, c.shape, unbatched)
-        except (TypeError, ValueError):
-            self._cache = cache  # a failed backward keeps the forward for a retry
-            raise
-        g = functional.lstm_backward(
-            x[None],
-            *self._weights(),
-            y,
-            workspace,
-            None,
-            dh,
-            dc,
-            h0=h,
-            c0=c,
-            lengths=None,
-            weight_hr=None,
-            **self._options(),
-            **_NO_MASKS,
-        )
-        self._add_gradients(g)
-        dx, dh0, dc0 = g.dx[0], g.dh0, g.dc0
-        if unbatched:
-            return dx[0], (dh0[0], dc0[0])
-        return dx, (dh0, dc0)
+        return self._backward((dh_next, dc_next), ("dh_next", "dc_next"))
 
     def get_config(self):
         """The constructor arguments: ``LSTMCell(**cell.get_config())`` builds the same cell

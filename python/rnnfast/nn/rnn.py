@@ -63,6 +63,18 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     call_arguments = ("h0", "lengths", "mask")
     cell = ELMAN
 
+    def _init_fixed(self, input_size, hidden_size, num_layers, bias, bidirectional, dtype, seed):
+        """The constructor's sizes and the options fixed at construction, checked; no carried
+        state yet. The other options go through their setters (the checks of assignment)."""
+        self._input_size = check_positive_int("input_size", input_size)
+        self._hidden_size = check_positive_int("hidden_size", hidden_size)
+        self._num_layers = check_positive_int("num_layers", num_layers)
+        self._bias = check_bool("bias", bias)
+        self._bidirectional = check_bool("bidirectional", bidirectional)
+        self._dtype = layer_dtype(dtype)
+        self._seed = seed
+        self._state = None
+
     def _init_parameters(self, rng):
         """The parameters as the cell lays them out, PyTorch's initialisation from ``rng``."""
         self._names, shapes = self.cell.layout(self)  # per (layer, direction): l * dirs + d
@@ -488,6 +500,45 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             and not (self.training and self.input_dropout > 0.0)
         )
 
+    # ---- configuration and interop ---------------------------------------------------------------
+
+    def _common_config(self):
+        """The constructor arguments every cell's layer has, for its ``get_config``
+        (JSON-serialisable: the dtype by its name, the seed a Python int)."""
+        return {
+            "input_size": self.input_size,
+            "hidden_size": self.hidden_size,
+            "num_layers": self.num_layers,
+            "bias": self.bias,
+            "batch_first": self.batch_first,
+            "dropout": self.dropout,
+            "bidirectional": self.bidirectional,
+            "dtype": self.dtype.name,
+            "seed": self.seed if self.seed is None else int(self.seed),
+            "residual": self.residual,
+            "merge_mode": self.merge_mode,
+            "go_backwards": self.go_backwards,
+            "return_sequences": self.return_sequences,
+            "return_state": self.return_state,
+            "stateful": self.stateful,
+            "input_dropout": self.input_dropout,
+            "recurrent_dropout": self.recurrent_dropout,
+            "zero_output_for_mask": self.zero_output_for_mask,
+            "dilation": self.dilation,
+        }
+
+    @classmethod
+    def from_torch(cls, module):
+        """A layer with the configuration and weights of the torch module of its cell
+        (``torch.nn.RNN`` for ``RNN``, ``torch.nn.GRU`` for ``GRU``, ``torch.nn.LSTM`` for
+        ``LSTM``; torch imported here)."""
+        return rnn_torch.from_torch(module, cls)
+
+    def to_torch(self):
+        """The torch module of this layer's cell (``torch.nn.RNN``, ``torch.nn.GRU`` or
+        ``torch.nn.LSTM``) with this layer's configuration and weights (torch imported here)."""
+        return rnn_torch.to_torch(self)
+
     def __repr__(self):
         """Sizes, every option that differs from the constructor's default, and the dtype:
         two layers that compute differently never look the same."""
@@ -597,14 +648,7 @@ class RNN(RecurrentLayer):
         zero_output_for_mask=None,
         dilation=1,
     ):
-        self._input_size = check_positive_int("input_size", input_size)
-        self._hidden_size = check_positive_int("hidden_size", hidden_size)
-        self._num_layers = check_positive_int("num_layers", num_layers)
-        self._bias = check_bool("bias", bias)
-        self._bidirectional = check_bool("bidirectional", bidirectional)
-        self._dtype = layer_dtype(dtype)
-        self._seed = seed
-        self._state = None
+        self._init_fixed(input_size, hidden_size, num_layers, bias, bidirectional, dtype, seed)
         # The options below go through their setters: the same checks now and on assignment.
         self.nonlinearity = nonlinearity
         self.batch_first = batch_first
@@ -638,39 +682,10 @@ class RNN(RecurrentLayer):
         """The constructor arguments: ``RNN(**layer.get_config())`` builds the same architecture
         (fresh parameters; load a state_dict for the values). JSON-serialisable."""
         return {
-            "input_size": self.input_size,
-            "hidden_size": self.hidden_size,
-            "num_layers": self.num_layers,
+            **self._common_config(),
             "nonlinearity": self.nonlinearity,
-            "bias": self.bias,
-            "batch_first": self.batch_first,
-            "dropout": self.dropout,
-            "bidirectional": self.bidirectional,
-            "dtype": self.dtype.name,
-            "seed": self.seed if self.seed is None else int(self.seed),
-            "residual": self.residual,
-            "merge_mode": self.merge_mode,
-            "go_backwards": self.go_backwards,
-            "return_sequences": self.return_sequences,
-            "return_state": self.return_state,
-            "stateful": self.stateful,
             "alpha": list(self.alpha) if isinstance(self.alpha, list) else self.alpha,
-            "input_dropout": self.input_dropout,
-            "recurrent_dropout": self.recurrent_dropout,
-            "zero_output_for_mask": self.zero_output_for_mask,
-            "dilation": self.dilation,
         }
-
-    # ---- interop -------------------------------------------------------------------------------
-
-    @classmethod
-    def from_torch(cls, module):
-        """A layer with the configuration and weights of a ``torch.nn.RNN``."""
-        return rnn_torch.from_torch(module, cls)
-
-    def to_torch(self):
-        """A ``torch.nn.RNN`` with this layer's configuration and weights (torch imported here)."""
-        return rnn_torch.to_torch(self)
 
     # ---- ONNX (rnnfast.io.onnx asks these; nn does not import io) ----------------------------
 
