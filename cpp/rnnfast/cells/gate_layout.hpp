@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "rnnfast/runtime/kernel_table.hpp"
 #include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
@@ -44,6 +45,33 @@ std::vector<T> rows_in_layout(const T* w, const GateLayout& layout, index cols) 
             std::copy(w + (g * layout.hidden + j) * cols, w + (g * layout.hidden + j + 1) * cols,
                       out.begin() + layout.column(g, j) * cols);
     return out;
+}
+
+// W^T packed for the kernels with its columns in the layout's order, straight from W (gates * H
+// rows of K values, PyTorch's order): a full block's gate is one panel of W's consecutive rows,
+// packed in place; only a last, narrower block is gathered first. (A reordered copy of W would
+// cost a pass over W and its memory at every call.)
+template <class T>
+std::vector<T> pack_in_layout(const KernelTable<T>& kt, const T* w, const GateLayout& layout,
+                              index K) {
+    const index nr = kt.nr, H = layout.hidden;
+    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, layout.columns())));
+    std::vector<T> last;  // the narrower block's rows, gathered
+    for (index u = 0; u < layout.blocks(); ++u) {
+        const index j0 = layout.first_unit(u), w_u = layout.width(u);
+        T* dst = packed.data() + layout.base(u) * K;  // panel base(u) / nr, nr columns each
+        if (w_u == nr) {
+            for (int g = 0; g < layout.gates; ++g)
+                kt.pack_b(MatView<T>{w + (g * H + j0) * K, 1, K}, K, nr, 0, 1, dst + g * nr * K);
+            continue;
+        }
+        last.resize(static_cast<size_t>(layout.gates * w_u * K));
+        for (int g = 0; g < layout.gates; ++g)
+            std::copy(w + (g * H + j0) * K, w + (g * H + j0 + w_u) * K, last.begin() + g * w_u * K);
+        const index cols = layout.gates * w_u;
+        kt.pack_b(MatView<T>{last.data(), 1, K}, K, cols, 0, (cols + nr - 1) / nr, dst);
+    }
+    return packed;
 }
 
 // The derivative of a gate's function from its output s.

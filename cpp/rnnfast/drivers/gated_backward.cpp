@@ -35,12 +35,12 @@ struct GatedBackwardPass : TimeLoopPass {
     std::vector<index> active;
     int threads;
     const T *h0, *c0;
-    std::vector<T> w_rec, packed_rec, packed_hn, packed_hr;
+    std::vector<T> packed_rec, packed_hn, packed_hr;
     // dA: every step's pre-activation gradients, PyTorch's order (T, B, G*H); extra: per step
     // the GRU's n-term gradient da_n * r (reset_after) or r * h_{t-1} (reset_before), (T, B, H);
     // dh_all and m_all: a projected LSTM's dL/dh_t (T, B, P) and m_t (T, B, H).
     std::vector<T> dA, extra, dh_all, m_all;
-    // per step: the recurrent gradients in the layout's order (two, the next step's is read
+    // per step: the recurrent gradients in PyTorch's gate order (two, the next step's is read
     // while this step's is written), the product's result, the carry past the gates (GRU:
     // to h_{t-1}; LSTM: dL/dc), reset_before's da_n and W_hn^T da_n, a projection's dL/dm
     std::vector<T> d_rec[2], product, carry, d_n, d_rh, d_m, scratch;
@@ -48,7 +48,7 @@ struct GatedBackwardPass : TimeLoopPass {
     // an LSTM's dL/dh_t of skipped rows, which passes to h_{t-1} past the gates (B, R)
     std::vector<T> states, skip_carry;
     // recurrent dropout: each gate's W_hg packed apart, and one gate's product (B, R); the
-    // recurrent gradients d_rec are then per gate, (gates, B, H), not in the layout's order
+    // recurrent gradients d_rec are then per gate, (gates, B, H)
     std::vector<std::vector<T>> packed_gates;
     std::vector<T> gate_product;
 
@@ -86,9 +86,9 @@ struct GatedBackwardPass : TimeLoopPass {
                               std::max(rec_layout.blocks(), B), Sync::barrier);
         // The recurrent weights as the forward multiplied them, now read as (G*H x R).
         if (!dropout) {
-            w_rec = rows_in_layout(a.w_hh, rec_layout, R);
-            packed_rec =
-                pack_whole(kt, MatView<T>{w_rec.data(), R, 1}, rec_layout.columns(), R, threads);
+            // the recurrent gradients are in PyTorch's gate order: W_hh as stored (reset_before:
+            // its r and z rows)
+            packed_rec = pack_whole(kt, MatView<T>{a.w_hh, R, 1}, rec_layout.columns(), R, threads);
         } else {
             for (int g = 0; g < rec_layout.gates; ++g)
                 packed_gates.push_back(
@@ -282,9 +282,10 @@ struct GatedBackwardPass : TimeLoopPass {
                 for (index u = u0; u < u1; ++u) {
                     const index j0 = Lr.first_unit(u), w = Lr.width(u);
                     for (int g = 0; g < Lr.gates; ++g) {
-                        // the layout's order, or per gate (g, B, H) under recurrent dropout
-                        T* out = p.dropout ? d_rec + (g * B + b) * H + j0
-                                           : d_rec + b * GR + Lr.base(u) + g * w;
+                        // PyTorch's gate order (W_hh's rows), or per gate (g, B, H) under
+                        // recurrent dropout (each gate's product apart)
+                        T* out =
+                            p.dropout ? d_rec + (g * B + b) * H + j0 : d_rec + b * GR + g * H + j0;
                         const T* src = (p.cell == GatedCell::gru && g == 2)
                                            ? extra + b * H + j0  // da_n * r
                                            : dA + b * GH + g * H + j0;
@@ -370,8 +371,8 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
     const index first = pass.active[0];
     if (first > 0 && !pass.dropout) {
         const index GR = pass.rec_layout.columns();
-        gemm(kt, first, R, GR, MatView<T>{pass.d_rec[0].data(), GR, 1},
-             MatView<T>{pass.w_rec.data(), R, 1}, a.dh0, R, false, fork);
+        gemm(kt, first, R, GR, MatView<T>{pass.d_rec[0].data(), GR, 1}, MatView<T>{a.w_hh, R, 1},
+             a.dh0, R, false, fork);
     } else if (first > 0) {  // per gate, each through its mask
         std::fill(a.dh0, a.dh0 + first * R, T(0));
         std::vector<T> product(static_cast<size_t>(first * R));

@@ -86,7 +86,7 @@ struct GatedForwardPass : TimeLoopPass {
     int threads;
     bool keep_all;
     index chunk;
-    std::vector<T> bias_x, bias_h, w_ih, w_rec;
+    std::vector<T> bias_x, bias_h;
     std::vector<T> packed_ih, packed_rec, packed_hn, packed_hr;
     std::vector<T> gx, gh, rh, hn, m, h_ring, c_ring, scratch;
     // recurrent dropout: each gate's W_hg^T packed apart, its product (gates, B, H), and each
@@ -127,8 +127,7 @@ struct GatedForwardPass : TimeLoopPass {
         chunk = keep_all ? T_ : std::min(T_, kChunk);
         // The weights in the layout's row order, packed once for the whole sequence.
         if (!a.input_mask) {
-            w_ih = rows_in_layout(a.w_ih, layout, D);
-            packed_ih = pack_whole(kt, MatView<T>{w_ih.data(), 1, D}, D, GH, threads);
+            packed_ih = pack_in_layout(kt, a.w_ih, layout, D);
             bias_x = projection_bias(a, layout);
             if (a.ids) {  // the table projected once; each chunk gathers its rows
                 projected_table.resize(static_cast<size_t>(a.vocab * GH));
@@ -143,9 +142,8 @@ struct GatedForwardPass : TimeLoopPass {
             gate_x.resize(static_cast<size_t>(chunk * B * H));
         }
         if (!dropout) {
-            w_rec = rows_in_layout(a.w_hh, rec_layout, R);  // reset_before: the r and z rows
-            packed_rec =
-                pack_whole(kt, MatView<T>{w_rec.data(), 1, R}, R, rec_layout.columns(), threads);
+            // reset_before: the r and z rows only
+            packed_rec = pack_in_layout(kt, a.w_hh, rec_layout, R);
         } else {
             for (int g = 0; g < rec_layout.gates; ++g)
                 packed_gates.push_back(
