@@ -448,6 +448,22 @@ void gemm_block(const GemmTask<T>& t, index m0, index m1, index p0, index p1) {
                 const int cols = static_cast<int>(t.N - j0 < NR ? t.N - j0 : NR);
                 const T* panel = t.packed_b + p * t.K * NR + k0 * NR;
                 index i = mb;
+                const index tiles = (me - mb + kMR - 1) / kMR, left = (me - mb) % kMR;
+                if (!packed && tiles > 1 && left > 0 && left < kMR / 2) {
+                    // A short last tile is load-bound (few FMAs per load of B): the rows are
+                    // spread evenly instead (16 rows: 8 + 8, not 14 + 2). Each element's sum
+                    // runs in the same order whatever its tile: the same bits. (A packed A is
+                    // laid out in slabs of kMR rows: its tiles keep that height.)
+                    for (index n = 0; n < tiles; ++n) {
+                        const int rows = static_cast<int>((me - i) / (tiles - n));
+                        if (rows == kMR)
+                            row_tile<T, kMR>(t, pass, i, mb, packed, panel, cols, j0, far);
+                        else
+                            short_tile<T>(rows, t, pass, i, mb, packed, panel, cols, j0, far);
+                        i += rows;
+                    }
+                    continue;
+                }
                 for (; i + kMR <= me; i += kMR)
                     row_tile<T, kMR>(t, pass, i, mb, packed, panel, cols, j0, far);
                 if (i < me)
