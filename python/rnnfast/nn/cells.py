@@ -218,8 +218,10 @@ class _GatedSpec(CellSpec):
     _forward_function = _backward_function = None
 
     def _weights(self, layer, idx):
-        p = layer._params
-        return tuple(None if n is None else p[n] for n in layer._names[idx])
+        """(weight_ih, weight_hh, bias_ih, bias_hh) of (layer, direction) idx, biases None
+        without bias (read live: step() streams with it)."""
+        p, (w_ih, w_hh, b_ih, b_hh) = layer._params, layer._names[idx]
+        return p[w_ih], p[w_hh], b_ih and p[b_ih], b_hh and p[b_hh]
 
     def _projection(self, layer, idx):
         return None
@@ -348,9 +350,14 @@ class GRUSpec(_GatedSpec):
     def _joined_gradient(self, g):
         return g.dh0
 
+    def step_states(self, layer, run_options, k, x_t, states):
+        """One step of stacked layer k from its states as the kernels take them (the tuple
+        ``(h,)``, each (B, ·)): the new states, in the same form."""
+        return (functional.gru_step(x_t, states[0], *self._weights(layer, k), **run_options),)
+
     def step(self, layer, run_options, k, x_t, s):
-        """One step of stacked layer k from its state s (B, S): the new state (B, S)."""
-        return functional.gru_step(x_t, s, *self._weights(layer, k), **run_options)
+        """One step of stacked layer k from its joined state s (B, S): the new one (B, S)."""
+        return self.step_states(layer, run_options, k, x_t, (s,))[0]
 
 
 class LSTMSpec(_GatedSpec):
@@ -425,17 +432,20 @@ class LSTMSpec(_GatedSpec):
     def _joined_gradient(self, g):
         return np.concatenate([g.dh0, g.dc0], axis=-1)
 
-    def step(self, layer, run_options, k, x_t, s):
-        h, c = self._split(layer, s)
-        h, c = functional.lstm_step(
+    def step_states(self, layer, run_options, k, x_t, states):
+        """One step of stacked layer k from ``(h, c)``: the new ``(h, c)``."""
+        return functional.lstm_step(
             x_t,
-            h,
-            c,
+            *states,
             *self._weights(layer, k),
             weight_hr=self._projection(layer, k),
             **run_options,
         )
-        return np.concatenate([h, c], axis=-1)
+
+    def step(self, layer, run_options, k, x_t, s):
+        """One step of stacked layer k from its joined state s (B, R + H): the new one."""
+        states = self.step_states(layer, run_options, k, x_t, self._split(layer, s))
+        return np.concatenate(states, axis=-1)
 
 
 ELMAN = ElmanSpec()

@@ -182,6 +182,9 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
                 "step: a bidirectional layer needs the whole sequence (its reverse direction "
                 "starts at the end); use a forward call"
             )
+        fast = self._step_fast(x_t, state)
+        if fast is not None:
+            return fast
         x = as_float_array("x_t", x_t, self._dtype)
         unbatched = x.ndim == 1
         if self._is_dilated():
@@ -214,6 +217,54 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         if unbatched:
             out, s_next = out[0], s_next[:, 0]
         return out, self._state_output(s_next)
+
+    def _step_fast(self, x_t, state):
+        """step()'s streaming hot path: one undilated layer, x_t a (B, input_size) array of
+        the layer's dtype, the state None (zeros, or a stateful layer's carry) or in the API's
+        form and dtype. One kernel call on the states as they are (the kernel checks every
+        shape), none of the general path's joins. None where it does not apply: the general
+        path then runs, and raises what it must."""
+        if (
+            self._num_layers != 1
+            or self._dilations != (1,)
+            or type(x_t) is not np.ndarray
+            or x_t.ndim != 2
+            or x_t.dtype is not self._dtype
+        ):
+            return None
+        states = self._fast_states(state, x_t.shape[0])
+        if states is None:
+            return None
+        new = self.cell.step_states(self, self._cell_options(), 0, x_t, states)
+        if self._stateful:
+            self._state = (new[0] if len(new) == 1 else np.concatenate(new, axis=-1))[None]
+        following = tuple(s[None] for s in new)
+        return new[0], following[0] if len(new) == 1 else following
+
+    def _fast_states(self, state, batch):
+        """The step's states as its kernel takes them (the tuple of (B, ·) arrays), or None
+        where the hot path does not apply."""
+        if state is None:
+            joined = self._state if self._stateful else None
+            if joined is None:
+                joined = self._zero_state  # never handed out, so never written: reused
+                if joined is None or joined.shape[1] != batch:
+                    S = self.cell.state_width(self)
+                    joined = self._zero_state = np.zeros((1, batch, S), dtype=self._dtype)
+            if type(joined) is not np.ndarray or joined.shape[1] != batch:
+                return None  # a ring, or another batch: the general path says so
+            parts = self.cell.split_state(self, joined[0])
+            parts = (parts,) if self.cell.num_states == 1 else parts
+            return tuple(np.ascontiguousarray(p) for p in parts)
+        parts = (state,) if self.cell.num_states == 1 else state
+        if type(parts) is not tuple or len(parts) != self.cell.num_states:
+            return None
+        for p in parts:
+            if type(p) is not np.ndarray or p.dtype is not self._dtype or p.ndim != 3:
+                return None
+            if p.shape[0] != 1 or p.shape[1] != batch or not p.flags.c_contiguous:
+                return None
+        return tuple(p[0] for p in parts)
 
     def _step_layers(self, x_t, previous):
         """One step of every layer on the cell's step kernel (``nn.cells``), layer k from its
