@@ -325,3 +325,37 @@ def _with_ids(module, ids):
 
     names = ("gru_forward", "gru_backward", "lstm_forward", "lstm_backward")
     return {name: bound(getattr(module, name)) for name in names}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("recurrent_activation", ["sigmoid", "hard_sigmoid"])
+def test_gate_functions_over_the_whole_range(dtype, isa, recurrent_activation):
+    # A GRU step with zero weights, h = 0 and n saturated at 1 outputs 1 - z: the gate
+    # function of -b_z, so its values over the float range (and inf, NaN) are read directly.
+    b_z = np.concatenate([np.linspace(-60, 60, 241), [np.inf, -np.inf, np.nan]]).astype(dtype)
+    H = b_z.size
+    bias = np.zeros(3 * H, dtype)
+    bias[H : 2 * H] = b_z
+    bias[2 * H :] = 30.0  # tanh(30) is 1 in both dtypes
+    weights = np.zeros((3 * H, 1), dtype), np.zeros((3 * H, H), dtype)
+    previous = _core.active_isa()
+    _core.set_active_isa(isa)
+    try:
+        h = F.gru_step(
+            np.zeros((1, 1), dtype), np.zeros((1, H), dtype), *weights, bias,
+            recurrent_activation=recurrent_activation,
+        )[0]  # fmt: skip
+    finally:
+        _core.set_active_isa(previous)
+    v = -b_z.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if recurrent_activation == "sigmoid":
+            expected = 1.0 / (1.0 + np.exp(-v))
+        else:
+            expected = np.clip(v / 6.0 + 0.5, 0.0, 1.0)
+    np.testing.assert_array_equal(np.isnan(h), np.isnan(expected))
+    eps = np.finfo(dtype).eps
+    ok = ~np.isnan(expected)
+    # 1 - z cancels: absolute error of a few eps; relative accuracy of z itself is the kernels'
+    np.testing.assert_allclose(h[ok], expected[ok], rtol=0, atol=4 * eps)
