@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "rnnfast/runtime/kernel_table.hpp"
@@ -88,6 +89,25 @@ inline T pointwise_grad(Pointwise op, T s) {
             return s > T(0) ? T(1) : T(0);
     }
     return T(0);
+}
+
+// Calls f(act, rec) with the two functions as compile-time constants (std::integral_constant):
+// a cell's backward loop, compiled once per pair, then has no branch on them per element and
+// vectorises.
+template <class F>
+void with_gate_functions(Pointwise act, Pointwise rec, F&& f) {
+    using Sigmoid = std::integral_constant<Pointwise, Pointwise::sigmoid>;
+    using HardSigmoid = std::integral_constant<Pointwise, Pointwise::hard_sigmoid>;
+    const auto by_rec = [&](auto a) {
+        if (rec == Pointwise::hard_sigmoid)
+            f(a, HardSigmoid{});
+        else
+            f(a, Sigmoid{});
+    };
+    if (act == Pointwise::relu)
+        by_rec(std::integral_constant<Pointwise, Pointwise::relu>{});
+    else
+        by_rec(std::integral_constant<Pointwise, Pointwise::tanh>{});
 }
 
 }  // namespace rnnfast

@@ -82,9 +82,10 @@ struct GruCell {
     // [da_r | da_z | da_n]) and the carry to h_{t-1} past the gates (g * z). reset_after
     // also gives the n term's recurrent gradient da_n * r (dhn, for W_hn and b_hn).
     // reset_before leaves da_r to rz_grad (it needs W_hn^T da_n of every unit first).
+    // act and rec are compile-time constants (with_gate_functions): a branch-free loop.
+    template <Pointwise act, Pointwise rec>
     static void grad_block(const T* g, const T* store, const T* h_prev, T* dA, T* dhn, T* carry,
-                           index H, index j0, index w, Pointwise act, Pointwise rec,
-                           bool reset_after) {
+                           index H, index j0, index w, bool reset_after) {
         for (index k = 0; k < w; ++k) {
             const index j = j0 + k;
             const T r = store[j], z = store[H + j], n = store[2 * H + j];
@@ -103,8 +104,9 @@ struct GruCell {
     // reset_before: drh = W_hn^T da_n for the block's units; r's gradient and the carry's part
     // through r * h_{t-1}; rh = r * h_{t-1} kept for W_hn's gradient. Under recurrent dropout
     // the n product read h_{t-1} * mask (mask: the row's n mask, else null).
+    template <Pointwise rec>
     static void rz_grad(const T* drh, const T* store, const T* h_prev, const T* mask, T* dA,
-                        T* carry, T* rh, index j0, index w, Pointwise rec) {
+                        T* carry, T* rh, index j0, index w) {
         for (index k = 0; k < w; ++k) {
             const index j = j0 + k;
             const T r = store[j], m = mask ? mask[j] : T(1);

@@ -48,9 +48,10 @@ struct LstmCell {
     // t + 1 (or dc_n). Writes dA [da_i | da_f | da_g | da_o] (PyTorch's order), the carry
     // dL/dc_{t-1} (into dc, in place) and, with a projection, m_t (for W_hr's gradient).
     // `scratch` holds w values.
+    // act and rec are compile-time constants (with_gate_functions): a branch-free loop.
+    template <Pointwise act, Pointwise rec>
     static void grad_block(const KernelTable<T>& kt, const T* dm, T* dc, const T* store,
-                           const T* c_prev, T* dA, T* m, T* scratch, index H, index j0, index w,
-                           Pointwise act, Pointwise rec) {
+                           const T* c_prev, T* dA, T* m, T* scratch, index H, index j0, index w) {
         for (index k = 0; k < w; ++k)
             scratch[k] = store[4 * H + j0 + k];
         kt.activate(scratch, w, act);  // act(c_t)

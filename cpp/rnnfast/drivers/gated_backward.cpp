@@ -252,16 +252,20 @@ struct GatedBackwardPass : TimeLoopPass {
                         continue;
                     }
                     if (lstm)
-                        LstmCell<T>::grad_block(
-                            p.kt, g_units + b * H, p.carry.data() + b * H, store + b * S,
-                            p.c_prev(t, b), dA + b * GH,
-                            p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, scratch, H, j0, w,
-                            p.a.act, p.a.rec);
+                        with_gate_functions(p.a.act, p.a.rec, [&](auto act, auto rec) {
+                            LstmCell<T>::template grad_block<act(), rec()>(
+                                p.kt, g_units + b * H, p.carry.data() + b * H, store + b * S,
+                                p.c_prev(t, b), dA + b * GH,
+                                p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, scratch, H,
+                                j0, w);
+                        });
                     else
-                        GruCell<T>::grad_block(g_units + b * H + j0, store + b * S, h_prev + b * H,
-                                               dA + b * GH, extra + b * H, p.carry.data() + b * H,
-                                               H, j0, w, p.a.act, p.a.rec,
-                                               p.cell == GatedCell::gru);
+                        with_gate_functions(p.a.act, p.a.rec, [&](auto act, auto rec) {
+                            GruCell<T>::template grad_block<act(), rec()>(
+                                g_units + b * H + j0, store + b * S, h_prev + b * H, dA + b * GH,
+                                extra + b * H, p.carry.data() + b * H, H, j0, w,
+                                p.cell == GatedCell::gru);
+                        });
                     if (p.cell == GatedCell::gru_reset_before)
                         for (index k = 0; k < w; ++k)
                             p.d_n[b * H + j0 + k] = dA[b * GH + 2 * H + j0 + k];
@@ -271,11 +275,13 @@ struct GatedBackwardPass : TimeLoopPass {
                 run_block(p.kt, n_term, m0, m1, hp0, hp1);
                 for (index b = m0; b < m1; ++b)
                     for (index u = u0; u < u1 && !skipped(b); ++u)
-                        GruCell<T>::rz_grad(
-                            p.d_rh.data() + b * H, store + b * S, h_prev + b * H,
-                            p.dropout ? p.a.recurrent_mask + (2 * B + b) * H : nullptr, dA + b * GH,
-                            p.carry.data() + b * H, extra + b * H, Lr.first_unit(u), Lr.width(u),
-                            p.a.rec);
+                        with_gate_functions(p.a.act, p.a.rec, [&](auto, auto rec) {
+                            GruCell<T>::template rz_grad<rec()>(
+                                p.d_rh.data() + b * H, store + b * S, h_prev + b * H,
+                                p.dropout ? p.a.recurrent_mask + (2 * B + b) * H : nullptr,
+                                dA + b * GH, p.carry.data() + b * H, extra + b * H,
+                                Lr.first_unit(u), Lr.width(u));
+                        });
             }
             // The recurrent product's gradients, in its column order, for step t - 1.
             for (index b = m0; b < m1; ++b)
