@@ -1,4 +1,4 @@
-"""Long memory: the copy-memory task over delays T for a plain RNN, a leaky RNN, a dilated stack and a JordanRNN of about the same parameter count.
+"""Long memory: the copy-memory task over delays T for a plain RNN, a leaky RNN, a dilated stack, a JordanRNN, a GRU and an LSTM of about the same parameter count.
 
     python examples/long_memory.py [--out DIR] [--lengths 50,100,200,500,1000] [--epochs 8]
 
@@ -23,7 +23,10 @@ whose outputs are the logits themselves:
   free-running with exact BPTT through its fed-back outputs (``feedback="output"``). Teacher
   forcing would feed it the targets of the step before, which carry nothing about the symbols
   (the blank steps have none), so it would be at chance by construction; free-running, its K
-  outputs at the unscored steps may carry memory: its best chance.
+  outputs at the unscored steps may carry memory: its best chance;
+- ``gru``, ``lstm``: ``rnnfast.GRU(K + 2, h)`` and ``rnnfast.LSTM(K + 2, h)``, the gated cells
+  the notes name as the remedy for vanishing gradients (with ``--init orthogonal`` each gate's
+  block of W_hh starts orthogonal; the LSTM's forget-gate bias at 1, ``unit_forget_bias``).
 
 The widths h are chosen so that each model's parameter count is the closest to the plain
 model's. Every Elman layer's W_hh starts as a random orthogonal matrix (spectral radius 1,
@@ -60,7 +63,7 @@ import numpy as np
 import rnnfast
 from rnnfast import losses, optim, training
 
-MODELS = ("plain", "leaky", "dilated", "jordan")
+MODELS = ("plain", "leaky", "dilated", "jordan", "gru", "lstm")
 
 
 def int_list(text):
@@ -102,16 +105,25 @@ def build(kind, hidden, args, seed):
     d_in, k = args.classes + 2, args.classes
     if kind == "jordan":
         return rnnfast.JordanRNN(d_in, hidden, k, batch_first=True, seed=seed, feedback="output")
-    options = {"plain": {}, "leaky": {"alpha": args.alpha}}.get(kind)
-    if options is None:  # dilated
-        options = {"num_layers": len(args.dilations), "dilation": list(args.dilations)}
-    rnn = rnnfast.RNN(d_in, hidden, batch_first=True, return_sequences=True, seed=seed, **options)
+    if kind in ("gru", "lstm"):
+        options = {"unit_forget_bias": True} if kind == "lstm" else {}
+        rnn = getattr(rnnfast, kind.upper())(
+            d_in, hidden, batch_first=True, return_sequences=True, seed=seed, **options
+        )
+    else:
+        options = {"plain": {}, "leaky": {"alpha": args.alpha}}.get(kind)
+        if options is None:  # dilated
+            options = {"num_layers": len(args.dilations), "dilation": list(args.dilations)}
+        rnn = rnnfast.RNN(
+            d_in, hidden, batch_first=True, return_sequences=True, seed=seed, **options
+        )
     if args.init == "orthogonal":
         rng = np.random.default_rng([seed, 1])
         state = rnn.state_dict()
         for name, w in state.items():
-            if name.startswith("weight_hh"):
-                state[name] = orthogonal(rng, w.shape[0]).astype(w.dtype)
+            if name.startswith("weight_hh"):  # each gate's (H, H) block
+                blocks = [orthogonal(rng, w.shape[1]) for _ in range(w.shape[0] // w.shape[1])]
+                state[name] = np.concatenate(blocks).astype(w.dtype)
         rnn.load_state_dict(state)
     return rnnfast.Sequential([rnn, rnnfast.Dense(hidden, k, seed=seed + 1)])
 
@@ -193,7 +205,7 @@ def plot(results, lengths, models, chance, solved, path):
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("delay T (blank steps between the symbols and their recall)")
     ax.set_ylabel("test accuracy on the recalled symbols")
-    ax.set_title("Copy memory: plain, leaky, dilated and Jordan RNNs of the same size")
+    ax.set_title("Copy memory: recurrent cells of the same size")
     ax.legend()
     _cli.save_figure(fig, path)
 

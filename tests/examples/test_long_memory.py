@@ -1,5 +1,5 @@
-"""examples/long_memory.py runs the copy-memory comparison (plain, leaky, dilated and Jordan RNNs
-of about the same size) on tiny settings in a few seconds: one line per run, the table of test
+"""examples/long_memory.py runs the copy-memory comparison (plain, leaky, dilated and Jordan RNNs,
+a GRU and an LSTM of about the same size) on tiny settings in a few seconds: one line per run, the table of test
 accuracy by model and T, its CSV and plot in --out, and the RESULT line; --help shows every
 option's default and a bad option is one line on stderr with exit status 2."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from example_run import run_example
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "long_memory.py"
-MODELS = ("plain", "leaky", "dilated", "jordan")
+MODELS = ("plain", "leaky", "dilated", "jordan", "gru", "lstm")
 TINY = [
     "--lengths",
     "3,6",
@@ -92,7 +92,7 @@ def test_long_memory_example_help_and_bad_options(tmp_path):
     assert "50,100,200,500,1000)" in result.stdout  # the default as it is typed
     for option in ("--dilations", "--alpha", "--clip-norm", "--solved", "--out", "--seed"):
         assert option in result.stdout
-    for bad in (["--lengths", "0,10"], ["--models", "plain,lstm"], ["--alpha", "1.5"]):
+    for bad in (["--lengths", "0,10"], ["--models", "plain,transformer"], ["--alpha", "1.5"]):
         result = _run(tmp_path, *bad, "--out", str(tmp_path / "o"))
         assert result.returncode == 2, bad
         assert bad[0] in result.stderr and len(result.stderr.strip().splitlines()) == 1
