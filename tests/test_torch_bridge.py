@@ -177,7 +177,7 @@ def test_is_a_torch_rnn_with_its_parameters_and_state_dict():
     for name, value in mine.state_dict().items():
         assert torch.equal(plain.state_dict()[name], value)
     with pytest.raises(TypeError, match="torch.nn.RNN"):
-        rt.from_torch(torch.nn.GRU(D, H))
+        rt.from_torch(torch.nn.Linear(D, H))
 
 
 def test_parameters_are_handed_to_the_kernels_without_copies():

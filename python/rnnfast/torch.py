@@ -1,28 +1,33 @@
-"""The PyTorch bridge: ``rnnfast.torch.RNN``, a drop-in ``torch.nn.RNN`` whose forward and
-backward run rnnfast's kernels. torch is imported here only (``import rnnfast.torch``).
+"""The PyTorch bridge: ``rnnfast.torch.RNN``, ``GRU`` and ``LSTM``, drop-in ``torch.nn.RNN``,
+``torch.nn.GRU`` and ``torch.nn.LSTM`` whose forward and backward run rnnfast's kernels. torch
+is imported here only (``import rnnfast.torch``).
 
-``RNN`` *is* a ``torch.nn.RNN`` (a subclass): the same constructor, parameters (the same
-names, shapes and initialisation), ``state_dict``, ``repr`` and ``forward(input, hx=None)``
-with tensors (batched, batch_first or unbatched) or a ``PackedSequence``, returning
-``(output, h_n)`` as torch does. Its forward and backward go through one
+Each *is* torch's module (a subclass): the same constructor, parameters (the same names,
+shapes and initialisation), ``state_dict``, ``repr`` and ``forward(input, hx=None)`` with
+tensors (batched, batch_first or unbatched) or a ``PackedSequence`` (``enforce_sorted=False``
+too), returning ``(output, h_n)`` as torch does; the LSTM takes hx as the pair ``(h_0, c_0)``
+and returns ``(output, (h_n, c_n))``, ``proj_size`` included. The GRU is PyTorch's form of the
+cell (rnnfast's ``reset_after=True``). Its forward and backward go through one
 ``torch.autograd.Function`` per call, which hands the tensors to rnnfast as NumPy views (no
-copy for contiguous CPU tensors: the input, the state and the parameters themselves; the
+copy for contiguous CPU tensors: the input, the states and the parameters themselves; the
 training record keeps them uncopied, guarded by torch's version check of saved tensors, so an
-in-place change before backward raises as with ``nn.RNN``), keeps rnnfast's training cache in
-the autograd context, and returns the gradients of the input (not computed when it needs none),
-of ``hx`` and of every parameter, as ``torch.nn.RNN``'s autograd computes them (to rounding).
-A batch_first input is transposed once for the time-major kernels and the output back (the
-copies that remain).
+in-place change before backward raises as with torch's modules), keeps rnnfast's training cache
+in the autograd context, and returns the gradients of the input (not computed when it needs
+none), of the initial states (h_0, and the LSTM's c_0) and of every parameter, as torch's
+autograd computes them (to rounding). A batch_first input is transposed once for the
+time-major kernels and the output back (the copies that remain). ``flatten_parameters()``,
+``.double()`` / ``.float()`` and ``.to()`` keep working (the parameters are read at every call).
 
 Dropout between layers (training mode) draws its masks from a generator seeded from torch's
 (so ``torch.manual_seed`` repeats runs; the masks differ from torch's own). Tensors rnnfast's
 kernels do not take (not on the CPU, or neither float32 nor float64) run torch's own forward.
 Double backward (``create_graph=True`` through the RNN) is not supported.
 
-``convert(module)`` turns every ``torch.nn.RNN`` in a module tree into an ``rnnfast.torch.RNN``
-in place (the same objects and parameters: optimizers and hooks keep working);
-``from_torch(module)`` returns a new bridge module with a copy of an ``nn.RNN``'s weights, and
-``to_torch(module)`` a plain ``torch.nn.RNN`` copy.
+``convert(module)`` turns every ``torch.nn.RNN``, ``GRU`` and ``LSTM`` in a module tree into the
+bridge's in place (the same objects and parameters: optimizers and hooks keep working;
+subclasses, with a forward of their own, are left as they are); ``from_torch(module)`` returns
+a new bridge module with a copy of a torch module's weights, and ``to_torch(module)`` a plain
+torch copy.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.nn.utils.rnn import PackedSequence
 
-__all__ = ["RNN", "convert", "from_torch", "to_torch"]
+__all__ = ["GRU", "LSTM", "RNN", "convert", "from_torch", "to_torch"]
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 
@@ -51,48 +56,63 @@ def _tensor(a):
 
 
 class _RNNFunction(torch.autograd.Function):
-    """One call of the rnnfast stack: inputs (layer, names, lengths, x, hx, *weights)."""
+    """One call of the rnnfast stack: inputs (layer, names, lengths, x, hx, cx, *weights); cx
+    is the LSTM's c0 (None for the other cells, and for an LSTM without a given state). The
+    outputs are (y, h_n), and the LSTM's (y, h_n, c_n)."""
 
     @staticmethod
-    def forward(ctx, layer, names, lengths, x, hx, *weights):
+    def forward(ctx, layer, names, lengths, x, hx, cx, *weights):
         _bind(layer, names, weights)
-        y, h_n = layer(_view(x), None if hx is None else _view(hx), lengths)
-        ctx.layer, ctx.names = layer, names
+        paired = layer.cell.num_states == 2
+        y, h_n = layer(_view(x), _state_view(hx, cx, paired), lengths)
+        ctx.layer, ctx.names, ctx.paired = layer, names, paired
         ctx.rnnfast_cache = layer._cache
         layer._cache = None  # the next call of the same module keeps its own
         ctx.hx_given = hx is not None
-        # x and hx are saved beside the weights for torch's version check: the layer keeps them
-        # uncopied (_inputs_guarded), and an in-place change before backward raises, as with
-        # nn.RNN, instead of altering the gradients
-        ctx.save_for_backward(x, hx, *weights)
+        # x and the states are saved beside the weights for torch's version check: the layer
+        # keeps them uncopied (_inputs_guarded), and an in-place change before backward
+        # raises, as with nn.RNN, instead of altering the gradients
+        ctx.save_for_backward(x, hx, cx, *weights)
         y_t = _tensor(y)
         if not y_t.is_contiguous():  # batch_first: (B, T, out), as torch returns it
             y_t = y_t.contiguous()
+        if paired:
+            return y_t, _tensor(h_n[0]), _tensor(h_n[1])
         return y_t, _tensor(h_n)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dy, dh_n):
+    def backward(ctx, dy, dh_n, dc_n=None):
         layer, names = ctx.layer, ctx.names
-        weights = ctx.saved_tensors[2:]
+        weights = ctx.saved_tensors[3:]
         _bind(layer, names, weights)
         # the cache stays with the graph (a retained graph is differentiated again); backward
         # reads it and changes nothing in it
         layer._cache = ctx.rnnfast_cache
         layer.grads = {name: np.zeros_like(p) for name, p in layer._params.items()}
+        d_state = None if dh_n is None else _view(dh_n)
+        if ctx.paired:
+            d_state = (d_state, None if dc_n is None else _view(dc_n))
         # an input that needs no gradient (a first layer's data) skips dx's GEMM and transpose
         dx, dh0 = layer.backward(
-            None if dy is None else _view(dy),
-            None if dh_n is None else _view(dh_n),
-            input_gradient=ctx.needs_input_grad[3],
+            None if dy is None else _view(dy), d_state, input_gradient=ctx.needs_input_grad[3]
         )
         grads = [
             torch.from_numpy(layer.grads[name]) if need else None
-            for name, need in zip(names, ctx.needs_input_grad[5:])
+            for name, need in zip(names, ctx.needs_input_grad[6:])
         ]
         dx = None if dx is None else torch.from_numpy(np.ascontiguousarray(dx))
+        dh0, dc0 = dh0 if ctx.paired else (dh0, None)
         dh0 = torch.from_numpy(dh0) if ctx.hx_given and ctx.needs_input_grad[4] else None
-        return (None, None, None, dx, dh0, *grads)
+        dc0 = torch.from_numpy(dc0) if ctx.hx_given and ctx.needs_input_grad[5] else None
+        return (None, None, None, dx, dh0, dc0, *grads)
+
+
+def _state_view(hx, cx, paired):
+    """The initial state as the rnnfast layer takes it: h0, or the LSTM's pair (h0, c0)."""
+    if hx is None:
+        return None
+    return (_view(hx), _view(cx)) if paired else _view(hx)
 
 
 def _bind(layer, names, weights):
@@ -101,50 +121,73 @@ def _bind(layer, names, weights):
         layer._params[name] = _view(w)
 
 
-class RNN(torch.nn.RNN):
-    """``torch.nn.RNN`` on rnnfast's kernels: the same constructor, parameters, state_dict
-    and ``forward(input, hx=None)`` (tensors or a PackedSequence); see the module's
-    documentation."""
+class _Bridge:
+    """What the bridge modules share (mixed in before ``torch.nn.RNN`` / ``GRU`` / ``LSTM``):
+    the forward on rnnfast's kernels, PackedSequence and unbatched input, the fallback to
+    torch's own forward."""
+
+    def _fast_class(self):
+        raise NotImplementedError
+
+    def _fast_options(self):
+        """The cell's own constructor options of the rnnfast layer (the key of its cache)."""
+        return ()
 
     def _rnnfast_layer(self, dtype):
         """The rnnfast layer of this configuration and dtype (its own parameters unused: they
         are bound to the module's at every call)."""
-        from .nn import RNN as FastRNN
-
         layers = self.__dict__.setdefault("_rnnfast_layers", {})
+        options = self._fast_options()
         key = (
             dtype,
             self.input_size,
             self.hidden_size,
             self.num_layers,
-            self.nonlinearity,
             self.bias,
             bool(self.bidirectional),
+            options,
         )
         layer = layers.get(key)
         if layer is None:
             layers.clear()
-            layer = FastRNN(
+            layer = self._fast_class()(
                 self.input_size,
                 self.hidden_size,
                 num_layers=self.num_layers,
-                nonlinearity=self.nonlinearity,
                 bias=self.bias,
                 bidirectional=bool(self.bidirectional),
                 dtype=dtype,
+                **dict(options),
             )
             layer._inputs_guarded = True  # see _RNNFunction.forward
             layers[key] = layer
         return layer
 
+    def _states(self, hx):
+        """``(h0, c0)`` of ``hx`` (c0 None but for the LSTM's pair; either None without a
+        state); None for what rnnfast's kernels do not take as a state."""
+        return hx, None
+
     def _runs_on_rnnfast(self, data, hx):
-        if getattr(self, "proj_size", 0) or data.device.type != "cpu":
+        if data.device.type != "cpu":
             return False
         if data.dtype not in _DTYPES or any(w.dtype != data.dtype for w in self._flat_weights):
             return False
         if any(w.device.type != "cpu" for w in self._flat_weights):
             return False
-        return hx is None or (hx.device.type == "cpu" and hx.dtype == data.dtype)
+        states = self._states(hx)
+        return states is not None and all(
+            s is None
+            or (type(s) is torch.Tensor and s.device.type == "cpu" and s.dtype == data.dtype)
+            for s in states
+        )
+
+    def _check_state_dims(self, hx, batched):
+        if hx is not None and hx.dim() != (3 if batched else 2):
+            raise RuntimeError(
+                f"For {'batched 3-D' if batched else 'unbatched 2-D'} input, hx should also be "
+                f"{3 if batched else 2}-D but got {hx.dim()}-D tensor"
+            )
 
     def forward(self, input, hx=None):
         packed = isinstance(input, PackedSequence)
@@ -155,27 +198,22 @@ class RNN(torch.nn.RNN):
             return self._forward_packed(input, hx)
         if input.dim() not in (2, 3):
             raise ValueError(
-                f"RNN: Expected input to be 2D or 3D, got {input.dim()}D tensor instead"
+                f"{self.mode}: Expected input to be 2D or 3D, got {input.dim()}D instead"
+                if self.mode in ("GRU", "LSTM")
+                else f"RNN: Expected input to be 2D or 3D, got {input.dim()}D tensor instead"
             )
         batched = input.dim() == 3
-        if hx is not None and hx.dim() != (3 if batched else 2):
-            raise RuntimeError(
-                f"For {'batched 3-D' if batched else 'unbatched 2-D'} input, hx should also be "
-                f"{3 if batched else 2}-D but got {hx.dim()}-D tensor"
-            )
+        self._check_state_dims(hx, batched)
         # torch's own checks and messages for the shapes
         check_in = input if batched else input.unsqueeze(0 if self.batch_first else 1)
-        check_hx = hx if hx is None or batched else hx.unsqueeze(1)
-        if check_hx is None:
-            batch = check_in.size(0 if self.batch_first else 1)
-            check_hx = torch.empty(
-                self.num_layers * (2 if self.bidirectional else 1),
-                batch,
-                self.hidden_size,
-                dtype=input.dtype,
-            )
-        self.check_forward_args(check_in, check_hx, None)
+        if hx is None:
+            self.check_input(check_in, None)
+        else:
+            self.check_forward_args(check_in, self._batched_states(hx, batched), None)
         return self._run(input, hx, None, self.batch_first)
+
+    def _batched_states(self, hx, batched):
+        return hx if batched else hx.unsqueeze(1)
 
     def _run(self, x, hx, lengths, batch_first):
         layer = self._rnnfast_layer(_DTYPES[x.dtype])
@@ -183,29 +221,38 @@ class RNN(torch.nn.RNN):
         layer._dropout = float(self.dropout) if self.training else 0.0
         weights = self._flat_weights
         names = tuple(self._flat_weights_names)
+        h0, c0 = self._states(hx)
         needs_grad = torch.is_grad_enabled() and (
             x.requires_grad
-            or (hx is not None and hx.requires_grad)
+            or (h0 is not None and h0.requires_grad)
+            or (c0 is not None and c0.requires_grad)
             or any(w.requires_grad for w in weights)
         )
         if layer._dropout > 0.0:
             seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
             layer._dropout_rng = np.random.default_rng(seed)
+        paired = layer.cell.num_states == 2
         if not needs_grad:
             layer.training = layer._dropout > 0.0
             try:
                 _bind(layer, names, weights)
-                y, h_n = layer(_view(x), None if hx is None else _view(hx), lengths)
+                y, h_n = layer(_view(x), _state_view(h0, c0, paired), lengths)
             finally:
                 layer._cache = None
             y_t = _tensor(y)
-            return (y_t.contiguous() if not y_t.is_contiguous() else y_t), _tensor(h_n)
+            y_t = y_t.contiguous() if not y_t.is_contiguous() else y_t
+            if paired:
+                return y_t, (_tensor(h_n[0]), _tensor(h_n[1]))
+            return y_t, _tensor(h_n)
         layer.training = True
-        return _RNNFunction.apply(layer, names, lengths, x, hx, *weights)
+        out = _RNNFunction.apply(layer, names, lengths, x, h0, c0, *weights)
+        return (out[0], (out[1], out[2])) if paired else out
 
     def _forward_packed(self, packed, hx):
         """A PackedSequence as a padded time-major batch with lengths (rnnfast's form), and
-        the output packed back in the input's order (torch's ops: gradients flow)."""
+        the output packed back in the input's order (torch's ops: gradients flow). The states
+        stay in the caller's order, as the padded batch: torch's permutation of hx (and cx)
+        by ``sorted_indices`` and back is the identity here."""
         data, batch_sizes, sorted_indices, unsorted_indices = packed
         sizes = batch_sizes.tolist()
         steps, batch = len(sizes), sizes[0] if sizes else 0
@@ -223,28 +270,102 @@ class RNN(torch.nn.RNN):
         return PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices), h_n
 
 
+class RNN(_Bridge, torch.nn.RNN):
+    """``torch.nn.RNN`` on rnnfast's kernels: the same constructor, parameters, state_dict
+    and ``forward(input, hx=None)`` (tensors or a PackedSequence); see the module's
+    documentation."""
+
+    def _fast_class(self):
+        from .nn import RNN as FastRNN
+
+        return FastRNN
+
+    def _fast_options(self):
+        return (("nonlinearity", self.nonlinearity),)
+
+
+class GRU(_Bridge, torch.nn.GRU):
+    """``torch.nn.GRU`` on rnnfast's kernels (PyTorch's form of the cell, ``reset_after``):
+    the same constructor, parameters, state_dict and ``forward(input, hx=None)`` (tensors or
+    a PackedSequence) returning ``(output, h_n)``; see the module's documentation."""
+
+    def _fast_class(self):
+        from .nn import GRU as FastGRU
+
+        return FastGRU
+
+
+class LSTM(_Bridge, torch.nn.LSTM):
+    """``torch.nn.LSTM`` on rnnfast's kernels, ``proj_size`` included: the same constructor,
+    parameters, state_dict and ``forward(input, hx=None)`` with hx the pair ``(h_0, c_0)``
+    (tensors or a PackedSequence), returning ``(output, (h_n, c_n))``; backward routes the
+    gradients to h_0 and c_0. See the module's documentation."""
+
+    def _fast_class(self):
+        from .nn import LSTM as FastLSTM
+
+        return FastLSTM
+
+    def _fast_options(self):
+        return (("proj_size", int(self.proj_size)),)
+
+    def _states(self, hx):
+        if hx is None:
+            return None, None
+        if not isinstance(hx, tuple) or len(hx) != 2 or any(s is None for s in hx):
+            return None  # not torch's pair: torch's own forward says so
+        return hx[0], hx[1]
+
+    def _check_state_dims(self, hx, batched):
+        if hx is None:
+            return
+        n = 3 if batched else 2
+        if hx[0].dim() != n or hx[1].dim() != n:
+            raise RuntimeError(
+                f"For {'batched 3-D' if batched else 'unbatched 2-D'} input, hx and cx should "
+                f"also be {n}-D but got ({hx[0].dim()}-D, {hx[1].dim()}-D) tensors"
+            )
+
+    def _batched_states(self, hx, batched):
+        return tuple(hx) if batched else (hx[0].unsqueeze(1), hx[1].unsqueeze(1))
+
+
+_BRIDGES = {torch.nn.RNN: RNN, torch.nn.GRU: GRU, torch.nn.LSTM: LSTM}
+
+
 def convert(module):
-    """Make every ``torch.nn.RNN`` in ``module`` (itself included) an ``rnnfast.torch.RNN`` in
-    place: the same objects, parameters, hooks and optimizer state. Returns ``module``."""
+    """Make every ``torch.nn.RNN``, ``torch.nn.GRU`` and ``torch.nn.LSTM`` in ``module``
+    (itself included) an ``rnnfast.torch.RNN``, ``GRU`` or ``LSTM`` in place: the same
+    objects, parameters, hooks and optimizer state. Subclasses of them (their own forward)
+    are left as they are. Returns ``module``."""
     for sub in module.modules():
-        if type(sub) is torch.nn.RNN:
-            sub.__class__ = RNN
+        bridge = _BRIDGES.get(type(sub))
+        if bridge is not None:
+            sub.__class__ = bridge
     return module
 
 
+def _torch_class(module, what):
+    for base in _BRIDGES:
+        if isinstance(module, base):
+            return base
+    raise TypeError(
+        f"module: expected {what} torch.nn.RNN, torch.nn.GRU or torch.nn.LSTM, got "
+        f"{type(module).__name__}"
+    )
+
+
 def from_torch(module):
-    """A new ``rnnfast.torch.RNN`` with the configuration and a copy of the weights of a
-    ``torch.nn.RNN`` (its dtype, device and training mode)."""
-    if not isinstance(module, torch.nn.RNN):
-        raise TypeError(f"module: expected a torch.nn.RNN, got {type(module).__name__}")
-    return _copy(module, RNN)
+    """A new ``rnnfast.torch.RNN``, ``GRU`` or ``LSTM`` with the configuration and a copy of
+    the weights of a ``torch.nn.RNN``, ``GRU`` or ``LSTM`` (its dtype, device and training
+    mode)."""
+    return _copy(module, _BRIDGES[_torch_class(module, "a")])
 
 
 def to_torch(module):
-    """A plain ``torch.nn.RNN`` copy of an ``rnnfast.torch.RNN`` (or any ``nn.RNN``)."""
-    if not isinstance(module, torch.nn.RNN):
-        raise TypeError(f"module: expected an rnnfast.torch.RNN, got {type(module).__name__}")
-    return _copy(module, torch.nn.RNN)
+    """A plain ``torch.nn.RNN``, ``GRU`` or ``LSTM`` copy of a bridge module (or of any
+    of torch's)."""
+    return _copy(module, _torch_class(module, "an rnnfast.torch or a"))
 
 
 def _copy(module, cls):
@@ -254,11 +375,16 @@ def _copy(module, cls):
     with warnings.catch_warnings():
         # torch warns that dropout with one layer has nothing to act on; the value is kept
         warnings.filterwarnings("ignore", message=".*dropout.*", category=UserWarning)
+        options = {}
+        if isinstance(module, torch.nn.RNN):
+            options["nonlinearity"] = module.nonlinearity
+        if isinstance(module, torch.nn.LSTM):
+            options["proj_size"] = module.proj_size
         new = cls(
             module.input_size,
             module.hidden_size,
             num_layers=module.num_layers,
-            nonlinearity=module.nonlinearity,
+            **options,
             bias=module.bias,
             batch_first=module.batch_first,
             dropout=module.dropout,
