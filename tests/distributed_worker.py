@@ -31,12 +31,16 @@ F64 = np.float64
 TOL = 1e-10  # float64: the parts' sums are rounded in another order than the whole's
 
 
-def charlm(seed=0, vocab=11, embed=5, hidden=7, stateful=False, dtype=F64):
-    """Embedding -> RNN -> Linear, as examples/charlm.py (smaller)."""
+CELLS = {"rnn": rnnfast.RNN, "gru": rnnfast.GRU, "lstm": rnnfast.LSTM}
+
+
+def charlm(seed=0, vocab=11, embed=5, hidden=7, stateful=False, dtype=F64, cell="rnn"):
+    """Embedding -> RNN -> Linear, as examples/charlm.py (smaller); ``cell`` picks the
+    recurrent layer (rnnfast.RNN, GRU or LSTM)."""
     return rnnfast.Sequential(
         [
             rnnfast.Embedding(vocab, embed, dtype=dtype, seed=seed),
-            rnnfast.RNN(
+            CELLS[cell](
                 embed,
                 hidden,
                 batch_first=True,
@@ -53,10 +57,10 @@ def charlm(seed=0, vocab=11, embed=5, hidden=7, stateful=False, dtype=F64):
 class Tagger(rnnfast.Module):
     """A Module: its children's backwards are hooked too."""
 
-    def __init__(self, vocab=11, hidden=6, tags=3, seed=0):
+    def __init__(self, vocab=11, hidden=6, tags=3, seed=0, cell="rnn"):
         super().__init__()
         self.embed = rnnfast.Embedding(vocab, 4, dtype=F64, seed=seed)
-        self.rnn = rnnfast.RNN(
+        self.rnn = CELLS[cell](
             4, hidden, batch_first=True, return_sequences=True, dtype=F64, seed=seed + 1
         )
         self.head = rnnfast.Dense(hidden, tags, dtype=F64, seed=seed + 2)
@@ -184,15 +188,55 @@ def case_step_equals_whole_batch(comm, r, n, out):
     out["figures"] = figures
 
 
+def case_gated_step_equals_whole_batch(comm, r, n, out):
+    """The equality above for the gated layers: GRU and LSTM in a Sequential (Embedding fused
+    into the layer where the batch has the tokens), in a Module, alone (the LSTM's (h, c)
+    state), two layers and both directions."""
+    figures = {}
+    for cell in ("gru", "lstm"):
+        for name, make_opt in OPTIMIZERS.items():
+            clip = 0.05 if name == "adam" else None
+            worst = _step_vs_whole(
+                comm, r, n, lambda c=cell: charlm(seed=3, cell=c), make_opt, clip
+            )
+            figures[f"{cell}, {name}, clip {clip}"] = worst
+            assert worst < TOL, f"{cell}, {name}, clip_norm={clip}: differs by {worst:.3g}"
+        worst = _step_vs_whole(
+            comm, r, n, lambda c=cell: Tagger(seed=2, cell=c), OPTIMIZERS["adam"], 1.0
+        )
+        figures[f"{cell}, Module, adam, clip 1.0"] = worst
+        assert worst < TOL, f"{cell}, a Module: differs by {worst:.3g}"
+        for layers, bidirectional in ((1, False), (2, True)):
+            single = lambda c=cell, k=layers, b=bidirectional: CELLS[c](  # noqa: E731
+                3, 5, num_layers=k, bidirectional=b, batch_first=True, dtype=F64, seed=4
+            )
+            worst = _step_vs_single_layer(comm, r, n, single)
+            figures[f"{cell}, {layers} layer(s), bidirectional {bidirectional}, sgd"] = worst
+            assert worst < TOL, f"{cell}, {layers} layer(s): differs by {worst:.3g}"
+        worst = _step_vs_whole(
+            comm,
+            r,
+            n,
+            lambda c=cell: charlm(seed=3, cell=c),
+            OPTIMIZERS["sgd"],
+            None,
+            accumulate=True,
+        )
+        figures[f"{cell}, two backwards per step, sgd"] = worst
+        assert worst < TOL, f"{cell}, gradient accumulation: differs by {worst:.3g}"
+    out["figures"] = figures
+
+
 def _step_vs_single_layer(comm, r, n, make):
     layer, whole = make(), make()
+    width = layer.num_directions * layer.hidden_size
     dopt = dist.DistributedOptimizer(optim.SGD(layer, lr=0.3))
     opt = optim.SGD(whole, lr=0.3)
     worst = 0.0
     for step in range(3):
         rng = np.random.default_rng(step)
         x = rng.standard_normal((2 * n, 4, 3))
-        target = rng.standard_normal((2 * n, 4, 5))
+        target = rng.standard_normal((2 * n, 4, width))
         for model, xs, ts, o in (
             (layer, my_part(r, n, x), my_part(r, n, target), dopt),
             (whole, x, target, opt),

@@ -12,6 +12,7 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
+import rnnfast
 from rnnfast.decoding import (
     beam_search,
     default_reorder,
@@ -68,7 +69,38 @@ class ClockedRNN(TinyRNN):
         return _log_softmax(log_probs + clock * self.drift), (h, clock + 1.0)
 
 
-MODELS = [TinyRNN, ClockedRNN]
+class GatedStep(TinyRNN):
+    """A step of rnnfast's GRU or LSTM layer between an embedding and a log-softmax: the state
+    is the layer's, h (1, N, H) or the LSTM's pair (h, c); both must follow each hypothesis."""
+
+    layer = None
+
+    def __init__(self, seed, vocab=V, hidden=H, sharpness=2.0):
+        super().__init__(seed, vocab, hidden, sharpness)
+        self.rnn = self.layer(hidden, hidden, dtype=np.float64, seed=seed)
+        self.out = self.out * 2.0  # the gated outputs are smaller than tanh's: as sharp
+
+    def initial_state(self, batch, seed=0):
+        h = super().initial_state(batch, seed)
+        if self.rnn.cell.num_states == 1:
+            return h
+        return (h, np.random.default_rng(seed + 1).normal(0, 1.0, h.shape))
+
+    def __call__(self, tokens, state):
+        self.calls += 1
+        y, state = self.rnn.step(self.emb[tokens], state)
+        return _log_softmax(y @ self.out), state
+
+
+class GRUStep(GatedStep):
+    layer = rnnfast.GRU
+
+
+class LSTMStep(GatedStep):
+    layer = rnnfast.LSTM
+
+
+MODELS = [TinyRNN, ClockedRNN, GRUStep, LSTMStep]
 
 
 def _one(state, b):
@@ -132,6 +164,20 @@ def test_beam_is_exhaustive_for_a_fixed_length(model_cls, length, alpha):
         best = np.argmax(raw)
         np.testing.assert_array_equal(tokens[b], seqs[best])
         np.testing.assert_allclose(scores[b], raw[best] / length_normalizer(length, alpha))
+
+
+@pytest.mark.parametrize("model_cls", MODELS)
+def test_every_beam_hypothesis_scores_its_own_sequence(model_cls):
+    """Each of the beam_width hypotheses returned, rescored from the start: its score holds
+    only if every part of the state (the LSTM's h and c) followed it through the reorders."""
+    model, batch, width, length = model_cls(seed=5, sharpness=1.0), 2, 3, 5
+    state = model.initial_state(batch, seed=1)
+    tokens, scores = beam_search(
+        model, state, 0, length, width, length_penalty=0.0, return_all=True
+    )
+    for b in range(batch):
+        raw = _sequence_log_probs(model, _one(state, b), 0, tokens[b])
+        np.testing.assert_allclose(scores[b], raw, rtol=1e-12)
 
 
 @pytest.mark.parametrize("model_cls", MODELS)

@@ -38,6 +38,7 @@ CASES = [
     "model_mismatch",
     "identical_after_step",
     "step_equals_whole_batch",
+    "gated_step_equals_whole_batch",
     "fit_equals_training_fit",
     "fit_ragged_equals_training_fit",
     "fit_stream_equals",
@@ -148,8 +149,9 @@ def test_ranks(runs, n, case):
     """Each case on every rank of an n-rank run (the cases are in distributed_worker.py):
     broadcasts, a model that differs between ranks, identical parameters after steps, N ranks
     equal to one process on the whole batch (SGD / Adam / AdamW, clipping, a Module, one layer,
-    two backwards per step), fit / fit_stream equal to training's on the whole batch (and
-    rank 0 alone printing and checkpointing), the order of the overlapped reductions."""
+    two backwards per step; for the Elman layer, GRU and LSTM), fit / fit_stream equal to
+    training's on the whole batch (and rank 0 alone printing and checkpointing), the order of
+    the overlapped reductions."""
     _need_mpi()
     rc, output, _, results = runs(n)
     for r in range(n):

@@ -40,6 +40,41 @@ def test_fit_seq2seq_lowers_the_loss_and_reports_corpus_figures():
     assert math.isclose(history["val_perplexity"][-1], math.exp(history["val_loss"][-1]))
 
 
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("context", ["init", "input", "both"])
+def test_fit_seq2seq_trains_gated_cells_with_scheduled_sampling(cell, context):
+    """Every cell trains through fit_seq2seq, the teacher-forcing ratio scheduled (two-pass
+    scheduled sampling below 1), and evaluates with the corpus figures."""
+    rng = np.random.default_rng(2)
+    src, tgt = _pairs(rng, n=40)
+    model = rnnfast.Seq2Seq(10, 10, 8, 16, context=context, cell=cell, seed=0, dtype=np.float64)
+    before = training.evaluate_seq2seq(model, src, tgt, bos=BOS, eos=EOS)["loss"]
+    model.train()
+    ratios = []
+
+    def schedule(step):
+        ratios.append(rnnfast.seq2seq.teacher_forcing_schedule("linear", step, slope=0.05))
+        return ratios[-1]
+
+    history = training.fit_seq2seq(
+        model,
+        src,
+        tgt,
+        optimizer=optim.Adam(model, lr=1e-2),
+        bos=BOS,
+        eos=EOS,
+        epochs=4,
+        batch_size=10,
+        teacher_forcing=schedule,
+        seed=0,
+        validation_data=(src, tgt),
+        verbose=False,
+    )
+    assert min(ratios) < 0.5 < max(ratios)
+    assert history["val_loss"][-1] < before
+    assert math.isfinite(history["loss"][-1])
+
+
 @pytest.mark.parametrize("batch_size", [7, 64])
 def test_evaluate_seq2seq_equals_the_corpus_figures_by_hand(batch_size):
     rng = np.random.default_rng(1)

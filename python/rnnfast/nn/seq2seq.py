@@ -1,7 +1,8 @@
-"""Sequence-to-sequence (encoder-decoder) Elman RNNs, trained with teacher forcing or scheduled
-sampling, decoded greedily, by sampling or by beam search.
+"""Sequence-to-sequence (encoder-decoder) recurrent networks (Elman, GRU or LSTM), trained with
+teacher forcing or scheduled sampling, decoded greedily, by sampling or by beam search.
 
-    model = Seq2Seq(src_vocab, tgt_vocab, embed_dim=32, hidden_size=128, context="both")
+    model = Seq2Seq(src_vocab, tgt_vocab, embed_dim=32, hidden_size=128, context="both",
+                    cell="lstm")
     opt = optim.Adam(model, lr=3e-3)
     model.zero_grad()
     loss = model.train_batch(src, src_lengths, tgt_in, tgt_out, tgt_lengths,
@@ -14,6 +15,11 @@ Token arrays are batch-major: ``src`` (B, S), ``tgt_in`` / ``tgt_out`` (B, T) of
 padded at the end, with their lengths (B,). ``tgt_in`` is the target shifted right behind a start
 token (``[BOS, y_1, ..., y_{n-1}]``) and ``tgt_out`` the target itself (``[y_1, ..., y_n]``, often
 ending in EOS), both of length n.
+
+``cell="gru"`` or ``cell="lstm"`` builds the encoder and the decoder as ``rnnfast.GRU`` /
+``rnnfast.LSTM``; the three ways of handing the context over hold for every cell. The LSTM's
+context is its pair of final states (h, c): as the initial state both are handed over, as the
+input at every step h is (c is the cell's private memory).
 """
 
 from __future__ import annotations
@@ -30,13 +36,15 @@ from ._children import ChildOwner
 from ._inference_only import refuse_training
 from ._layer import quantize_layer
 from .embedding import Embedding
+from .gated import GRU, LSTM
 from .linear import Linear
 from .rnn import RNN
 from .sequential import embedding_feeds_rnn
 
-__all__ = ["CONTEXT_MODES", "SCHEDULES", "Seq2Seq", "teacher_forcing_schedule"]
+__all__ = ["CELLS", "CONTEXT_MODES", "SCHEDULES", "Seq2Seq", "teacher_forcing_schedule"]
 
 CONTEXT_MODES = ("init", "input", "both")
+CELLS = ("rnn", "gru", "lstm")
 SCHEDULES = ("linear", "exponential", "inverse_sigmoid")
 METHODS = ("greedy", "sample", "beam")
 
@@ -149,9 +157,10 @@ def _ratio(value):
 
 
 class Seq2Seq(ChildOwner):
-    """Encoder-decoder Elman RNN: Embedding -> RNN encodes the source; its state after each
-    source sequence's own last token is the context ``c`` (B, H); Embedding -> RNN -> Linear
-    decodes the target one token at a time.
+    """Encoder-decoder RNN: Embedding -> RNN encodes the source; its state after each
+    source sequence's own last token is the context ``c`` (B, H) (the LSTM's: the pair (h, c));
+    Embedding -> RNN -> Linear decodes the target one token at a time. The RNNs are Elman
+    layers (``rnnfast.RNN``), ``rnnfast.GRU`` or ``rnnfast.LSTM`` (``cell``).
 
     Parameters
     ----------
@@ -162,8 +171,13 @@ class Seq2Seq(ChildOwner):
     context : {"init", "input", "both"}
         How the decoder sees ``c``: ``"init"``, as its initial state (Sutskever et al., 2014);
         ``"input"``, concatenated to the token embedding at every step, the decoder starting
-        from zeros (Cho et al., 2014); ``"both"``.
+        from zeros (Cho et al., 2014); ``"both"``. With ``cell="lstm"`` the initial state is
+        the encoder's pair (h, c) and the input its h.
+    cell : {"rnn", "gru", "lstm"}
+        The encoder's and the decoder's layer: ``rnnfast.RNN`` (Elman), ``rnnfast.GRU``
+        (PyTorch's form) or ``rnnfast.LSTM``.
     nonlinearity : {"tanh", "relu"}
+        The Elman cell's nonlinearity; the gated cells' ``activation``.
     dtype : float32 or float64
     seed : int, optional
         Seeds the initialisation of every layer and the teacher-forcing coin flips of
@@ -184,24 +198,26 @@ class Seq2Seq(ChildOwner):
         hidden_size,
         *,
         context="init",
+        cell="rnn",
         nonlinearity="tanh",
         dtype=np.float32,
         seed=None,
     ):
         if context not in CONTEXT_MODES:
             raise ValueError(f"context: expected one of {CONTEXT_MODES}, got {context!r}")
+        if cell not in CELLS:
+            raise ValueError(f"cell: expected one of {CELLS}, got {cell!r}")
         self.context = context
+        self.cell = cell
         self.nonlinearity = nonlinearity
         self.seed = seed
         seeds = np.random.SeedSequence(seed).generate_state(6)
         s = [int(x) for x in seeds]
         self.encoder_embedding = Embedding(src_vocab, embed_dim, dtype=dtype, seed=s[0])
-        self.encoder = RNN(
-            embed_dim, hidden_size, nonlinearity=nonlinearity, dtype=dtype, seed=s[1]
-        )
+        self.encoder = self._recurrent(embed_dim, hidden_size, dtype, s[1])
         self.decoder_embedding = Embedding(tgt_vocab, embed_dim, dtype=dtype, seed=s[2])
         dec_in = embed_dim + (hidden_size if self.context_as_input else 0)
-        self.decoder = RNN(dec_in, hidden_size, nonlinearity=nonlinearity, dtype=dtype, seed=s[3])
+        self.decoder = self._recurrent(dec_in, hidden_size, dtype, s[3])
         self.output = Linear(hidden_size, tgt_vocab, dtype=dtype, seed=s[4])
         self._rng = np.random.default_rng(s[5])
         self.dtype = self.encoder.dtype
@@ -211,6 +227,30 @@ class Seq2Seq(ChildOwner):
         self._cache = None
         self._encoder_fused = False  # did the last encode() run Embedding -> RNN fused?
         self.last_fed_tokens = None  # the decoder input of the last train_batch, (B, T)
+
+    def _recurrent(self, input_size, hidden_size, dtype, seed):
+        """The encoder's or the decoder's layer of ``cell``."""
+        if self.cell == "rnn":
+            return RNN(
+                input_size, hidden_size, nonlinearity=self.nonlinearity, dtype=dtype, seed=seed
+            )
+        layer = GRU if self.cell == "gru" else LSTM
+        return layer(input_size, hidden_size, dtype=dtype, seed=seed, activation=self.nonlinearity)
+
+    @property
+    def is_lstm(self):
+        """Does the state come in two parts (the LSTM's (h, c))?"""
+        return self.cell == "lstm"
+
+    def _context_h(self, c):
+        """The part of the context read as input: h ((B, H))."""
+        return c[0] if self.is_lstm else c
+
+    def _initial_state(self, c):
+        """The context as the decoder's initial state (one layer): (1, B, H), or the pair."""
+        if self.is_lstm:
+            return (c[0][None], c[1][None])
+        return c[None]
 
     @property
     def context_as_init(self):
@@ -240,7 +280,8 @@ class Seq2Seq(ChildOwner):
     # ---- forward and backward ---------------------------------------------------------------
 
     def encode(self, src, src_lengths=None):
-        """The context: the encoder's state after each source's own last token, (B, H).
+        """The context: the encoder's state after each source's own last token, (B, H); with
+        ``cell="lstm"`` the pair (h, c) of such arrays.
 
         In training mode the encoder keeps its forward for :meth:`backward`. An empty source
         (length 0) gives zeros.
@@ -254,12 +295,15 @@ class Seq2Seq(ChildOwner):
             _, h_n = self.encoder(ids, lengths=lengths, embedding=self.encoder_embedding)
         else:
             _, h_n = self.encoder(self.encoder_embedding(ids), lengths=lengths)
+        if self.is_lstm:
+            return h_n[0][0], h_n[1][0]
         return h_n[0]
 
     def _decoder_input(self, emb, c):
         """(T, B, E) embeddings -> the decoder's input, with the context appended if so."""
         if not self.context_as_input:
             return emb
+        c = self._context_h(c)
         ctx = np.broadcast_to(c, (emb.shape[0],) + c.shape)
         return np.concatenate([emb, ctx], axis=2)
 
@@ -288,7 +332,7 @@ class Seq2Seq(ChildOwner):
         tgt_lengths = _lengths("tgt_lengths", tgt_lengths, batch, steps)
         c = self.encode(src, src_lengths)
         emb = self.decoder_embedding(np.ascontiguousarray(tgt_in.T))
-        h0 = c[None] if self.context_as_init else None
+        h0 = self._initial_state(c) if self.context_as_init else None
         y, _ = self.decoder(self._decoder_input(emb, c), h0=h0, lengths=tgt_lengths)
         logits = self.output(y)  # (T, B, V)
         self._cache = (steps,) if self.training else None
@@ -311,12 +355,17 @@ class Seq2Seq(ChildOwner):
         dx, dh0 = self.decoder.backward(dy)
         E = self.embed_dim
         self.decoder_embedding.backward(np.ascontiguousarray(dx[..., :E]))
-        dc = np.zeros_like(dh0[0])
+        dh0_h = dh0[0] if self.is_lstm else dh0  # the LSTM's (dh0, dc0)
+        dc = np.zeros_like(dh0_h[0])
         if self.context_as_init:
-            dc += dh0[0]
+            dc += dh0_h[0]
         if self.context_as_input:
             dc += dx[..., E:].sum(axis=0)
-        d_src, _ = self.encoder.backward(None, dh_n=dc[None])
+        dh_n = dc[None]
+        if self.is_lstm:
+            dc_n = dh0[1] if self.context_as_init else None
+            dh_n = (dh_n, None if dc_n is None else np.ascontiguousarray(dc_n))
+        d_src, _ = self.encoder.backward(None, dh_n=dh_n)
         if not self._encoder_fused:  # else the encoder added the embedding's gradient
             self.encoder_embedding.backward(d_src)
 
@@ -411,7 +460,12 @@ class Seq2Seq(ChildOwner):
         lookup, project = self.decoder_embedding.lookup, self.output.project
         decoder = self.decoder
         as_input = self.context_as_input
-        h0 = c[None].copy() if self.context_as_init else np.zeros((1,) + c.shape, self.dtype)
+        ctx = self._context_h(c)
+        zeros = np.zeros((1,) + ctx.shape, self.dtype)
+        if self.context_as_init:  # copies: the steps must not write into the context
+            h0 = tuple(p.copy() for p in self._initial_state(c)) if self.is_lstm else c[None].copy()
+        else:
+            h0 = (zeros, zeros.copy()) if self.is_lstm else zeros
 
         def step_fn(tokens, state):
             h, ctx = state
@@ -421,7 +475,9 @@ class Seq2Seq(ChildOwner):
             y, h_next = decoder.step(x, h)
             return log_softmax(project(np.ascontiguousarray(y))), (h_next, ctx)
 
-        return step_fn, (h0, c)
+        # the decoder's state (h, or the LSTM's pair (h, c), each (1, N, H)) and the context
+        # read as input (N, H): both carry the batch on axis -2, as decoding's reorder takes it
+        return step_fn, (h0, ctx)
 
     def generate(
         self,
@@ -502,6 +558,7 @@ class Seq2Seq(ChildOwner):
             "embed_dim": self.embed_dim,
             "hidden_size": self.hidden_size,
             "context": self.context,
+            "cell": self.cell,
             "nonlinearity": self.nonlinearity,
             "dtype": self.dtype.name,
             "seed": self.seed,
@@ -511,5 +568,5 @@ class Seq2Seq(ChildOwner):
         return (
             f"Seq2Seq({self.src_vocab}, {self.tgt_vocab}, embed_dim={self.embed_dim}, "
             f"hidden_size={self.hidden_size}, context={self.context!r}, "
-            f"dtype={self.dtype.name})"
+            f"cell={self.cell!r}, dtype={self.dtype.name})"
         )
