@@ -35,7 +35,7 @@ class _Flow:
     h_n), its width and its padding ("lengths": each sequence padded at its end, as the
     lengths say; "start": padded at its start, Keras's order after go_backwards; None)."""
 
-    def __init__(self, value, kind, width, valid=None, shape=None):
+    def __init__(self, value, kind, width, valid=None, shape=None, name=None):
         self.value, self.kind, self.width, self.valid, self.shape = (
             value,
             kind,
@@ -43,6 +43,7 @@ class _Flow:
             valid,
             shape,
         )
+        self.name = name  # a final state's graph output: "h_n" or "c_n"
 
     def derive(self, value, width=None):
         """The flow of a layer that keeps this one's kind and padding: ``value``, of ``width``
@@ -57,12 +58,13 @@ class _Exporter:
     """What a layer's ``onnx_emit`` writes with: ``graph``, the writers of the ONNX patterns
     rnnfast's layers use, the model's lengths and the options of the export."""
 
-    def __init__(self, graph, batch_first, lengths_input, h0, padding_at_end):
+    def __init__(self, graph, batch_first, lengths_input, h0, padding_at_end, c0=None):
         self.graph = graph
         self.batch_first = batch_first
         self.len64 = lengths_input  # int64 (B,) lengths (a graph input or computed), or None
         self._len32 = None
         self.h0 = h0  # the graph input h0 (a standalone recurrent layer's), or None
+        self.c0 = c0  # and c0, a two-state cell's (the LSTM's), or None
         self.padding_at_end = padding_at_end
         self.lengths_read_later = False  # a layer after the one being written reads lengths
 
@@ -141,14 +143,33 @@ class _Exporter:
             out = g.op("Add", [out, g.initializer(bias, "linear.bias")])
         return flow.derive(out, weight.shape[0])
 
-    def recurrent(self, layer, flow, who, *, op, activations, weights, label):
+    def recurrent(
+        self,
+        layer,
+        flow,
+        who,
+        *,
+        op,
+        activations,
+        weights,
+        label,
+        num_states=1,
+        attributes=None,
+        activation_alpha=None,
+        activation_beta=None,
+    ):
         """A recurrent layer's return as its call gives it (a _Flow, a tuple or a list of
         them): one ``op`` node (the ONNX ``RNN`` op's inputs and outputs) per stacked layer
         with ``activations`` per direction and ``weights``, per (layer, direction) in
         PyTorch's order l * dirs + d, ``(W, R, B)`` in ONNX's layout and gate order (B None
         without bias). The stack, the directions, go_backwards, residual, h0, the lengths and
         the API forms (Keras's last output, return_state, merge_mode) are read from the
-        layer's options, as rnnfast's stack runner reads them."""
+        layer's options, as rnnfast's stack runner reads them.
+
+        The gated ops (``GRU``, ``LSTM``) take the same inputs plus ``initial_c`` for a cell of
+        ``num_states=2`` (the LSTM: its final states are then the pair ``(h_n, c_n)``);
+        ``attributes`` adds the op's own (``linear_before_reset``), and ``activation_alpha`` /
+        ``activation_beta`` the parameters of one direction's activations (HardSigmoid's)."""
         g = self.graph
         if flow.kind != "seq" or flow.width != layer.input_size:
             raise ValueError(
@@ -171,31 +192,48 @@ class _Exporter:
         # two directions then trade places: the ONNX forward direction runs rnnfast's reverse.
         swap = back and dirs == 2
         direction = "bidirectional" if dirs == 2 else ("reverse" if back else "forward")
-        h0 = self.h0
-        inp, states = flow.value, []
+        # the initial states the graph takes (h0, and c0 of a two-state cell: the LSTM)
+        inits = [self.h0] + ([self.c0] if num_states == 2 else [])
+        inp, states = flow.value, [[] for _ in range(num_states)]
         for k in range(L):
             order = [k * dirs + d for d in range(dirs)]
             if swap:
                 order = order[::-1]
             W, R, B = zip(*(weights[i] for i in order))
-            w = g.initializer(np.stack(W), f"rnn.W_l{k}")
-            r = g.initializer(np.stack(R), f"rnn.R_l{k}")
-            b = "" if B[0] is None else g.initializer(np.stack(B), f"rnn.B_l{k}")
-            init = ""
-            if h0 is not None:
-                init = g.gather(h0, order, 0) if swap else g.slice(h0, k * dirs, (k + 1) * dirs, 0)
-            y, y_h = g.op(
+            w = g.initializer(np.stack(W), f"{op.lower()}.W_l{k}")
+            r = g.initializer(np.stack(R), f"{op.lower()}.R_l{k}")
+            b = "" if B[0] is None else g.initializer(np.stack(B), f"{op.lower()}.B_l{k}")
+            starts = []
+            for init in inits:
+                if init is None:
+                    starts.append("")
+                elif swap:
+                    starts.append(g.gather(init, order, 0))
+                else:
+                    starts.append(g.slice(init, k * dirs, (k + 1) * dirs, 0))
+            extra = dict(attributes or {})
+            if activation_alpha:
+                extra["activation_alpha"] = list(activation_alpha) * dirs
+            if activation_beta:
+                extra["activation_beta"] = list(activation_beta) * dirs
+            y, *finals = g.op(
                 op,
-                [inp, w, r, b, len32, init],
-                n_out=2,
+                [inp, w, r, b, len32, *starts],
+                n_out=1 + num_states,
                 hidden_size=H,
                 direction=direction,
                 activations=list(activations) * dirs,
+                **extra,
             )
-            if lengths and h0 is not None:
-                # the op's Y_h of an empty sequence is zeros; rnnfast's h_n is then h0
-                ran = g.unsqueeze(g.op("Greater", [self.len64, g.const(0)]), [0, 2])
-                y_h = g.op("Where", [ran, y_h, init])
+            for s, (final, start) in enumerate(zip(finals, starts)):
+                if lengths and start:
+                    # the op's final state of an empty sequence is zeros; rnnfast's is the
+                    # initial state
+                    ran = g.unsqueeze(g.op("Greater", [self.len64, g.const(0)]), [0, 2])
+                    final = g.op("Where", [ran, final, start])
+                if swap:
+                    final = g.gather(final, [1, 0], 0)
+                states[s].append(final)
             if dirs == 1:
                 seq = g.squeeze(y, [1])
             else:
@@ -203,14 +241,14 @@ class _Exporter:
                 if swap:
                     t = g.gather(t, [1, 0], 2)
                 seq = g.reshape(t, [0, 0, -1])
-            if swap:
-                y_h = g.gather(y_h, [1, 0], 0)
             if layer.residual and k > 0:
                 seq = g.op("Add", [seq, inp])
-            states.append(y_h)
             inp = seq
-        h_n = states[0] if L == 1 else g.op("Concat", states, axis=0)
-        h_n = _Flow(h_n, "state", H, shape=[L * dirs, "B", H])
+        finals = []
+        for s, name in zip(states, ("h_n", "c_n")):
+            value = s[0] if L == 1 else g.op("Concat", s, axis=0)
+            finals.append(_Flow(value, "state", H, shape=[L * dirs, "B", H], name=name))
+        h_n = finals[0] if num_states == 1 else tuple(finals)
 
         keras = layer.return_sequences is not None or layer.return_state is not None
         last = keras and not layer.return_sequences
@@ -249,7 +287,9 @@ class _Exporter:
             return (result, h_n)
         if not layer.return_state:
             return result
-        return [*parts, h_n] if parts is not None else (result, h_n)
+        if parts is not None:
+            return [*parts, *finals]
+        return (result, *finals)
 
     # ---- outputs --------------------------------------------------------------------------
 
@@ -309,12 +349,14 @@ def export_model(
     else:
         x = g.add_input("x", g.elem, lead + [reads])
         flow = _Flow(g.transpose(x, [1, 0, 2]) if batch_first else x, "seq", reads)
-    h0_name = None
+    h0_name = c0_name = None
     if h0:
         rows, hidden = model.onnx_state_shape()
         h0_name = g.add_input("h0", g.elem, [rows, "B", hidden])
+        if getattr(getattr(model, "cell", None), "num_states", 1) == 2:
+            c0_name = g.add_input("c0", g.elem, [rows, "B", hidden])
     len_name = g.add_input("lengths", TP.INT64, ["B"]) if lengths else None
-    ex = _Exporter(g, batch_first, len_name, h0_name, padding_at_end)
+    ex = _Exporter(g, batch_first, len_name, h0_name, padding_at_end, c0=c0_name)
     if lengths:
         flow.valid = "lengths"
     result = flow
@@ -335,14 +377,12 @@ def export_model(
     outputs = []
     parts = result if isinstance(result, (tuple, list)) else [result]
     for part in parts:
-        outputs.extend(part if isinstance(part, list) else [part])
-    # [forward, backward] of merge_mode=None: y_forward, y_backward; h_n last
-    names = (
-        ["y"] if len(outputs) - (outputs[-1].kind == "state") == 1 else ["y_forward", "y_backward"]
-    )
-    if outputs[-1].kind == "state":
-        names.append("h_n")
-    for flow, name in zip(outputs, names):
+        outputs.extend(part if isinstance(part, (list, tuple)) else [part])
+    # [forward, backward] of merge_mode=None: y_forward, y_backward; h_n (and c_n) last
+    ys = [flow for flow in outputs if flow.kind != "state"]
+    names = ["y"] if len(ys) == 1 else ["y_forward", "y_backward"]
+    names += [flow.name for flow in outputs if flow.kind == "state"]
+    for flow, name in zip(ys + [f for f in outputs if f.kind == "state"], names):
         ex.output(flow, name)
     onnx_model = g.model(doc=f"rnnfast {type(model).__name__}")
     if path is not None:

@@ -17,9 +17,11 @@ becomes an rnnfast layer, in a chain.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ..nn import RNN, Embedding, Linear, Module, Sequential
+from ..nn import GRU, LSTM, RNN, Embedding, Linear, Module, Sequential
 
 __all__ = ["OnnxLoadError", "OnnxModel", "load_model"]
 
@@ -72,15 +74,19 @@ class _RawY:
 
 
 class _State:
-    """Final states: rows (node, ONNX direction index), (rows, B, H)."""
+    """Final states: rows (node, ONNX direction index), (rows, B, H); ``which``: "h" (Y_h)
+    or "c" (an LSTM's Y_c)."""
 
-    def __init__(self, rows):
-        self.rows = list(rows)
+    def __init__(self, rows, which="h"):
+        self.rows, self.which = list(rows), which
 
 
 class _H0:
-    def __init__(self, rows):
-        self.rows = list(rows)
+    """Rows of a graph input of initial states (``source``: its name)."""
+
+    def __init__(self, rows, source=None):
+        self.rows = None if rows is None else list(rows)
+        self.source = source
 
 
 class _Len:
@@ -103,14 +109,21 @@ class _Pads:
 
 
 class _Node:
-    def __init__(self, index, name, x_tree, w, r, b, direction, activation, lengths, init):
+    """A recurrent node: ``cell`` its op ("RNN", "GRU", "LSTM"); ``activation`` the layer's
+    options it fixes (the RNN's nonlinearity; a gated cell's (activation,
+    recurrent_activation, reset_after)); ``init`` / ``init_c`` its initial states."""
+
+    def __init__(
+        self, index, name, x_tree, w, r, b, direction, activation, lengths, init, cell, hidden
+    ):
         self.index, self.name = index, name
         self.x_tree = x_tree
         self.w, self.r, self.b = w, r, b
         self.direction, self.activation = direction, activation
         self.dirs = 2 if direction == "bidirectional" else 1
-        self.hidden = w.shape[1]
+        self.cell, self.hidden = cell, hidden
         self.lengths, self.init = lengths, init
+        self.init_c = None
         self.swap = None  # fixed when its Y is reshaped into a sequence
 
 
@@ -217,14 +230,16 @@ class _Reader:
             for name, arg in zip(node.input, args):
                 if name and arg is None:
                     self.fail(node, f"its input {name!r} is not defined before it")
-            if all(isinstance(a, _Const) or a is None for a in args) and node.op_type != "RNN":
+            recurrent = node.op_type in ("RNN", "GRU", "LSTM")
+            if all(isinstance(a, _Const) or a is None for a in args) and not recurrent:
                 outs = self.fold(node, args)
             else:
                 handler = getattr(self, "op_" + node.op_type, None)
                 if handler is None:
                     self.fail(
                         node,
-                        "rnnfast does not read this op: it reads RNN, Gather, MatMul / Gemm + "
+                        "rnnfast does not read this op: it reads RNN, GRU, LSTM, Gather, "
+                        "MatMul / Gemm + "
                         "Add and the glue around them (Transpose, Reshape, Squeeze, Unsqueeze, "
                         "Slice, Concat, Shape, Constant, ConstantOfShape, Cast, ...)",
                     )
@@ -294,7 +309,7 @@ class _Reader:
             return _X(("in",), ("a0", "a1", "F"), value.dims[2])
         if role == "h0":
             rows = value.dims[0] if value.dims else None
-            return _H0(list(range(rows)) if rows else None)
+            return _H0(list(range(rows)) if rows else None, value.name)
         if role == "lengths":
             if value.elem not in (TP.INT64, TP.INT32):
                 self.fail(node, f"graph input {value.name!r}: lengths must be integers")
@@ -310,6 +325,13 @@ class _Reader:
     # ---- shape arithmetic -----------------------------------------------------------------
 
     def op_Shape(self, node, args):
+        ints = self._shape(node, args)
+        a = self.attrs(node)
+        if "start" in a or "end" in a:  # opset 15: a part of the shape
+            ints = _Ints(ints.items[a.get("start", 0) : a.get("end", len(ints.items))])
+        return ints
+
+    def _shape(self, node, args):
         (v,) = args
         if isinstance(v, _Input):
             dims = [d if d is not None else f"a{i}" for i, d in enumerate(v.dims)]
@@ -320,6 +342,9 @@ class _Reader:
             return _Ints([v.width if a == "F" else a for a in v.axes])
         if isinstance(v, _Zeros):
             return _Ints(v.dims)
+        if isinstance(v, _RawY):  # the dynamo exporter reshapes Y by its own shape
+            sizes = {"D": v.node.dirs, "H": v.node.hidden}
+            return _Ints([sizes.get(a, a) for a in v.axes])
         self.fail(node, "the shape of a value rnnfast does not track")
 
     def _ints(self, v):
@@ -343,6 +368,14 @@ class _Reader:
             self.fail(node, "its shape is not a shape vector")
         return _Zeros(shape.items)
 
+    def op_Expand(self, node, args):
+        """Zeros broadcast to a symbolic shape (the dynamo exporter's initial state)."""
+        v, shape = args
+        shape = self._ints(shape)
+        if isinstance(v, _Const) and not np.any(v.value) and shape is not None:
+            return _Zeros(shape.items)
+        self.fail(node, "an Expand other than of zeros to a shape vector")
+
     def op_Unsqueeze(self, node, args):
         v = args[0]
         axes = (
@@ -365,7 +398,9 @@ class _Reader:
                 items.extend(self._ints(a).items)
             return _Ints(items)
         if all(isinstance(a, _State) for a in args) and axis == 0:
-            return _State([row for a in args for row in a.rows])
+            if len({a.which for a in args}) != 1:
+                self.fail(node, "a Concat of an LSTM's h and c states")
+            return _State([row for a in args for row in a.rows], args[0].which)
         xs = [a for a in args if isinstance(a, _X)]
         if len(xs) == len(args):
             rank = len(xs[0].axes)
@@ -396,9 +431,10 @@ class _Reader:
             data = self.as_role(node, data, "h0")
         if isinstance(data, _H0) and axis == 0 and isinstance(index, _Const):
             picked = [int(i) for i in index.value.reshape(-1)]
-            return _H0(picked if data.rows is None else [data.rows[i] for i in picked])
+            rows = picked if data.rows is None else [data.rows[i] for i in picked]
+            return _H0(rows, data.source)
         if isinstance(data, _State) and axis == 0 and isinstance(index, _Const):
-            return _State([data.rows[int(i)] for i in index.value.reshape(-1)])
+            return _State([data.rows[int(i)] for i in index.value.reshape(-1)], data.which)
         if isinstance(data, _RawY) and isinstance(index, _Const):
             if data.axes[axis] == "D" and index.value.tolist() == [1, 0] and data.node.dirs == 2:
                 return _RawY(data.node, data.axes, not data.swap)
@@ -445,6 +481,9 @@ class _Reader:
 
     def op_Reshape(self, node, args):
         v, shape = args
+        if isinstance(v, _Ints) and self._ints(shape) is not None:
+            if self._ints(shape).items in ([-1], [len(v.items)]):
+                return _Ints(v.items)
         if isinstance(v, _RawY):
             target = self._ints(shape)
             n = v.node
@@ -453,7 +492,12 @@ class _Reader:
                 and len(target.items) == 3
                 and v.axes == ("T", "B", "D", "H")
                 and target.items[2] in (-1, n.dirs * n.hidden)
-                and all(t in (0, a, -1) for t, a in zip(target.items[:2], ("T", "B")))
+                # an int > 0: the exporter fixed that axis (the dynamo exporter fixes T), so
+                # the graph runs that size only, where rnnfast's layer computes the same
+                and all(
+                    t in (0, a, -1) or (isinstance(t, int) and t > 0)
+                    for t, a in zip(target.items[:2], ("T", "B"))
+                )
             ):
                 return self._sequence_of(node, v)
         self.fail(
@@ -507,7 +551,7 @@ class _Reader:
             v = self.as_role(node, v, "h0" if axis == 0 and v.role != "x" else "x")
         if isinstance(v, _H0) and axis == 0 and step == 1:
             rows = v.rows[start:end] if v.rows is not None else list(range(start, end))
-            return _H0(rows)
+            return _H0(rows, v.source)
         if isinstance(v, _X):
             rank = len(v.axes)
             tag = v.axes[axis % rank]
@@ -537,6 +581,10 @@ class _Reader:
 
     def op_Mul(self, node, args):
         a, b = args
+        ia, ib = self._ints(a), self._ints(b)
+        if ia is not None and ib is not None and len(ia.items) == len(ib.items):
+            if all(isinstance(i, int) for i in ia.items + ib.items):  # sizes of a shape
+                return _Ints([i * j for i, j in zip(ia.items, ib.items)], ia.scalar and ib.scalar)
         for x, c in ((a, b), (b, a)):
             if isinstance(x, _X) and isinstance(c, _Const) and c.value.size == 1:
                 return _X(_mul(x.tree, ("const", float(c.value.reshape(-1)[0]))), x.axes, x.width)
@@ -657,7 +705,8 @@ class _Reader:
             and isinstance(init, _H0)
         ):
             node_ = state.rows[0][0]
-            if node_.init is None or node_.init.rows != init.rows:
+            start = node_.init if state.which == "h" else node_.init_c
+            if start is None or start.rows != init.rows or start.source != init.source:
                 self.fail(node, "a Where that is not the final state of empty sequences")
             return state
         self.fail(node, "a Where rnnfast does not read")
@@ -676,30 +725,120 @@ class _Reader:
     # ---- the RNN --------------------------------------------------------------------------
 
     def op_RNN(self, node, args):
+        return self.recurrent(node, args, "RNN")
+
+    def op_GRU(self, node, args):
+        return self.recurrent(node, args, "GRU")
+
+    def op_LSTM(self, node, args):
+        return self.recurrent(node, args, "LSTM")
+
+    def _activations(self, node, a, cell, dirs):
+        """The layer options a node's ``activations`` (and their alphas and betas) fix: the
+        RNN's nonlinearity; a gated cell's (activation, recurrent_activation). What rnnfast's
+        layers cannot run raises, naming the attribute."""
+        acts = [s.decode() if isinstance(s, bytes) else s for s in a.get("activations", [])]
+        if cell == "RNN":
+            for bad in ("activation_alpha", "activation_beta"):
+                if bad in a:
+                    self.fail(node, f"the attribute {bad}: rnnfast's RNN has no such option")
+            acts = acts or ["Tanh"] * dirs
+            if len(set(acts)) != 1 or acts[0] not in ("Tanh", "Relu"):
+                self.fail(
+                    node, f"activations {acts}: rnnfast's RNN has tanh or relu, one per layer"
+                )
+            return acts[0].lower()
+        per = 2 if cell == "GRU" else 3
+        acts = acts or (["Sigmoid"] + ["Tanh"] * (per - 1)) * dirs
+        alphas = list(a.get("activation_alpha", []))
+        betas = list(a.get("activation_beta", []))
+        if len(acts) != per * dirs:
+            self.fail(node, f"activations {acts}: expected {per} per direction")
+        # alphas and betas are consumed in order by the activations that take them
+        # (onnxruntime's reading of the spec): HardSigmoid here
+        funcs = []
+        for name in acts:
+            if name == "HardSigmoid":
+                alpha = alphas.pop(0) if alphas else 0.2
+                beta = betas.pop(0) if betas else 0.5
+                if not (np.isclose(alpha, 1.0 / 6.0, rtol=1e-6) and np.isclose(beta, 0.5)):
+                    self.fail(
+                        node,
+                        f"activations: HardSigmoid with activation_alpha={alpha} and "
+                        f"activation_beta={beta}; rnnfast's hard_sigmoid is Keras 3's, "
+                        "alpha 1/6 and beta 0.5",
+                    )
+                funcs.append("hard_sigmoid")
+            else:
+                funcs.append({"Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu"}.get(name))
+        if alphas or betas:
+            self.fail(
+                node,
+                "the attributes activation_alpha / activation_beta: parameters of activations "
+                "rnnfast's cells do not have",
+            )
+        one = funcs[:per]
+        if (
+            funcs != one * dirs
+            or one[0] not in ("sigmoid", "hard_sigmoid")
+            or one[1] not in ("tanh", "relu")
+            or len(set(one[1:])) != 1
+        ):
+            self.fail(
+                node,
+                f"activations {acts}: rnnfast's {cell} runs the gates on Sigmoid or HardSigmoid "
+                f"(alpha 1/6, beta 0.5) and the cell on Tanh or Relu "
+                f"({'g' if cell == 'GRU' else 'g and h alike'}), the same in both directions",
+            )
+        return (one[1], one[0])
+
+    def recurrent(self, node, args, cell):
+        """An ONNX ``RNN``, ``GRU`` or ``LSTM`` node: its weights, options, lengths and initial
+        states, as a layer of an rnnfast RNN / GRU / LSTM."""
         a = self.attrs(node)
-        for bad in ("activation_alpha", "activation_beta", "clip"):
-            if bad in a:
-                self.fail(node, f"the attribute {bad}: rnnfast's RNN has no such option")
+        G = {"RNN": 1, "GRU": 3, "LSTM": 4}[cell]
+        if "clip" in a:
+            self.fail(node, f"the attribute clip: rnnfast's {cell} has no such option")
+        if a.get("input_forget", 0):
+            self.fail(
+                node,
+                "the attribute input_forget=1 (coupled input and forget gates): rnnfast's "
+                "LSTM has no such option",
+            )
         if a.get("layout", 0) != 0:
-            self.fail(node, "layout=1 (batch-first RNN op): rnnfast reads layout=0")
-        args = list(args) + [None] * (6 - len(args))
+            self.fail(node, f"layout=1 (batch-first {cell} op): rnnfast reads layout=0")
+        n_in = 8 if cell == "LSTM" else 6
+        args = list(args) + [None] * (n_in - len(args))
         x, w, r, b, seq_lens, init = args[:6]
+        init_c = args[6] if cell == "LSTM" else None
+        if cell == "LSTM" and len(node.input) > 7 and node.input[7]:
+            self.fail(node, "its input P (peepholes): rnnfast's LSTM has no peephole connections")
         x = self.x_of(node, x, "its input X")
         direction = a.get("direction", b"forward")
         direction = direction.decode() if isinstance(direction, bytes) else direction
         dirs = 2 if direction == "bidirectional" else 1
-        acts = [s.decode() if isinstance(s, bytes) else s for s in a.get("activations", [])]
-        acts = acts or ["Tanh"] * dirs
-        if len(set(acts)) != 1 or acts[0] not in ("Tanh", "Relu"):
-            self.fail(node, f"activations {acts}: rnnfast's RNN has tanh or relu, one per layer")
+        activation = self._activations(node, a, cell, dirs)
+        reset_after = None
+        if cell == "GRU":
+            reset_after = bool(a.get("linear_before_reset", 0))
+            if not reset_after and self.model.producer_name == "pytorch":
+                warnings.warn(
+                    f"onnx graph: GRU node {node.name!r} has linear_before_reset=0, which is "
+                    "not nn.GRU's form (PyTorch's exporter has written it so for nn.GRU, "
+                    "pytorch#189225); rnnfast runs the file as written, as onnxruntime does "
+                    "(reset_after=False), which differs from the PyTorch model it came from",
+                    UserWarning,
+                    stacklevel=4,
+                )
+            activation = activation + (reset_after,)
         for name, v in (("W", w), ("R", r)):
             if not isinstance(v, _Const):
                 self.fail(node, f"its {name} is not a constant")
         w, r = w.value, r.value
-        if w.dtype.kind != "f" or w.ndim != 3 or w.shape[0] != dirs:
-            self.fail(node, f"its W has shape {w.shape}, expected ({dirs}, H, D)")
-        H = w.shape[1]
-        if a.get("hidden_size", H) != H or r.shape != (dirs, H, H):
+        if w.dtype.kind != "f" or w.ndim != 3 or w.shape[0] != dirs or w.shape[1] % G:
+            self.fail(node, f"its W has shape {w.shape}, expected ({dirs}, {G}*H, D)")
+        H = w.shape[1] // G
+        if a.get("hidden_size", H) != H or r.shape != (dirs, G * H, H):
             self.fail(node, "its W, R and hidden_size disagree")
         if x.axes[0] != "T" and x.axes[0].startswith("a"):
             self.label(x.axes[0], "T")
@@ -710,32 +849,52 @@ class _Reader:
         if b is not None and not isinstance(b, _Const):
             self.fail(node, "its B is not a constant")
         b = None if b is None else b.value
-        if b is not None and b.shape != (dirs, 2 * H):
-            self.fail(node, f"its B has shape {b.shape}, expected ({dirs}, {2 * H})")
+        if b is not None and b.shape != (dirs, 2 * G * H):
+            self.fail(node, f"its B has shape {b.shape}, expected ({dirs}, {2 * G * H})")
         lengths = None
         if seq_lens is not None:
             seq_lens = self.as_role(node, seq_lens, "lengths")
             if not isinstance(seq_lens, _Len) or seq_lens.positive:
                 self.fail(node, "its sequence_lens are not the model's lengths")
             lengths = seq_lens.src
-        if isinstance(init, _Input):
-            init = self.as_role(node, init, "h0")
-        if isinstance(init, _Zeros):
-            if len(init.dims) != 3 or init.dims[0] != dirs or init.dims[2] != H:
-                self.fail(node, "its initial_h is zeros of another shape than (dirs, B, H)")
-            init = None
-        elif isinstance(init, _Const):
-            if np.any(init.value != 0):
-                self.fail(node, "its initial_h is a constant (a fixed batch); give it as an input")
-            init = None
-        elif init is not None and not isinstance(init, _H0):
-            self.fail(node, "its initial_h is neither zeros nor rows of a graph input")
+        starts = []
+        for what, v in (("initial_h", init), ("initial_c", init_c)):
+            if isinstance(v, _Input):
+                v = self.as_role(node, v, "h0")
+            if isinstance(v, _Zeros):
+                if len(v.dims) != 3 or v.dims[0] != dirs or v.dims[2] != H:
+                    self.fail(node, f"its {what} is zeros of another shape than (dirs, B, H)")
+                v = None
+            elif isinstance(v, _Const):
+                if np.any(v.value != 0):
+                    self.fail(
+                        node, f"its {what} is a constant (a fixed batch); give it as an input"
+                    )
+                v = None
+            elif v is not None and not isinstance(v, _H0):
+                self.fail(node, f"its {what} is neither zeros nor rows of a graph input")
+            starts.append(v)
         n = _Node(
-            len(self.nodes), node.name, x.tree, w, r, b, direction, acts[0].lower(), lengths, init
+            len(self.nodes),
+            node.name,
+            x.tree,
+            w,
+            r,
+            b,
+            direction,
+            activation,
+            lengths,
+            starts[0],
+            cell,
+            H,
         )
+        n.init_c = starts[1]
         self.nodes.append(n)
         self.place_rnn(node, n, x)
-        return [_RawY(n, ("T", "D", "B", "H")), _State([(n, d) for d in range(dirs)])]
+        outs = [_RawY(n, ("T", "D", "B", "H")), _State([(n, d) for d in range(dirs)])]
+        if cell == "LSTM":
+            outs.append(_State([(n, d) for d in range(dirs)], "c"))
+        return outs
 
     def label(self, old, new):
         # the input's axes get their names from the first RNN that reads them
@@ -756,11 +915,13 @@ class _Reader:
             fits = (
                 (plain or (residual and not first_layer))
                 and prev.hidden == n.hidden
+                and prev.cell == n.cell
                 and prev.direction == n.direction
                 and prev.activation == n.activation
                 and (prev.b is None) == (n.b is None)
                 and prev.lengths == n.lengths
                 and (prev.init is None) == (n.init is None)
+                and (prev.init_c is None) == (n.init_c is None)
                 and prev.w.dtype == n.w.dtype
                 and (stage.residual is None or stage.residual == residual)
             )
@@ -827,7 +988,7 @@ class _Reader:
                 part = self.resolve(fake, v.tree, last, part_ok=True)
                 spec.append(("y", part, v.axes))
             elif isinstance(v, _State):
-                spec.append(("h_n", self.state_stage(fake, v), None))
+                spec.append((f"{v.which}_n", self.state_stage(fake, v), None))
             else:
                 raise OnnxLoadError(
                     f"onnx graph: output {name!r} is neither the model's output nor an RNN's "
@@ -868,6 +1029,8 @@ class _Reader:
                 order = [1, 0] if n.swap else list(range(n.dirs))
                 rows.extend((n, d) for d in order)
             if [(a.index, d) for a, d in state.rows] == [(a.index, d) for a, d in rows]:
+                if state.which == "c" and stage.nodes[0].cell != "LSTM":
+                    break
                 return index
         raise OnnxLoadError(
             "onnx graph: an output of final states that is not one RNN's h_n (all its layers "
@@ -941,7 +1104,7 @@ class _Reader:
         keras = rnn.return_sequences is not None or rnn.return_state is not None
         ys = [("y", 0), ("y", 1)] if rnn.merge_mode is None else [("y", None)]
         if not keras or rnn.return_state:
-            return ys + [("h_n", 0)]
+            return ys + [("h_n", 0)] + ([("c_n", 0)] if rnn.cell.num_states == 2 else [])
         return ys
 
     def model_lengths(self):
@@ -984,11 +1147,18 @@ class _Reader:
         if any(bool(n.swap) != bool(n0.swap) for n in nodes):
             raise OnnxLoadError("onnx graph: stacked RNN nodes read in different direction orders")
         keras = ret == "last" or merge is None
-        rnn = RNN(
+        if n0.cell == "RNN":
+            cls, options = RNN, {"nonlinearity": n0.activation}
+        else:
+            cls = GRU if n0.cell == "GRU" else LSTM
+            options = {"activation": n0.activation[0], "recurrent_activation": n0.activation[1]}
+            if n0.cell == "GRU":
+                options["reset_after"] = n0.activation[2]
+        rnn = cls(
             nodes[0].w.shape[2],
             H,
             num_layers=len(nodes),
-            nonlinearity=n0.activation,
+            **options,
             bias=n0.b is not None,
             batch_first=bool(batch_first),
             bidirectional=dirs == 2,
@@ -1005,14 +1175,28 @@ class _Reader:
             for d in range(dirs):
                 onnx_d = (1 - d) if n.swap else d
                 weights.append((n.w[onnx_d], n.r[onnx_d], None if n.b is None else n.b[onnx_d]))
-            if n.init is not None:
+            for start, which in ((n.init, "h0"), (n.init_c, "c0")):
+                if start is None:
+                    continue
                 uses_h0 = True
                 want = [k * dirs + ((1 - i) if n.swap else i) for i in range(dirs)]
-                rows = list(range(dirs)) if n.init.rows is None else n.init.rows
+                rows = list(range(dirs)) if start.rows is None else start.rows
                 if rows != want:
                     raise OnnxLoadError(
-                        f"onnx graph: RNN node {n.name!r} starts from rows {n.init.rows} of h0, "
-                        f"rnnfast's layer {k} from rows {want}"
+                        f"onnx graph: {n.cell} node {n.name!r} starts from rows {start.rows} of "
+                        f"{which}, rnnfast's layer {k} from rows {want}"
+                    )
+                first = n0.init if which == "h0" else n0.init_c
+                other = n0.init_c if which == "h0" else n0.init
+                if (
+                    first is None
+                    or start.source != first.source
+                    or (other is not None and other.source == start.source)
+                ):
+                    raise OnnxLoadError(
+                        f"onnx graph: {n.cell} node {n.name!r} takes its initial state from "
+                        "another graph input than the layers before it (rnnfast's layer takes "
+                        "one h0 (and one c0) for all its layers)"
                     )
         rnn.load_onnx_weights(weights)
         if keras:
@@ -1040,8 +1224,9 @@ class OnnxModel(Module):
     layer's: ``model(x, h0=None, lengths=None)`` returns them in the graph's order (the model's
     output and an RNN's final state h_n). ``layers`` holds the layers; ``outputs`` lists
     ``("y", part)`` (part: None, or 0 / 1 for one direction of merge_mode=None) and
-    ``("h_n", index)`` (the final state of ``layers[index]``); ``h0_layer`` is the index of the
-    RNN that reads ``h0``. The training loops, optimizers and ``backward`` take it as any
+    ``("h_n", index)`` / ``("c_n", index)`` (the final states of ``layers[index]``, c_n an
+    LSTM's); ``h0_layer`` is the index of the RNN that reads ``h0`` (an LSTM's: the pair
+    ``(h0, c0)``). The training loops, optimizers and ``backward`` take it as any
     ``Module``."""
 
     def __init__(self, layers, outputs, h0_layer=None):
@@ -1058,11 +1243,13 @@ class OnnxModel(Module):
                 result = layer(out, h0)
             else:
                 result = layer(out)
-            if isinstance(result, tuple):
-                states[i] = result[1]
+            if isinstance(result, tuple):  # (y, h_n), (y, (h_n, c_n)), Keras's (y, h_n, c_n)
+                rest = result[1:]
+                states[i] = rest[0] if len(rest) == 1 else tuple(rest)
                 result = result[0]
-            elif isinstance(result, list) and len(result) == 3:  # [forward, backward, h_n]
-                states[i] = result[2]
+            elif isinstance(result, list) and len(result) in (3, 4):  # [fwd, bwd, h_n(, c_n)]
+                rest = result[2:]
+                states[i] = rest[0] if len(rest) == 1 else tuple(rest)
                 result = result[:2]
             out = result
         values = []
@@ -1070,7 +1257,10 @@ class OnnxModel(Module):
             if kind == "y":
                 values.append(out if which is None else out[which])
             else:
-                values.append(states[which])
+                state = states[which]
+                if isinstance(state, tuple):  # an LSTM's (h_n, c_n)
+                    state = state[0] if kind == "h_n" else state[1]
+                values.append(state)
         return values[0] if len(values) == 1 else tuple(values)
 
 

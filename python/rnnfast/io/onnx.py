@@ -59,7 +59,11 @@ the batch axis). A container says how it runs its children with ``onnx_chain``
 
 Load
 ----
-``load(path_or_model)`` reads graphs of ONNX ``RNN`` nodes with ``Gather`` (an embedding),
+``load(path_or_model)`` reads graphs of ONNX ``RNN``, ``GRU`` and ``LSTM`` nodes (what both
+torch.onnx exporters write for ``nn.GRU`` / ``nn.LSTM`` too; a GRU with
+``linear_before_reset=0`` runs as written, reset_after=False, with a UserWarning when PyTorch
+wrote it; peepholes ``P``, ``input_forget``, ``clip`` and other activations raise, naming the
+node and the attribute) with ``Gather`` (an embedding),
 ``MatMul`` / ``Gemm`` + ``Add`` (a linear layer) and the glue around them: everything
 ``export`` writes, and what torch.onnx's TorchScript exporter (``dynamo=False``) writes for
 ``nn.RNN`` with ``nn.Embedding`` and ``nn.Linear`` (Transpose, Reshape, Squeeze, Concat, Slice,

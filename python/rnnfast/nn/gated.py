@@ -31,6 +31,13 @@ __all__ = ["GRU", "LSTM"]
 
 ACTIVATIONS = ("tanh", "relu")
 RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")
+# the activations as the ONNX GRU / LSTM ops name them, with (alpha, beta) where they take them
+_ONNX_ACTIVATIONS = {
+    "tanh": ("Tanh",),
+    "relu": ("Relu",),
+    "sigmoid": ("Sigmoid",),
+    "hard_sigmoid": ("HardSigmoid", 1.0 / 6.0, 0.5),
+}
 
 
 def _unsupported(layer_name, option, value, why):
@@ -291,6 +298,116 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         """Keras's name of :meth:`reset_state`."""
         self.reset_state()
 
+    # ---- ONNX (rnnfast.io.onnx asks these; nn does not import io) ----------------------------
+
+    def onnx_input(self):
+        """ONNX export: as a model's first layer it reads float sequences of this width."""
+        return self.input_size
+
+    def onnx_state_shape(self):
+        """ONNX export: a standalone layer's graph input h0 (and the LSTM's c0) without its
+        batch axis. A layer with a state over time reads the lengths, and its batch_first is
+        the graph's layout."""
+        return (self.num_layers * self.num_directions, self.hidden_size)
+
+    def onnx_check(self, who):
+        """ONNX export: ValueError for what the ONNX op cannot compute (dilation, the LSTM's
+        projection) or an inference graph cannot hold (dropout masks in training mode)."""
+        op = self.cell.onnx_op
+        if getattr(self, "proj_size", 0):
+            raise ValueError(
+                f"{who}: proj_size={self.proj_size}: the ONNX {op} op has no projection of h "
+                "(PyTorch's proj_size has no ONNX op); export an LSTM without proj_size"
+            )
+        if self._is_dilated():
+            raise ValueError(
+                f"{who}: dilation={self.dilation}: the ONNX {op} op steps through every time "
+                "step; export a layer without dilation"
+            )
+        if self.training:
+            for option, value in (
+                ("dropout", self.dropout if self.num_layers > 1 else 0.0),
+                ("input_dropout", self.input_dropout),
+                ("recurrent_dropout", self.recurrent_dropout),
+            ):
+                if value > 0.0:
+                    raise ValueError(
+                        f"{who}: {option}={value} in training mode draws random masks, which "
+                        "the exported inference graph does not; call model.eval() before export"
+                    )
+
+    def onnx_activations(self):
+        """ONNX export: ``(activations, alphas, betas)`` of one direction in the op's order
+        (the gates' function f first, then the cell's: the GRU's g, the LSTM's g and h) with
+        the parameters of those that take them (HardSigmoid: Keras 3's hard_sigmoid is
+        clip(x / 6 + 0.5, 0, 1), alpha 1/6 and beta 0.5), in the order they are consumed."""
+        gates = _ONNX_ACTIVATIONS[self.recurrent_activation]
+        cell = _ONNX_ACTIVATIONS[self.activation]
+        names = [gates[0]] + [cell[0]] * (self.cell.num_states)
+        alphas, betas = [], []
+        for _name, *params in [gates] + [cell] * self.cell.num_states:
+            if params:
+                alphas.append(params[0])
+                betas.append(params[1])
+        return names, alphas, betas
+
+    def onnx_weights(self, params):
+        """ONNX export: ``(W, R, B)`` of the ONNX op per (layer, direction), in PyTorch's
+        order l * dirs + d, from ``params`` (this layer's names): the gate blocks reordered
+        from PyTorch's order to ONNX's (the cell's ``gate_permutation``), B the concatenation
+        ``[Wb, Rb]`` (None without bias)."""
+        perm = list(self.cell.gate_permutation("torch", "onnx"))
+
+        def reorder(a):
+            G = self.cell.num_gates
+            return np.ascontiguousarray(a.reshape((G, -1) + a.shape[1:])[perm].reshape(a.shape))
+
+        return [
+            (
+                reorder(params[w]),
+                reorder(params[r]),
+                None if bi is None else np.concatenate([reorder(params[bi]), reorder(params[bh])]),
+            )
+            for w, r, bi, bh in self._names
+        ]
+
+    def load_onnx_weights(self, weights):
+        """ONNX load: the inverse of :meth:`onnx_weights`, loaded as a state dict."""
+        G, H = self.cell.num_gates, self.hidden_size
+        perm = list(self.cell.gate_permutation("onnx", "torch"))
+
+        def reorder(a):
+            return np.ascontiguousarray(a.reshape((G, -1) + a.shape[1:])[perm].reshape(a.shape))
+
+        state = {}
+        for (w, r, bi, bh), (W, R, B) in zip(self._names, weights):
+            state[w], state[r] = reorder(W), reorder(R)
+            if bi is not None:
+                state[bi], state[bh] = reorder(B[: G * H]), reorder(B[G * H :])
+        self.load_state_dict(state)
+
+    def onnx_attributes(self):
+        """ONNX export: the op's own attributes (the GRU's ``linear_before_reset``)."""
+        return {}
+
+    def onnx_emit(self, exporter, flow, who):
+        """ONNX export: one ``GRU`` / ``LSTM`` node per stacked layer; the exporter writes the
+        stack, the lengths, the initial states and the API forms around them."""
+        names, alphas, betas = self.onnx_activations()
+        return exporter.recurrent(
+            self,
+            flow,
+            who,
+            op=self.cell.onnx_op,
+            activations=names,
+            weights=self.onnx_weights(exporter.float_params(self)),
+            label=f"{type(self).__name__}(input_size={self.input_size})",
+            num_states=self.cell.num_states,
+            attributes=self.onnx_attributes(),
+            activation_alpha=alphas,
+            activation_beta=betas,
+        )
+
     # ---- configuration -------------------------------------------------------------------------
 
     def _common_config(self):
@@ -389,6 +506,11 @@ class GRU(_GatedLayer):
 
     def _cell_options(self):
         return {"reset_after": self._reset_after, **super()._cell_options()}
+
+    def onnx_attributes(self):
+        """ONNX export: ``linear_before_reset`` 1 for PyTorch's form (reset_after=True), 0 for
+        Keras's other one."""
+        return {"linear_before_reset": int(self._reset_after)}
 
     def get_config(self):
         """The constructor arguments: ``GRU(**layer.get_config())`` builds the same
