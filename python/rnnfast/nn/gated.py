@@ -319,22 +319,7 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
                 f"{who}: proj_size={self.proj_size}: the ONNX {op} op has no projection of h "
                 "(PyTorch's proj_size has no ONNX op); export an LSTM without proj_size"
             )
-        if self._is_dilated():
-            raise ValueError(
-                f"{who}: dilation={self.dilation}: the ONNX {op} op steps through every time "
-                "step; export a layer without dilation"
-            )
-        if self.training:
-            for option, value in (
-                ("dropout", self.dropout if self.num_layers > 1 else 0.0),
-                ("input_dropout", self.input_dropout),
-                ("recurrent_dropout", self.recurrent_dropout),
-            ):
-                if value > 0.0:
-                    raise ValueError(
-                        f"{who}: {option}={value} in training mode draws random masks, which "
-                        "the exported inference graph does not; call model.eval() before export"
-                    )
+        self._onnx_step_checks(who)
 
     def onnx_activations(self):
         """ONNX export: ``(activations, alphas, betas)`` of one direction in the op's order

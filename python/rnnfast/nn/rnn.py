@@ -502,6 +502,28 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
 
     # ---- configuration and interop ---------------------------------------------------------------
 
+    def _onnx_step_checks(self, who):
+        """ONNX export, every cell: ValueError for a dilated layer (the ONNX op steps through
+        every time step) and for dropout masks in training mode (the inference graph draws
+        none)."""
+        op = self.cell.onnx_op
+        if self._is_dilated():
+            raise ValueError(
+                f"{who}: dilation={self.dilation}: the ONNX {op} op steps through every time "
+                "step; export a layer without dilation"
+            )
+        if self.training:
+            for option, value in (
+                ("dropout", self.dropout if self.num_layers > 1 else 0.0),
+                ("input_dropout", self.input_dropout),
+                ("recurrent_dropout", self.recurrent_dropout),
+            ):
+                if value > 0.0:
+                    raise ValueError(
+                        f"{who}: {option}={value} in training mode draws random masks, which "
+                        "the exported inference graph does not; call model.eval() before export"
+                    )
+
     def _common_config(self):
         """The constructor arguments every cell's layer has, for its ``get_config``
         (JSON-serialisable: the dtype by its name, the seed a Python int)."""
@@ -708,22 +730,7 @@ class RNN(RecurrentLayer):
                 "h_t = act(W x_t + R h_{t-1} + b) only, with no leak; export a layer with "
                 "alpha=1.0"
             )
-        if self._is_dilated():
-            raise ValueError(
-                f"{who}: dilation={self.dilation}: the ONNX RNN op steps through every time "
-                "step; export a layer without dilation"
-            )
-        if self.training:
-            for option, value in (
-                ("dropout", self.dropout if self.num_layers > 1 else 0.0),
-                ("input_dropout", self.input_dropout),
-                ("recurrent_dropout", self.recurrent_dropout),
-            ):
-                if value > 0.0:
-                    raise ValueError(
-                        f"{who}: {option}={value} in training mode draws random masks, which "
-                        "the exported inference graph does not; call model.eval() before export"
-                    )
+        self._onnx_step_checks(who)
 
     def onnx_weights(self, params):
         """ONNX export: ``(W, R, B)`` of the ONNX ``RNN`` op per (layer, direction), in
