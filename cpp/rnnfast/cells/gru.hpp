@@ -33,7 +33,7 @@ struct GruCell {
         for (index k = 0; k < w; ++k)
             n[k] += r[k] * hh[2 * w + k];
         kt.activate(n, w, act);
-        finish(r, z, n, h_prev + j0, h + j0, w);
+        finish(z, n, h_prev + j0, h + j0, w);
         if (store) {
             copy_gates(store, r, z, n, H, j0, w);
             for (index k = 0; k < w; ++k)
@@ -59,12 +59,11 @@ struct GruCell {
         for (index k = 0; k < w; ++k)
             n[k] += hn[k];
         kt.activate(n, w, act);
-        finish(r, z, n, h_prev + j0, h + j0, w);
+        finish(z, n, h_prev + j0, h + j0, w);
         if (store) copy_gates(store, r, z, n, H, j0, w);
     }
 
-    static void finish(const T* r, const T* z, const T* n, const T* h_prev, T* h, index w) {
-        (void)r;
+    static void finish(const T* z, const T* n, const T* h_prev, T* h, index w) {
         for (index k = 0; k < w; ++k)
             h[k] = (T(1) - z[k]) * n[k] + z[k] * h_prev[k];
     }

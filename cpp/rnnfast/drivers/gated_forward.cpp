@@ -92,7 +92,7 @@ struct GatedForwardPass : TimeLoopPass {
     // recurrent dropout: each gate's W_hg^T packed apart, its product (gates, B, H), and each
     // thread's masked copies of h_{t-1} (threads, gates, B, R)
     std::vector<std::vector<T>> packed_gates;
-    std::vector<T> gh_gates, dropped, bias_n;
+    std::vector<T> gh_gates, dropped;
     // input dropout: each gate's W_ig^T packed apart, the natural-order bias, a chunk's masked
     // inputs (chunk * B, D) and one gate's projection (chunk * B, H)
     std::vector<std::vector<T>> packed_gates_ih;
@@ -150,9 +150,8 @@ struct GatedForwardPass : TimeLoopPass {
                     pack_whole(kt, MatView<T>{a.w_hh + g * H * R, 1, R}, R, H, threads));
             gh_gates.resize(static_cast<size_t>(rec_layout.gates * B * H));
             dropped.resize(static_cast<size_t>(threads * layout.gates * B * R));
-            if (cell == GatedCell::gru && a.b_hh) bias_n.assign(a.b_hh + 2 * H, a.b_hh + 3 * H);
         }
-        if (cell == GatedCell::gru && a.b_hh) {  // b_hn, inside r * (W_hn h + b_hn)
+        if (cell == GatedCell::gru && a.b_hh && !dropout) {  // b_hn, inside r * (W_hn h + b_hn)
             std::vector<T> inner(static_cast<size_t>(GH), T(0));
             std::copy(a.b_hh + 2 * H, a.b_hh + 3 * H, inner.begin() + 2 * H);
             bias_h = rows_in_layout(inner.data(), layout, 1);
@@ -167,7 +166,7 @@ struct GatedForwardPass : TimeLoopPass {
             m.resize(static_cast<size_t>(B * H));
         }
         gx.resize(static_cast<size_t>(chunk * B * GH));
-        gh.resize(static_cast<size_t>(B * rec_layout.columns()));
+        if (!dropout) gh.resize(static_cast<size_t>(B * rec_layout.columns()));
         if (!keep_all) h_ring.resize(static_cast<size_t>(2 * B * R));
         if (cell == GatedCell::lstm) c_ring.resize(static_cast<size_t>(2 * B * H));
         scratch.resize(static_cast<size_t>(threads * (layout.gates + 1) * kt.nr));
@@ -268,7 +267,8 @@ struct GatedForwardPass : TimeLoopPass {
             for (size_t g = 0; g < p.packed_gates.size(); ++g) {
                 GemmTask<T> task = packed_task<T>(p.B, p.H, p.R, p.packed_gates[g].data(),
                                                   p.gh_gates.data() + g * p.B * p.H, p.H);
-                if (g == 2 && !p.bias_n.empty()) task.bias = p.bias_n.data();
+                // b_hn, inside r * (W_hn h + b_hn): the n gate's product adds it
+                if (g == 2 && p.cell == GatedCell::gru && p.a.b_hh) task.bias = p.a.b_hh + 2 * p.H;
                 gate_tasks.push_back(task);
             }
             rec = packed_task<T>(p.B, p.rec_layout.columns(), p.R,
