@@ -318,19 +318,18 @@ void gradient_against_previous(const KernelTable<T>& kt, index M, const T* A, in
 }
 
 // C (M x R) = sum_t A_t^T (h_{t-1} * mask): a gate's recurrent weights under recurrent dropout,
-// whose product read h_{t-1} through its mask (B, R), the same at every step.
+// whose product read h_{t-1} through its mask (B, R), the same at every step. `read` holds the
+// masked states (steps * B * R), a buffer the caller reuses for every gate.
 template <class T>
 void gradient_against_masked_previous(const KernelTable<T>& kt, index M, const T* A, index lda,
                                       const T* y, const T* h0, const T* mask, index steps, index B,
-                                      index R, T* C, int threads) {
-    std::vector<T> read(static_cast<size_t>(steps * B * R));
-    for (index t = 0; t < steps; ++t)
-        for (index i = 0; i < B * R; ++i) {
-            const T h = t == 0 ? (h0 ? h0[i] : T(0)) : y[(t - 1) * B * R + i];
-            read[static_cast<size_t>(t * B * R + i)] = h * mask[i];
-        }
-    gemm(kt, M, R, steps * B, MatView<T>{A, 1, lda}, MatView<T>{read.data(), R, 1}, C, R, false,
-         threads);
+                                      index R, T* C, int threads, T* read) {
+    if (h0)
+        apply_recurrent_mask(read, h0, mask, R, Block{0, B, 0, R});
+    else
+        std::fill(read, read + B * R, T(0));
+    mask_every_step(read + B * R, y, mask, steps - 1, B, R);
+    gemm(kt, M, R, steps * B, MatView<T>{A, 1, lda}, MatView<T>{read, R, 1}, C, R, false, threads);
 }
 
 template <class T>
@@ -426,9 +425,7 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
         std::vector<T> masked(static_cast<size_t>(rows * D));
         for (int g = 0; g < gate_count(a.cell); ++g) {
             const T* mask = a.input_mask + g * B * D;
-            for (index r = 0; r < rows; ++r)
-                for (index d = 0; d < D; ++d)
-                    masked[static_cast<size_t>(r * D + d)] = a.x[r * D + d] * mask[(r % B) * D + d];
+            mask_every_step(masked.data(), a.x, mask, T_, B, D);
             gemm(kt, H, D, rows, MatView<T>{dA + g * H, 1, GH}, MatView<T>{masked.data(), D, 1},
                  a.dw_ih + g * H * D, D, false, fork);
             if (!a.dx) continue;
@@ -445,11 +442,12 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
     const T* extra = pass.extra.data();
     const T* states = pass.all_states();
     if (pass.dropout) {  // each gate's rows through its mask (reset_before's n: below, as always)
+        std::vector<T> read(static_cast<size_t>(T_ * B * R));
         for (int g = 0; g < pass.rec_layout.gates; ++g) {
             const bool n_term = a.cell == GatedCell::gru && g == 2;  // da_n * r
             gradient_against_masked_previous(kt, H, n_term ? extra : dA + g * H, n_term ? H : GH,
                                              states, a.h0, a.recurrent_mask + g * B * R, T_, B, R,
-                                             a.dw_hh + g * H * R, fork);
+                                             a.dw_hh + g * H * R, fork, read.data());
         }
         if (a.cell == GatedCell::gru) column_sums(extra, rows, H, H, a.db_hh + 2 * H);
         if (a.cell == GatedCell::gru_reset_before)

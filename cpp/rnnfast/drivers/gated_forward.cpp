@@ -216,10 +216,7 @@ struct GatedForwardPass : TimeLoopPass {
         const int threads_g = threads_for(2.0 * double(rows) * double(D) * double(H),
                                           std::max(panel_count(H, kt.nr), rows), Sync::fork_join);
         for (int g = 0; g < layout.gates; ++g) {
-            const T* mask = a.input_mask + g * B * D;
-            for (index r = 0; r < rows; ++r)
-                for (index d = 0; d < D; ++d)
-                    masked_x[static_cast<size_t>(r * D + d)] = x[r * D + d] * mask[(r % B) * D + d];
+            mask_every_step(masked_x.data(), x, a.input_mask + g * B * D, rows / B, B, D);
             GemmTask<T> proj =
                 packed_task<T>(rows, H, D, packed_gates_ih[g].data(), gate_x.data(), H);
             proj.A = {masked_x.data(), D, 1};

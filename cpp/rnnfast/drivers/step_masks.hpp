@@ -48,4 +48,13 @@ void apply_recurrent_mask(T* out, const T* h, const T* mask, index ld, Block b) 
             out[r * ld + c] = h[r * ld + c] * mask[r * ld + c];
 }
 
+// out = x * mask at every step of a (steps, batch, width) sequence, one (batch, width) mask
+// shared by every step (a dropout mask, as the gated cells' per-gate ones).
+template <class T>
+void mask_every_step(T* out, const T* x, const T* mask, index steps, index batch, index width) {
+    for (index t = 0; t < steps; ++t)
+        apply_recurrent_mask(out + t * batch * width, x + t * batch * width, mask, width,
+                             Block{0, batch, 0, width});
+}
+
 }  // namespace rnnfast
