@@ -162,3 +162,74 @@ def rnn_forward_int8(
 def rnn_forward_bf16(x, h0, b_ih, b_hh, bias=None, lengths=None, nonlinearity="tanh", alpha=1.0):
     """(y, h_n) of one bf16 layer (weights as bf16 bits); sums in float64, see bf16_sum_bound."""
     return _forward(_Bf16Step(b_ih, b_hh), x, h0, bias, lengths, nonlinearity, alpha)
+
+
+# ---- the gated cells (GRU, LSTM): quantized products, float32 gates ------------------------------
+
+
+def _sigmoid(a):
+    return (F32(1) / (F32(1) + np.exp(-a))).astype(F32)
+
+
+class GatedProducts:
+    """The products of a quantized gated layer, as the kernels form them: ``(x_t, W) -> Q(x_t)
+    W^T`` dequantized, with the recurrent input of a tanh cell on the fixed int8 scale where
+    its rows allow (``fixed_scale``)."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __call__(self, a, w, fixed_scale=False):
+        w = np.asarray(w, F32)
+        if self.mode == "bf16":
+            return bf16_product(a, to_bf16_bits(w)).astype(F32)
+        qw, sw = quantize_weights_int8(w)
+        qa, sa = quantize_state_int8(a, "tanh" if fixed_scale else "relu")
+        return dequantize(int8_matmul(qa, qw), sa, sw)
+
+
+def gated_forward_quantized(cell, mode, x, w_ih, w_hh, b_ih, b_hh, w_hr=None, lengths=None):
+    """(y (T, B, R) with padded steps zero, h_n, c_n or None) of one quantized GRU
+    (``cell`` "gru" or "gru_reset_before") or LSTM layer from zero states: the products of
+    :class:`GatedProducts`, the biases and gates in float32 in the kernels' order of additions
+    (the projection with its summed bias, then the recurrent term with b_hn inside the GRU's
+    reset)."""
+    prod = GatedProducts(mode)
+    x = np.asarray(x, F32)
+    T, B, _ = x.shape
+    G = 4 if cell == "lstm" else 3
+    H = w_ih.shape[0] // G
+    R = H if w_hr is None else w_hr.shape[0]
+    b_ih = np.zeros(G * H, F32) if b_ih is None else np.asarray(b_ih, F32)
+    b_hh = np.zeros(G * H, F32) if b_hh is None else np.asarray(b_hh, F32)
+    inside = cell == "gru"  # b_hn stays inside r * (W_hn h + b_hn)
+    bias_x = b_ih + np.where(np.arange(G * H) >= 2 * H, F32(0), b_hh) if inside else b_ih + b_hh
+    h, c = np.zeros((B, R), F32), np.zeros((B, H), F32)
+    lengths = np.full(B, T) if lengths is None else np.asarray(lengths)
+    y = np.zeros((T, B, R), F32)
+    h_n, c_n = h.copy(), c.copy()
+    tanh_state = w_hr is None
+    for t in range(T):
+        a = prod(x[t], w_ih) + bias_x
+        if cell == "lstm":
+            a = a + prod(h, w_hh, tanh_state)
+            i, f = _sigmoid(a[:, :H]), _sigmoid(a[:, H : 2 * H])
+            g, o = np.tanh(a[:, 2 * H : 3 * H]), _sigmoid(a[:, 3 * H :])
+            c_new = f * c + i * g
+            m = o * np.tanh(c_new)
+            h_new = m if w_hr is None else prod(m, w_hr)
+        else:
+            rz = a[:, : 2 * H] + prod(h, w_hh[: 2 * H], True)
+            r, z = _sigmoid(rz[:, :H]), _sigmoid(rz[:, H:])
+            if cell == "gru":
+                n = np.tanh(a[:, 2 * H :] + r * (prod(h, w_hh[2 * H :], True) + b_hh[2 * H :]))
+            else:
+                n = np.tanh(a[:, 2 * H :] + prod(r * h, w_hh[2 * H :]))
+            h_new, c_new = (F32(1) - z) * n + z * h, c
+        running = lengths > t
+        h = np.where(running[:, None], h_new, h)
+        c = np.where(running[:, None], c_new, c)
+        y[t, running] = h_new[running]
+        ends = lengths == t + 1
+        h_n[ends], c_n[ends] = h_new[ends], c_new[ends]
+    return y, h_n, (c_n if cell == "lstm" else None)

@@ -6,33 +6,13 @@
 #include <vector>
 
 #include "check.hpp"
+#include "gated_names.hpp"
 #include "rnnfast/drivers/gated.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "sequence_input.hpp"
 
 namespace rnnfast::bindings {
 namespace {
-
-GatedCell parse_cell(const std::string& name) {
-    if (name == "gru") return GatedCell::gru;
-    if (name == "gru_reset_before") return GatedCell::gru_reset_before;
-    if (name == "lstm") return GatedCell::lstm;
-    throw std::invalid_argument("cell: expected 'gru', 'gru_reset_before' or 'lstm', got '" + name +
-                                "'");
-}
-
-Pointwise parse_activation_fn(const std::string& name) {
-    if (name == "tanh") return Pointwise::tanh;
-    if (name == "relu") return Pointwise::relu;
-    throw std::invalid_argument("activation: expected 'tanh' or 'relu', got '" + name + "'");
-}
-
-Pointwise parse_recurrent_activation(const std::string& name) {
-    if (name == "sigmoid") return Pointwise::sigmoid;
-    if (name == "hard_sigmoid") return Pointwise::hard_sigmoid;
-    throw std::invalid_argument(
-        "recurrent_activation: expected 'sigmoid' or 'hard_sigmoid', got '" + name + "'");
-}
 
 // The sizes every gated call shares, read off x and the weights and checked against each other.
 struct GatedShape {

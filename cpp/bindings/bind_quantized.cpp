@@ -5,36 +5,35 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "check.hpp"
+#include "quantized_args.hpp"
+#include "rnnfast/cells/gate_layout.hpp"
 #include "rnnfast/quantized/qops.hpp"
 #include "rnnfast/runtime/threads.hpp"
 
 namespace rnnfast::bindings {
 namespace {
 
-namespace q = rnnfast::quantized;
-
-q::Kind parse_kind(const std::string& kind) {
-    if (kind == "int8") return q::Kind::int8;
-    if (kind == "bf16") return q::Kind::bf16;
-    throw std::invalid_argument("kind: expected 'int8' or 'bf16', got '" + kind + "'");
-}
-const char* kind_name(q::Kind kind) {
-    return kind == q::Kind::int8 ? "int8" : "bf16";
-}
-
-// A 2-D array's shape, after checking it is an array of 2 dimensions.
-std::pair<index, index> shape2(const py::handle& obj, const char* name, const char* dims) {
-    require_ndim(obj, name, 2, dims);
-    auto arr = py::reinterpret_borrow<py::array>(obj);
-    return {arr.shape(0), arr.shape(1)};
+// Rows of a gated cell's matrix (gates = G) reordered into the gate layout the quantized gated
+// forward reads (a block of 16 units holds every gate of its units: qlayout.hpp); gates = 1
+// keeps them as given (no copy).
+template <class V>
+const V* in_gate_layout(const V* rows, index N, index K, int gates, std::vector<V>& out) {
+    if (gates == 1) return rows;
+    out = rows_in_layout(rows, GateLayout{N / gates, gates, q::kPanel}, K);
+    return out.data();
 }
 
 q::PackedMatrix make_matrix(const std::string& kind_str, const py::object& data,
-                            const py::object& scale) {
+                            const py::object& scale, int gates) {
     const q::Kind kind = parse_kind(kind_str);
     const auto [N, K] = shape2(data, "data", "(N, K)");
+    RNNFAST_CHECK(gates >= 1 && N % gates == 0, "gates",
+                  "a count >= 1 that divides the rows (" + std::to_string(N) + ")",
+                  std::to_string(gates));
+    q::PackedMatrix packed;
     if (kind == q::Kind::int8) {
         const std::int8_t* qp = checked<std::int8_t>(data, "data", {N, K}, "(N, K)").data();
         RNNFAST_CHECK(!scale.is_none(), "scale", "a float32 array (N,) for kind 'int8'", "None");
@@ -46,27 +45,24 @@ q::PackedMatrix make_matrix(const std::string& kind_str, const py::object& data,
             RNNFAST_CHECK(qp[i] != -128, "data", "values in [-127, 127] (symmetric int8)",
                           "-128 at flat index " + std::to_string(i));
         py::gil_scoped_release release;
-        return q::pack_int8(qp, sp, N, K);
+        std::vector<std::int8_t> q_rows;
+        std::vector<float> s_rows;
+        packed = q::pack_int8(in_gate_layout(qp, N, K, gates, q_rows),
+                              in_gate_layout(sp, N, 1, gates, s_rows), N, K);
+    } else {
+        const std::uint16_t* bp = checked<std::uint16_t>(data, "data", {N, K}, "(N, K)").data();
+        RNNFAST_CHECK(scale.is_none(), "scale", "None for kind 'bf16'", "an object");
+        py::gil_scoped_release release;
+        std::vector<std::uint16_t> b_rows;
+        packed = q::pack_bf16(in_gate_layout(bp, N, K, gates, b_rows), N, K);
     }
-    const std::uint16_t* bp = checked<std::uint16_t>(data, "data", {N, K}, "(N, K)").data();
-    RNNFAST_CHECK(scale.is_none(), "scale", "None for kind 'bf16'", "an object");
-    py::gil_scoped_release release;
-    return q::pack_bf16(bp, N, K);
-}
-
-const q::PackedMatrix& matrix_arg(const py::handle& obj, const char* name) {
-    if (!py::isinstance<q::PackedMatrix>(obj))
-        throw py::type_error(std::string(name) + ": expected a QuantizedMatrix, got " +
-                             std::string(py::str(obj.get_type().attr("__name__"))));
-    return obj.cast<const q::PackedMatrix&>();
-}
-
-const float* bias_arg(const py::object& bias, index N) {
-    return bias.is_none() ? nullptr : checked<float>(bias, "bias", {N}, "(N,)").data();
+    packed.gates = gates;
+    return packed;
 }
 
 py::array_t<float> dense(const py::object& x, const py::object& w_obj, const py::object& bias) {
     const q::PackedMatrix& w = matrix_arg(w_obj, "w");
+    require_gates(w, "w", 1);
     const index M = shape2(x, "x", "(M, K)").first;
     const float* xp = checked<float>(x, "x", {M, w.cols}, "(M, K) with K = w.cols").data();
     const float* bp = bias_arg(bias, w.rows);
@@ -80,6 +76,8 @@ py::array_t<float> dense(const py::object& x, const py::object& w_obj, const py:
 
 // The weights of one layer: H x D and H x H of one kind.
 void check_pair(const q::PackedMatrix& w_ih, const q::PackedMatrix& w_hh) {
+    require_gates(w_ih, "w_ih", 1);
+    require_gates(w_hh, "w_hh", 1);
     RNNFAST_CHECK(w_hh.rows == w_hh.cols, "w_hh", "a square (H, H) matrix",
                   "(" + std::to_string(w_hh.rows) + ", " + std::to_string(w_hh.cols) + ")");
     RNNFAST_CHECK(w_ih.rows == w_hh.rows, "w_ih",
@@ -177,6 +175,7 @@ py::tuple quantize_rows(const py::object& x) {
 py::array_t<std::int32_t> matmul_int32(const py::object& qa, const py::object& w_obj) {
     const q::PackedMatrix& w = matrix_arg(w_obj, "w");
     RNNFAST_CHECK(w.kind == q::Kind::int8, "w", "a QuantizedMatrix of kind 'int8'", "kind 'bf16'");
+    require_gates(w, "w", 1);
     const index M = shape2(qa, "qa", "(M, K)").first;
     const std::int8_t* ap =
         checked<std::int8_t>(qa, "qa", {M, w.cols}, "(M, K) with K = w.cols").data();
@@ -197,10 +196,12 @@ void register_quantized(py::module_& m) {
     py::class_<q::PackedMatrix>(m, "QuantizedMatrix",
                                 "int8 (with per-row scales) or bf16 weights (N, K), packed once "
                                 "for the quantized kernels. Not picklable: keep the raw arrays.")
-        .def(py::init(&make_matrix), py::arg("kind"), py::arg("data"), py::arg("scale"))
+        .def(py::init(&make_matrix), py::arg("kind"), py::arg("data"), py::arg("scale"),
+             py::arg("gates") = 1)
         .def_property_readonly("kind", [](const q::PackedMatrix& w) { return kind_name(w.kind); })
         .def_property_readonly("rows", [](const q::PackedMatrix& w) { return w.rows; })
         .def_property_readonly("cols", [](const q::PackedMatrix& w) { return w.cols; })
+        .def_property_readonly("gates", [](const q::PackedMatrix& w) { return w.gates; })
         .def_property_readonly("nbytes", &q::PackedMatrix::nbytes)
         .def_property_readonly("path",
                                [](const q::PackedMatrix& w) { return q::path_name(w.kind); })

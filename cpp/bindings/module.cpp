@@ -11,6 +11,7 @@ void register_dense(py::module_& m);
 void register_losses(py::module_& m);
 void register_optim(py::module_& m);
 void register_quantized(py::module_& m);
+void register_quantized_gated(py::module_& m);
 }  // namespace rnnfast::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -22,4 +23,5 @@ PYBIND11_MODULE(_core, m) {
     rnnfast::bindings::register_losses(m);
     rnnfast::bindings::register_optim(m);
     rnnfast::bindings::register_quantized(m);
+    rnnfast::bindings::register_quantized_gated(m);
 }

@@ -141,9 +141,12 @@ class QuantizedMatrix:
         kind: str,
         data: npt.NDArray[np.int8] | npt.NDArray[np.uint16],
         scale: npt.NDArray[np.float32] | None,
+        gates: int = 1,
     ) -> None: ...
     @property
     def kind(self) -> str: ...
+    @property
+    def gates(self) -> int: ...
     @property
     def rows(self) -> int: ...
     @property
@@ -176,6 +179,24 @@ def quantized_rnn_step(
     nonlinearity: str,
     alpha: float,
 ) -> npt.NDArray[np.float32]: ...
+def quantized_gated_forward(
+    cell: str,
+    x: npt.NDArray[np.float32],
+    h0: npt.NDArray[np.float32] | None,
+    c0: npt.NDArray[np.float32] | None,
+    weight_ih: QuantizedMatrix,
+    weight_hh: QuantizedMatrix,
+    weight_hn: QuantizedMatrix | None,
+    weight_hr: QuantizedMatrix | None,
+    bias_ih: npt.NDArray[np.float32] | None,
+    bias_hh: npt.NDArray[np.float32] | None,
+    lengths: npt.NDArray[np.int64] | None,
+    activation: str,
+    recurrent_activation: str,
+    return_sequences: bool,
+) -> tuple[
+    npt.NDArray[np.float32] | None, npt.NDArray[np.float32], npt.NDArray[np.float32] | None
+]: ...
 def quantize_rows(
     x: npt.NDArray[np.float32],
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]: ...

@@ -2,7 +2,7 @@
 bfloat16 or int8 weights (per output row symmetric scales), float32 activations in and out.
 
 The copy has the model's structure, with every layer replaced by its quantized class
-(``nn.quantized``, ``nn.quantized_rnn``): containers (Sequential, rnnfast.Module subclasses,
+(``nn.quantized``, ``nn.quantized_rnn``, ``nn.quantized_gated``): containers (Sequential, rnnfast.Module subclasses,
 Seq2Seq) are copied with their children quantized recursively. The original is not changed.
 Each layer makes its own copy (``quantized_copy``, the layer protocol's): a float layer's is made
 by the quantized class that names the layer's class as its ``float_class``.
@@ -29,14 +29,14 @@ def quantize(model, mode):
 
     Parameters
     ----------
-    model : RNN, Linear/Dense, Embedding, Dropout, Sequential, a subclass of rnnfast.Module,
-        or Seq2Seq (containers may nest), float32
+    model : RNN, GRU, LSTM, Linear/Dense, Embedding, Dropout, Sequential, a subclass of
+        rnnfast.Module, or Seq2Seq (containers may nest), float32
     mode : {"bf16", "int8"}
         ``"bf16"``: weights rounded to bfloat16 (to nearest even), products summed in float32.
         ``"int8"``: weights as int8 with one symmetric scale per output row (``max |w| / 127``),
         activations quantized per row at each use, products summed in int32. Biases and
-        everything outside the products stay float32; Embedding tables are quantized per row
-        and looked up as float32.
+        everything outside the products stay float32 (a GRU's and LSTM's gates and state
+        updates too); Embedding tables are quantized per row and looked up as float32.
 
     Returns
     -------

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "rnnfast/runtime/types.hpp"
 
@@ -120,6 +121,28 @@ struct GatedStepArgs {
 
 template <class T>
 void gated_forward(const GatedForwardArgs<T>& args);
+
+// The bias the input projection adds, in PyTorch's order (G*H; empty without biases): b_ih plus
+// b_hh wherever b_hh adds to the pre-activation, everywhere but the n gate of a reset_after GRU
+// (there r scales it: the recurrent product adds b_hn). The quantized forward shares it.
+template <class T>
+std::vector<T> projection_bias(const GatedForwardArgs<T>& args);
+// The initial states of a forward (zeros where the caller gave none), already written to h_n
+// and c_n: the final states of sequences of length 0 (the others overwrite theirs when they
+// end). The quantized forward shares it.
+template <class T>
+struct GatedStart {
+    std::vector<T> zeros;
+    const T* h0 = nullptr;
+    const T* c0 = nullptr;
+};
+template <class T>
+GatedStart<T> start_states(const GatedForwardArgs<T>& args);
+
+// The bias the recurrent product adds, in PyTorch's order (G*H; empty where there is none):
+// b_hn alone, of a reset_after GRU with b_hh, inside r * (W_hn h + b_hn).
+template <class T>
+std::vector<T> recurrent_bias(const GatedForwardArgs<T>& args);
 
 template <class T>
 void gated_step(const GatedStepArgs<T>& args);

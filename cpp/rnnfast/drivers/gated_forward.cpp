@@ -37,17 +37,10 @@ index workspace_width(GatedCell cell, index hidden) {
     return 0;
 }
 
-namespace {
-
-// Steps projected at once when only the last state is kept: O(B*H) memory whatever T is.
-constexpr index kChunk = 16;
-
-// The bias of the input projection in PyTorch's order: b_ih plus b_hh wherever b_hh adds to
-// the pre-activation (everywhere but the n gate of a reset_after GRU, where r scales it).
 template <class T>
-std::vector<T> projection_bias(const GatedForwardArgs<T>& a, index GH) {
+std::vector<T> projection_bias(const GatedForwardArgs<T>& a) {
     if (!a.b_ih && !a.b_hh) return {};
-    const index H = a.hidden_size;
+    const index H = a.hidden_size, GH = gate_count(a.cell) * H;
     std::vector<T> sum(static_cast<size_t>(GH), T(0));
     for (index c = 0; c < GH; ++c) {
         const bool inside_reset = a.cell == GatedCell::gru && c >= 2 * H;
@@ -55,11 +48,29 @@ std::vector<T> projection_bias(const GatedForwardArgs<T>& a, index GH) {
     }
     return sum;
 }
+template std::vector<float> projection_bias(const GatedForwardArgs<float>&);
+template std::vector<double> projection_bias(const GatedForwardArgs<double>&);
+
+template <class T>
+std::vector<T> recurrent_bias(const GatedForwardArgs<T>& a) {
+    if (a.cell != GatedCell::gru || !a.b_hh) return {};
+    const index H = a.hidden_size;
+    std::vector<T> inner(static_cast<size_t>(3 * H), T(0));
+    std::copy(a.b_hh + 2 * H, a.b_hh + 3 * H, inner.begin() + 2 * H);
+    return inner;
+}
+template std::vector<float> recurrent_bias(const GatedForwardArgs<float>&);
+template std::vector<double> recurrent_bias(const GatedForwardArgs<double>&);
+
+namespace {
+
+// Steps projected at once when only the last state is kept: O(B*H) memory whatever T is.
+constexpr index kChunk = 16;
 
 // The same in the layout's order.
 template <class T>
 std::vector<T> projection_bias(const GatedForwardArgs<T>& a, const GateLayout& layout) {
-    const std::vector<T> natural = projection_bias(a, layout.columns());
+    const std::vector<T> natural = projection_bias(a);
     return natural.empty() ? natural : rows_in_layout(natural.data(), layout, 1);
 }
 
@@ -137,7 +148,7 @@ struct GatedForwardPass : TimeLoopPass {
             for (int g = 0; g < layout.gates; ++g)
                 packed_gates_ih.push_back(
                     pack_whole(kt, MatView<T>{a.w_ih + g * H * D, 1, D}, D, H, threads));
-            bias_natural = projection_bias(a, GH);
+            bias_natural = projection_bias(a);
             masked_x.resize(static_cast<size_t>(chunk * B * D));
             gate_x.resize(static_cast<size_t>(chunk * B * H));
         }
@@ -151,10 +162,9 @@ struct GatedForwardPass : TimeLoopPass {
             gh_gates.resize(static_cast<size_t>(rec_layout.gates * B * H));
             dropped.resize(static_cast<size_t>(threads * layout.gates * B * R));
         }
-        if (cell == GatedCell::gru && a.b_hh && !dropout) {  // b_hn, inside r * (W_hn h + b_hn)
-            std::vector<T> inner(static_cast<size_t>(GH), T(0));
-            std::copy(a.b_hh + 2 * H, a.b_hh + 3 * H, inner.begin() + 2 * H);
-            bias_h = rows_in_layout(inner.data(), layout, 1);
+        if (!dropout) {  // b_hn, inside r * (W_hn h + b_hn)
+            const std::vector<T> inner = recurrent_bias(a);
+            if (!inner.empty()) bias_h = rows_in_layout(inner.data(), layout, 1);
         }
         if (cell == GatedCell::gru_reset_before) {
             packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, 1, H}, H, H, threads);
@@ -390,25 +400,31 @@ struct GatedForwardPass : TimeLoopPass {
 }  // namespace
 
 template <class T>
-void gated_forward(const GatedForwardArgs<T>& a) {
+GatedStart<T> start_states(const GatedForwardArgs<T>& a) {
     const index B = a.batch, H = a.hidden_size;
     const index R = a.proj_size > 0 ? a.proj_size : H;
-    std::vector<T> zeros;
-    const T *h0 = a.h0, *c0 = a.c0;
-    if (!h0 || (a.cell == GatedCell::lstm && !c0))
-        zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
-    if (!h0) h0 = zeros.data();
-    if (!c0) c0 = zeros.data();
-    // The final states start as the initial ones: a sequence of length 0 ends before the first
-    // step; the others overwrite their rows when they end.
-    if (B * R > 0) std::memcpy(a.h_n, h0, sizeof(T) * static_cast<size_t>(B * R));
+    GatedStart<T> s;
+    if (!a.h0 || (a.cell == GatedCell::lstm && !a.c0))
+        s.zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
+    s.h0 = a.h0 ? a.h0 : s.zeros.data();
+    s.c0 = a.c0 ? a.c0 : s.zeros.data();
+    if (B * R > 0) std::memcpy(a.h_n, s.h0, sizeof(T) * static_cast<size_t>(B * R));
     if (a.cell == GatedCell::lstm && B * H > 0)
-        std::memcpy(a.c_n, c0, sizeof(T) * static_cast<size_t>(B * H));
+        std::memcpy(a.c_n, s.c0, sizeof(T) * static_cast<size_t>(B * H));
+    return s;
+}
+template GatedStart<float> start_states(const GatedForwardArgs<float>&);
+template GatedStart<double> start_states(const GatedForwardArgs<double>&);
+
+template <class T>
+void gated_forward(const GatedForwardArgs<T>& a) {
+    const GatedStart<T> start = start_states(a);
     if (a.workspace)  // rows past a sequence's end are never read; zeros keep it deterministic
         std::memset(a.workspace, 0,
-                    sizeof(T) * static_cast<size_t>(a.steps * B * workspace_width(a.cell, H)));
-    if (a.steps == 0 || B == 0 || H == 0) return;
-    GatedForwardPass<T> pass(a, h0, c0);
+                    sizeof(T) * static_cast<size_t>(a.steps * a.batch *
+                                                    workspace_width(a.cell, a.hidden_size)));
+    if (a.steps == 0 || a.batch == 0 || a.hidden_size == 0) return;
+    GatedForwardPass<T> pass(a, start.h0, start.c0);
     run_time_loop(pass.shape(), pass);
 }
 

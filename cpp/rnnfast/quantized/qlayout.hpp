@@ -41,6 +41,10 @@ struct PackedMatrix {
     std::vector<std::uint8_t> data;    // prows * pcols values (int8 or bf16 bits), panel layout
     std::vector<float> scale;          // int8: per output row, prows (zeros in the padding)
     std::vector<std::int32_t> colsum;  // int8: 128 * sum_k q[j, k], for the u8 x s8 paths
+    // Gate groups of a gated cell's matrix (G*H rows in PyTorch's gate order as given), whose
+    // rows were packed in GateLayout{H, G, kPanel}'s order (cells/gate_layout.hpp): a panel-
+    // aligned block of 16 units holds every gate of its units. 1: rows as given.
+    int gates = 1;
     // Groups of k holding a value (the SIMD paths' loop count), and bytes of one column panel.
     // Shifts, not divisions: the kernels ask for them once per tile.
     index groups() const { return kind == Kind::int8 ? (cols + 3) >> 2 : (cols + 1) >> 1; }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qlayout.hpp"
+#include "rnnfast/drivers/gated.hpp"
 
 namespace rnnfast::quantized {
 
@@ -48,5 +49,20 @@ struct ForwardArgs {
     float* h_n = nullptr;  // (B, H)
 };
 void rnn_forward(const ForwardArgs& args);
+
+// A gated layer's quantized weights: W_ih (G*H x D) and W_hh packed with gates = G (rows in the
+// gate layout); for the reset_before GRU, W_hh holds the r and z rows (gates = 2) and w_hn the
+// n rows (H x H, gates = 1); the projected LSTM's W_hr (P x H, gates = 1).
+struct GatedWeights {
+    const PackedMatrix* w_ih = nullptr;
+    const PackedMatrix* w_hh = nullptr;
+    const PackedMatrix* w_hn = nullptr;
+    const PackedMatrix* w_hr = nullptr;
+};
+// The gated forward (GRU, LSTM) over a sequence with quantized products: the float driver's
+// arguments (drivers/gated.hpp; its weight pointers unused, b_ih and b_hh float32) without
+// token ids, general masks or dropout, which the callers refuse. The gates, the cell's
+// epilogue and the states are float32, by the float cells' own code (cells/gru.hpp, lstm.hpp).
+void gated_forward(const GatedForwardArgs<float>& args, const GatedWeights& weights);
 
 }  // namespace rnnfast::quantized

@@ -1,5 +1,6 @@
 """Stateless, thread-safe recurrent kernels over one layer and one direction: the Elman cell
-(:mod:`.elman`) and the gated cells, GRU and LSTM (:mod:`.gated`).
+(:mod:`.elman`) and the gated cells, GRU and LSTM (:mod:`.gated`; with quantized weights
+:mod:`.quantized_gated`).
 
 Arrays in, arrays out; nothing is cached, so calls from many threads at once are safe. The
 kernels run in C++ with the GIL released.
@@ -27,6 +28,7 @@ from .gated import (
     lstm_forward,
     lstm_step,
 )
+from .quantized_gated import quantized_gated_forward, quantized_gated_step
 
 __all__ = [
     "PLAIN_FORWARD_OPTIONS",
@@ -47,4 +49,6 @@ __all__ = [
     "lstm_forward",
     "lstm_backward",
     "lstm_step",
+    "quantized_gated_forward",
+    "quantized_gated_step",
 ]

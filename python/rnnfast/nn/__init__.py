@@ -17,6 +17,7 @@ from .linear import Dense, Linear
 from .masking import PaddingWarning
 from .module import Module
 from .quantized import QuantizedDropout, QuantizedEmbedding, QuantizedLinear
+from .quantized_gated import QuantizedGRU, QuantizedLSTM
 from .quantized_rnn import QuantizedRNN
 from .rnn import RNN
 from .seq2seq import Seq2Seq
@@ -39,6 +40,8 @@ __all__ = [
     "QuantizedDropout",
     "QuantizedEmbedding",
     "QuantizedLinear",
+    "QuantizedGRU",
+    "QuantizedLSTM",
     "QuantizedRNN",
     "Seq2Seq",
     "Sequential",

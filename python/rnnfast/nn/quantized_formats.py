@@ -64,9 +64,9 @@ def dequantize_rows(data, scale):
 class QuantizedWeight:
     """One quantized matrix (N, K): its raw arrays (``data`` int8 with ``scale`` float32 (N,), or
     ``data`` uint16 bf16 bits with ``scale`` None), which are what is saved, and the kernels'
-    packed copy (``_core.QuantizedMatrix``: one layout that every quantized path reads), made on
-    first use and again when the raw arrays are loaded anew. The packed copy is never pickled:
-    it is rebuilt from the raw arrays."""
+    packed copies (``_core.QuantizedMatrix``: one layout that every quantized path reads; a gated
+    cell's in its gate layout), made on first use and again when the raw arrays are loaded anew.
+    The packed copies are never pickled: they are rebuilt from the raw arrays."""
 
     def __init__(self, kind, data, scale=None):
         if kind not in MODES:
@@ -95,9 +95,20 @@ class QuantizedWeight:
     @property
     def packed(self):
         """The kernels' copy."""
+        return self.packed_rows(0, self.data.shape[0], 1)
+
+    def packed_rows(self, start, stop, gates):
+        """The kernels' copy of rows [start, stop), packed for a gated cell's ``gates`` gate
+        groups (``functional.quantized_gated``; 1: rows as they are), made once per form."""
         if self._packed is None:
-            self._packed = _core.QuantizedMatrix(self.kind, self.data, self.scale)
-        return self._packed
+            self._packed = {}
+        key = (start, stop, gates)
+        if key not in self._packed:
+            scale = None if self.scale is None else self.scale[start:stop]
+            self._packed[key] = _core.QuantizedMatrix(
+                self.kind, self.data[start:stop], scale, gates
+            )
+        return self._packed[key]
 
     def arrays(self, name):
         """The raw arrays under their state_dict names: ``name`` and ``name + "_scale"``."""
@@ -106,7 +117,7 @@ class QuantizedWeight:
         return {name: self.data, name + "_scale": self.scale}
 
     def set_arrays(self, data, scale):
-        """Load new raw arrays (checked by the caller); the packed copy is made again."""
+        """Load new raw arrays (checked by the caller); the packed copies are made again."""
         self.data[...] = data
         if self.scale is not None:
             self.scale[...] = scale

@@ -1,0 +1,134 @@
+"""The quantized inference copies of the GRU and LSTM layers (``rnnfast.quantize`` makes them):
+the float layer's own code around the arithmetic (stack runner, directions, lengths, dilation,
+API forms, stateful layers, ``step``), with a cell description whose kernels are the quantized
+ones (``functional.quantized_gated``): int8 or bf16 products, the gates and states in float32.
+
+Every configuration of the float layers runs quantized (both GRU forms, relu, hard_sigmoid,
+``proj_size``); nothing falls back to float32.
+"""
+
+from __future__ import annotations
+
+from .. import functional
+from .cells import GRUSpec, LSTMSpec
+from .gated import GRU, LSTM
+from .quantized_rnn import QuantizedRecurrent
+
+__all__ = ["QuantizedGRU", "QuantizedLSTM"]
+
+
+class _QuantizedGatedSpec:
+    """The quantized kernels of a gated cell description (a mixin before GRUSpec / LSTMSpec):
+    the layer's packed weights (``QuantizedGatedLayer.kernel_weights``) in place of its float
+    parameters, in the forward over a sequence and in the step."""
+
+    def _weights(self, layer, idx):
+        w = layer.kernel_weights(idx)
+        return w["weight_ih"], w["weight_hh"], w["bias_ih"], w["bias_hh"]
+
+    def _quantized_call(self, layer, idx, options):
+        """The keyword arguments of the quantized kernels besides the sequence and states."""
+        w = layer.kernel_weights(idx)
+        cell = "lstm" if self.num_states == 2 else "gru"
+        if cell == "gru" and not options.get("reset_after", True):
+            cell = "gru_reset_before"
+        return cell, {
+            "weight_hn": w["weight_hn"],
+            "weight_hr": w["weight_hr"],
+            "activation": options["activation"],
+            "recurrent_activation": options["recurrent_activation"],
+        }
+
+    def _forward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
+    ):
+        # no masks reach here: the layer's _mask_arg refuses step masks, an inference copy
+        # draws no dropout masks, and its forward embeds token ids first
+        cell, kwargs = self._quantized_call(layer, idx, run.cell_options)
+        h, c = (self._states(layer, h0) + (None,))[:2]
+        return functional.quantized_gated_forward(
+            cell, x, w_ih, w_hh, b_ih, b_hh, h, c, lengths, **kwargs
+        )
+
+    def step_states(self, layer, run_options, k, x_t, states):
+        cell, kwargs = self._quantized_call(layer, k, run_options)
+        c = states[1] if len(states) > 1 else None
+        new = functional.quantized_gated_step(
+            cell, x_t, states[0], c, *self._weights(layer, k), **kwargs
+        )
+        return new if isinstance(new, tuple) else (new,)
+
+
+class _QuantizedGRUSpec(_QuantizedGatedSpec, GRUSpec):
+    pass
+
+
+class _QuantizedLSTMSpec(_QuantizedGatedSpec, LSTMSpec):
+    pass
+
+
+QUANTIZED_GRU_SPEC = _QuantizedGRUSpec()
+QUANTIZED_LSTM_SPEC = _QuantizedLSTMSpec()
+
+
+class QuantizedGatedLayer(QuantizedRecurrent):
+    """What the quantized GRU and LSTM share: W_ih, W_hh (and the LSTM's W_hr) as bf16 or int8
+    with per output row scales; the biases float32, kept as their sum ``b_ih + b_hh`` wherever
+    the cell only adds the sum (the LSTM, the GRU with ``reset_after=False``), both where the
+    reset gate scales ``b_hn`` (PyTorch's GRU)."""
+
+    def _quantize_parameters(self, layer):
+        self._state = self._zero_state = None
+        self._kernel_names = []  # per (layer, direction): {kind: stored name}
+        both_biases = getattr(layer, "reset_after", False)
+        for n_ih, n_hh, n_bi, n_bh in layer._names:
+            names = {"weight_ih": n_ih, "weight_hh": n_hh, "weight_hr": None}
+            self._add_weight(n_ih, layer._params[n_ih])
+            self._add_weight(n_hh, layer._params[n_hh])
+            if getattr(layer, "proj_size", 0):
+                names["weight_hr"] = n_ih.replace("weight_ih", "weight_hr", 1)
+                self._add_weight(names["weight_hr"], layer._params[names["weight_hr"]])
+            if n_bi is None:
+                names["bias_ih"] = names["bias_hh"] = None
+            elif both_biases:
+                self._floats[n_bi] = layer._params[n_bi].copy()
+                self._floats[n_bh] = layer._params[n_bh].copy()
+                names["bias_ih"], names["bias_hh"] = n_bi, n_bh
+            else:  # the sum goes in as b_ih (b_hh None): the kernels add both the same way
+                names["bias_ih"], names["bias_hh"] = self._add_bias_sum(layer, n_bi, n_bh), None
+            self._kernel_names.append(names)
+
+    def kernel_weights(self, idx):
+        """The quantized kernels' weights of (layer, direction) ``idx``: packed matrices in the
+        gate layout, the float32 biases (``functional.quantized_gated_forward``'s arguments)."""
+        names = self._kernel_names[idx]
+        G, H = self.cell.num_gates, self._hidden_size
+        w_hh = self._weights[names["weight_hh"]]
+        split = not getattr(self, "reset_after", True)  # W_hn reads r * h: packed apart
+        b_ih, b_hh = names["bias_ih"], names["bias_hh"]
+        return {
+            "weight_ih": self._weights[names["weight_ih"]].packed_rows(0, G * H, G),
+            "weight_hh": w_hh.packed_rows(0, (G - 1 if split else G) * H, G - 1 if split else G),
+            "weight_hn": w_hh.packed_rows(2 * H, 3 * H, 1) if split else None,
+            "weight_hr": None if names["weight_hr"] is None else self._weights[
+                names["weight_hr"]].packed,
+            "bias_ih": None if b_ih is None else self._floats[b_ih],
+            "bias_hh": None if b_hh is None else self._floats[b_hh],
+        }  # fmt: skip
+
+
+class QuantizedGRU(QuantizedGatedLayer, GRU):
+    """A GRU (either form) whose weights are bf16 or int8; input, states and outputs float32.
+    Everything a float GRU does in eval mode, but Keras's general step masks; no training."""
+
+    float_class = GRU
+    cell = QUANTIZED_GRU_SPEC
+
+
+class QuantizedLSTM(QuantizedGatedLayer, LSTM):
+    """An LSTM (with ``proj_size`` too) whose weights are bf16 or int8; input, states and
+    outputs float32. Everything a float LSTM does in eval mode, but Keras's general step
+    masks; no training."""
+
+    float_class = LSTM
+    cell = QUANTIZED_LSTM_SPEC
