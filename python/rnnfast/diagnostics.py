@@ -196,6 +196,12 @@ def _check_rnn(rnn):
         )
     if getattr(rnn, "go_backwards", False):
         raise ValueError("rnn: go_backwards is not handled; reverse x yourself instead")
+    for option in ("input_to_all", "all_to_output"):
+        if getattr(rnn, option, False):
+            raise ValueError(
+                f"rnn: {option}=True (dense skips) is not handled; the diagnostics follow a "
+                "stack whose layers each read only the one below"
+            )
     if not hasattr(rnn, "num_layers") or not hasattr(rnn, "hidden_size"):
         raise TypeError(
             f"rnn: expected a recurrent layer (rnnfast.RNN, GRU or LSTM), got {type(rnn).__name__}"

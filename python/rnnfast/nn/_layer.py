@@ -171,8 +171,8 @@ class Layer(ParameterOwner):
         found = [c for c in cls.__subclasses__() if c.__dict__.get("float_class") is cls]
         if not found:
             raise ValueError(
-                f"{where}: a {cls.__name__} cannot be quantized; rnnfast.quantize takes RNN, "
-                "Linear/Dense, Embedding, Dropout, Sequential, rnnfast.Module subclasses and "
+                f"{where}: a {cls.__name__} cannot be quantized; rnnfast.quantize takes RNN, GRU, "
+                "LSTM, Linear/Dense, Embedding, Dropout, Sequential, rnnfast.Module subclasses and "
                 "Seq2Seq (with their exact classes: a subclass of a layer may compute what the "
                 "quantized kernels do not)"
             )

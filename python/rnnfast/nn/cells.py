@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import functional
+from .. import _core, functional
 
 __all__ = ["ELMAN", "GRU_SPEC", "LSTM_SPEC", "CellSpec", "ElmanSpec", "GRUSpec", "LSTMSpec"]
 
@@ -106,6 +106,8 @@ class CellSpec:
         names, shapes = [], {}
         for k in range(layer.num_layers):
             width = layer.input_size if k == 0 else self.output_width(layer) * dirs
+            if k > 0 and getattr(layer, "input_to_all", False):
+                width += layer.input_size  # the stack's input beside the layer below's output
             for d in range(dirs):
                 sfx = f"_l{k}" + ("_reverse" if d else "")
                 kinds = self.parameter_shapes(layer, width)
@@ -226,6 +228,19 @@ class _GatedSpec(CellSpec):
     def _projection(self, layer, idx):
         return None
 
+    def fast_step(self, layer, x_t, states):
+        """step()'s hot path (``nn.gated``): layer 0's step straight on the step kernel, from
+        its states as the kernels take them, on the live parameters: the new states, in the
+        same form. The kernel checks every argument; its TypeError or ValueError sends the
+        caller to the general path, which names the problem."""
+        p, (n_ih, n_hh, n_bi, n_bh) = layer._params, layer._names[0]
+        new = _core.gated_step(
+            self._kernel_cell(layer), x_t, states[0], states[1] if len(states) > 1 else None,
+            p[n_ih], p[n_hh], p[n_bi] if n_bi else None, p[n_bh] if n_bh else None,
+            self._projection(layer, 0), layer._activation, layer._recurrent_activation,
+        )  # fmt: skip
+        return new if type(new) is tuple else (new,)
+
     def _cell_options(self, run):
         """The forward's keyword options (``run.cell_options``: read from the layer when the
         forward ran, so that its backward is told the same)."""
@@ -344,6 +359,9 @@ class GRUSpec(_GatedSpec):
             return n
         return n + (sum(biases) if layer.reset_after else biases[0])
 
+    def _kernel_cell(self, layer):
+        return "gru" if layer._reset_after else "gru_reset_before"
+
     def _joined(self, out):
         return out.h_n
 
@@ -413,6 +431,9 @@ class LSTMSpec(_GatedSpec):
         if not layer.proj_size:
             return {}
         return {layer._names[idx][0].replace("weight_ih", "weight_hr", 1): g.dweight_hr}
+
+    def _kernel_cell(self, layer):
+        return "lstm"
 
     def _split(self, layer, s):
         if s is None:

@@ -124,6 +124,7 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         "recurrent_activation",
         "residual",
         "merge_mode",
+        "all_to_output",
         "go_backwards",
         "return_sequences",
         "return_state",
@@ -159,6 +160,7 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         # here to change
         self.batch_first = a["batch_first"]
         self._dropout = self._checked_dropout(a["dropout"])
+        self._input_to_all = self._checked_input_to_all(a["input_to_all"])
         for name in self._set_options:
             setattr(self, name, a[name])
         self._init_parameters(np.random.default_rng(a["seed"]))
@@ -174,9 +176,10 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         x_t (B, input_size); the state as a forward's h0 with num_layers rows: the GRU's h
         (num_layers, B, H), the LSTM's ``(h, c)`` ((num_layers, B, R), (num_layers, B, H));
         None for zeros or a stateful layer's carried state. out_t (B, R) is the last layer's
-        output (plus its input with ``residual``). Unbatched, as torch: x_t (input_size,) with
-        states without the batch axis. No dropout, nothing kept for backward; unidirectional
-        layers only. A stateful layer carries state_next to its next call.
+        output (plus its input with ``residual``; every layer's with ``all_to_output``).
+        Unbatched, as torch: x_t (input_size,) with states without the batch axis. No
+        dropout, nothing kept for backward; unidirectional layers only. A stateful layer
+        carries state_next to its next call.
 
         A dilated layer (``dilation``) reads h_{t-d}: its state is the ring form, one ring
         (d_k, B, ·) per layer (``ring[-1]`` the newest; the GRU's a list of them, the LSTM's the
@@ -228,9 +231,10 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
     def _step_fast(self, x_t, state):
         """step()'s streaming hot path: one undilated layer, x_t a (B, input_size) array of
         the layer's dtype, the state None (zeros, or a stateful layer's carry) or in the API's
-        form and dtype. One kernel call on the states as they are (the kernel checks every
-        shape), none of the general path's joins. None where it does not apply: the general
-        path then runs, and raises what it must."""
+        form and dtype. One kernel call on the states as they are (the cell's ``fast_step``:
+        the kernel checks every shape), none of the general path's joins. None where it does
+        not apply or the kernel refuses its arguments: the general path then runs, and raises
+        the precise error."""
         if (
             self._num_layers != 1
             or self._dilations != (1,)
@@ -242,11 +246,19 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         states = self._fast_states(state, x_t.shape[0])
         if states is None:
             return None
-        new = self.cell.step_states(self, self._cell_options(), 0, x_t, states)
+        try:
+            new = self.cell.fast_step(self, x_t, states)
+        except (TypeError, ValueError):
+            return None
+        if len(new) == 1:
+            h = new[0]
+            if self._stateful:
+                self._state = h[None]
+            return h, h[None]
+        h, c = new
         if self._stateful:
-            self._state = (new[0] if len(new) == 1 else np.concatenate(new, axis=-1))[None]
-        following = tuple(s[None] for s in new)
-        return new[0], following[0] if len(new) == 1 else following
+            self._state = np.concatenate(new, axis=-1)[None]
+        return h, (h[None], c[None])
 
     def _fast_states(self, state, batch):
         """The step's states as its kernel takes them (the tuple of (B, ·) arrays), or None
@@ -263,15 +275,18 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
             parts = self.cell.split_state(self, joined[0])
             parts = (parts,) if self.cell.num_states == 1 else parts
             return tuple(np.ascontiguousarray(p) for p in parts)
-        parts = (state,) if self.cell.num_states == 1 else state
-        if type(parts) is not tuple or len(parts) != self.cell.num_states:
+        if self.cell.num_states == 1:
+            parts = (state,)
+        elif type(state) is tuple and len(state) == 2:
+            parts = state
+        else:
             return None
         for p in parts:
             if type(p) is not np.ndarray or p.dtype is not self._dtype or p.ndim != 3:
                 return None
             if p.shape[0] != 1 or p.shape[1] != batch or not p.flags.c_contiguous:
                 return None
-        return tuple(p[0] for p in parts)
+        return (parts[0][0],) if len(parts) == 1 else (parts[0][0], parts[1][0])
 
     def _step_layers(self, x_t, previous):
         """One step of every layer on the cell's step kernel (``nn.cells``), layer k from its
@@ -279,13 +294,16 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         dilated layer): ``(out_t (B, R), [the new state (B, S) of each layer])``."""
         options = self._cell_options()
         R = self.cell.output_width(self)
-        inp, states = x_t, []
+        inp, states, outputs = x_t, [], []
         for k in range(self._num_layers):
+            if self._input_to_all and k > 0:
+                inp = np.concatenate([x_t, inp], axis=1)
             s_k = self.cell.step(self, options, k, inp, previous[k])
             states.append(s_k)
             h_k = s_k[:, :R]
             inp = h_k + inp if (self._residual and k > 0) else h_k
-        return inp, states
+            outputs.append(inp)
+        return self._stack_step_output(inp, outputs), states
 
     def _cell_options(self):
         """The cell kernels' keyword options (GRU adds ``reset_after``)."""
@@ -440,6 +458,10 @@ class GRU(_GatedLayer):
         them). Its state (``h0``, ``step``'s, a stateful layer's carry) may be one ring
         (d_k, B, H) per layer and direction, a list: ``ring[j]`` is the state chain j starts
         from (``ring[-1]`` the newest); backward's dh0 is then such a list too.
+    input_to_all, all_to_output : bool
+        Dense skips, as :class:`rnnfast.RNN`: every layer k > 0 also reads the stack's input
+        (``weight_ih_l{k}`` (G*H, input_size + R*dirs)); the output is every layer's output
+        concatenated (num_layers * R * dirs wide).
     alpha
         The Elman layer's leaky units: only 1.0 (which changes nothing) is accepted; anything
         else is a ValueError naming the option.
@@ -481,6 +503,8 @@ class GRU(_GatedLayer):
         zero_output_for_mask=None,
         alpha=1.0,
         dilation=1,
+        input_to_all=False,
+        all_to_output=False,
         unroll=False,
         use_cudnn="auto",
         implementation=2,
@@ -568,6 +592,8 @@ class LSTM(_GatedLayer):
         zero_output_for_mask=None,
         alpha=1.0,
         dilation=1,
+        input_to_all=False,
+        all_to_output=False,
         unroll=False,
         use_cudnn="auto",
         implementation=2,

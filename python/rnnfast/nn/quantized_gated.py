@@ -58,6 +58,9 @@ class _QuantizedGatedSpec:
         )
         return new if isinstance(new, tuple) else (new,)
 
+    def fast_step(self, layer, x_t, states):
+        return self.step_states(layer, layer._cell_options(), 0, x_t, states)
+
 
 class _QuantizedGRUSpec(_QuantizedGatedSpec, GRUSpec):
     pass

@@ -150,6 +150,12 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         lengths, step_mask = self._mask_arg(lengths, mask, steps, batch, o)
         h0, h0_user = self._initial_state(h0, batch, unbatched)
         training = self.training
+        if table is not None and self._input_to_all:
+            raise ValueError(
+                "embedding: input_to_all feeds the embedded sequence to every layer, and token "
+                "input never builds it; call layer(embedding(ids)) instead (Sequential does so "
+                "for such a layer)"
+            )
         if table is not None and training and self.input_dropout > 0.0:
             raise ValueError(
                 "embedding: input_dropout drops units of the embedded sequence, which token "
@@ -172,6 +178,8 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             self._dilations,
             rings=self.stateful and self._is_dilated(),
             cell_options=o.cell_options,
+            input_to_all=self._input_to_all,
+            all_to_output=o.all_to_output,
         )
         out, h_n, stack_cache, rings = stack_forward(self, x, h0, run)
         h_n = reorder.unsort(h_n, 1)
@@ -496,6 +504,8 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             and embedding.embedding_dim == self.input_size
             and embedding.dtype == self.dtype
             and embedding.training == self.training
+            # every layer of an input_to_all stack reads the embedded sequence itself
+            and not self._input_to_all
             # input dropout acts on the embedded sequence, which token input never builds
             and not (self.training and self.input_dropout > 0.0)
         )
@@ -503,10 +513,17 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     # ---- configuration and interop ---------------------------------------------------------------
 
     def _onnx_step_checks(self, who):
-        """ONNX export, every cell: ValueError for a dilated layer (the ONNX op steps through
+        """ONNX export, every cell: ValueError for dense skips (``input_to_all``,
+        ``all_to_output``: not written), a dilated layer (the ONNX op steps through
         every time step) and for dropout masks in training mode (the inference graph draws
         none)."""
         op = self.cell.onnx_op
+        for option in ("input_to_all", "all_to_output"):
+            if getattr(self, option):
+                raise ValueError(
+                    f"{who}: {option}=True (dense skips): the exporter writes a stack of ONNX "
+                    f"{op} nodes each reading the one below; export a layer without {option}"
+                )
         if self._is_dilated():
             raise ValueError(
                 f"{who}: dilation={self.dilation}: the ONNX {op} op steps through every time "
@@ -547,6 +564,8 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             "recurrent_dropout": self.recurrent_dropout,
             "zero_output_for_mask": self.zero_output_for_mask,
             "dilation": self.dilation,
+            "input_to_all": self.input_to_all,
+            "all_to_output": self.all_to_output,
         }
 
     @classmethod
@@ -632,6 +651,17 @@ class RNN(RecurrentLayer):
         (``h0``, ``step``'s ``h``, a stateful layer's carry) may be one ring per layer and
         direction: ``ring[j]`` (B, H) is h_{j-d}, the state chain j starts from (``ring[-1]``
         the newest); a plain (layers*dirs, B, H) h0 starts every chain from it.
+    input_to_all : bool
+        Dense skips from the input: every layer k > 0 reads the stack's input concatenated
+        with the output of the layer below, ``[x_t, y^(k-1)_t]`` (``weight_ih_l{k}`` is then
+        (H, input_size + H*dirs)), as the lecture notes' "feeding x^(t) directly to
+        h_2^(t)". Fixed at construction; needs num_layers >= 2; not with ``residual``.
+    all_to_output : bool
+        Dense skips to the output: the output sequence is every layer's output concatenated
+        on the feature axis, layer 0 first, each with its directions (num_layers * H * dirs
+        wide; the notes' "connecting h_1^(t) directly to output y^(t)"). Between-layer
+        ``dropout`` acts on what the next layer reads, not on these outputs. Needs
+        num_layers >= 2 and merge_mode "concat".
 
     Every flag must be a bool (or ``np.bool_``): anything else is a TypeError, as torch's.
     The options may be assigned later and are checked as here; input_size, hidden_size,
@@ -669,14 +699,18 @@ class RNN(RecurrentLayer):
         recurrent_dropout=0.0,
         zero_output_for_mask=None,
         dilation=1,
+        input_to_all=False,
+        all_to_output=False,
     ):
         self._init_fixed(input_size, hidden_size, num_layers, bias, bidirectional, dtype, seed)
+        self._input_to_all = self._checked_input_to_all(input_to_all)
         # The options below go through their setters: the same checks now and on assignment.
         self.nonlinearity = nonlinearity
         self.batch_first = batch_first
         self._dropout = self._checked_dropout(dropout)
         self.residual = residual
         self.merge_mode = merge_mode
+        self.all_to_output = all_to_output
         self.go_backwards = go_backwards
         self.return_sequences = return_sequences
         self.return_state = return_state

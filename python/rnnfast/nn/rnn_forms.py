@@ -63,19 +63,28 @@ class RNNForms:
         """Keras's last output of each direction (B, dirs*H): the forward direction at each
         sequence's own last step, the reverse direction at its first (where it ends); zeros
         for an empty sequence."""
-        H = self.cell.output_width(self)
         steps, batch = out.shape[0], out.shape[1]
         if steps == 0:  # every sequence is empty
             return np.zeros((batch, out.shape[2]), dtype=self.dtype)
+        fwd, rev = self._direction_columns(out.shape[2])
         if lengths is None:
-            fwd = out[steps - 1, :, :H]
-            rev = out[0, :, H:] if self.bidirectional else None
+            res = out[steps - 1].copy()
         else:
             ran = (lengths > 0)[:, None]
-            fwd = np.where(ran, out[np.maximum(lengths - 1, 0), np.arange(batch), :H], 0)
-            rev = np.where(ran, out[0, :, H:], 0) if self.bidirectional else None
-        res = fwd if rev is None else np.concatenate([fwd, rev], axis=1)
+            res = np.where(ran, out[np.maximum(lengths - 1, 0), np.arange(batch)], 0)
+        if rev is not None:
+            res[:, rev] = out[0][:, rev] if lengths is None else np.where(ran, out[0][:, rev], 0)
         return np.ascontiguousarray(res, dtype=self.dtype)
+
+    def _direction_columns(self, width):
+        """``(forward, reverse)`` column indices of an output ``width`` wide: blocks of R
+        columns, one per direction of each layer it holds (the last layer's, or every layer's
+        with ``all_to_output``), the reverse ones odd; reverse None when unidirectional."""
+        if not self.bidirectional:
+            return slice(None), None
+        R = self.cell.output_width(self)
+        block = (np.arange(width) // R) % 2
+        return np.flatnonzero(block == 0), np.flatnonzero(block == 1)
 
     def _merge(self, o, merge_mode):
         """The two directions of the last layer (..., 2H) merged as ``merge_mode`` says;
@@ -118,9 +127,10 @@ class RNNForms:
         d_last = reorder.sort(self._unmerge(d_output, merge_src, o.merge_mode), 0)
         if steps == 0:
             return None, dh_n  # every sequence is empty: its (zero) last output depends on nothing
-        if (o.residual and self.num_layers > 1) or run.step_mask is not None:
+        if (o.residual and self.num_layers > 1) or run.step_mask is not None or o.all_to_output:
             # the last output is the output sequence's last step (with a mask it can differ
-            # from h_n: zeros for a sequence without a kept step)
+            # from h_n: zeros for a sequence without a kept step; with all_to_output it
+            # holds every layer's)
             return self._last_gradient_sequence(d_last, run.lengths, steps, batch), dh_n
         # Each direction's last output is its state at the sequence's end, h_n: the gradient
         # enters there, and no (T, B, H) gradient of zeros is built.
@@ -187,13 +197,17 @@ class RNNForms:
     def _last_gradient_sequence(self, d_last, lengths, steps, batch):
         """The gradient of Keras's last output (B, dirs*H) as one of the whole output sequence
         (T, B, dirs*H): zero but at each sequence's last step (the reverse direction: its first)."""
-        H = self.cell.output_width(self)
         d_out = np.zeros((steps, batch, d_last.shape[1]), dtype=self.dtype)
+        fwd, rev = self._direction_columns(d_last.shape[1])
         ran = np.arange(batch) if lengths is None else np.nonzero(lengths > 0)[0]
         ends = steps - 1 if lengths is None else lengths[ran] - 1
-        d_out[ends, ran, :H] = d_last[ran, :H]
-        if self.bidirectional:
-            d_out[0, ran, H:] = d_last[ran, H:]
+        if rev is None:
+            d_out[ends, ran] = d_last[ran]
+        else:
+            d_out[ends[:, None] if lengths is not None else ends, ran[:, None], fwd] = d_last[
+                np.ix_(ran, fwd)
+            ]
+            d_out[0, ran[:, None], rev] = d_last[np.ix_(ran, rev)]
         return d_out
 
     def _add_last_gradient_to_state(self, d_last, lengths, dh_n, batch):

@@ -42,6 +42,7 @@ class _Options(NamedTuple):
     return_state: bool | None
     zero_output_for_mask: bool | None
     cell_options: dict | None = None
+    all_to_output: bool = False
 
 
 def _read_only(name, why):
@@ -94,6 +95,28 @@ class RNNOptions(RecurrentOptions):
     bias = _read_only("bias", "the bias parameters exist or not")
     dtype = _read_only("dtype", "the parameters are stored in it")
     seed = _read_only("seed", "it drew the initial parameters")
+    input_to_all = _read_only("input_to_all", "the input width of the layers k > 0 depends on it")
+
+    # class defaults: layers pickled (or copied) before the dense skips existed read False
+    _input_to_all = False
+    _all_to_output = False
+
+    def _checked_input_to_all(self, value):
+        """The constructor's ``input_to_all`` checked (fixed afterwards: it shapes
+        ``weight_ih_l{k}`` of the layers k > 0)."""
+        value = check_bool("input_to_all", value)
+        if value and self.num_layers < 2:
+            raise ValueError(
+                "input_to_all: feeds the stack's input to the layers k > 0 of a stack; "
+                f"num_layers={self.num_layers} has none (use num_layers >= 2)"
+            )
+        if value and getattr(self, "_residual", False):
+            raise ValueError(
+                "input_to_all=True with residual=True: a residual connection adds a layer's "
+                "input to its output, and with input_to_all the input of a layer k > 0 is "
+                "wider (input_size + H*dirs) than its output; choose one of them"
+            )
+        return value
 
     @property
     def dropout(self):
@@ -131,7 +154,35 @@ class RNNOptions(RecurrentOptions):
                 "residual: skip connections join the layers k > 0 of a stack to their inputs; "
                 f"num_layers={self.num_layers} has none (use num_layers >= 2)"
             )
+        if value and self._input_to_all:
+            raise ValueError(
+                "residual=True with input_to_all=True: with input_to_all the input of a layer "
+                "k > 0 (input_size + H*dirs wide) cannot be added to its output (H*dirs); "
+                "build the layer without one of them"
+            )
         self._residual = value
+
+    @property
+    def all_to_output(self):
+        """Dense skips to the output: the stack's output is every layer's output sequence
+        concatenated on the feature axis, layer 0 first (num_layers * dirs * R wide)."""
+        return self._all_to_output
+
+    @all_to_output.setter
+    def all_to_output(self, value):
+        value = check_bool("all_to_output", value)
+        if value and self.num_layers < 2:
+            raise ValueError(
+                "all_to_output: concatenates every layer's output of a stack; "
+                f"num_layers={self.num_layers} has only one (use num_layers >= 2)"
+            )
+        if value and getattr(self, "_merge_mode", "concat") != "concat":
+            raise ValueError(
+                f"all_to_output=True with merge_mode={self._merge_mode!r}: the merge modes "
+                "combine the last layer's two directions, and all_to_output returns every "
+                "layer's directions concatenated; use merge_mode='concat'"
+            )
+        self._all_to_output = value
 
     @property
     def merge_mode(self):
@@ -146,6 +197,11 @@ class RNNOptions(RecurrentOptions):
         if value != "concat" and not self.bidirectional:
             raise ValueError(
                 f"merge_mode={value!r}: merges the two directions, needs bidirectional=True"
+            )
+        if value != "concat" and self._all_to_output:
+            raise ValueError(
+                f"merge_mode={value!r} with all_to_output=True: the output is every layer's "
+                "directions concatenated; only merge_mode='concat' applies"
             )
         self._merge_mode = value
 
@@ -284,6 +340,7 @@ class RNNOptions(RecurrentOptions):
             self.return_state,
             self.zero_output_for_mask,
             self._cell_options(),
+            self._all_to_output,
         )
 
     def _cell_options(self):
@@ -298,9 +355,10 @@ class RNNOptions(RecurrentOptions):
     @property
     def output_size(self):
         """Width of the output sequence: R (H, or an LSTM's proj_size), or 2R for
-        concatenated directions."""
+        concatenated directions; num_layers times that with ``all_to_output``."""
         concat = self.bidirectional and self.merge_mode == "concat"
-        return self.cell.output_width(self) * (2 if concat else 1)
+        layers = self.num_layers if self._all_to_output else 1
+        return self.cell.output_width(self) * (2 if concat else 1) * layers
 
     @property
     def state(self):

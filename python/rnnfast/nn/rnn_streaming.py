@@ -22,7 +22,7 @@ class RNNStreaming:
 
         x_t (B, input_size); h and h_next (num_layers, B, H) (zeros, or a stateful layer's
         carried state, when h is None); out_t (B, H) is the last layer's output (plus its input
-        with ``residual``). Unbatched, as torch: x_t (input_size,) with h (num_layers, H) gives
+        with ``residual``; every layer's, (B, num_layers*H), with ``all_to_output``). Unbatched, as torch: x_t (input_size,) with h (num_layers, H) gives
         out_t (H,) and h_next (num_layers, H) (a stateful layer carries it as a batch of one).
         No dropout, nothing kept for backward; unidirectional layers only.
         A stateful layer carries h_next to its next call. The parameters are read live, with
@@ -104,16 +104,24 @@ class RNNStreaming:
         its recurrence reads: h_{t-d} of a dilated layer): ``(out_t, [h_t of each layer])``.
         The Elman cell's, on ``_step_kernel`` (which rnnfast.quantize's copies replace); the
         gated layers' runs their cell's step (``nn.gated``)."""
-        states = []
+        states, outputs = [], []
         inp = x_t
         step, weights = self._step_kernel, self._step_weights
         for layer in range(self._num_layers):
+            if self._input_to_all and layer > 0:
+                inp = np.concatenate([x_t, inp], axis=1)
             h_l = step(
                 inp, previous[layer], *weights(layer), self._nonlinearity, self._alphas[layer]
             )
             states.append(h_l)
             inp = h_l + inp if (self._residual and layer > 0) else h_l
-        return inp, states
+            outputs.append(inp)
+        return self._stack_step_output(inp, outputs), states
+
+    def _stack_step_output(self, top, outputs):
+        """A step's output: the top layer's, or with ``all_to_output`` every layer's (B, R)
+        concatenated, layer 0 first."""
+        return np.concatenate(outputs, axis=1) if self._all_to_output else top
 
     def _step_dilated(self, x_t, h, unbatched, name="h"):
         """step() of a dilated layer, for every cell: each layer steps from the oldest state

@@ -58,6 +58,8 @@ def summary_text(layer):
         count = sum(_keras_count(layer, g) for (i, _), g in groups.items() if i == k)
         keras_total += count
         width = H * dirs if (k < last or merge_mode == "concat") else H
+        if k == last and getattr(layer, "all_to_output", False):
+            width *= layer.num_layers  # every layer's output, concatenated
         if k == last and not return_sequences:
             shape = f"(B, {width})"
         else:
@@ -73,6 +75,11 @@ def summary_text(layer):
             )
             if getattr(layer, ours, 0.0)
         )
+        # dense skips: what a layer reads or returns beyond the plain stack's
+        if k > 0 and getattr(layer, "input_to_all", False):
+            drops += ", input_to_all"
+        if k == last and getattr(layer, "all_to_output", False):
+            drops += ", all_to_output"
         name = cell.torch_name.lower()
         rows.append((f"{name}_l{k} ({kind}{drops})", shape, f"{count:,}"))
     other_total = sum(p.size for p in others.values())

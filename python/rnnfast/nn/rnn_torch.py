@@ -95,6 +95,10 @@ def _torch_incompatibilities(layer):
         problems.append("go_backwards=True")
     if getattr(layer, "residual", False):
         problems.append("residual=True")
+    if getattr(layer, "input_to_all", False):
+        problems.append("input_to_all=True (every layer k > 0 reading the stack's input)")
+    if getattr(layer, "all_to_output", False):
+        problems.append("all_to_output=True (every layer's output concatenated)")
     alpha = getattr(layer, "alpha", 1.0)
     if any(float(a) != 1.0 for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha])):
         problems.append(f"alpha={alpha} (leaky units)")
@@ -124,7 +128,8 @@ def to_torch(layer):
     ------
     ValueError
         The layer uses an option torch.nn.RNN does not have (go_backwards, residual
-        connections, leaky units alpha < 1, a merge mode other than "concat").
+        connections, dense skips input_to_all / all_to_output, leaky units alpha < 1, a
+        merge mode other than "concat").
     """
     import torch
 

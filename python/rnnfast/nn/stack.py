@@ -1,7 +1,7 @@
 """The stack runner of the RNN layer: layers x directions over the whole sequence, in the
 order the kernels want it (time-major, the batch sorted longest first, each reverse direction
 reversed within its lengths), with what sits between the layers (residual connections,
-dropout) and inside them (input and recurrent dropout masks, Keras's step masks), forward and
+dense skips, dropout) and inside them (input and recurrent dropout masks, Keras's step masks), forward and
 backward. The layer (``nn.rnn`` / ``rnnfast.RNN``) owns the API forms around it: PyTorch's and
 Keras's returns, merge modes, batch_first, go_backwards, stateful layers and ``step``.
 
@@ -85,7 +85,9 @@ class Run(NamedTuple):
     also return each (layer, direction)'s last d states (nn.dilation), what a stateful
     dilated layer carries to its next call. cell_options: the keyword options of a gated
     cell's kernels as the forward read them (``nn.cells``), None for the Elman cell (which
-    reads nonlinearity and alphas)."""
+    reads nonlinearity and alphas). input_to_all: every layer k > 0 reads [x, the layer
+    below's output] (dense skips from the input). all_to_output: the stack's output is every
+    layer's output concatenated, layer 0 first (dense skips to the output)."""
 
     nonlinearity: str
     alphas: list
@@ -98,6 +100,8 @@ class Run(NamedTuple):
     dilations: tuple = ()
     rings: bool = False
     cell_options: object = None
+    input_to_all: bool = False
+    all_to_output: bool = False
 
 
 class StackCache(NamedTuple):
@@ -162,8 +166,10 @@ def stack_forward(layer, x, h0, run):
     drop = run.training and layer.dropout > 0.0 and layer.num_layers > 1
     h_n = np.empty((layer.num_layers * dirs, batch, S), dtype=layer.dtype)
     caches, rings = [], [] if run.rings else None
-    inp = x
+    inp, layer_outputs = x, []
     for k in range(layer.num_layers):
+        if run.input_to_all and k > 0:  # the stack's input beside the layer below's output
+            inp = np.concatenate([x, inp], axis=2)
         runs, outs = [], []
         for d in range(dirs):
             idx = k * dirs + d
@@ -184,12 +190,16 @@ def stack_forward(layer, x, h0, run):
         out = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
         if run.residual and k > 0:
             out = out + inp
+        if run.all_to_output:
+            layer_outputs.append(out)  # before the dropout, which acts on the next layer's input
         keep = None
         if drop and k < layer.num_layers - 1:
             keep = dropout_mask(layer._dropout_rng, out.shape, layer.dropout, layer.dtype)
             out = out * keep
         caches.append((runs, keep))
         inp = out
+    if run.all_to_output:
+        inp = np.concatenate(layer_outputs, axis=2)
     return inp, h_n, (StackCache(caches) if run.training else None), rings
 
 
@@ -205,10 +215,18 @@ def stack_backward(layer, cache, run, d_out, dh_n, input_gradient=True):
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
     grads = {}
     dh0 = [None] * (layer.num_layers * dirs)
+    # dense skips: the gradient of the stack's output is one block per layer's output, and
+    # that of its input gathers the layers' gradients of the x they read
+    d_blocks = _layer_blocks(d_out, layer.num_layers) if run.all_to_output else None
+    d_out = None if run.all_to_output else d_out
+    d_stack_input = None
+    D = layer.input_size
     for k in reversed(range(layer.num_layers)):
         runs, keep = cache.layers[k]
         if keep is not None and d_out is not None:
             d_out = d_out * keep
+        if d_blocks is not None and d_blocks[k] is not None:
+            d_out = d_blocks[k] if d_out is None else d_out + d_blocks[k]
         d_in = d_out.copy() if (run.residual and k > 0 and d_out is not None) else None
         for d in range(dirs):
             idx = k * dirs + d
@@ -229,9 +247,23 @@ def stack_backward(layer, cache, run, d_out, dh_n, input_gradient=True):
             # with token input, dx is the table's gradient: no time or batch order in it
             dx = rev(dx) if d and not tokens else dx
             d_in = dx if d_in is None else d_in + dx
+        if run.input_to_all and k > 0 and d_in is not None:
+            d_x = d_in[..., :D]
+            d_stack_input = d_x if d_stack_input is None else d_stack_input + d_x
+            d_in = np.ascontiguousarray(d_in[..., D:])
         d_out = d_in
+    if d_stack_input is not None and d_out is not None:  # None: input_gradient=False
+        d_out = d_out + d_stack_input
     per_chain = any(runs[d][0].per_chain for runs, _ in cache.layers for d in range(dirs))
     return d_out, (dh0 if per_chain else np.stack(dh0)), grads
+
+
+def _layer_blocks(d_out, num_layers):
+    """The gradient of an all_to_output stack's output (T, B, L*W) as one (T, B, W) block per
+    layer (None for each when ``d_out`` is None)."""
+    if d_out is None:
+        return [None] * num_layers
+    return [np.ascontiguousarray(b) for b in np.split(d_out, num_layers, axis=2)]
 
 
 class _Record(NamedTuple):
