@@ -28,7 +28,7 @@ LAYER_ORDER = {
     2: ("functional", "reference", "losses", "decoding", "data", "datasets", "optim"),
     3: ("metrics", "nn"),
     4: ("io", "quantize", "diagnostics", "torch", "onnx"),  # onnx: rnnfast.io.onnx's other name
-    5: ("training",),
+    5: ("training", "keras"),
     6: ("distributed",),
     7: ("demo", "__main__", ""),  # "": the package's __init__
 }

@@ -33,6 +33,7 @@ PAGES = (
     "quickstart",
     "pytorch",
     "keras",
+    "keras_code",
     "variable_length",
     "deploying",
     "performance",

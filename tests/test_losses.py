@@ -393,7 +393,13 @@ def test_accuracy_bad_input():
 
 
 def test_public_names():
-    assert set(losses.__all__) == {"cross_entropy", "log_softmax", "mse_loss"}
+    assert set(losses.__all__) == {
+        "binary_cross_entropy",
+        "categorical_cross_entropy",
+        "cross_entropy",
+        "log_softmax",
+        "mse_loss",
+    }
     assert set(metrics.__all__) == {"accuracy", "accuracy_counts", "perplexity"}
 
 

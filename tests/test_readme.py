@@ -64,7 +64,7 @@ assert np.abs(model[1](out) - model(x_all[800:801])).max() < 1e-5
 
 # A first visit's README: what rnnfast is, the two set-up commands, one first model, the
 # performance headline and the features table; everything else is in docs/.
-SECTIONS = ["set-up", "a-first-model", "performance", "features"]
+SECTIONS = ["set-up", "a-first-model", "keras-code", "performance", "features"]
 MAX_BYTES = 10_000
 COMMANDS = ("pip install . && python -m rnnfast demo", 'pip install ".[test]" && python -m pytest')
 
@@ -75,7 +75,7 @@ def test_the_readme_fits_a_first_visit():
     lines = README.read_text(encoding="utf-8").splitlines()
     sections = [_slug(line[3:]) for line in lines if line.startswith("## ")]
     assert sections == SECTIONS, sections
-    assert [i for i, _ in BLOCKS] == ["a-first-model-1"], [i for i, _ in BLOCKS]
+    assert [i for i, _ in BLOCKS] == ["a-first-model-1", "keras-code-1"], [i for i, _ in BLOCKS]
 
 
 def test_the_set_up_commands_are_those_ci_runs():

@@ -11,7 +11,13 @@ import numpy as np
 from . import _core
 from ._validation import check_int_array, time_major_in_memory
 
-__all__ = ["cross_entropy", "log_softmax", "mse_loss"]
+__all__ = [
+    "binary_cross_entropy",
+    "categorical_cross_entropy",
+    "cross_entropy",
+    "log_softmax",
+    "mse_loss",
+]
 
 
 def log_softmax(logits, axis=-1):
@@ -149,3 +155,150 @@ def mse_loss(pred, target, reduction="mean", *, mask=None):
         counted = int(mask.sum()) * (pred.size // max(mask.size, 1))
     scale = 1.0 / max(counted, 1) if reduction == "mean" else 1.0
     return float(np.sum(diff * diff)) * scale, (2.0 * scale) * diff
+
+
+# ---- Keras's cross-entropies: binary (independent outputs) and categorical (soft targets) -----
+
+
+def _float_pair(output, targets):
+    """``(output, targets)`` as arrays of output's float dtype and shape; TypeError or ValueError
+    naming the argument otherwise."""
+    output = np.asarray(output)
+    if output.dtype.kind != "f":
+        raise TypeError(f"output: expected a float array, got dtype {output.dtype}")
+    targets = np.asarray(targets)
+    if targets.dtype.kind not in "fiub":
+        raise TypeError(f"targets: expected a real array, got dtype {targets.dtype}")
+    if targets.shape != output.shape:
+        raise ValueError(f"targets: expected shape {output.shape}, got shape {targets.shape}")
+    return output, targets.astype(output.dtype, copy=False)
+
+
+def _counted_mask(mask, shape, unit):
+    """``(keep, counted)``: the boolean mask (leading axes of ``shape``, broadcastable over the
+    rest) or None, and how many ``unit``-sized items it counts (all of them without a mask)."""
+    total = int(np.prod(shape[: len(shape) - unit])) if len(shape) >= unit else 1
+    if mask is None:
+        return None, total
+    mask = np.asarray(mask)
+    if mask.dtype != bool or mask.ndim > len(shape) - unit or mask.shape != shape[: mask.ndim]:
+        raise ValueError(
+            f"mask: expected a boolean array of the output's leading shape, e.g. "
+            f"{tuple(shape[: len(shape) - unit])}, got dtype {mask.dtype} shape {mask.shape}"
+        )
+    keep = mask.reshape(mask.shape + (1,) * (len(shape) - mask.ndim))
+    return keep, int(mask.sum()) * (total // max(mask.size, 1))
+
+
+def _check_options(reduction, epsilon):
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
+    if not (isinstance(epsilon, (int, float, np.floating)) and 0.0 <= epsilon < 0.5):
+        raise ValueError(f"epsilon: expected a number in [0, 0.5), got {epsilon!r}")
+
+
+def binary_cross_entropy(
+    output, targets, *, from_logits=False, epsilon=1e-7, mask=None, reduction="mean"
+):
+    """Binary cross-entropy of independent outputs and its gradient with respect to ``output``
+    (Keras's ``binary_crossentropy``; PyTorch's ``binary_cross_entropy``, or
+    ``binary_cross_entropy_with_logits`` with ``from_logits=True``).
+
+    Parameters
+    ----------
+    output : float ndarray, any shape
+        Probabilities, or logits with ``from_logits=True``.
+    targets : real ndarray, output's shape
+        Values in [0, 1] (labels, or soft labels).
+    from_logits : bool
+        True: ``output`` holds logits z, and the loss ``max(z, 0) - z y + log(1 + exp(-|z|))``
+        is computed from them without forming the probabilities (stable for any z); its
+        gradient is ``sigmoid(z) - y``. False: probabilities p, clipped to
+        [epsilon, 1 - epsilon] as Keras does (the gradient is zero where the clip acts).
+    epsilon : float
+        The clip of probabilities (Keras's ``backend.epsilon()``, 1e-7).
+    mask : bool ndarray of output's leading shape, optional
+        False leaves those positions out: they add nothing and get zero gradient.
+    reduction : {"mean", "sum"}
+        "mean" averages over the counted elements (Keras's mean over the last axis, then over
+        the samples), 0 when none counts.
+
+    Returns
+    -------
+    loss : float
+    d_output : ndarray like output
+    """
+    output, y = _float_pair(output, targets)
+    _check_options(reduction, epsilon)
+    keep, counted = _counted_mask(mask, output.shape, 0)
+    if from_logits:
+        z = output
+        e = np.exp(-np.abs(z))  # exp of a negative number only: no overflow
+        values = np.maximum(z, 0) - z * y + np.log1p(e)
+        sig = np.where(z >= 0, 1 / (1 + e), e / (1 + e))
+        grad = sig - y
+    else:
+        p = np.clip(output, epsilon, 1 - epsilon)
+        values = -(y * np.log(p) + (1 - y) * np.log(1 - p))
+        inside = (output >= epsilon) & (output <= 1 - epsilon)
+        grad = np.where(inside, (1 - y) / (1 - p) - y / p, 0)
+    scale = 1.0 / max(counted, 1) if reduction == "mean" else 1.0
+    if keep is not None:
+        values = np.where(keep, values, 0)
+        grad = np.where(keep, grad, 0)
+    return float(np.sum(values, dtype=np.float64)) * scale, (grad * scale).astype(output.dtype)
+
+
+def categorical_cross_entropy(
+    output, targets, *, from_logits=False, epsilon=1e-7, mask=None, reduction="mean"
+):
+    """Cross-entropy against target distributions (one-hot or soft) over the last axis, and its
+    gradient with respect to ``output`` (Keras's ``categorical_crossentropy``; PyTorch's
+    ``cross_entropy`` with class-probability targets when ``from_logits=True``). For class ids,
+    :func:`cross_entropy` is the same loss from logits without the one-hot targets.
+
+    Parameters
+    ----------
+    output : float ndarray, (..., K)
+        Probabilities, or logits with ``from_logits=True``.
+    targets : real ndarray, output's shape
+        A distribution over the K classes at each position.
+    from_logits : bool
+        True: the loss is ``-sum(y * log_softmax(z))`` from the logits (stable), its gradient
+        ``softmax(z) * sum(y) - y``. False: as Keras, the probabilities are normalised to sum
+        to 1, clipped to [epsilon, 1 - epsilon], and their log taken.
+    epsilon : float
+        The clip of probabilities (Keras's ``backend.epsilon()``, 1e-7).
+    mask : bool ndarray of output's leading shape, optional
+        False leaves those positions out: they add nothing and get zero gradient.
+    reduction : {"mean", "sum"}
+        "mean" averages over the counted positions (the output's leading shape), 0 when none
+        counts.
+
+    Returns
+    -------
+    loss : float
+    d_output : ndarray like output
+    """
+    output, y = _float_pair(output, targets)
+    _check_options(reduction, epsilon)
+    if output.ndim == 0:
+        raise ValueError("output: expected shape (..., K), got a scalar")
+    keep, counted = _counted_mask(mask, output.shape, 1)
+    if from_logits:
+        log_q = log_softmax(output)
+        values = -np.sum(y * log_q, axis=-1, keepdims=True)
+        grad = np.exp(log_q) * np.sum(y, axis=-1, keepdims=True) - y
+    else:
+        total = np.sum(output, axis=-1, keepdims=True)
+        n = output / total
+        q = np.clip(n, epsilon, 1 - epsilon)
+        values = -np.sum(y * np.log(q), axis=-1, keepdims=True)
+        # through the clip (zero where it acts), then through the normalisation n = p / sum(p)
+        g = np.where((n >= epsilon) & (n <= 1 - epsilon), -y / q, 0)
+        grad = (g - np.sum(g * n, axis=-1, keepdims=True)) / total
+    scale = 1.0 / max(counted, 1) if reduction == "mean" else 1.0
+    if keep is not None:
+        values = np.where(keep, values, 0)
+        grad = np.where(keep, grad, 0)
+    return float(np.sum(values, dtype=np.float64)) * scale, (grad * scale).astype(output.dtype)

@@ -1,8 +1,9 @@
 """Optimizers, gradient clipping and learning-rate schedules for rnnfast modules.
 
-The update rules are PyTorch's (``torch.optim.SGD``, ``Adam``, ``AdamW`` and
-``torch.optim.lr_scheduler``), written as whole-array NumPy operations that change the
-parameter arrays in place, in their own dtype. An optimizer reads the gradients a module's
+The update rules are PyTorch's (``torch.optim.SGD``, ``Adam``, ``AdamW``, ``RMSprop`` and
+``torch.optim.lr_scheduler``; Keras's epsilon, which enters elsewhere, by its own keyword
+``epsilon``), written as whole-array NumPy operations that change the parameter arrays in
+place, in their own dtype. An optimizer reads the gradients a module's
 ``backward`` accumulated in ``module.grads``; a training step is::
 
     opt = Adam(layer, lr=1e-3)
@@ -23,6 +24,7 @@ from __future__ import annotations
 from .adam import Adam, AdamW
 from .clipping import clip_grad_norm, clip_grad_value
 from .optimizer import Optimizer
+from .rmsprop import RMSprop
 from .schedules import CosineAnnealingLR, ReduceLROnPlateau, StepLR
 from .sgd import SGD
 
@@ -32,6 +34,7 @@ __all__ = [
     "AdamW",
     "CosineAnnealingLR",
     "Optimizer",
+    "RMSprop",
     "ReduceLROnPlateau",
     "StepLR",
     "clip_grad_norm",

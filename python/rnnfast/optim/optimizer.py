@@ -20,6 +20,8 @@ class Optimizer:
 
     _HYPER: tuple = ()
     _BUFFERS: tuple = ()
+    # hyper-parameters added after states were saved, with the default such a state loads with
+    _ADDED_HYPER: dict = {}
 
     def __init__(self, params, **hyper):
         self._slots = _collect(params)
@@ -119,6 +121,8 @@ class Optimizer:
                 f"not of {type(self).__name__!r}"
             )
         hyper = state_dict["hyperparameters"]
+        if hasattr(hyper, "keys"):  # a state saved before a hyper-parameter existed: its default
+            hyper = {**self._ADDED_HYPER, **hyper}
         check_keys("state_dict['hyperparameters']", hyper, self._HYPER)
         hyper = self._check_hyper(dict(hyper))
         step = check_int("state_dict['step']", state_dict["step"], 0)

@@ -1,0 +1,551 @@
+"""The layers of ``rnnfast.keras``: Keras's constructors, names and weight layout over
+rnnfast's own layers (``rnnfast.RNN``, ``GRU``, ``LSTM``, ``Dense``, ``Dropout``,
+``Embedding``).
+
+A layer here holds Keras's arguments until it sees the shape of its input (its
+``input_shape=``, the model's ``Input``, or the first data), then builds the rnnfast layer that
+computes it (``layer.layer``) with Keras's default initial weights. Every sequence is batch
+first, as in Keras.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import nn
+from .._validation import (
+    check_bool,
+    check_choice,
+    check_positive_int,
+    check_probability,
+    describe,
+    is_int,
+    layer_dtype,
+    type_error,
+    value_error,
+)
+from ..io import interop
+from ..nn.activations import check_activation
+from ..nn.rnn_options import MERGE_MODES
+from ._initializers import glorot_uniform, recurrent_weights
+
+__all__ = [
+    "GRU",
+    "LSTM",
+    "Bidirectional",
+    "Dense",
+    "Dropout",
+    "Embedding",
+    "Input",
+    "Layer",
+    "SimpleRNN",
+]
+
+
+def checked_shape(name, shape):
+    """A sample's shape (no batch axis): a tuple of positive ints and None (a size not fixed)."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(
+        s is None or (is_int(s) and s > 0) for s in shape
+    ):
+        raise type_error(name, "a tuple of positive ints or None, e.g. (None, 8)", shape)
+    return tuple(None if s is None else int(s) for s in shape)
+
+
+def as_array(value):
+    """A Keras variable, torch tensor or array-like as a NumPy array (read, not copied)."""
+    value = getattr(value, "value", value)  # a Keras variable: its backend tensor
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+class Input:
+    """Keras's ``Input(shape)``: the shape of one sample, without the batch axis, as a model's
+    first entry (``Sequential([Input((None, 8)), SimpleRNN(64)])``).
+
+    Parameters
+    ----------
+    shape : tuple of int or None
+        (timesteps, features) for sequences, None where the size varies.
+    """
+
+    def __init__(self, shape, name=None):
+        self.shape = (None, *checked_shape("shape", shape))
+        self.name = name
+
+    def __repr__(self):
+        return f"Input(shape={self.shape[1:]})"
+
+
+class Layer:
+    """What every layer of the front shares: the common Keras keywords, the build from the
+    input shape, the weights in Keras's layout and the parameter count.
+
+    Parameters
+    ----------
+    input_shape : tuple, optional
+        Keras's: the shape of one sample, given to a model's first layer (accepted without a
+        warning, as the notes use it).
+    name : str, optional
+        The name the summary shows; the model gives one (``dense``, ``dense_1``, ...) when None.
+    dtype : float32 or float64
+    seed : int, optional
+        Seeds the initial weights and the dropout masks.
+    """
+
+    keras_name = "layer"  # the stem of default names
+
+    def __init__(self, *, input_shape=None, name=None, dtype=None, seed=None):
+        self.input_shape_arg = (
+            None if input_shape is None else checked_shape("input_shape", input_shape)
+        )
+        if name is not None and not isinstance(name, str):
+            raise type_error("name", "a str", name)
+        self.name = name
+        self.dtype = layer_dtype(np.float32 if dtype is None else dtype)
+        self.seed = seed
+        self.layer = None  # the rnnfast layer, once built
+        self.input_shape = self.output_shape = None
+
+    @property
+    def built(self):
+        """Whether the rnnfast layer exists (the input shape was seen)."""
+        return self.layer is not None
+
+    def build(self, input_shape):
+        """Make the rnnfast layer for inputs of ``input_shape`` (with the batch axis, None for
+        it), with Keras's initial weights. A built layer only checks that the shape fits."""
+        input_shape = tuple(input_shape)
+        if self.built:
+            if input_shape[-1:] != self.input_shape[-1:]:
+                raise ValueError(
+                    f"{self._who()}: built for inputs of shape {self.input_shape}, got "
+                    f"{input_shape}"
+                )
+            return
+        self.layer = self._make(input_shape)
+        self.input_shape = input_shape
+        self.output_shape = self.compute_output_shape(input_shape)
+        initial = self._initial_weights(np.random.default_rng(self.seed))
+        if initial:
+            self.set_weights(initial)
+
+    def get_weights(self):
+        """The weights as Keras lists them (``[kernel, bias]``, ``[kernel, recurrent_kernel,
+        bias]``, ...): new arrays; empty before the layer is built."""
+        return self._get_weights() if self.built else []
+
+    def set_weights(self, weights):
+        """Load weights in Keras's layout (what ``get_weights`` and Keras's own layer return),
+        all of them or nothing.
+
+        Raises
+        ------
+        ValueError
+            The layer is not built yet, or the number or a shape of the arrays differs.
+        """
+        if not self.built:
+            raise ValueError(
+                f"{self._who()}: not built yet; give the model an input shape (input_shape= or "
+                "Input) or call it on data first"
+            )
+        weights = [as_array(w) for w in weights]
+        current = self.get_weights()
+        if len(weights) != len(current):
+            raise ValueError(
+                f"weights: {self._who()} expected {len(current)} arrays, got {len(weights)}"
+            )
+        for i, (w, c) in enumerate(zip(weights, current)):
+            if w.shape != c.shape:
+                raise ValueError(
+                    f"weights[{i}]: {self._who()} expected shape {c.shape}, got shape {w.shape}"
+                )
+        self._set_weights(weights)
+
+    def count_params(self):
+        """The number of weights, Keras's count."""
+        return sum(w.size for w in self.get_weights())
+
+    def fixed_parameters(self):
+        """The names of the rnnfast layer's parameters that Keras's layer does not have, held
+        at zero and left out of training (none here)."""
+        return ()
+
+    def _who(self):
+        return f"{type(self).__name__} {self.name!r}"
+
+    def _needs_dims(self, input_shape, ndim, what):
+        if len(input_shape) != ndim:
+            raise ValueError(
+                f"{self._who()}: expected inputs of {ndim} dimensions {what}, got shape "
+                f"{input_shape}"
+            )
+        if input_shape[-1] is None:
+            raise ValueError(
+                f"{self._who()}: the last dimension of the inputs must be known, got shape "
+                f"{input_shape}"
+            )
+
+    def __repr__(self):
+        return f"<{type(self).__name__} name={self.name!r}, built={self.built}>"
+
+
+# ---- recurrent layers ---------------------------------------------------------------------------
+
+
+class _Recurrent(Layer):
+    """SimpleRNN, GRU and LSTM: Keras's recurrent arguments, the rnnfast layer of the cell."""
+
+    core_class = None
+    gates = 1
+
+    def __init__(
+        self,
+        units,
+        activation="tanh",
+        use_bias=True,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        return_sequences=False,
+        return_state=False,
+        go_backwards=False,
+        stateful=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.units = check_positive_int("units", units)
+        self.activation = check_choice("activation", activation, ("tanh", "relu"))
+        self.use_bias = check_bool("use_bias", use_bias)
+        # Keras's dropout: on the inputs of each step (rnnfast's input_dropout)
+        self.dropout = check_probability("dropout", dropout)
+        self.recurrent_dropout = check_probability("recurrent_dropout", recurrent_dropout)
+        self.return_sequences = check_bool("return_sequences", return_sequences)
+        self.return_state = check_bool("return_state", return_state)
+        self.go_backwards = check_bool("go_backwards", go_backwards)
+        self.stateful = check_bool("stateful", stateful)
+
+    def core_layer(self, input_size, bidirectional=False, merge_mode="concat"):
+        """The rnnfast layer of this cell over ``input_size`` features, batch first."""
+        return self.core_class(
+            input_size,
+            self.units,
+            bias=self.use_bias,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dtype=self.dtype,
+            seed=self.seed,
+            merge_mode=merge_mode,
+            go_backwards=self.go_backwards,
+            return_sequences=self.return_sequences,
+            return_state=self.return_state,
+            stateful=self.stateful,
+            input_dropout=self.dropout,
+            recurrent_dropout=self.recurrent_dropout,
+            **self._cell_options(),
+        )
+
+    def _make(self, input_shape):
+        self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
+        return self.core_layer(input_shape[-1])
+
+    def compute_output_shape(self, input_shape, width=None):
+        """The output's shape (the sequence, or the last step) for ``input_shape``."""
+        width = self.units if width is None else width
+        if self.return_sequences:
+            return (input_shape[0], input_shape[1], width)
+        return (input_shape[0], width)
+
+    def direction_weights(self, rng, input_size):
+        """Keras's initial weights of one direction."""
+        return recurrent_weights(rng, input_size, self.units, self.gates, self.use_bias)
+
+    def _initial_weights(self, rng):
+        return self.direction_weights(rng, self.input_shape[-1])
+
+    def _get_weights(self):
+        return interop.keras_weights(self.layer)
+
+    def _set_weights(self, weights):
+        interop.load_keras(self.layer, weights)
+
+    def reset_states(self):
+        """Forget the carried state of a ``stateful`` layer (Keras's name)."""
+        if self.built:
+            self.layer.reset_state()
+
+    def fixed_parameters(self):
+        """Keras's SimpleRNN and LSTM (and a GRU without ``reset_after``) have one bias where
+        rnnfast has PyTorch's two: ``bias_hh`` holds zeros and is not trained, so that a step
+        moves the one bias as Keras's does (training both would move their sum twice as far)."""
+        if not self.built or getattr(self, "reset_after", False):
+            return ()
+        return tuple(
+            name for name, _ in self.layer.named_parameters() if name.startswith("bias_hh")
+        )
+
+
+class SimpleRNN(_Recurrent):
+    """Keras's ``SimpleRNN(units, activation="tanh", use_bias=True, dropout=0.0,
+    recurrent_dropout=0.0, return_sequences=False, return_state=False, go_backwards=False,
+    stateful=False)`` on ``rnnfast.RNN``; ``dropout`` is Keras's, on the inputs. Takes the
+    keywords of :class:`Layer` too."""
+
+    core_class = nn.RNN
+    keras_name = "simple_rnn"
+
+    def _cell_options(self):
+        return {"nonlinearity": self.activation}
+
+
+class GRU(_Recurrent):
+    """Keras's ``GRU`` on ``rnnfast.GRU``: SimpleRNN's arguments and ``recurrent_activation``
+    ("sigmoid" or "hard_sigmoid") and ``reset_after`` (True, Keras 3's default: PyTorch's
+    form; False: the reset gate before the recurrent product)."""
+
+    core_class = nn.GRU
+    keras_name = "gru"
+    gates = 3
+
+    def __init__(self, units, recurrent_activation="sigmoid", reset_after=True, **kwargs):
+        super().__init__(units, **kwargs)
+        self.recurrent_activation = check_choice(
+            "recurrent_activation", recurrent_activation, ("sigmoid", "hard_sigmoid")
+        )
+        self.reset_after = check_bool("reset_after", reset_after)
+
+    def _cell_options(self):
+        return {
+            "activation": self.activation,
+            "recurrent_activation": self.recurrent_activation,
+            "reset_after": self.reset_after,
+        }
+
+    def direction_weights(self, rng, input_size):
+        rows = 2 if self.reset_after else 1  # reset_after: the input and the recurrent bias
+        return recurrent_weights(rng, input_size, self.units, 3, self.use_bias, bias_rows=rows)
+
+
+class LSTM(_Recurrent):
+    """Keras's ``LSTM`` on ``rnnfast.LSTM``: SimpleRNN's arguments and
+    ``recurrent_activation`` ("sigmoid" or "hard_sigmoid") and ``unit_forget_bias`` (the
+    forget gate's bias starts at 1)."""
+
+    core_class = nn.LSTM
+    keras_name = "lstm"
+    gates = 4
+
+    def __init__(self, units, recurrent_activation="sigmoid", unit_forget_bias=True, **kwargs):
+        super().__init__(units, **kwargs)
+        self.recurrent_activation = check_choice(
+            "recurrent_activation", recurrent_activation, ("sigmoid", "hard_sigmoid")
+        )
+        self.unit_forget_bias = check_bool("unit_forget_bias", unit_forget_bias)
+
+    def _cell_options(self):
+        return {
+            "activation": self.activation,
+            "recurrent_activation": self.recurrent_activation,
+        }
+
+    def direction_weights(self, rng, input_size):
+        return recurrent_weights(
+            rng, input_size, self.units, 4, self.use_bias, forget_bias=self.unit_forget_bias
+        )
+
+
+class Bidirectional(Layer):
+    """Keras's ``Bidirectional(layer, merge_mode="concat")``: the recurrent ``layer`` run both
+    ways by one bidirectional rnnfast layer, the two outputs merged ("concat", "sum", "mul",
+    "ave", or None for the list of both). Its weights are the forward direction's, then the
+    backward's, as Keras lists them. The wrapped layer's ``input_shape``, dtype and seed are
+    the wrapper's unless given here."""
+
+    keras_name = "bidirectional"
+
+    def __init__(self, layer, merge_mode="concat", backward_layer=None, **kwargs):
+        if not isinstance(layer, _Recurrent):
+            raise type_error("layer", "a SimpleRNN, GRU or LSTM of rnnfast.keras", layer)
+        if backward_layer is not None:
+            raise value_error(
+                "backward_layer",
+                "None (the backward direction is a copy of layer, as Keras's default)",
+                backward_layer,
+            )
+        if layer.go_backwards:
+            raise ValueError(
+                "layer: go_backwards=True inside Bidirectional would run the forward direction "
+                "backwards; wrap a layer with go_backwards=False"
+            )
+        if layer.built:
+            raise ValueError("layer: already built; wrap a new layer")
+        kwargs.setdefault("dtype", layer.dtype)
+        kwargs.setdefault("seed", layer.seed)
+        if layer.input_shape_arg is not None:
+            kwargs.setdefault("input_shape", layer.input_shape_arg)
+        super().__init__(**kwargs)
+        self.forward_layer = layer
+        self.merge_mode = check_choice("merge_mode", merge_mode, MERGE_MODES)
+
+    def _make(self, input_shape):
+        self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
+        return self.forward_layer.core_layer(input_shape[-1], True, self.merge_mode)
+
+    def compute_output_shape(self, input_shape):
+        units = self.forward_layer.units
+        width = 2 * units if self.merge_mode == "concat" else units
+        return self.forward_layer.compute_output_shape(input_shape, width)
+
+    def _initial_weights(self, rng):
+        d = self.input_shape[-1]
+        return [
+            *self.forward_layer.direction_weights(rng, d),
+            *self.forward_layer.direction_weights(rng, d),
+        ]
+
+    def _get_weights(self):
+        return interop.keras_weights(self.layer)
+
+    def _set_weights(self, weights):
+        interop.load_keras(self.layer, weights)
+
+    def reset_states(self):
+        """Forget the carried state of a ``stateful`` layer (Keras's name)."""
+        if self.built:
+            self.layer.reset_state()
+
+    def fixed_parameters(self):
+        """As the wrapped layer's (see ``SimpleRNN.fixed_parameters``)."""
+        if not self.built or getattr(self.forward_layer, "reset_after", False):
+            return ()
+        return tuple(
+            name for name, _ in self.layer.named_parameters() if name.startswith("bias_hh")
+        )
+
+
+# ---- the other layers ---------------------------------------------------------------------------
+
+
+class Dense(Layer):
+    """Keras's ``Dense(units, activation=None, use_bias=True)`` on ``rnnfast.Dense`` (over the
+    last axis of any input): ``activation`` None / "linear", "relu", "tanh", "sigmoid" or
+    "softmax". Weights ``[kernel (features, units), bias (units,)]``."""
+
+    keras_name = "dense"
+
+    def __init__(self, units, activation=None, use_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        self.units = check_positive_int("units", units)
+        self.activation = check_activation(activation)
+        self.use_bias = check_bool("use_bias", use_bias)
+
+    def _make(self, input_shape):
+        if len(input_shape) < 2 or input_shape[-1] is None:
+            raise ValueError(
+                f"{self._who()}: expected inputs (batch, ..., features) with the features "
+                f"known, got shape {input_shape}"
+            )
+        return nn.Dense(
+            input_shape[-1],
+            self.units,
+            bias=self.use_bias,
+            dtype=self.dtype,
+            seed=self.seed,
+            activation=self.activation,
+        )
+
+    def compute_output_shape(self, input_shape):
+        """The input's shape with the last axis ``units`` wide."""
+        return (*input_shape[:-1], self.units)
+
+    def _initial_weights(self, rng):
+        kernel = glorot_uniform(rng, (self.input_shape[-1], self.units))
+        return [kernel, np.zeros(self.units)] if self.use_bias else [kernel]
+
+    def _get_weights(self):
+        p = dict(self.layer.named_parameters())
+        return [p["weight"].T.copy()] + ([p["bias"].copy()] if self.use_bias else [])
+
+    def _set_weights(self, weights):
+        state = {"weight": weights[0].T}
+        if self.use_bias:
+            state["bias"] = weights[1]
+        self.layer.load_state_dict(state)
+
+
+class Dropout(Layer):
+    """Keras's ``Dropout(rate)`` on ``rnnfast.Dropout``: in training, each input is zeroed
+    with probability ``rate`` and the rest scaled by 1 / (1 - rate)."""
+
+    keras_name = "dropout"
+
+    def __init__(self, rate, noise_shape=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = check_probability("rate", rate)
+        if noise_shape is not None:
+            raise value_error("noise_shape", "None (a mask per element)", noise_shape)
+
+    def _make(self, input_shape):
+        return nn.Dropout(self.rate, seed=self.seed, dtype=self.dtype)
+
+    def compute_output_shape(self, input_shape):
+        """The input's shape."""
+        return tuple(input_shape)
+
+    def _initial_weights(self, rng):
+        return []
+
+    def _get_weights(self):
+        return []
+
+    def _set_weights(self, weights):
+        pass  # no weights: set_weights has checked that none came
+
+
+class Embedding(Layer):
+    """Keras's ``Embedding(input_dim, output_dim, mask_zero=False)`` on ``rnnfast.Embedding``:
+    integer ids to vectors; with ``mask_zero`` id 0 is padding, and the recurrent layers after
+    it run each sequence to its length. Weights ``[embeddings (input_dim, output_dim)]``,
+    initialised U(-0.05, 0.05) as Keras."""
+
+    keras_name = "embedding"
+
+    def __init__(self, input_dim, output_dim, mask_zero=False, **kwargs):
+        super().__init__(**kwargs)
+        self.input_dim = check_positive_int("input_dim", input_dim)
+        self.output_dim = check_positive_int("output_dim", output_dim)
+        self.mask_zero = check_bool("mask_zero", mask_zero)
+
+    def _make(self, input_shape):
+        return nn.Embedding(
+            self.input_dim,
+            self.output_dim,
+            dtype=self.dtype,
+            seed=self.seed,
+            mask_zero=self.mask_zero,
+        )
+
+    def build(self, input_shape):
+        # ids: any shape fits the table, so a built Embedding takes every shape
+        if self.built:
+            return
+        super().build(input_shape)
+
+    def compute_output_shape(self, input_shape):
+        """The ids' shape with an axis ``output_dim`` wide."""
+        return (*input_shape, self.output_dim)
+
+    def _initial_weights(self, rng):
+        return [rng.uniform(-0.05, 0.05, (self.input_dim, self.output_dim))]
+
+    def _get_weights(self):
+        return [self.layer.weight.copy()]
+
+    def _set_weights(self, weights):
+        self.layer.load_state_dict({"weight": weights[0]})
+
+
+def describe_layer(layer):
+    """``layer`` for a message: its class and name, or what it is."""
+    return layer._who() if isinstance(layer, Layer) else describe(layer)

@@ -1,0 +1,399 @@
+"""Keras's ``Sequential`` model over ``rnnfast.Sequential`` and ``rnnfast.training``: add,
+compile, fit, evaluate, predict, summary and the weights in Keras's layout."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import nn, optim, training
+from .._validation import check_real_in, type_error
+from . import optimizers
+from ._compile import Objective, loss_name
+from ._summary import summary_text
+from .layers import Input, Layer, describe_layer
+
+__all__ = ["History", "Sequential"]
+
+
+class History:
+    """What ``fit`` returns, as Keras's: ``history`` ({"loss": [...], "val_loss": [...],
+    "accuracy": [...], ...}, one value per epoch), ``epoch`` (their indices), ``params`` and
+    ``model``."""
+
+    def __init__(self, history, params, model):
+        self.history = history
+        self.epoch = list(range(len(history.get("loss", ()))))
+        self.params = params
+        self.model = model
+
+    def __repr__(self):
+        return f"<History epochs={len(self.epoch)} keys={sorted(self.history)}>"
+
+
+class Sequential:
+    """Keras's ``Sequential([layers], name="sequential")``: the layers of ``rnnfast.keras``
+    one after another, computed by an ``rnnfast.Sequential`` of their rnnfast layers (its
+    ``model``), trained by ``rnnfast.training``.
+
+    The layers build when the input shape is known: from an ``Input`` added first, the first
+    layer's ``input_shape=``, :meth:`build`, or the first data given to ``fit``, ``evaluate``,
+    ``predict`` or a call. Inputs are batch first: (batch, timesteps, features) for
+    sequences, (batch, timesteps) for the ids of an Embedding.
+
+    For ``rnnfast.optim`` the model is a module: ``rnnfast.optim.Adam(model, lr=...)`` (once
+    built) updates its weights, and ``compile(optimizer=...)`` takes that optimizer.
+    """
+
+    def __init__(self, layers=None, name=None):
+        if name is not None and not isinstance(name, str):
+            raise type_error("name", "a str", name)
+        self.name = "sequential" if name is None else name
+        self._layers = []
+        self._input_shape = None  # (None, ...) once known
+        self._model = None
+        self._compiled = None
+        self.optimizer = None  # the rnnfast.optim optimizer fit uses, once built
+        self.history = None
+        for layer in layers or ():
+            self.add(layer)
+
+    # ---- the layers ------------------------------------------------------------------------
+
+    @property
+    def layers(self):
+        """The layers, in order (a new list)."""
+        return list(self._layers)
+
+    def add(self, layer):
+        """Append a layer (or, first, an ``Input``); it builds at once when the input shape is
+        known.
+
+        Raises
+        ------
+        TypeError
+            Not a layer of ``rnnfast.keras``.
+        ValueError
+            An Input after layers, or a layer already in the model.
+        """
+        if isinstance(layer, Input):
+            if self._layers:
+                raise ValueError("layer: an Input must come first, before any layer")
+            self._input_shape = layer.shape
+            return
+        if not isinstance(layer, Layer):
+            raise type_error("layer", "a layer of rnnfast.keras (SimpleRNN, Dense, ...)", layer)
+        if any(layer is other for other in self._layers):
+            raise ValueError(f"layer: {describe_layer(layer)} is already in the model")
+        if not self._layers and self._input_shape is None and layer.input_shape_arg is not None:
+            self._input_shape = (None, *layer.input_shape_arg)
+        if layer.name is None:
+            layer.name = self._unique_name(layer.keras_name)
+        self._layers.append(layer)
+        self._model = None
+        if self._input_shape is not None:
+            self._build_layers(self._input_shape)
+
+    def _unique_name(self, stem):
+        names = {layer.name for layer in self._layers}
+        n = 0
+        while (f"{stem}_{n}" if n else stem) in names:
+            n += 1
+        return f"{stem}_{n}" if n else stem
+
+    def _build_layers(self, input_shape):
+        shape = tuple(input_shape)
+        for layer in self._layers:
+            layer.build(shape)
+            shape = layer.compute_output_shape(shape)
+
+    def build(self, input_shape):
+        """Build every layer for inputs of ``input_shape`` (with the batch axis, e.g.
+        ``(None, None, 8)``)."""
+        if not isinstance(input_shape, (tuple, list)) or not input_shape:
+            raise type_error(
+                "input_shape", "a tuple with the batch axis, e.g. (None, 24, 1)", input_shape
+            )
+        self._input_shape = (None, *tuple(input_shape)[1:])
+        self._build_layers(self._input_shape)
+
+    @property
+    def built(self):
+        """Whether every layer is built."""
+        return bool(self._layers) and all(layer.built for layer in self._layers)
+
+    @property
+    def model(self):
+        """The ``rnnfast.Sequential`` of the layers' rnnfast layers (once built)."""
+        if not self.built:
+            raise ValueError(
+                f"{self.name}: not built yet; give it an input shape (Input, the first layer's "
+                "input_shape=, build()) or call it on data first"
+            )
+        if self._model is None:
+            self._model = nn.Sequential([layer.layer for layer in self._layers])
+        return self._model
+
+    def _build_for(self, x):
+        """Build from the first data ``x`` (batch first) when no shape was given."""
+        if not self._layers:
+            raise ValueError(f"{self.name}: the model has no layers; add some first")
+        if not self.built:
+            self._input_shape = (None, *np.shape(x)[1:])
+            self._build_layers(self._input_shape)
+        return self.model
+
+    # ---- description and weights -------------------------------------------------------------
+
+    def summary(self, print_fn=None):
+        """Print Keras's table: each layer's name and type, output shape and parameter count
+        (Keras's counts), then the totals. ``print_fn`` replaces ``print``."""
+        if not self.built:
+            raise ValueError(
+                f"{self.name}: summary() needs the model built (an input shape, or a call on data)"
+            )
+        (print if print_fn is None else print_fn)(summary_text(self.name, self._layers))
+
+    def count_params(self):
+        """The number of weights, Keras's count."""
+        return sum(layer.count_params() for layer in self._layers)
+
+    def get_weights(self):
+        """Every layer's weights in Keras's layout and order, as ``keras.Model.get_weights``
+        lists them for the same model (new arrays)."""
+        return [w for layer in self._layers for w in layer.get_weights()]
+
+    def set_weights(self, weights):
+        """Load weights in Keras's layout and order (a Keras twin's ``get_weights()``), all of
+        them or nothing.
+
+        Raises
+        ------
+        ValueError
+            The model is not built, or the number or a shape of the arrays differs.
+        """
+        self.model  # noqa: B018 - built, or the error that says how
+        weights = list(weights)
+        counts = [len(layer.get_weights()) for layer in self._layers]
+        if len(weights) != sum(counts):
+            raise ValueError(f"weights: expected {sum(counts)} arrays, got {len(weights)}")
+        # every shape first, so that a bad array changes nothing
+        expected = self.get_weights()
+        for i, (w, e) in enumerate(zip(weights, expected)):
+            shape = np.shape(getattr(w, "value", w))
+            if tuple(shape) != e.shape:
+                raise ValueError(f"weights[{i}]: expected shape {e.shape}, got shape {shape}")
+        start = 0
+        for layer, count in zip(self._layers, counts):
+            layer.set_weights(weights[start : start + count])
+            start += count
+
+    def reset_states(self):
+        """Forget the carried state of every ``stateful`` layer."""
+        for layer in self._layers:
+            if hasattr(layer, "reset_states"):
+                layer.reset_states()
+
+    # ---- the module protocol of rnnfast.optim ------------------------------------------------
+
+    def named_parameters(self):
+        """The weights Keras trains, as the rnnfast model names them (``"0.weight_ih_l0"``,
+        ...): every parameter but the second bias of PyTorch's layout where Keras has one
+        (held at zero, see ``SimpleRNN.fixed_parameters``)."""
+        fixed = {
+            f"{i}.{name}"
+            for i, layer in enumerate(self._layers)
+            for name in layer.fixed_parameters()
+        }
+        return [(n, p) for n, p in self.model.named_parameters() if n not in fixed]
+
+    def parameters(self):
+        """The arrays of :meth:`named_parameters`."""
+        return [p for _, p in self.named_parameters()]
+
+    @property
+    def grads(self):
+        """The rnnfast model's gradients, under the parameters' names."""
+        return self.model.grads
+
+    def zero_grad(self):
+        self.model.zero_grad()
+
+    # ---- compile, fit, evaluate, predict ------------------------------------------------------
+
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None):
+        """Keras's ``compile``.
+
+        Parameters
+        ----------
+        optimizer : str or optimizer
+            "adam", "sgd", "rmsprop" (Keras's defaults), an optimizer of
+            ``rnnfast.keras.optimizers``, or an ``rnnfast.optim`` optimizer built over this
+            model (``rnnfast.optim.Adam(model, lr=...)``).
+        loss : str
+            "mse" (or "mean_squared_error"), "sparse_categorical_crossentropy",
+            "categorical_crossentropy" or "binary_crossentropy". After a softmax (sigmoid)
+            Dense, a categorical (binary) cross-entropy is computed from the logits.
+        metrics : list of str, optional
+            "accuracy" (Keras's accuracy for the loss), "sparse_categorical_accuracy",
+            "categorical_accuracy", "binary_accuracy".
+        """
+        loss_name(loss)
+        if metrics is None:
+            metrics = []
+        if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
+            raise type_error("metrics", "a list of metric names", metrics)
+        Objective(loss, metrics, None)  # unknown names fail here, not in fit
+        self._compiled = (optimizers.get(optimizer), loss, list(metrics))
+        self.optimizer = None
+
+    def _objective(self, what):
+        if self._compiled is None:
+            raise RuntimeError(f"{what}: compile the model first (model.compile(...))")
+        _, loss, metrics = self._compiled
+        return Objective(loss, metrics, self._layers[-1])
+
+    def _built_optimizer(self):
+        """The rnnfast optimizer of the compiled spec, made once (its state carries from one
+        fit to the next, as Keras's)."""
+        if self.optimizer is None:
+            spec = self._compiled[0]
+            if isinstance(spec, optim.Optimizer):
+                ours = {id(p) for p in self.parameters()}
+                if any(id(slot.param) not in ours for slot in spec.slots):
+                    raise ValueError(
+                        "optimizer: it updates arrays that are not this model's weights; build "
+                        "it over the model once it is built (rnnfast.optim.Adam(model, ...))"
+                    )
+                self.optimizer = spec
+            else:
+                self.optimizer = spec.build(self)
+        return self.optimizer
+
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        epochs=1,
+        verbose="auto",
+        callbacks=None,
+        validation_split=0.0,
+        validation_data=None,
+        shuffle=True,
+    ):
+        """Keras's ``fit``: train for ``epochs`` over batches of ``batch_size`` (32) samples
+        (``rnnfast.training.fit``); returns a :class:`History`.
+
+        ``validation_split`` holds out the last fraction of the samples (before shuffling),
+        as Keras; ``validation_data`` is ``(x_val, y_val)``. ``callbacks`` are
+        ``rnnfast.training``'s (``EarlyStopping``, ``ModelCheckpoint``, or any object with
+        ``on_epoch_end(epoch, logs, model)``). ``verbose`` is passed to
+        ``rnnfast.training.fit`` as given.
+        """
+        objective = self._objective("fit")
+        x, y = self._data(x, y)
+        split = check_real_in("validation_split", validation_split, 0, 1, high_open=True)
+        if split and validation_data is None:
+            n = len(x)
+            at = int(math.floor(n * (1.0 - split)))
+            if at in (0, n):
+                raise ValueError(
+                    f"validation_split: {split} of {n} samples leaves no training or no "
+                    "validation samples"
+                )
+            validation_data = (x[at:], y[at:])
+            x, y = x[:at], y[:at]
+        if validation_data is not None:
+            validation_data = self._validation(validation_data)
+        model = self._build_for(x)
+        objective = self._objective("fit")  # now that the last layer is built
+        with objective.logits_output():
+            history = training.fit(
+                model,
+                x,
+                y,
+                loss=objective.loss,
+                optimizer=self._built_optimizer(),
+                epochs=epochs,
+                batch_size=32 if batch_size is None else batch_size,
+                shuffle=shuffle,
+                validation_data=validation_data,
+                metrics=objective.metrics,
+                callbacks=objective.callbacks(callbacks or ()),
+                verbose=verbose,
+                batch_axis=0,
+            )
+        params = {"verbose": verbose, "epochs": epochs, "steps": None}
+        self.history = History(history, params, self)
+        return self.history
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", return_dict=False):
+        """Keras's ``evaluate``: the loss (and the metrics) over ``(x, y)`` in inference mode:
+        the loss alone without metrics, else ``[loss, metric, ...]`` (a dict with
+        ``return_dict``). ``verbose`` is accepted; nothing is printed."""
+        self._objective("evaluate")
+        x, y = self._data(x, y)
+        model = self._build_for(x)
+        objective = self._objective("evaluate")
+        with objective.logits_output():
+            result = training.evaluate(
+                model,
+                x,
+                y,
+                loss=objective.loss,
+                metrics=objective.metrics,
+                batch_size=32 if batch_size is None else batch_size,
+                batch_axis=0,
+            )
+        if return_dict:
+            return result
+        values = [result["loss"], *(result[m.__name__] for m in objective.metrics)]
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose="auto"):
+        """Keras's ``predict``: the outputs for ``x`` in inference mode, batch by batch, in
+        order. ``verbose`` is accepted; nothing is printed."""
+        model = self._build_for(x)
+        return training.predict(
+            model,
+            x,
+            batch_size=32 if batch_size is None else batch_size,
+            batch_axis=0,
+            bucket=False,
+        )
+
+    def __call__(self, x, training=False):
+        """The output for one batch ``x``: in inference mode, or with ``training=True`` in
+        training mode (dropout on)."""
+        model = self._build_for(x)
+        model.train(bool(training))
+        return model(x)
+
+    def _data(self, x, y):
+        if x is None or y is None:
+            raise ValueError("x, y: expected the inputs and the targets, got None")
+        x, y = np.asarray(x), np.asarray(y)
+        if len(x) != len(y):
+            raise ValueError(
+                f"y: expected as many samples as x ({len(x)}), got {len(y)} (shapes "
+                f"{x.shape} and {y.shape})"
+            )
+        return x, y
+
+    def _validation(self, validation_data):
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+            raise ValueError(
+                "validation_data: expected (x_val, y_val) (sample weights are not supported), "
+                f"got {type(validation_data).__name__}"
+                + (
+                    f" of {len(validation_data)}"
+                    if isinstance(validation_data, (tuple, list))
+                    else ""
+                )
+            )
+        return self._data(*validation_data)
+
+    def __repr__(self):
+        return f"<Sequential name={self.name!r}, layers={[layer.name for layer in self._layers]}>"
