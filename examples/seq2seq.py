@@ -1,9 +1,10 @@
 """Digit strings -> their reversal (or sorted digits): a sequence-to-sequence RNN (Elman, GRU or
 LSTM: ``--cell``), trained with full teacher forcing and with scheduled sampling, to measure
-exposure bias.
+exposure bias, and with self-critical sequence training on BLEU.
 
     python examples/seq2seq.py [--out DIR] [--task reverse] [--max-len 12] [--steps 3000]
                                [--midpoint 0.3] [--schedule inverse_sigmoid] [--cell rnn]
+                               [--objective teacher scheduled reinforce] [--rl-steps 300]
 
 Strings of 3..12 digits are generated in code; a held-out set of strings never seen in training
 measures exact-match accuracy (every digit and the end token right). The same model is trained
@@ -26,6 +27,16 @@ by output position from either prefix; draws exact match by length, error rate b
 the training curves into ``--out``; ends with ``RESULT exact_match_greedy=... exact_match_beam=...
 exposure_bias_tf=... exposure_bias_ss=... time_s=...`` (the exact matches of the
 scheduled-sampling model; time_s: data, training and evaluation, not the plot).
+
+``--objective`` picks the trainings (all three by default). ``reinforce`` is self-critical
+sequence training (Rennie et al., 2017; the notes' "optimize sequence-level rewards directly
+using the model's own rollouts", ``rnnfast.training.fit_self_critical``): warm-started from the
+teacher-forced model, as the paper does, it runs ``--rl-steps`` more updates at ``--rl-lr``, each
+sampling a sequence per string and rewarding it by sentence BLEU (sacrebleu over the token ids)
+minus the BLEU of the model's own greedy decode. It needs sacrebleu (``pip install
+'rnnfast[bleu]'``); so does the BLEU column, which is the mean sentence BLEU of the greedy
+decodes against the held-out targets. The RESULT line is printed when teacher forcing and
+scheduled sampling both ran.
 
 ``--cell gru`` / ``--cell lstm`` builds the encoder and the decoder as ``rnnfast.GRU`` /
 ``rnnfast.LSTM`` (the LSTM hands over both its h and its c with ``--context init`` or ``both``);
@@ -55,8 +66,9 @@ compound; ``--task sort`` is solved outright (0.994-1.000, 3..8 or 3..12 digits)
 
 from __future__ import annotations
 
-import math
+import copy
 import os
+import sys
 import time
 
 # These batches are small (64 x 128): one thread is fastest, and OpenBLAS's spinning threads
@@ -65,66 +77,34 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import _cli  # the examples' shared command line, beside this file
 import numpy as np
+from _tasks import (  # the task's data, as its twin in bench/ reads it
+    BOS,
+    EOS,
+    SRC_VOCAB,
+    TGT_VOCAB,
+    encode_batch,
+    make_strings,
+    schedule_constants,
+    target_of,
+)
 
 import rnnfast
 from rnnfast import optim
 from rnnfast.nn.seq2seq import SCHEDULES, Seq2Seq, teacher_forcing_schedule
+from rnnfast.training import fit_self_critical, sentence_bleu
 
-PAD, BOS, EOS = 10, 11, 12  # digits are tokens 0..9
-SRC_VOCAB, TGT_VOCAB = 11, 13
-
-
-def make_strings(rng, n, lo, hi, exclude=frozenset()):
-    """n distinct digit strings (tuples) of lengths lo..hi, none of them in ``exclude``."""
-    out = set()
-    while len(out) < n:
-        length = int(rng.integers(lo, hi + 1))
-        s = tuple(int(d) for d in rng.integers(0, 10, length))
-        if s not in exclude:
-            out.add(s)
-    return sorted(out)
-
-
-def target_of(s, task):
-    return s[::-1] if task == "reverse" else tuple(sorted(s))
-
-
-def encode_batch(strings, task):
-    """Padded (src, src_lengths, tgt_in, tgt_out, tgt_lengths): tgt_in = BOS + target,
-    tgt_out = target + EOS."""
-    n, hi = len(strings), max(len(s) for s in strings)
-    lengths = np.array([len(s) for s in strings])
-    src = np.full((n, hi), PAD)
-    tgt_in = np.full((n, hi + 1), PAD)
-    tgt_out = np.full((n, hi + 1), PAD)
-    for b, s in enumerate(strings):
-        t = target_of(s, task)
-        src[b, : len(s)] = s
-        tgt_in[b, : len(s) + 1] = (BOS,) + t
-        tgt_out[b, : len(s) + 1] = t + (EOS,)
-    return src, lengths, tgt_in, tgt_out, lengths + 1
-
-
-def midpoint_k(step):
-    """The inverse sigmoid's k that puts the ratio 0.5 (where k ln k = i) at update ``step``."""
-    k = 10.0
-    for _ in range(50):  # Newton on k ln k - step
-        k -= (k * math.log(k) - step) / (math.log(k) + 1)
-    return max(k, 1.0)
-
-
-def schedule_constants(kind, midpoint_step):
-    """The constants of teacher_forcing_schedule(kind) that put the ratio at 0.5 at update
-    ``midpoint_step``, so that --midpoint means the same for every kind."""
-    if kind == "linear":  # 1 - slope * i: 0.5 at the midpoint, 0 at twice it
-        return {"slope": 0.5 / midpoint_step}
-    if kind == "exponential":  # k ** i
-        return {"k": 0.5 ** (1.0 / midpoint_step)}
-    return {"k": midpoint_k(midpoint_step)}
+OBJECTIVES = {
+    "teacher": "teacher forcing",
+    "scheduled": "scheduled sampling",
+    "reinforce": "self-critical",
+}
 
 
 def progress(steps, desc):
-    """tqdm's bar over range(steps) where tqdm is installed (the examples extra), else the range."""
+    """tqdm's bar over range(steps) on a terminal where tqdm is installed (the examples extra),
+    else the range: in a log a bar's carriage-return redraws are noise (as fit's verbose)."""
+    if not sys.stderr.isatty():
+        return range(steps)
     try:
         from tqdm import tqdm
     except ImportError:
@@ -167,6 +147,41 @@ def train(args, strings, scheduled, seed):
         if i % 20 == 0 and hasattr(bar, "set_postfix"):
             bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", ratio=f"{ratio:.2f}")
     return model.eval(), np.array(losses), np.array(ratios)
+
+
+def train_self_critical(args, strings, warm):
+    """Self-critical training of a copy of the teacher-forced model ``warm``: ``--rl-steps``
+    batches of ``--batch-size`` strings drawn from the training set, reward sentence BLEU."""
+    model = copy.deepcopy(warm)
+    rng = np.random.default_rng(args.seed + 2)
+    picked = [strings[j] for j in rng.integers(0, len(strings), args.rl_steps * args.batch_size)]
+    history = fit_self_critical(
+        model,
+        [np.array(s) for s in picked],
+        [np.array(target_of(s, args.task)) for s in picked],
+        optimizer=optim.Adam(model, lr=args.rl_lr),
+        bos=BOS,
+        eos=EOS,
+        reward="bleu",
+        batch_size=args.batch_size,
+        bucket=False,
+        clip_norm=5.0,
+        seed=args.seed + 2,
+        verbose=False,
+    )
+    return model.eval(), history
+
+
+def greedy_bleu(model, strings, task):
+    """Mean sentence BLEU of the greedy decodes of ``strings`` against their targets (the
+    decodes cut at their first EOS)."""
+    src, sl, _, tgt_out, _ = encode_batch(strings, task)
+    tokens, _ = model.generate(src, sl, tgt_out.shape[1] + 2, "greedy", bos=BOS, eos=EOS)
+    scores = []
+    for s, seq in zip(strings, tokens):
+        ends = np.flatnonzero(seq == EOS)
+        scores.append(sentence_bleu(seq[: ends[0] if ends.size else len(seq)], target_of(s, task)))
+    return float(np.mean(scores))
 
 
 def evaluate(model, strings, task, args):
@@ -222,7 +237,7 @@ def plot(errors, valid, test_lengths, curves, path):
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(18, 4.8))
     lengths = np.unique(test_lengths)
     positions = np.arange(1, valid.shape[1] + 1)
-    for color, (regime, errs) in zip(("C0", "C1"), errors.items()):
+    for color, (regime, errs) in zip(("C0", "C1", "C2"), errors.items()):
         for method, style in (("greedy", "-"), ("beam", "--")):
             hits = ~errs[method].any(axis=1)
             ax1.plot(
@@ -256,17 +271,23 @@ def plot(errors, valid, test_lengths, curves, path):
     ax2.legend(fontsize=8)
     window = 25
     for label, (losses, _ratios) in curves.items():
+        if label == OBJECTIVES["reinforce"]:  # a surrogate loss, not a cross-entropy
+            continue
         smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
         ax3.plot(np.arange(len(smooth)) + window - 1, smooth, label=f"{label} loss")
     ax3.set_yscale("log")
     ax3.set_xlabel("update")
     ax3.set_ylabel("training cross-entropy (tokens fed as trained)")
-    twin = ax3.twinx()
-    twin.plot(
-        curves["scheduled sampling"][1], color="gray", linestyle=":", label="teacher-forcing ratio"
-    )
-    twin.set_ylabel("teacher-forcing ratio (scheduled)")
-    twin.set_ylim(0, 1.05)
+    if "scheduled sampling" in curves:
+        twin = ax3.twinx()
+        twin.plot(
+            curves["scheduled sampling"][1],
+            color="gray",
+            linestyle=":",
+            label="teacher-forcing ratio",
+        )
+        twin.set_ylabel("teacher-forcing ratio (scheduled)")
+        twin.set_ylim(0, 1.05)
     ax3.legend(loc="upper right")
     _cli.save_figure(fig, path)
 
@@ -303,6 +324,20 @@ def main(argv=None):
         default=0.3,
         help="fraction of the run where the scheduled ratio passes 0.5",
     )
+    parser.add_argument(
+        "--objective",
+        nargs="+",
+        choices=tuple(OBJECTIVES),
+        default=list(OBJECTIVES),
+        help="the trainings to run: teacher forcing, scheduled sampling, self-critical "
+        "(reinforce: warm-started from the teacher-forced model, which it then trains too)",
+    )
+    parser.add_argument(
+        "--rl-steps", type=int, default=300, help="self-critical updates after the warm start"
+    )
+    parser.add_argument(
+        "--rl-lr", type=float, default=5e-5, help="Adam's learning rate of self-critical training"
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="strings per update")
     parser.add_argument("--embed", type=int, default=32, help="size of the token vectors")
     parser.add_argument(
@@ -336,6 +371,12 @@ def main(argv=None):
             parser,
             f"--min-len {args.min_len} --max-len {args.max_len}: expected 1 <= min-len <= max-len",
         )
+    try:
+        import sacrebleu  # noqa: F401  (BLEU, the self-critical reward and the table's column)
+    except ImportError:
+        _cli.fail(parser, "needs sacrebleu for BLEU: pip install 'rnnfast[bleu]'")
+    if args.rl_steps < 1:
+        _cli.fail(parser, f"--rl-steps {args.rl_steps}: expected at least 1")
     rnnfast.set_num_threads(args.threads)
 
     start = time.perf_counter()
@@ -346,11 +387,31 @@ def main(argv=None):
     )
     test_lengths = np.array([len(s) for s in test])
 
-    errors, curves = {}, {}
-    for label, scheduled in (("teacher forcing", False), ("scheduled sampling", True)):
-        model, losses, ratios = train(args, train_strings, scheduled, args.seed + 1)
-        curves[label] = (losses, ratios)
+    errors, curves, train_s, bleu = {}, {}, [], {}
+    runs = [o for o in ("teacher", "scheduled") if o in args.objective]
+    if "reinforce" in args.objective and "teacher" not in runs:
+        runs.insert(0, "teacher")  # the warm start
+    models = {}
+    for objective in runs:
+        label = OBJECTIVES[objective]
+        began = time.perf_counter()
+        model, losses, ratios = train(args, train_strings, objective == "scheduled", args.seed + 1)
+        train_s.append(time.perf_counter() - began)
+        curves[label], models[objective] = (losses, ratios), model
+    if "reinforce" in args.objective:
+        began = time.perf_counter()
+        model, history = train_self_critical(args, train_strings, models["teacher"])
+        sc_s = time.perf_counter() - began
+        models["reinforce"] = model
+        curves[OBJECTIVES["reinforce"]] = (np.array(history["loss"]), None)
+        print(
+            f"self-critical: {args.rl_steps} updates in {sc_s:.1f} s, mean BLEU of the samples "
+            f"{history['reward'][0]:.3f}, of the greedy decodes {history['greedy_reward'][0]:.3f}"
+        )
+    for objective, model in models.items():
+        label = OBJECTIVES[objective]
         errors[label], valid = evaluate(model, test, args.task, args)
+        bleu[label] = greedy_bleu(model, test, args.task)
     em = {
         (regime, method): 1.0 - wrong.any(axis=1).mean()
         for regime, errs in errors.items()
@@ -364,12 +425,13 @@ def main(argv=None):
     )
     print(
         f"{'trained with':>18s}  gold prefix  greedy   beam   gold prefix  own prefix  "
-        f"exposure bias"
+        f"exposure bias  BLEU (greedy)"
     )
     for regime, (gold, own) in bias.items():
         print(
             f"{regime:>18s}  {em[(regime, 'gold prefix')]:11.3f}  {em[(regime, 'greedy')]:6.3f}"
             f"  {em[(regime, 'beam')]:5.3f}   {gold:11.3f}  {own:10.3f}  {own - gold:13.3f}"
+            f"  {bleu[regime]:13.3f}"
         )
     print("(exact match with the gold prefix equals greedy's: both err first at the same token)")
     print("token error rate by output position, gold prefix -> own greedy prefix:")
@@ -379,9 +441,18 @@ def main(argv=None):
             f"{regime:>18s}: "
             + ", ".join(f"{t + 1}: {a:.3f}->{b:.3f}" for t, (a, b) in enumerate(zip(gold, own)))
         )
+    # an epoch: as many strings as the training set holds, read in (a fraction of) the updates
+    epochs = args.steps * args.batch_size / len(train_strings)
+    _cli.print_epoch_times(
+        [t / epochs for t in train_s],
+        f" ({', '.join(OBJECTIVES[o] for o in runs)}; {epochs:.2f} epochs of "
+        f"{len(train_strings)} strings each)",
+    )
     elapsed = time.perf_counter() - start  # as in the other examples, the plot is not timed
     plot(errors, valid, test_lengths, curves, out / "seq2seq.png")
     tf, ss = "teacher forcing", "scheduled sampling"
+    if tf not in errors or ss not in errors:
+        return
     print(
         f"RESULT exact_match_greedy={em[(ss, 'greedy')]:.4f} "
         f"exact_match_beam={em[(ss, 'beam')]:.4f} "

@@ -17,7 +17,7 @@ from ..training._loop import (
     use_data_parallel,
 )
 from ._broadcast import broadcast_optimizer_state, broadcast_parameters
-from ._communication import allreduce_sum, is_initialized, rank, size
+from ._communication import allreduce_sum, get_comm, is_initialized, rank, size
 from ._optimizer import DistributedOptimizer
 from ._sampler import DistributedSampler
 from ._seeding import seed_dropout, shared_seed
@@ -29,7 +29,8 @@ class _DataParallel:
     """What data parallelism changes in a training loop (the hooks of ``training._loop``): the
     loss and its count are those of the global batch, the gradients are averaged before they
     are clipped, a step not taken is skipped by every rank, the figures are summed over the
-    ranks, ModelCheckpoint runs on rank 0 only and a stop asked for on any rank stops all."""
+    ranks, ModelCheckpoint runs on rank 0 only, a stop asked for on any rank stops all, and
+    rank 0 writes the one backup (``backup_dir``), which holds every rank's random streams."""
 
     reduce = staticmethod(allreduce_sum)
 
@@ -74,6 +75,14 @@ class _DataParallel:
             stop = bool(cb.on_epoch_end(epoch, logs, self.model)) or stop
         return bool(allreduce_sum([stop])[0])
 
+    def gather(self, mine):
+        """Every rank's part of a backup, on rank 0 (which writes the one file)."""
+        return get_comm().gather(mine, root=0)
+
+    def share(self, value):
+        """Rank 0's ``value`` (the backup it read) on every rank."""
+        return get_comm().bcast(value, root=0)
+
     def close(self):
         if self.owned:
             self.dopt.remove_hooks()
@@ -87,7 +96,7 @@ class DataParallelFit(_DataParallel, FitLoop):
         optimizer = self._join(model, options.optimizer, broadcast, "fit")
         try:
             super().__init__(model, x, y, dataclasses.replace(options, optimizer=optimizer))
-            self.verbose = options.verbose and self.rank == 0
+            self.verbose = self.verbose if self.rank == 0 else 0  # rank 0 alone prints
             seed = shared_seed(options.seed)
             if reseed_dropout:
                 seed_dropout(model, seed)
@@ -127,7 +136,7 @@ class DataParallelStream(_DataParallel, StreamLoop):
             if reseed_dropout:
                 seed_dropout(model, shared_seed(seed))
             super().__init__(model, tokens, dataclasses.replace(options, optimizer=optimizer))
-            self.verbose = options.verbose and self.rank == 0
+            self.verbose = self.verbose if self.rank == 0 else 0  # rank 0 alone prints
         except BaseException:
             self.close()
             raise
@@ -162,9 +171,12 @@ def fit(model, x, y, options, *, broadcast=True, reseed_dropout=True):
       rank's loss gradient weighted by its share), so N ranks match one process with
       ``batch_size * N`` to rounding; ``clip_norm`` clips the global norm of the averaged
       gradients, and a non-finite one skips the step on every rank;
-    - the progress bar is printed by rank 0 only (``verbose``), ModelCheckpoint callbacks run
+    - the progress is printed by rank 0 only (``verbose``), ModelCheckpoint callbacks run
       on rank 0 only, other callbacks on every rank with the same logs, and a stop asked for
       on any rank stops all;
+    - ``backup_dir``: rank 0 writes one backup, which holds every rank's random streams
+      (dropout masks) and running sums, and at a restart reads it and gives each rank its
+      part; the restart needs the same number of ranks;
     - validation is split over the ranks and its sums reduced.
 
     Raises

@@ -13,7 +13,9 @@ loss or a metric. Metrics are reduced over the whole data set from counts. The l
 
 The package: ``_loop`` is the engine every fit runs (and ``rnnfast.distributed``'s too),
 ``_batches`` the data side, ``_scoring`` the losses and metrics over padded batches, ``_fit``,
-``_stream`` and ``_seq2seq`` the functions, ``_callbacks`` the callbacks.
+``_stream``, ``_seq2seq`` and ``_self_critical`` (sequence-level training by REINFORCE) the
+functions, ``_callbacks`` the callbacks, ``_progress`` the progress shown (``verbose``),
+``_backup`` and ``_archive`` the backups that let a killed run resume (``backup_dir``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 from ._batches import stream_windows
 from ._callbacks import EarlyStopping, ModelCheckpoint
 from ._fit import evaluate, fit, predict
+from ._scoring import sentence_bleu
+from ._self_critical import fit_self_critical, policy_gradient
 from ._seq2seq import evaluate_seq2seq, fit_seq2seq
 from ._stream import evaluate_stream, fit_stream
 
@@ -31,8 +35,11 @@ __all__ = [
     "evaluate_seq2seq",
     "evaluate_stream",
     "fit",
+    "fit_self_critical",
     "fit_seq2seq",
     "fit_stream",
+    "policy_gradient",
     "predict",
+    "sentence_bleu",
     "stream_windows",
 ]

@@ -1,10 +1,12 @@
 """Callbacks of the training loops: ``on_epoch_end(epoch, logs, model) -> bool`` (True
-stops)."""
+stops), and optionally ``state_dict()`` / ``load_state_dict(state)``, which a training backup
+(``fit``'s ``backup_dir``) keeps and restores."""
 
 from __future__ import annotations
 
 import math
 
+from .._validation import check_keys
 from ..io.persistence import save
 
 __all__ = ["EarlyStopping", "ModelCheckpoint"]
@@ -36,6 +38,19 @@ class EarlyStopping:
             return True
         return False
 
+    def state_dict(self):
+        """What it has seen (the best value, the epochs since, the best weights): a training
+        backup keeps it (``fit``'s ``backup_dir``)."""
+        best_state = None if self.best_state is None else dict(self.best_state)
+        return {"best": self.best, "wait": self.wait, "best_state": best_state}
+
+    def load_state_dict(self, state):
+        """Restore what :meth:`state_dict` returned."""
+        check_keys("state", state, ("best", "wait", "best_state"))
+        self.best, self.wait = float(state["best"]), int(state["wait"])
+        best = state["best_state"]
+        self.best_state = None if best is None else dict(best)
+
 
 class ModelCheckpoint:
     """Save the model (rnnfast .npz) after each epoch, or only when ``monitor`` improves."""
@@ -51,3 +66,12 @@ class ModelCheckpoint:
             self.best = min(self.best, value)
             save(model, str(self.path).format(epoch=epoch + 1))
         return False
+
+    def state_dict(self):
+        """The best value so far: a training backup keeps it (``fit``'s ``backup_dir``)."""
+        return {"best": self.best}
+
+    def load_state_dict(self, state):
+        """Restore what :meth:`state_dict` returned."""
+        check_keys("state", state, ("best",))
+        self.best = float(state["best"])

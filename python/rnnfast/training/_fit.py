@@ -50,9 +50,36 @@ def fit(model, x, y, options, *, distributed=False):
         run over; ``max_tokens`` makes batches by padded token count instead of by count.
     drop_last : bool
         Leave out the last, smaller batch.
+    verbose : "auto", 0, 1, 2, True or False
+        Keras's: ``0`` silent; ``1`` a progress bar (live on a terminal; in a log a line at
+        each tenth of the epoch) and one line per epoch; ``2`` one line per epoch (its
+        figures, batches, seconds, samples per second). ``"auto"`` (and True): ``1`` when
+        stderr is a terminal, ``2`` when it is not (a pipe, a file, a batch job's log).
+    backup_dir : str or os.PathLike, optional
+        Training that survives a crash (Keras's ``BackupAndRestore``): the loop writes
+        ``backup_dir/backup.npz`` at each epoch's end and, when it is there at the start,
+        resumes from it, so a killed run rerun with the same arguments ends with the same
+        parameters and history as a run never interrupted (bitwise, for a thread count). The
+        backup holds the parameters, the optimizer's state, the epoch and batch, the history,
+        the random streams (shuffling, every generator the model holds: dropout masks), the
+        state stateful layers carry, the epoch's running sums, and the state of callbacks that
+        have ``state_dict()`` / ``load_state_dict()`` (EarlyStopping, ModelCheckpoint). It is
+        written atomically (a write killed part-way leaves the previous backup whole) and
+        removed when the run completes. The model, the optimizer and the data must be those
+        of the run that wrote it.
+    backup_every : int >= 1, optional
+        Also back up every ``backup_every`` batches of an epoch (with ``backup_dir``).
     distributed : bool
         Train data-parallel on the MPI ranks of ``rnnfast.distributed.init()``, which must have
         run: ``rnnfast.distributed.fit`` with these arguments (``batch_size`` per rank).
+
+    Raises
+    ------
+    ValueError
+        A ``verbose`` other than those above; ``backup_every`` without ``backup_dir``; a
+        backup that another loop, process count, model or data wrote.
+    TypeError
+        ``backup_dir`` not a path; with ``backup_dir``, an optimizer without ``state_dict()``.
     """
     if distributed:
         return data_parallel()(model, x, y, options).run()

@@ -28,6 +28,15 @@ import math
 import numpy as np
 
 from ..optim import clip_grad_norm
+from ._backup import (
+    Backup,
+    generator_state,
+    local_state,
+    restore_backup,
+    resume_epoch,
+    save_backup,
+    set_generator_state,
+)
 from ._batches import (
     check_bucketing,
     epoch_order,
@@ -38,7 +47,7 @@ from ._batches import (
     stream_windows,
     window_losses,
 )
-from ._progress import Progress
+from ._progress import Progress, resolve_verbose
 from ._scoring import Metrics, call_loss, resolve_loss, score
 
 __all__ = [
@@ -72,12 +81,14 @@ class FitOptions:
     clip_norm: object = None
     batch_axis: object = None
     seed: object = None
-    verbose: bool = True
+    verbose: object = "auto"
     lengths: object = None
     mask: object = None
     bucket: bool = False
     max_tokens: object = None
     drop_last: bool = False
+    backup_dir: object = None
+    backup_every: object = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -92,7 +103,9 @@ class StreamOptions:
     clip_norm: object = None
     validation_tokens: object = None
     callbacks: object = ()
-    verbose: bool = True
+    verbose: object = "auto"
+    backup_dir: object = None
+    backup_every: object = None
 
 
 def takes_options(options_class, **defaults):
@@ -147,56 +160,89 @@ def takes_options(options_class, **defaults):
 class Loop:
     """The epoch loop, and the history it returns (:meth:`run`).
 
-    ``options``: the fit's keywords (epochs, callbacks, verbose and what the subclass reads).
-    Subclasses give ``batches(epoch)`` (a list) and ``step(batch)``: ``(loss, counted,
-    samples)``, or None for a step not taken (a gradient norm that is not finite); the epoch's
-    loss is the mean over the counted positions, the progress bar's throughput counts
-    ``samples``. Optionally ``epoch_logs()`` (training figures of the epoch) and ``validate()``
-    (a dict, or None without validation data)."""
+    ``options``: the fit's keywords (epochs, callbacks, verbose, backup_dir, backup_every and
+    what the subclass reads). Subclasses give ``batches(epoch)`` (a list) and ``step(batch)``:
+    ``(loss, counted, samples)``, or None for a step not taken (a gradient norm that is not
+    finite); the epoch's loss is the mean over the counted positions, the progress's
+    throughput counts ``samples``. Optionally ``epoch_logs()`` (training figures of the
+    epoch) and ``validate()`` (a dict, or None without validation data).
+
+    With ``backup_dir`` the loop backs itself up at each epoch's end (and every
+    ``backup_every`` batches) and a new run resumes from the backup (``_backup``); a subclass
+    with state of its own adds it through ``loop_state`` (the same on every process) and
+    ``local_state`` / ``load_epoch_state`` (this process's, within an epoch)."""
 
     rank, size = 0, 1  # this process among the data-parallel ones: the only one here
     reduce = None  # how an array is summed over the processes: nothing to sum here
     resets_state = True  # stateful layers start each epoch afresh
+    rng = None  # the loop's own generator (shuffling, bucketing): a backup keeps it
+    optimizer = None
 
     def __init__(self, model, options):
         self.model, self.options = model, options
         self.epochs, self.callbacks = options.epochs, options.callbacks
-        self.verbose = options.verbose
+        self.verbose = resolve_verbose(options.verbose)
+        self.backup = Backup.of(options)
+        self.history, self.tally = {}, [0.0, 0]  # the loss summed over the counted positions
+        self.epoch_rng = None  # the loop's generator at the epoch's start
 
     def run(self):
+        finished = False
         try:
-            return self._epochs()
+            history = self._epochs()
+            finished = True
+            return history
         finally:
-            self.close()
+            try:
+                if self.backup is not None and self.rank == 0:
+                    self.backup.clear(finished)
+            finally:
+                self.close()
 
     def _epochs(self):
-        history = {}
-        for epoch in range(self.epochs):
-            if self.resets_state:
-                reset_stateful(self.model)
-            self.model.train()
-            batches = self.batches(epoch)
-            progress = Progress(len(batches), f"epoch {epoch + 1}/{self.epochs}", self.verbose)
-            total, counted_total, seen = 0.0, 0, 0
-            for batch in batches:
-                done = self.step(batch)
-                if done is None:
-                    continue
-                value, counted, samples = done
-                total += value * counted
-                counted_total += counted
-                seen += samples
-                progress.update(value, seen)
-            logs = {"loss": total / max(counted_total, 1), **self.epoch_logs()}
-            validation = self.validate()
-            if validation is not None:
-                logs.update({f"val_{k}": v for k, v in validation.items()})
-            progress.close(logs)
+        saved = restore_backup(self) if self.backup is not None else None
+        first = 0 if saved is None else saved["epoch"]
+        for epoch in range(first, self.epochs):
+            resume = saved if epoch == first and saved is not None and saved["position"] else None
+            logs = self._epoch(epoch, resume)
             for key, value in logs.items():
-                history.setdefault(key, []).append(value)
+                self.history.setdefault(key, []).append(value)
             if self.end_epoch(epoch, logs):
                 break
-        return history
+            if self.backup is not None and epoch + 1 < self.epochs:
+                save_backup(self, epoch + 1, 0)
+        return self.history
+
+    def _epoch(self, epoch, resume):
+        """One epoch, or (``resume``: a backup taken in it) the rest of one; its logs."""
+        if self.resets_state and resume is None:
+            reset_stateful(self.model)
+        self.model.train()
+        now = generator_state(self.rng)
+        if resume is not None:  # the epoch's batches drawn again, as they were
+            set_generator_state(self.rng, resume["mine"]["epoch_rng"], "the loop's generator")
+        self.epoch_rng = generator_state(self.rng)
+        batches = self.batches(epoch)
+        self.tally, begin = [0.0, 0], 0
+        if resume is not None:
+            set_generator_state(self.rng, now, "the loop's generator")
+            begin = resume_epoch(self, resume, len(batches))
+        progress = Progress(len(batches), f"epoch {epoch + 1}/{self.epochs}", self.verbose, begin)
+        for position in range(begin, len(batches)):
+            done = self.step(batches[position])
+            if done is not None:
+                value, counted, samples = done
+                self.tally[0] += value * counted
+                self.tally[1] += counted
+                progress.update(value, samples)
+            if self.backup is not None and self.backup.due(position + 1, len(batches)):
+                save_backup(self, epoch, position + 1)
+        logs = {"loss": self.tally[0] / max(self.tally[1], 1), **self.epoch_logs()}
+        validation = self.validate()
+        if validation is not None:
+            logs.update({f"val_{k}": v for k, v in validation.items()})
+        progress.close(logs)
+        return logs
 
     def epoch_logs(self):
         return {}
@@ -210,6 +256,33 @@ class Loop:
 
     def close(self):
         """Called when the loop ends, by a stop, its last epoch or an error."""
+
+    # ---- what a backup keeps beyond the model, the optimizer and the history (see _backup) ---
+
+    def loop_state(self):
+        """State of the loop's own, the same on every process (JSON values and arrays)."""
+        return {}
+
+    def load_loop_state(self, state):
+        """Restore what :meth:`loop_state` returned."""
+
+    def local_state(self):
+        """This process's part of a backup: its random streams, the state its stateful layers
+        carry, the epoch's running sums (``_backup.local_state``)."""
+        return local_state(self)
+
+    def load_epoch_state(self, mine):
+        """This process's running sums of an epoch resumed from a backup (its ``mine``)."""
+        self.tally = list(mine["tally"])
+
+    def gather(self, mine):
+        """Every process's :meth:`local_state`, on the process that writes the backup (one
+        here); None elsewhere."""
+        return [mine]
+
+    def share(self, value):
+        """The writing process's ``value`` (a backup read there), on every process."""
+        return value
 
 
 class LossLoop(Loop):
@@ -282,6 +355,19 @@ class FitLoop(LossLoop):
 
     def epoch_logs(self):
         return self.train_metrics.results(self.reduce)
+
+    def local_state(self):
+        sums = {name: list(pair) for name, pair in self.train_metrics.sums.items()}
+        return {**super().local_state(), "metrics": sums}
+
+    def load_epoch_state(self, mine):
+        super().load_epoch_state(mine)
+        if sorted(mine["metrics"]) != sorted(self.train_metrics.sums):
+            raise ValueError(
+                f"backup_dir: the backup counts the metrics {sorted(mine['metrics'])}, this run "
+                f"{sorted(self.train_metrics.sums)}"
+            )
+        self.train_metrics.sums = {name: list(pair) for name, pair in mine["metrics"].items()}
 
     def validate(self):
         if self.options.validation_data is None:

@@ -1,6 +1,7 @@
 """Losses and metrics over padded batches: the loss with the padding left out and the positions
 it counted, metric sums over a whole data set (corpus figures, not means of batch fractions),
-and the loss and metrics of a model over batches in eval mode."""
+the loss and metrics of a model over batches in eval mode, and the sequence-level reward of
+self-critical training (sentence BLEU over token ids)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .. import losses as _losses
 from .. import metrics as _metrics
 from ._batches import eval_batches
 
-__all__ = ["Metrics", "call_loss", "resolve_loss", "score"]
+__all__ = ["Metrics", "call_loss", "resolve_loss", "resolve_reward", "score", "sentence_bleu"]
 
 _LOSSES = {"mse": _losses.mse_loss, "cross_entropy": _losses.cross_entropy}
 _METRICS = {"accuracy": _metrics.accuracy, "perplexity": _metrics.perplexity}
@@ -119,3 +120,44 @@ def score(model, data, order, *, loss_fn, metrics, batch_size, reduce=None):
     if reduce is not None:
         total, counted_total = reduce([total, counted_total])
     return {"loss": total / max(counted_total, 1), **totals.results(reduce)}
+
+
+# ---- sequence-level rewards ---------------------------------------------------------------------
+
+
+def sentence_bleu(hypothesis, reference):
+    """Sentence BLEU of one token sequence against one reference, in [0, 1]: sacrebleu's
+    ``sentence_bleu`` over the ids joined by spaces (``tokenize="none"``: each id one word),
+    with exponential smoothing (``smooth_method="exp"``) so that a short hypothesis without
+    a matching 4-gram still scores above 0; sacrebleu's 0..100 score divided by 100.
+
+    Parameters
+    ----------
+    hypothesis, reference : sequences of int
+        Token ids, without the start and end tokens.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ImportError
+        sacrebleu is not installed (``pip install rnnfast[bleu]``).
+    """
+    try:
+        import sacrebleu
+    except ImportError as error:
+        raise ImportError(
+            "sentence_bleu: needs sacrebleu (pip install 'rnnfast[bleu]', or pass "
+            "reward=<callable(hypothesis, reference) -> float>)"
+        ) from error
+    hyp = " ".join(str(int(t)) for t in hypothesis)
+    ref = " ".join(str(int(t)) for t in reference)
+    return sacrebleu.sentence_bleu(hyp, [ref], tokenize="none", smooth_method="exp").score / 100.0
+
+
+def resolve_reward(reward):
+    """The reward function of ``"bleu"`` (:func:`sentence_bleu`) or a callable
+    ``reward(hypothesis, reference) -> float``."""
+    return _resolve(reward, {"bleu": sentence_bleu}, "reward")

@@ -78,7 +78,9 @@ class Seq2SeqOptions:
     seed: object = None
     validation_data: object = None
     callbacks: object = ()
-    verbose: bool = True
+    verbose: object = "auto"
+    backup_dir: object = None
+    backup_every: object = None
 
 
 @takes_options(Seq2SeqOptions)
@@ -95,6 +97,8 @@ def fit_seq2seq(model, sources, targets, options):
         The teacher-forcing ratio (scheduled sampling below 1), or a schedule of it over the
         optimizer steps (``seq2seq.teacher_forcing_schedule``).
     bucket, max_tokens : batches of similar source lengths (``data.BucketedBatches``).
+    verbose, backup_dir, backup_every
+        As :func:`fit`; a backup also keeps the teacher-forcing clock and the coins' generator.
     """
     return Seq2SeqLoop(model, sources, targets, options).run()
 
@@ -111,6 +115,13 @@ class Seq2SeqLoop(Loop):
         self.rng = np.random.default_rng(options.seed)
         self.lengths = np.array([len(s) for s in self.src], dtype=np.int64)
         self.steps = 0  # optimizer steps tried: a teacher-forcing schedule's clock
+        self.optimizer = options.optimizer
+
+    def loop_state(self):
+        return {"steps": self.steps}
+
+    def load_loop_state(self, state):
+        self.steps = int(state["steps"])
 
     def batches(self, epoch):
         o = self.options
@@ -139,7 +150,7 @@ class Seq2SeqLoop(Loop):
         self.steps += 1
         if o.clip_norm is not None and not math.isfinite(clip_grad_norm(self.model, o.clip_norm)):
             return None
-        o.optimizer.step()
+        self.optimizer.step()
         tokens = int(t_len.sum())
         return loss, tokens, tokens
 
