@@ -186,10 +186,72 @@ inline typename Simd<T>::vec apply_epilogue(Epilogue op, typename Simd<T>::vec x
 
 // ---- packing ----------------------------------------------------------------------------------
 
+// An integer vector of lane indices, the mask type of __builtin_shuffle for T's vectors.
+template <class T>
+struct LaneMask {
+    typedef typename IntFor<T>::type type __attribute__((vector_size(kVectorBytes)));
+};
+
 template <class T>
 index packed_b_size(index K, index N) {
     const index nr = Simd<T>::NR;
     return K * ((N + nr - 1) / nr) * nr;
+}
+
+// A W x W block transposed in registers: v[i][j] becomes v[j][i]. Each stage b (W/2 down to 1)
+// swaps the off-diagonal b x b blocks of every 2b x 2b block, by one two-source shuffle per
+// output vector: W log2(W) shuffles for W x W values (AVX-512 floats: 64 for 256), where a
+// scalar transpose moves each value on its own.
+template <class T, int B, int High>
+constexpr typename IntFor<T>::type swap_lane(std::size_t l) {
+    constexpr int W = Simd<T>::W;
+    const int lane = static_cast<int>(l);
+    const bool upper = (lane & B) != 0;  // the lane's position in its 2b block
+    // the low output takes x's lane where the lane is in the upper-left block, y's (shifted
+    // down by b) where it is in the lower-left one; the high output the other two blocks
+    if (High == 0) return static_cast<typename IntFor<T>::type>(upper ? W + lane - B : lane);
+    return static_cast<typename IntFor<T>::type>(upper ? W + lane : lane + B);
+}
+template <class T, int B, std::size_t... I>
+inline void swap_blocks(typename Simd<T>::vec* v, std::index_sequence<I...>) {
+    constexpr int W = Simd<T>::W;
+    const typename LaneMask<T>::type lo{swap_lane<T, B, 0>(I)...}, hi{swap_lane<T, B, 1>(I)...};
+    for (int i = 0; i < W; ++i)
+        if ((i & B) == 0) {
+            const typename Simd<T>::vec x = v[i], y = v[i + B];
+            v[i] = __builtin_shuffle(x, y, lo);
+            v[i + B] = __builtin_shuffle(x, y, hi);
+        }
+}
+template <class T, int B = Simd<T>::W / 2>
+inline void transpose_block(typename Simd<T>::vec* v) {
+    if constexpr (B >= 1) {
+        swap_blocks<T, B>(v, std::make_index_sequence<Simd<T>::W>{});
+        transpose_block<T, B / 2>(v);
+    }
+}
+
+// The panel of a transposed B (rs == 1: column j of B is a contiguous run of K values, the row
+// j of a stored W), W k's at a time: W columns' runs loaded as W vectors, transposed in
+// registers, stored as W rows of the panel. Columns past `cols` load as zeros. The k's past a
+// multiple of W are left to the caller's scalar loop; returns how many were packed.
+template <class T>
+index pack_panel_transposed(MatView<T> B, index K, index j0, index cols, T* panel) {
+    using V = typename Simd<T>::vec;
+    constexpr int W = Simd<T>::W, NR = Simd<T>::NR;
+    const index kv = K / W * W;
+    for (index k = 0; k < kv; k += W)
+        for (int g = 0; g < kNV; ++g) {
+            V v[W];
+            for (int c = 0; c < W; ++c) {
+                const index j = g * W + c;
+                v[c] = j < cols ? load<V>(B.p + (j0 + j) * B.cs + k) : V{};
+            }
+            transpose_block<T>(v);
+            for (int r = 0; r < W; ++r)
+                store(panel + (k + r) * NR + g * W, v[r]);
+        }
+    return kv;
 }
 
 // Panel p holds columns [p*NR, p*NR + NR) of B for every k, NR contiguous values per k,
@@ -201,7 +263,9 @@ void pack_b(MatView<T> B, index K, index N, index p0, index p1, T* dst) {
         T* panel = dst + p * K * nr;
         const index j0 = p * nr;
         const index cols = N - j0 < nr ? N - j0 : nr;
-        for (index k = 0; k < K; ++k) {
+        const index k_done =
+            B.rs == 1 && B.cs != 1 ? pack_panel_transposed(B, K, j0, cols, panel) : 0;
+        for (index k = k_done; k < K; ++k) {
             T* out = panel + k * nr;
             const T* row = B.p + k * B.rs + j0 * B.cs;
             index j = 0;
@@ -283,7 +347,10 @@ void pack_a(MatView<T> A, index m0, index m1, index k0, index kc, T* dst) {
         const index h = m1 - i < kMR ? m1 - i : kMR;
         T* out = dst + (i - m0) * kc;
         const T* src = A.p + i * A.rs + k0 * A.cs;
-        if (A.rs == 1) {
+        if (A.rs == 1 && h == kMR) {  // a full sliver: a fixed-size copy per k, in vectors
+            for (index k = 0; k < kc; ++k)
+                std::memcpy(out + k * kMR, src + k * A.cs, sizeof(T) * kMR);
+        } else if (A.rs == 1) {
             for (index k = 0; k < kc; ++k)
                 for (index r = 0; r < h; ++r)
                     out[k * h + r] = src[k * A.cs + r];
@@ -498,10 +565,6 @@ inline T sum_lanes(typename Simd<T>::vec v) {
 // (a2, a3) fold into vectors holding half-sums of both, those two into one vector whose quarters
 // hold the four rows' partial sums, then each quarter is summed in place. 13 shuffles and adds
 // on AVX-512 floats for the four, against 32 for four separate trees.
-template <class T>
-struct LaneMask {
-    typedef typename IntFor<T>::type type __attribute__((vector_size(kVectorBytes)));
-};
 
 // Lane i of fold<G>(x, y): of the 2W lanes of (x, y), out block b (of G lanes) takes block
 // 2b' (+1 for the high part) of x for the first half of the out blocks, of y for the second.
