@@ -33,6 +33,7 @@ truncated) raises ``ChecksumError`` and caches nothing.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import sys
@@ -300,19 +301,21 @@ def _not_found_message(name, root, failure):
     )
 
 
-def _fetch(url, path):
-    """Stream ``url`` into ``path``; (sha256, bytes) of what arrived. A connection that ends
-    early (fewer bytes than its Content-Length) is no error here: what arrived is checked as
-    any download is, and fails as truncated."""
+def _fetch(url, path, limit):
+    """Stream ``url`` into ``path``; (sha256, bytes) of what arrived, reading at most
+    ``limit`` bytes (a server that sends more than the file's size is not followed: what
+    arrived fails its check as corrupt). A connection that ends early (fewer bytes than its
+    Content-Length) is no error here: what arrived is checked as any download is, and fails
+    as truncated."""
     import http.client  # the network modules load only for a download
     import urllib.request
 
     digest, size = hashlib.sha256(), 0
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, open(path, "wb") as out:
         ended = False
-        while not ended:
+        while not ended and size < limit:
             try:
-                block = response.read(1 << 16)
+                block = response.read(min(1 << 16, limit - size))
             except http.client.IncompleteRead as exc:
                 block, ended = exc.partial, True
             ended = ended or not block
@@ -328,14 +331,15 @@ def _download_file(name, root, f, staging):
 
     url = _url_of(name, f)
     try:
-        sha, size = _fetch(url, staging / f.name)
+        sha, size = _fetch(url, staging / f.name, f.size + 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise DatasetNotFoundError(_not_found_message(name, root, f"{url}: {reason}")) from exc
     if sha != f.sha256 or size != f.size:
         what = "truncated" if size < f.size else "corrupt"
+        got = f"more than {f.size:,}" if size > f.size else f"{size:,}"
         raise ChecksumError(
-            f"the download of {url} is {what}: {size:,} bytes with sha256 {sha}, expected "
+            f"the download of {url} is {what}: {got} bytes with sha256 {sha}, expected "
             f"{f.size:,} bytes with sha256 {f.sha256}; nothing was cached (try again, or "
             f"provide the data through root or {DATA_ENV})"
         )
@@ -402,6 +406,11 @@ def _parse_monthly(path):
             row = [float(v) for v in fields[1:13]]
         except ValueError:
             continue
+        if not all(math.isfinite(v) for v in row):
+            raise ValueError(
+                f"{path}: the row of year {fields[0]} has a value that is not a finite number "
+                f"(monthly sunspot numbers are): {' '.join(fields[1:13])}"
+            )
         values.extend(row)
         dates.extend(f"{fields[0]}-{m + 1:02d}" for m in range(len(row)))
     if not values:
@@ -428,7 +437,8 @@ def load(name, root=None, *, download=True):
     Raises
     ------
     ValueError
-        An unknown name, or a data file that cannot be parsed (the message names it).
+        An unknown name, or a data file that cannot be parsed (the message names it): not
+        UTF-8, sunspots without rows of monthly values or with a NaN or infinite value.
     DatasetNotFoundError
         ``root`` or ``$RNNFAST_DATA`` is not a folder, or the data set is nowhere and could
         not be downloaded; the message names the address and RNNFAST_DATA.

@@ -239,7 +239,7 @@ def _set_config(arrays, **kw):
         (lambda a: a.update(__rnnfast_config__=np.array(["{}"])), "uint8"),
         (lambda a: _set_config(a, no_such_argument=1), "does not build a layer"),
         (lambda a: _set_config(a, hidden_size=-1), "does not build a layer"),
-        (lambda a: _set_config(a, hidden_size=H + 1), "weight_ih_l0: expected shape"),
+        (lambda a: _set_config(a, hidden_size=H - 1), "weight_ih_l0: expected shape"),
         (lambda a: _set_config(a, bias=False), r"unexpected entr.*bias_ih_l0"),
         (lambda a: _set_config(a, dtype="float32"), "expected dtype float32"),
         (lambda a: a.pop("weight_hh_l0"), r"missing parameter.*weight_hh_l0"),

@@ -18,9 +18,13 @@ surface tokens of multiword ranges (``1-2  don't``) and the empty nodes of enhan
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 __all__ = ["Sentence", "read_conllu"]
+
+# what errors="surrogateescape" turns bytes that are not UTF-8 into
+_ESCAPED = re.compile("[\udc80-\udcff]")
 
 FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 
@@ -79,15 +83,16 @@ def read_conllu(path_or_file) -> list[Sentence]:
     TypeError
         ``path_or_file`` neither a path nor a file.
     ValueError
-        A malformed line, with the file and line number: not ten tab-separated fields, an
-        empty field, an ID that is not a word number, a range ``a-b`` or an empty node
+        A malformed line, with the file and line number: not UTF-8, not ten tab-separated
+        fields, an empty field, an ID that is not a word number, a range ``a-b`` or an empty node
         ``a.b``, word IDs that do not run 1, 2, 3, ... within the sentence, or a sentence of
         multiword tokens or empty nodes only.
     """
     if isinstance(path_or_file, (str, os.PathLike)):
         name = os.fspath(path_or_file)
-        with open(path_or_file, encoding="utf-8-sig", newline="") as f:
-            return _parse(f, name)
+        # bytes that are not UTF-8 come through as lone surrogates, refused with their line
+        with open(path_or_file, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+            return _parse(f, name, escaped=True)
     if not hasattr(path_or_file, "read"):
         raise TypeError(
             f"path_or_file: expected a path or an open file, got {type(path_or_file).__name__}"
@@ -95,17 +100,35 @@ def read_conllu(path_or_file) -> list[Sentence]:
     return _parse(path_or_file, str(getattr(path_or_file, "name", "<file>")))
 
 
-def _parse(lines, name):
+def _lines(lines, name):
+    """``(number, line)`` of an open file's lines, decoded: a line that is not UTF-8 is a
+    ValueError naming it (a text file's own decoding error included)."""
+    number = 0
+    iterator = iter(lines)
+    while True:
+        number += 1
+        try:
+            line = next(iterator)
+            if isinstance(line, bytes):
+                line = line.decode("utf-8")
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{name}, line {number}: not UTF-8 text ({exc.reason})") from None
+        yield number, line
+
+
+def _parse(lines, name, escaped=False):
     sentences = []
     current = None
     other_lines = 0  # multiword-token and empty-node lines of the current sentence
-    for number, line in enumerate(lines, start=1):
-        if isinstance(line, bytes):
-            line = line.decode("utf-8")
+    for number, line in _lines(lines, name):
         if number == 1:
             line = line.lstrip("\ufeff")
         line = line.rstrip("\r\n")
         where = f"{name}, line {number}"
+        if escaped and _ESCAPED.search(line):
+            raise ValueError(f"{where}: not UTF-8 text: {_show(line)}")
         if not line.strip():
             if current is not None:
                 _finish(current, other_lines, where, sentences)

@@ -9,11 +9,15 @@ import os
 import numpy as np
 
 from .._validation import check_int, check_optional_int, type_error
+from ._json import loads
 
 __all__ = ["Vocabulary"]
 
 FORMAT = "rnnfast.Vocabulary"
 FORMAT_VERSION = 1
+# the largest vocabulary file load reads: millions of tokens, far from what a hostile file
+# could make the parser build
+MAX_FILE_BYTES = 1 << 28
 
 
 class Vocabulary:
@@ -334,22 +338,26 @@ class Vocabulary:
         TypeError
             ``path`` not a str or os.PathLike.
         ValueError
-            Not JSON, not a vocabulary file, a format version newer than this rnnfast reads,
-            or invalid contents.
+            Not JSON (or not UTF-8, with ``NaN`` or ``Infinity`` in it), larger than
+            ``MAX_FILE_BYTES`` or nested deeper than JSON's objects of a vocabulary could be
+            (checked before parsing), not a vocabulary file, a format version newer than this
+            rnnfast reads, or invalid contents (the message says which field).
+        OSError
+            Reading the file failed (FileNotFoundError: no such file).
         """
         path = _check_path(path)
-        with open(path, encoding="utf-8") as f:  # save writes ASCII; a hand edit may not
-            try:
-                document = json.load(f)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise ValueError(f"path: {os.fspath(path)!r} is not a JSON file: {exc}") from None
+        with open(path, "rb") as f:  # save writes ASCII; a hand edit may write UTF-8
+            data = f.read(MAX_FILE_BYTES + 1)
+        document = loads(
+            data, f"path: {os.fspath(path)!r} is not a JSON file", max_bytes=MAX_FILE_BYTES
+        )
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise ValueError(
                 f"path: {os.fspath(path)!r} is not an rnnfast vocabulary file "
                 f'(expected "format": {FORMAT!r})'
             )
         version = document.get("version")
-        if version != FORMAT_VERSION:
+        if type(version) is not int or version != FORMAT_VERSION:
             raise ValueError(
                 f"path: {os.fspath(path)!r} has format version {version!r}, this rnnfast reads "
                 f"version {FORMAT_VERSION}; a newer file needs a newer rnnfast"
@@ -358,6 +366,9 @@ class Vocabulary:
         try:
             if not isinstance(tokens, list):
                 raise type_error("tokens", "a list", tokens)
+            for i, t in enumerate(tokens):  # before they key the counts
+                if not isinstance(t, str):
+                    raise type_error(f"tokens[{i}]", "a str", t)
             if counts is not None:
                 if not isinstance(counts, list) or len(counts) != len(tokens):
                     raise ValueError("counts: expected a list as long as tokens, or null")

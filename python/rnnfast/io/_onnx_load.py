@@ -17,6 +17,7 @@ becomes an rnnfast layer, in a chain.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -24,6 +25,20 @@ import numpy as np
 from ..nn import GRU, LSTM, RNN, Embedding, Linear, Module, Sequential
 
 __all__ = ["OnnxLoadError", "OnnxModel", "load_model"]
+
+
+# The ops computed on constants (onnx's reference evaluator): what exporters leave between
+# constants (shape arithmetic, casts, reshapes of weights). _SAME_SIZE keep their input's size;
+# _GROWING have their output's size computed first; the others take at most _MAX_FOLD_INPUT
+# values (a broadcast of two such inputs stays small).
+_SAME_SIZE = {"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Flatten"}
+_SAME_SIZE |= {"Neg", "Abs", "Shape", "Size", "Sqrt", "Reciprocal", "Not"}
+_GROWING = {"ConstantOfShape", "Expand", "Tile", "Range"}
+_FOLDABLE = _SAME_SIZE | _GROWING | {"Concat", "Slice", "Gather", "Split", "Add", "Sub"}
+_FOLDABLE |= {"Mul", "Div", "Equal", "And", "Or", "Less", "Greater", "Min", "Max", "ReduceSum"}
+_FOLDABLE |= {"ReduceProd", "Where", "Clip"}
+_MAX_FOLD_INPUT = 1 << 12
+_MAX_FOLDED = 1 << 22
 
 
 class OnnxLoadError(ValueError):
@@ -243,13 +258,35 @@ class _Reader:
                         "Add and the glue around them (Transpose, Reshape, Squeeze, Unsqueeze, "
                         "Slice, Concat, Shape, Constant, ConstantOfShape, Cast, ...)",
                     )
-                outs = handler(node, args)
+                outs = self.run_handler(handler, node, args)
                 if not isinstance(outs, (list, tuple)):
                     outs = [outs]
             for name, value in zip(node.output, outs):
                 if name:
                     self.values[name] = value
         return self.assemble()
+
+    def run_handler(self, handler, node, args):
+        """``handler(node, args)``. The handlers read a graph that came from a file: an
+        attribute missing or of another type, an index or axis out of range, a graph nested
+        deeper than Python recurses: each is a graph rnnfast cannot read, said so naming the
+        node, not an error of rnnfast's."""
+        try:
+            return handler(node, args)
+        except OnnxLoadError:
+            raise
+        except (
+            IndexError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            ValueError,
+            ZeroDivisionError,
+            OverflowError,
+            RecursionError,
+            UnicodeDecodeError,
+        ) as exc:
+            self.fail(node, f"malformed ({type(exc).__name__}: {exc})")
 
     def attrs(self, node):
         return {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -264,6 +301,7 @@ class _Reader:
                 if key in a:
                     return [_Const(np.asarray(a[key]))]
             self.fail(node, "a Constant of a kind rnnfast does not read")
+        self.check_fold(node, args)
         from onnx.reference import ReferenceEvaluator
 
         helper = self.onnx.helper
@@ -282,8 +320,65 @@ class _Reader:
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
         feeds = {nm: a.value for nm, a in zip(names, args) if nm}
-        result = ReferenceEvaluator(model).run(None, feeds)
-        return [_Const(np.asarray(v)) for v in result]
+        try:
+            result = ReferenceEvaluator(model).run(None, feeds)
+        except MemoryError:
+            raise  # check_fold bounds the sizes: this would be rnnfast's error
+        # onnx's evaluator raises whatever its numpy code meets on a malformed node (wrong
+        # attributes, inputs of other types or shapes): a node rnnfast cannot compute
+        except Exception as exc:
+            self.fail(node, f"its constant inputs cannot be computed ({type(exc).__name__}: {exc})")
+        out = [_Const(np.asarray(v)) for v in result]
+        if sum(o.value.size for o in out) > _MAX_FOLDED:
+            self.fail(node, f"computes more than {_MAX_FOLDED:,} constant values")
+        return out
+
+    def check_fold(self, node, args):
+        """Fold only the glue ops an exporter leaves between constants, and none whose output
+        would be larger than the file could mean: ``ConstantOfShape``, ``Expand``, ``Tile`` and
+        ``Range`` have their output's size computed from their inputs first, and the other
+        ops take small inputs (or keep their input's size)."""
+        op = node.op_type
+        if op not in _FOLDABLE:
+            self.fail(node, f"rnnfast does not compute {op} of constants")
+        values = [a.value for a in args if a is not None]
+        if op in _GROWING:
+            size = self._folded_size(node, op, values)
+            if size > _MAX_FOLDED:
+                self.fail(node, f"{op} of constants to {size:,} values (at most {_MAX_FOLDED:,})")
+        elif op not in _SAME_SIZE and sum(v.size for v in values) > _MAX_FOLD_INPUT:
+            self.fail(
+                node, f"{op} of constants of more than {_MAX_FOLD_INPUT:,} values (glue is small)"
+            )
+
+    def _folded_size(self, node, op, values):
+        def ints(v):
+            if v.dtype.kind not in "iu" or v.ndim > 1 or v.size > 64:
+                self.fail(node, f"{op}: a shape that is not a short int vector")
+            return [int(i) for i in v.reshape(-1)]
+
+        wanted = {"ConstantOfShape": 1, "Expand": 2, "Tile": 2, "Range": 3}[op]
+        if len(values) != wanted or (op == "Range" and any(v.size != 1 for v in values)):
+            self.fail(node, f"{op} of {len(values)} inputs (it takes {wanted})")
+        if op == "ConstantOfShape":
+            dims = ints(values[0])
+        elif op == "Expand":
+            shape = ints(values[1])
+            rank = max(len(shape), values[0].ndim)
+            mine = [1] * (rank - values[0].ndim) + list(values[0].shape)
+            theirs = [1] * (rank - len(shape)) + shape
+            dims = [max(a, b) for a, b in zip(mine, theirs)]
+        elif op == "Tile":
+            reps = ints(values[1])
+            dims = [a * b for a, b in zip(values[0].shape, reps)]
+        else:  # Range: start, limit, delta scalars
+            start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in values[:3])
+            if not all(np.isfinite([start, limit, delta])) or delta == 0:
+                self.fail(node, "a Range of non-finite or zero-step bounds")
+            dims = [max(0, math.ceil((limit - start) / delta))]
+        if any(d < 0 for d in dims):
+            self.fail(node, f"{op}: negative dims {dims}")
+        return math.prod(dims)
 
     # ---- roles of the graph inputs --------------------------------------------------------
 
@@ -816,6 +911,8 @@ class _Reader:
         x = self.x_of(node, x, "its input X")
         direction = a.get("direction", b"forward")
         direction = direction.decode() if isinstance(direction, bytes) else direction
+        if direction not in ("forward", "reverse", "bidirectional"):
+            self.fail(node, f"direction {direction}: expected forward, reverse or bidirectional")
         dirs = 2 if direction == "bidirectional" else 1
         activation = self._activations(node, a, cell, dirs)
         reset_after = None
@@ -1265,7 +1362,29 @@ class OnnxModel(Module):
 
 
 def load_model(source):
+    """The rnnfast model of the ONNX graph in ``source`` (a path, a binary file or an
+    ``onnx.ModelProto``).
+
+    Raises
+    ------
+    OnnxLoadError
+        A graph rnnfast cannot read (a ValueError), named with its node; also for a graph
+        whose shapes, attributes or inputs are malformed (the Python error that revealed it
+        is named in the message).
+    ValueError
+        Not an ONNX file (protobuf cannot parse it), a tensor that is sparse, not numeric or
+        whose dims disagree with its data, external data outside the model's folder (or in a
+        model not read from a path, or shorter than the tensor), or a subgraph attribute.
+    OSError
+        Reading the file failed.
+    """
     import onnx
 
-    model = source if isinstance(source, onnx.ModelProto) else onnx.load(source)
+    from ._onnx_file import check_model, parse_model
+
+    if isinstance(source, onnx.ModelProto):
+        model, where, folder = source, "onnx model", None
+    else:
+        model, where, folder = parse_model(source)
+    check_model(model, where, folder)
     return _Reader(model).read()

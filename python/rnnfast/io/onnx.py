@@ -125,7 +125,29 @@ def export(model, path, *, lengths=False, h0=False, opset=None, padding_at_end=F
 
 def load(path):
     """An rnnfast model computing the ONNX graph at ``path`` (or an ``onnx.ModelProto``);
-    see the module's documentation for the graphs it reads."""
+    see the module's documentation for the graphs it reads.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, binary file object or onnx.ModelProto
+        A file may come from anyone: it is parsed from its bytes and every tensor checked
+        before any is read. External data is read only from files inside the model's folder
+        (so only for a path).
+
+    Raises
+    ------
+    ValueError
+        Not an ONNX file (protobuf cannot parse it; the message names the file); a tensor
+        whose dims disagree with its data (none larger than the file is made), of a
+        non-numeric type, sparse, or external outside the model's folder (an absolute path,
+        ``..``, a link out) or shorter than it says; a subgraph. ``OnnxLoadError`` (a
+        ValueError) for a graph rnnfast cannot read, naming the node: another op, attributes
+        that disagree with the initialisers (``hidden_size`` and W / R, ``direction``),
+        malformed attributes or inputs, constants computed to more values than a graph's glue
+        has.
+    OSError
+        Reading the file (or an external data file) failed.
+    """
     from ._onnx_load import load_model
 
     return load_model(path)

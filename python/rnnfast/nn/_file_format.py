@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import tokenize
-import zipfile
-import zlib
 
 import numpy as np
+
+from ..data._json import loads as json_loads
+from ._npz import read_npz
 
 __all__ = ["FORMAT_VERSION", "QUANTIZED_KEY", "layer_config", "read", "save"]
 
@@ -34,6 +34,10 @@ _FORMAT_KEY = "__rnnfast_format__"
 _CONFIG_KEY = "__rnnfast_config__"
 # in the config of a quantized copy (rnnfast.quantize): its mode, "bf16" or "int8"
 QUANTIZED_KEY = "__quantized__"
+# what a file's config may be: far more than any model's (a Sequential's layers nest 2 levels
+# per container), far less than a hostile file could claim
+MAX_CONFIG_BYTES = 1 << 22
+MAX_CONFIG_DEPTH = 64
 
 
 def layer_config(layer):
@@ -125,35 +129,6 @@ def save(layer, path):
         raise
 
 
-def _read_arrays(source, where):
-    """Every array of the .npz, read fully; anything unreadable is a ValueError."""
-    try:
-        data = np.load(source, allow_pickle=False)
-        if not hasattr(data, "files"):
-            raise ValueError("a single .npy array, not an .npz archive")
-        with data:
-            return {name: data[name] for name in data.files}
-    # A damaged archive can fail in many ways inside zipfile and NumPy's header parser
-    # (encrypted or unsupported entries, malformed .npy headers): all mean "not readable".
-    except (
-        ValueError,
-        zipfile.BadZipFile,
-        zlib.error,
-        EOFError,
-        KeyError,
-        OSError,
-        RuntimeError,
-        NotImplementedError,
-        SyntaxError,
-        tokenize.TokenError,
-    ) as exc:
-        if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
-            raise
-        raise ValueError(
-            f"{where}: not a readable rnnfast file (truncated or corrupt?): {exc}"
-        ) from exc
-
-
 def read(path):
     """``(where, config, arrays)`` of a file :func:`save` wrote: ``where`` names it in messages,
     ``config`` is the JSON object, ``arrays`` the parameters' arrays by name.
@@ -163,15 +138,20 @@ def read(path):
     FileNotFoundError
         No such file.
     ValueError
-        Not an .npz file, truncated or corrupt, a format version this rnnfast does not read, a
-        configuration that is not a JSON object.
+        Not an .npz file, truncated or corrupt, a member whose .npy header claims more data
+        than the member holds, an array of object, structured or subarray dtype, a format
+        version this rnnfast does not read, a configuration that is not a JSON object (or
+        longer than ``MAX_CONFIG_BYTES``, nested deeper than ``MAX_CONFIG_DEPTH``, with NaN
+        or Infinity in it).
+    OSError
+        Reading the file failed.
     """
     where = repr(os.fspath(path)) if not hasattr(path, "read") else "file"
     if hasattr(path, "read"):
-        arrays = _read_arrays(path, where)
+        arrays = read_npz(path, where)
     else:
         with open(path, "rb") as f:
-            arrays = _read_arrays(f, where)
+            arrays = read_npz(f, where)
 
     for key in (_FORMAT_KEY, _CONFIG_KEY):
         if key not in arrays:
@@ -193,10 +173,9 @@ def read(path):
         raise ValueError(
             f"{where}: config: expected a uint8 vector, got dtype {raw.dtype} shape {raw.shape}"
         )
-    try:
-        config = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{where}: config: not valid UTF-8 JSON: {exc}") from exc
+    config = json_loads(
+        raw.tobytes(), f"{where}: config", max_bytes=MAX_CONFIG_BYTES, max_depth=MAX_CONFIG_DEPTH
+    )
     if not isinstance(config, dict):
         raise ValueError(f"{where}: config: expected a JSON object, got {type(config).__name__}")
     return where, config, arrays

@@ -7,6 +7,8 @@ a file names: that would run code the file chooses.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .._validation import check_keys
 from ._file_format import FORMAT_VERSION, QUANTIZED_KEY, layer_config, read, save
 from ._layer import Layer, quantize_layer
@@ -49,6 +51,55 @@ def build_layer(config):
     return layer_class(config.pop("__class__", "RNN")).from_config(config)
 
 
+def _is_size(key):
+    """Whether a config key names a parameter dimension, as rnnfast's layers name them
+    (``input_size``, ``hidden_size``, ``proj_size``, ``in_features``, ``num_embeddings``,
+    ``embedding_dim``, ``units``)."""
+    return key.endswith(("_size", "_features", "_dim", "_embeddings")) or key == "units"
+
+
+def _check_sizes(where, config, arrays, dims, path="config"):
+    """Refuse a config whose sizes the file's arrays cannot hold, before a layer of that size
+    is built (its parameters allocated): every size is some parameter's dimension, so none is
+    larger than the largest dimension of the file's arrays, and ``num_layers`` is at most the
+    number of arrays."""
+    for key, value in config.items():
+        if isinstance(value, dict):
+            _check_sizes(where, value, arrays, dims, f"{path}[{key!r}]")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    _check_sizes(where, item, arrays, dims, f"{path}[{key!r}][{i}]")
+        if type(value) is not int:
+            continue
+        if key == "num_layers" and value > len(arrays):
+            raise ValueError(
+                f"{where}: {path}[{key!r}]: {value} layers, more than the file's {len(arrays)} "
+                "arrays hold"
+            )
+        if _is_size(key) and value > dims and not dims:
+            raise ValueError(
+                f"{where}: missing parameter(s): the file holds no arrays, and {path}[{key!r}] "
+                f"is {value}"
+            )
+        if _is_size(key) and value > dims:
+            raise ValueError(
+                f"{where}: {path}[{key!r}]: {value}, larger than any dimension of the file's "
+                f"arrays (at most {dims}): the file cannot hold a layer of that size"
+            )
+
+
+def _check_scales(where, arrays):
+    """The int8 format's scales are max|W row| / 127: finite and >= 0."""
+    for name, arr in arrays.items():
+        if name.endswith("_scale") and arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ValueError(
+                    f"{where}: {name}: int8 scales are finite and >= 0, got "
+                    f"{arr[~np.isfinite(arr) | (arr < 0)][0]}"
+                )
+
+
 def load(path, cls=None):
     """A new layer rebuilt from a file that :func:`save` wrote.
 
@@ -72,13 +123,23 @@ def load(path, cls=None):
     FileNotFoundError
         No such file.
     ValueError
-        Not an .npz file, truncated or corrupt, a format version this rnnfast does not read,
-        a class name no defined layer class has (pass ``cls=``), a configuration that does not
-        build a layer, or parameters missing, extra or of the wrong shape or dtype. Nothing is
-        returned half-built.
+        Not an .npz file, truncated or corrupt, an array header that claims more data than the
+        file holds, an array of object, structured or subarray dtype, a format
+        version this rnnfast does not read, a configuration that is not a JSON object (too
+        large or deep, or with NaN in it), a class name no defined layer class has (pass
+        ``cls=``), a configuration that does not build a layer or whose sizes (``hidden_size``,
+        ``num_layers``, ...) exceed what the file's arrays hold (refused before the layer is
+        built), parameters missing, extra or of the wrong shape or dtype, or an int8 copy's
+        scales not finite and >= 0. Nothing is returned half-built.
+    OSError
+        Reading the file failed.
     """
     where, config, arrays = read(path)
+    dims = max((max(a.shape, default=1) for a in arrays.values()), default=0)
+    _check_sizes(where, config, arrays, dims)
     mode = config.pop(QUANTIZED_KEY, None)
+    if mode == "int8":
+        _check_scales(where, arrays)
     try:
         if cls is None:
             layer = build_layer(config)

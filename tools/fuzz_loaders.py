@@ -1,0 +1,516 @@
+#!/usr/bin/env python3
+"""Mutation fuzzing of rnnfast's loaders of untrusted files.
+
+Each loader is run in this process on mutations of small valid seed files, made with a seeded
+RNG (bit flips, interesting bytes, byte inserts and deletes, truncation, duplicated chunks,
+splices with another seed, and edits of each format's header fields: .npy headers and zip
+sizes, the JSON config, ONNX dims, attributes and external data, CoNLL-U IDs and tabs):
+
+  npz       rnnfast.load                  (saved RNN, int8 quantized Linear, Sequential)
+  onnx      rnnfast.onnx.load             (exported RNN, and Embedding + GRU / LSTM + Linear)
+  vocab     rnnfast.data.Vocabulary.load
+  conllu    rnnfast.data.read_conllu
+  datasets  rnnfast.datasets.load         (sunspots and names read from a root folder, and
+                                           sunspots from the cache)
+
+A loader may refuse an input with ValueError (its documented error) or OSError (the file
+system's). Anything else is a crash, MemoryError and RecursionError included, and so is an
+execution that runs past ``--timeout`` seconds; each crashing input is written to
+``--crashes/<loader>-<execution>.bin`` with a ``.txt`` beside it (the traceback). The address
+space is capped (``--memory-gib``) so that an allocation a header asks for fails as a
+MemoryError, a crash, rather than swapping.
+
+    python tools/fuzz_loaders.py --loader all --runs 100000 --seed 0 --crashes fuzz-crashes
+    python tools/fuzz_loaders.py --replay onnx fuzz-crashes/onnx-123.bin
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import random
+import re
+import resource
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+import rnnfast
+from rnnfast import datasets
+from rnnfast.data import Vocabulary, read_conllu
+
+ALLOWED = (ValueError, OSError)
+LOADERS = ("npz", "onnx", "vocab", "conllu", "datasets")
+
+
+class Timeout(Exception):
+    """An execution that ran past the time limit (a hang is a finding)."""
+
+
+# ---- seeds -------------------------------------------------------------------------------------
+
+
+def _npz_seeds():
+    out = []
+    layers = [
+        rnnfast.RNN(2, 3, seed=0),
+        rnnfast.quantize(rnnfast.nn.Linear(3, 2, seed=0), "int8"),
+        rnnfast.Sequential(
+            [
+                rnnfast.nn.Embedding(5, 2, seed=0),
+                rnnfast.nn.LSTM(2, 3, seed=0),
+                rnnfast.nn.Linear(3, 2, seed=0),
+            ]
+        ),
+    ]
+    for layer in layers:
+        buf = io.BytesIO()
+        rnnfast.save(layer, buf)
+        out.append(buf.getvalue())
+    return out
+
+
+def _onnx_seeds():
+    import rnnfast.onnx
+
+    out = []
+    rnn = rnnfast.RNN(2, 3, seed=0).eval()
+    gated = rnnfast.Sequential(
+        [
+            rnnfast.nn.Embedding(5, 2, seed=0),
+            rnnfast.nn.GRU(2, 3, seed=0),
+            rnnfast.nn.Linear(3, 2, seed=0),
+        ]
+    ).eval()
+    lstm = rnnfast.nn.LSTM(2, 3, bidirectional=True, seed=0).eval()
+    for model in (rnn, gated, lstm):
+        out.append(rnnfast.onnx.export(model, None).SerializeToString())
+    return out
+
+
+def _vocab_seeds(folder):
+    vocab = Vocabulary.build([["a", "b", "a"], ["c", "d\u00e9"]])
+    path = folder / "seed-vocab.json"
+    vocab.save(path)
+    return [path.read_bytes()]
+
+
+_CONLLU = (
+    "# sent_id = 1\n# text = Hi there\n"
+    "1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n"
+    "2\tthere\tthere\tADV\tRB\t_\t1\tadvmod\t_\t_\n\n"
+    "1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n1\tdo\tdo\tAUX\tVBP\t_\t0\troot\t_\t_\n"
+    "2\tn't\tnot\tPART\tRB\t_\t1\tadvmod\t_\t_\n2.1\tx\tx\tX\tX\t_\t_\t_\t1:dep\t_\n"
+)
+
+_SUNSPOTS = (
+    "   MONTHLY MEAN SUNSPOT NUMBERS\n=====\nYear    Jan   Feb   Mar   Apr   May   Jun   Jul   Aug"
+    "   Sep   Oct   Nov   Dec\n-----\n"
+    "1749    58.0  62.6  70.0  55.7  85.0  83.5  94.8  66.3  75.9  75.5 158.6  85.2\n"
+    "1750    73.3  75.9  89.2  88.3  90.0 100.0  85.4 103.0  91.2  65.7  63.3  75.4\n\n"
+    "1751    70.0  43.5\n"
+)
+
+
+def seeds(loader, folder):
+    """The seed files (bytes) of ``loader``."""
+    if loader == "npz":
+        return _npz_seeds()
+    if loader == "onnx":
+        return _onnx_seeds()
+    if loader == "vocab":
+        return _vocab_seeds(folder)
+    if loader == "conllu":
+        return [_CONLLU.encode("utf-8"), ("\ufeff" + _CONLLU).encode("utf-8")]
+    return [_SUNSPOTS.encode("ascii"), "Abe\nB\u00e9la\n\nCz\n".encode("utf-8")]
+
+
+# ---- mutations ---------------------------------------------------------------------------------
+
+_INTERESTING = [0, 1, 0x7F, 0x80, 0xFF, 0x0A, 0x09, 0x22, 0x5B, 0x7B]
+_BIG = [b"1099511627776", b"4294967295", b"-1", b"0", b"99999", b"2147483648", b"1e308", b"NaN"]
+
+
+def _flip(rng, data):
+    data = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        i = rng.randrange(len(data))
+        data[i] ^= 1 << rng.randrange(8)
+    return bytes(data)
+
+
+def _set_byte(rng, data):
+    data = bytearray(data)
+    data[rng.randrange(len(data))] = rng.choice(_INTERESTING + [rng.randrange(256)])
+    return bytes(data)
+
+
+def _insert(rng, data):
+    i = rng.randrange(len(data) + 1)
+    return data[:i] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))) + data[i:]
+
+
+def _delete(rng, data):
+    i = rng.randrange(len(data))
+    return data[:i] + data[i + rng.randint(1, 32) :]
+
+
+def _truncate(rng, data):
+    return data[: rng.randrange(len(data))]
+
+
+def _duplicate(rng, data):
+    i = rng.randrange(len(data))
+    j = min(len(data), i + rng.randint(1, 64))
+    k = rng.randrange(len(data) + 1)
+    return data[:k] + data[i:j] + data[k:]
+
+
+def _splice(rng, data, others):
+    other = rng.choice(others)
+    i, j = rng.randrange(len(data) + 1), rng.randrange(len(other) + 1)
+    return data[:i] + other[j:]
+
+
+def _numbers(rng, data):
+    """A decimal number in the text (a JSON field, an .npy shape) made huge, negative, zero,
+    a float or NaN."""
+    found = list(re.finditer(rb"\d+", data))
+    if not found:
+        return _flip(rng, data)
+    m = rng.choice(found)
+    return data[: m.start()] + rng.choice(_BIG) + data[m.end() :]
+
+
+def _npy_header(rng, data):
+    """An .npy header's dtype, order or shape edited (the zip's CRC left as it was, so some
+    edits are caught there and some by the header's own check)."""
+    edits = [
+        (rb"'descr': '[^']*'", [b"'descr': '|O'", b"'descr': '<V8'", b"'descr': [('a', '<f4')]"]),
+        (rb"'descr': '[^']*'", [b"'descr': '(2,)<f4'", b"'descr': '<M8[s]'", b"'descr': 5"]),
+        (rb"'fortran_order': \w+", [b"'fortran_order': True", b"'fortran_order': 1"]),
+        (rb"'shape': \([^)]*\)", [b"'shape': (1099511627776,)", b"'shape': (-1,)"]),
+        (rb"'shape': \([^)]*\)", [b"'shape': (65536, 65536)", b"'shape': ((((((1,),),),),),)"]),
+    ]
+    pattern, replacements = rng.choice(edits)
+    found = list(re.finditer(pattern, data))
+    if not found:
+        return _numbers(rng, data)
+    m = rng.choice(found)
+    return data[: m.start()] + rng.choice(replacements) + data[m.end() :]
+
+
+def _zip_sizes(rng, data):
+    """A zip header's size, offset or count field set to another value."""
+    data = bytearray(data)
+    heads = [m.start() for m in re.finditer(rb"PK\x01\x02|PK\x03\x04|PK\x05\x06", data)]
+    if not heads:
+        return _flip(rng, bytes(data))
+    at = rng.choice(heads)
+    field = at + rng.choice([8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 34, 42])
+    if field + 4 <= len(data):
+        value = rng.choice([0, 1, 0xFFFFFFFF, 0x7FFFFFFF, rng.randrange(1 << 32)])
+        data[field : field + 4] = value.to_bytes(4, "little")
+    return bytes(data)
+
+
+def _npz_member(rng, data):
+    """One member of the archive edited (its .npy header, its JSON or its bytes) and the
+    archive written again, CRCs right: the edit reaches the reader's checks past zip's."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    name = rng.choice(sorted(members))
+    edit = rng.choice([_npy_header, _npy_header, _json_fields, _numbers, _flip, _truncate])
+    members[name] = edit(rng, members[name])
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for key, value in members.items():
+            archive.writestr(key, value)
+    return out.getvalue()
+
+
+def _json_fields(rng, data):
+    """The JSON made deep, NaN-valued, or with a field of another type."""
+    choice = rng.randrange(4)
+    i = data.find(b"{")
+    if i < 0:
+        return _numbers(rng, data)
+    if choice == 0:
+        depth = rng.choice([50, 100, 5000, 100000])
+        return data[: i + 1] + b'"deep": ' + b"[" * depth + b"]" * depth + b", " + data[i + 1 :]
+    if choice == 1:
+        return data[: i + 1] + rng.choice([b'"x": NaN, ', b'"x": -Infinity, ']) + data[i + 1 :]
+    if choice == 2:
+        return re.sub(rb'": ("[^"]*"|\d+|null|true|false)', lambda m: b'": [1]', data, count=1)
+    return _numbers(rng, data)
+
+
+def _onnx_fields(rng, data):
+    """A tensor's dims or type, an RNN attribute, or external data edited in the parsed
+    model."""
+    import onnx
+
+    model = onnx.ModelProto()
+    model.ParseFromString(data)
+    graph = model.graph
+    choice = rng.randrange(6)
+    inits = list(graph.initializer)
+    if choice == 0 and inits:
+        t = rng.choice(inits)
+        if t.dims:
+            t.dims[rng.randrange(len(t.dims))] = rng.choice([0, 1, 2, 7, 1 << 20, 1 << 40])
+    elif choice == 1 and inits:
+        t = rng.choice(inits)
+        t.data_type = rng.choice([0, 2, 6, 8, 11, 14, 16, 99])
+    elif choice == 2 and inits:
+        t = rng.choice(inits)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        loc = rng.choice(["../../etc/passwd", "/etc/passwd", "weights.bin", "", "a/../../x"])
+        del t.external_data[:]
+        for key, value in (("location", loc), ("offset", rng.choice(["0", "-8", "x", "9" * 30]))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        t.ClearField("raw_data")
+    elif choice == 3:
+        nodes = [n for n in graph.node if n.op_type in ("RNN", "GRU", "LSTM")] or list(graph.node)
+        if nodes:
+            node = rng.choice(nodes)
+            attr = node.attribute.add()
+            name = rng.choice(["hidden_size", "direction", "layout", "activations", "clip", "axis"])
+            attr.name = name
+            if name in ("direction", "activations"):
+                attr.type = onnx.AttributeProto.STRING
+                attr.s = rng.choice([b"forward", b"sideways", b"\xff", b""])
+            else:
+                attr.type = onnx.AttributeProto.INT
+                attr.i = rng.choice([0, 1, -1, 3, 1 << 40])
+    elif choice == 4 and inits:
+        t = rng.choice(inits)
+        raw = t.raw_data
+        t.raw_data = raw[: rng.randrange(len(raw) + 1)] if raw else b"\x00" * 4
+    else:
+        nodes = list(graph.node)
+        if nodes:
+            node = rng.choice(nodes)
+            if node.input and rng.random() < 0.5:
+                node.input[rng.randrange(len(node.input))] = rng.choice(["", "nope", "x"])
+            else:
+                node.op_type = rng.choice(["Add", "Tile", "ConstantOfShape", "Loop", "Range"])
+    return model.SerializeToString()
+
+
+def _conllu_lines(rng, data):
+    """A CoNLL-U line with a field or tab removed, an ID changed or bytes that are not UTF-8."""
+    lines = data.split(b"\n")
+    i = rng.randrange(len(lines))
+    edits = [
+        lambda s: s.replace(b"\t", b" ", 1),
+        lambda s: s + b"\t_",
+        lambda s: re.sub(rb"^\d+", lambda m: rng.choice([b"0", b"7", b"1-", b"a", b"1.x"]), s),
+        lambda s: s[:3] + b"\xff\xfe" + s[3:],
+        lambda s: s.replace(b"\t_", b"\t", 1),
+    ]
+    lines[i] = rng.choice(edits)(lines[i])
+    return b"\n".join(lines)
+
+
+_FORMAT_EDITS = {
+    "npz": [_npz_member, _npz_member, _npz_member, _npy_header, _zip_sizes, _numbers],
+    "onnx": [_onnx_fields],
+    "vocab": [_json_fields, _numbers],
+    "conllu": [_conllu_lines],
+    "datasets": [_numbers],
+}
+
+
+def mutate(rng, loader, seed_files):
+    """One input: a seed with 1 to 3 mutations (a format edit half of the time)."""
+    data = rng.choice(seed_files)
+    generic = [_flip, _set_byte, _insert, _delete, _truncate, _duplicate]
+    for _ in range(rng.randint(1, 3)):
+        if not data:
+            data = rng.choice(seed_files)
+        if rng.random() < 0.5:
+            edit = rng.choice(_FORMAT_EDITS[loader])
+            try:
+                data = edit(rng, data)
+            except Exception:  # a format edit of an input that no longer parses as the format
+                data = _flip(rng, data)
+        elif rng.random() < 0.1:
+            data = _splice(rng, data, seed_files)
+        else:
+            data = rng.choice(generic)(rng, data)
+    return data
+
+
+# ---- running the loaders -----------------------------------------------------------------------
+
+
+class Runner:
+    """Runs one loader on inputs, in this process, in a scratch folder."""
+
+    def __init__(self, loader, folder):
+        self.loader = loader
+        self.folder = Path(folder)
+        self.root = self.folder / "root"
+        (self.root / "sunspots").mkdir(parents=True, exist_ok=True)
+        (self.root / "names").mkdir(parents=True, exist_ok=True)
+        self.cache = self.folder / "cache"
+        (self.cache / "rnnfast" / "sunspots").mkdir(parents=True, exist_ok=True)
+        self.turn = 0
+
+    def __call__(self, data):
+        loader = self.loader
+        if loader == "npz":
+            rnnfast.load(io.BytesIO(data))
+        elif loader == "onnx":
+            rnnfast.onnx.load(io.BytesIO(data))
+        elif loader == "vocab":
+            path = self.folder / "vocab.json"
+            path.write_bytes(data)
+            Vocabulary.load(path)
+        elif loader == "conllu":
+            self.turn += 1
+            if self.turn % 2:
+                read_conllu(io.BytesIO(data))
+            else:
+                path = self.folder / "in.conllu"
+                path.write_bytes(data)
+                read_conllu(path)
+        else:
+            self.turn += 1
+            which = self.turn % 3
+            if which == 0:
+                (self.root / "sunspots" / "sunspots_monthly.dat").write_bytes(data)
+                datasets.load("sunspots", root=self.root, download=False)
+            elif which == 1:
+                (self.root / "names" / "Fuzz.txt").write_bytes(data)
+                datasets.load("names", root=self.root / "names", download=False)
+            else:
+                (self.cache / "rnnfast" / "sunspots" / "sunspots_monthly.dat").write_bytes(data)
+                old = os.environ.get("XDG_CACHE_HOME")
+                os.environ["XDG_CACHE_HOME"] = str(self.cache)
+                try:
+                    datasets.load("sunspots", download=False)
+                finally:
+                    if old is None:
+                        del os.environ["XDG_CACHE_HOME"]
+                    else:
+                        os.environ["XDG_CACHE_HOME"] = old
+
+
+@contextlib.contextmanager
+def _time_limit(seconds):
+    if not seconds or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise Timeout(f"ran past {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_one(runner, data, timeout=None):
+    """``"loaded"`` or ``"refused"`` when the loader accepted or refused ``data`` as it may;
+    else the crash's traceback text."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with np.errstate(all="ignore"), _time_limit(timeout):
+                runner(data)
+        except ALLOWED:
+            return "refused"
+        except BaseException as exc:  # every other exception is the finding we look for
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return "".join(traceback.format_exception(exc))
+    return "loaded"
+
+
+def fuzz(loader, runs, seed=0, crashes=None, timeout=None, progress=None):
+    """Run ``loader`` on ``runs`` mutated inputs; ``(executions, crash count, kinds)`` where
+    ``kinds`` counts the crashes by their last line, and the inputs loaded without error
+    under ``"(loaded)"``."""
+    rng = random.Random(f"{loader}-{seed}")
+    kinds = {}
+    loaded = 0
+    with tempfile.TemporaryDirectory(prefix=f"fuzz-{loader}-") as scratch:
+        seed_files = seeds(loader, Path(scratch))
+        runner = Runner(loader, scratch)
+        start = time.monotonic()
+        for n in range(runs):
+            data = mutate(rng, loader, seed_files)
+            crash = run_one(runner, data, timeout)
+            if crash == "loaded":
+                loaded += 1
+            elif crash != "refused":
+                kind = crash.strip().splitlines()[-1][:200]
+                kinds[kind] = kinds.get(kind, 0) + 1
+                if crashes is not None:
+                    Path(crashes).mkdir(parents=True, exist_ok=True)
+                    Path(crashes, f"{loader}-{n}.bin").write_bytes(data)
+                    Path(crashes, f"{loader}-{n}.txt").write_text(crash)
+            if progress and (n + 1) % progress == 0:
+                rate = (n + 1) / (time.monotonic() - start)
+                print(
+                    f"{loader}: {n + 1} executions, {sum(kinds.values())} crashes, {rate:.0f}/s",
+                    flush=True,
+                )
+    return runs, sum(kinds.values()), {**kinds, "(loaded)": loaded}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--loader", choices=LOADERS + ("all",), default="all")
+    parser.add_argument("--runs", type=int, default=10000, help="executions per loader")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--crashes", default="fuzz-crashes", help="folder for crashing inputs")
+    parser.add_argument("--timeout", type=float, default=20.0, help="seconds per execution")
+    parser.add_argument("--memory-gib", type=float, default=8.0, help="address space cap")
+    parser.add_argument("--progress", type=int, default=10000)
+    parser.add_argument("--replay", nargs=2, metavar=("LOADER", "FILE"))
+    args = parser.parse_args(argv)
+    if args.memory_gib:
+        cap = int(args.memory_gib * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    if args.replay:
+        loader, path = args.replay
+        with tempfile.TemporaryDirectory() as scratch:
+            outcome = run_one(Runner(loader, scratch), Path(path).read_bytes(), args.timeout)
+        print(outcome)
+        return 0 if outcome in ("loaded", "refused") else 1
+    total = 0
+    for loader in LOADERS if args.loader == "all" else (args.loader,):
+        start = time.monotonic()
+        runs, count, kinds = fuzz(
+            loader, args.runs, args.seed, args.crashes, args.timeout, args.progress
+        )
+        total += count
+        loaded = kinds.pop("(loaded)")
+        print(
+            f"{loader}: {runs} executions, {count} crashes, {loaded} loaded, "
+            f"{time.monotonic() - start:.0f} s"
+            + "".join(f"\n    {c} x {k}" for k, c in sorted(kinds.items(), key=lambda kc: -kc[1])),
+            flush=True,
+        )
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
