@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "rnn.hpp"
 #include "rnnfast/cells/elman.hpp"
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/gemm/stream_pack.hpp"
+#include "rnnfast/gemm/team_gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "step_masks.hpp"
@@ -52,15 +54,16 @@ struct ForwardPass : TimeLoopPass {
     StepMasks masks;
     std::vector<index> active;
     int threads;
+    int project_threads;
     std::vector<T> bias;
-    std::vector<T> packed_ih, packed_hh, stream_w;
+    std::unique_ptr<T[]> packed_ih, packed_hh;  // packed inside the region, every value written
+    std::vector<T> stream_w;
     bool stream;
     MatView<T> w_hh_t;
     bool keep_all;
     index chunk;
-    std::vector<T> workspace, carry;
+    std::vector<T> workspace;  // without y: two chunks of steps, used in turn
     const T* h_prev0;
-    T* buffer;
     std::vector<T> dropped, projected_table;
 
     ForwardPass(const ForwardArgs<T>& args, const T* h_start)
@@ -82,22 +85,24 @@ struct ForwardPass : TimeLoopPass {
         threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
                               Sync::barrier);
         bias = combined_bias(a.b_ih, a.b_hh, H);
-        // W_ih^T (D x H) and W_hh^T (H x H), packed once for the whole sequence. A small batch
-        // of one (streams()) streams W_hh^T instead (matvec), each thread packing the columns it
-        // owns in its first step (so no barrier: it alone reads them).
-        packed_ih = pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, threads);
-        stream = streams<T>(B, H);
-        if (!stream) packed_hh = pack_whole(kt, w_hh_t, H, H, threads);
-        stream_w.resize(stream ? static_cast<size_t>(stream_packed_size(kt, H, H)) : 0);
-        // Every h_t goes straight into y; without y, a ring of kChunk steps plus a carried h.
+        // Every h_t goes straight into y; without y, two chunks of kChunk steps used in turn
+        // (a chunk's first step reads the other's last).
         keep_all = a.y != nullptr;
         chunk = keep_all ? T_ : std::min(T_, kChunk);
-        if (!keep_all) {
-            workspace.resize(static_cast<size_t>(chunk * step_size));
-            carry.assign(h_prev0, h_prev0 + step_size);
-            h_prev0 = carry.data();
-        }
-        buffer = keep_all ? a.y : workspace.data();
+        if (!keep_all) workspace.resize(static_cast<size_t>(2 * chunk * step_size));
+        // The projection of a chunk runs inside the step region (one fork/join per call), on
+        // a team as large as it is worth: the members beyond the step's threads project and
+        // pack, then wait while the others step.
+        project_threads = a.ids ? 1
+                                : threads_for(2.0 * double(chunk * B) * double(D) * double(H),
+                                              std::max(panels, chunk * B), Sync::fork_join);
+        // W_ih^T (D x H) and W_hh^T (H x H), packed once per call by the team (the members'
+        // first chunk_begin). A small batch of one (streams()) streams W_hh^T instead
+        // (matvec), each stepping thread packing the columns it owns in its first step.
+        stream = streams<T>(B, H);
+        packed_ih.reset(new T[static_cast<size_t>(kt.packed_b_size(D, H))]);
+        if (!stream) packed_hh.reset(new T[static_cast<size_t>(kt.packed_b_size(H, H))]);
+        stream_w.resize(stream ? static_cast<size_t>(stream_packed_size(kt, H, H)) : 0);
         // Recurrent dropout: W_hh reads h_{t-1} * mask. Each thread forms the rows its GEMM
         // reads (all columns) in a buffer of its own just before its GEMM: that repeats the
         // products when threads split the columns, but the GEMM then reads h_{t-1} as the plain
@@ -108,29 +113,42 @@ struct ForwardPass : TimeLoopPass {
         // Token input: the table's rows projected once; each step then gathers its rows.
         if (a.ids) {
             projected_table.resize(static_cast<size_t>(a.vocab * H));
-            project(a.x, a.vocab, projected_table.data());
+            const int table_threads = threads_for(2.0 * double(a.vocab) * double(D) * double(H),
+                                                  std::max(panels, a.vocab), Sync::fork_join);
+            packed_ih = nullptr;
+            const std::vector<T> packed =
+                pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, table_threads);
+            GemmTask<T> proj = projection(packed.data(), a.x, a.vocab, projected_table.data());
+            run_task(kt, proj, table_threads);
         }
     }
 
     LoopShape shape() const {
-        return {{a.steps, chunk, false, true},  // a region per chunk
-                {threads, threads},
+        return {{a.steps, chunk, false, false},  // one region: the projections inside it
+                {std::max(threads, project_threads), threads},
                 {B, active.data(), masked ? masks.keep.data() : nullptr},
                 kernel_columns(kt, Cell::columns(H))};
     }
 
     // Input projection of `rows` rows of inputs: one GEMM, biases added in its epilogue.
-    void project(const T* inputs, index rows, T* out) const {
-        GemmTask<T> proj = packed_task<T>(rows, H, D, packed_ih.data(), out, H);
+    GemmTask<T> projection(const T* packed, const T* inputs, index rows, T* out) const {
+        GemmTask<T> proj = packed_task<T>(rows, H, D, packed, out, H);
         proj.A = {inputs, D, 1};
         proj.bias = bias.empty() ? nullptr : bias.data();
-        run_task(kt, proj,
-                 threads_for(2.0 * double(rows) * double(D) * double(H), std::max(panels, rows),
-                             Sync::fork_join));
+        return proj;
     }
 
-    void before_region(const Chunk& c) {
-        if (!a.ids) project(a.x + c.t0 * B * D, c.steps * B, buffer);  // else gathered per step
+    // Where chunk c's steps live, and the state its first step reads.
+    T* chunk_buffer(const Chunk& c) const {
+        if (keep_all) return a.y + c.t0 * step_size;
+        const index slot = (c.t0 / chunk) & 1;
+        return const_cast<T*>(workspace.data()) + slot * chunk * step_size;
+    }
+    const T* state_before(const Chunk& c) const {
+        if (c.t0 == 0) return h_prev0;
+        if (keep_all) return a.y + (c.t0 - 1) * step_size;
+        const index slot = ((c.t0 / chunk) & 1) ^ 1;  // the other chunk's last step
+        return workspace.data() + (slot * chunk + chunk - 1) * step_size;
     }
 
     void after_region(const Chunk& c) {
@@ -146,9 +164,6 @@ struct ForwardPass : TimeLoopPass {
                 for (index i = 0; i < a.steps * B; ++i)
                     if (!masks.out[static_cast<size_t>(i)])
                         std::memset(a.y + i * H, 0, sizeof(T) * static_cast<size_t>(H));
-        } else {
-            std::memcpy(carry.data(), buffer + (c.steps - 1) * step_size,
-                        sizeof(T) * static_cast<size_t>(step_size));
         }
     }
 
@@ -157,30 +172,51 @@ struct ForwardPass : TimeLoopPass {
     struct Member {
         ForwardPass& p;
         const Team team;
+        const int stepping;
         GemmTask<T> task;
+        T* buffer = nullptr;            // the chunk's steps
+        const T* first_prev = nullptr;  // the state its first step reads
 
-        Member(ForwardPass& pass, const Team& t, int)
+        Member(ForwardPass& pass, const Team& t, int stepping_members)
             : p(pass),
               team(t),
-              task(packed_task<T>(p.B, p.H, p.H, p.packed_hh.data(), nullptr, p.H)) {
+              stepping(stepping_members),
+              task(packed_task<T>(p.B, p.H, p.H, p.packed_hh.get(), nullptr, p.H)) {
             task.accumulate = true;  // h_t = act(projection already in place + h_{t-1} W_hh^T)
             task.op = Cell::step_epilogue(p.a.act);
         }
 
+        // The team packs the weights (first chunk) and projects the chunk's inputs, each member
+        // its panels, then meets: a step reads every column of the packed W_hh^T.
         void chunk_begin(const Chunk& c) {
-            if (p.stream && c.t0 == 0) {
-                const Share s = share_of(1, p.panels, p.kt.mr, team.me, team.size);
-                stream_pack(p.kt, p.w_hh_t, p.H, std::min(p.H, s.p0 * p.kt.nr),
-                            std::min(p.H, s.p1 * p.kt.nr), p.stream_w.data());
+            buffer = p.chunk_buffer(c);
+            first_prev = p.state_before(c);
+            const index H = p.H, D = p.D;
+            if (c.t0 == 0) {
+                if (!p.a.ids)
+                    team_pack(p.kt, team, MatView<T>{p.a.w_ih, 1, D}, D, H, p.packed_ih.get());
+                if (!p.stream) team_pack(p.kt, team, p.w_hh_t, H, H, p.packed_hh.get());
+                if (p.stream && team.me < stepping) {
+                    const Share s = share_of(1, p.panels, p.kt.mr, team.me, stepping);
+                    stream_pack(p.kt, p.w_hh_t, H, std::min(H, s.p0 * p.kt.nr),
+                                std::min(H, s.p1 * p.kt.nr), p.stream_w.data());
+                }
+                // a projection split by rows reads every panel of W_ih^T
+                if (p.panels < team.size && !p.a.ids) team.barrier->wait();
             }
+            if (!p.a.ids)  // token input: gathered per step from the projected table
+                team_task(
+                    p.kt, team,
+                    p.projection(p.packed_ih.get(), p.a.x + c.t0 * p.B * D, c.steps * p.B, buffer));
+            team.barrier->wait();
         }
 
         void step(const Chunk&, const Step& st) {
             const index H = p.H, i = st.i, t = st.t;
             const Share& s = st.share;
             const Block& own = st.own;
-            const T* h_prev = i == 0 ? p.h_prev0 : p.buffer + (i - 1) * p.step_size;
-            T* h = p.buffer + i * p.step_size;
+            const T* h_prev = i == 0 ? first_prev : buffer + (i - 1) * p.step_size;
+            T* h = buffer + i * p.step_size;
             if (p.a.recurrent_mask) {
                 T* mine = p.dropped.data() + team.me * p.step_size;
                 apply_recurrent_mask(mine, h_prev, p.a.recurrent_mask, H, Block{s.m0, s.m1, 0, H});
