@@ -49,18 +49,19 @@ std::vector<T> rows_in_layout(const T* w, const GateLayout& layout, index cols) 
 }
 
 // W^T packed for the kernels with its columns in the layout's order, straight from W (gates * H
-// rows of K values, PyTorch's order): a full block's gate is one panel of W's consecutive rows,
-// packed in place; only a last, narrower block is gathered first. (A reordered copy of W would
-// cost a pass over W and its memory at every call.)
+// rows of K values, PyTorch's order), for unit blocks [u0, u1) into `packed` (laid out for all
+// of them: kt.packed_b_size(K, layout.columns())): a full block's gate is one panel of W's
+// consecutive rows, packed in place; only a last, narrower block is gathered first. (A
+// reordered copy of W would cost a pass over W and its memory at every call.) Blocks are
+// independent: a team's members pack theirs at once.
 template <class T>
-std::vector<T> pack_in_layout(const KernelTable<T>& kt, const T* w, const GateLayout& layout,
-                              index K) {
+void pack_blocks_in_layout(const KernelTable<T>& kt, const T* w, const GateLayout& layout, index K,
+                           index u0, index u1, T* packed) {
     const index nr = kt.nr, H = layout.hidden;
-    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, layout.columns())));
     std::vector<T> last;  // the narrower block's rows, gathered
-    for (index u = 0; u < layout.blocks(); ++u) {
+    for (index u = u0; u < u1; ++u) {
         const index j0 = layout.first_unit(u), w_u = layout.width(u);
-        T* dst = packed.data() + layout.base(u) * K;  // panel base(u) / nr, nr columns each
+        T* dst = packed + layout.base(u) * K;  // panel base(u) / nr, nr columns each
         if (w_u == nr) {
             for (int g = 0; g < layout.gates; ++g)
                 kt.pack_b(MatView<T>{w + (g * H + j0) * K, 1, K}, K, nr, 0, 1, dst + g * nr * K);
@@ -72,6 +73,14 @@ std::vector<T> pack_in_layout(const KernelTable<T>& kt, const T* w, const GateLa
         const index cols = layout.gates * w_u;
         kt.pack_b(MatView<T>{last.data(), 1, K}, K, cols, 0, (cols + nr - 1) / nr, dst);
     }
+}
+
+// All of W^T packed in the layout's order (pack_blocks_in_layout over every block).
+template <class T>
+std::vector<T> pack_in_layout(const KernelTable<T>& kt, const T* w, const GateLayout& layout,
+                              index K) {
+    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, layout.columns())));
+    pack_blocks_in_layout(kt, w, layout, K, 0, layout.blocks(), packed.data());
     return packed;
 }
 

@@ -14,6 +14,7 @@
 #include "rnnfast/cells/gru.hpp"
 #include "rnnfast/cells/lstm.hpp"
 #include "rnnfast/gemm/gemm.hpp"
+#include "rnnfast/gemm/team_gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "step_masks.hpp"
@@ -98,6 +99,10 @@ struct GatedForwardPass : TimeLoopPass {
     bool keep_all;
     index chunk;
     std::vector<T> bias_x, bias_h;
+    // The plain path (no token input, no input dropout) packs W_ih^T and W_hh^T and projects
+    // each chunk inside the step region: one fork/join per call.
+    bool in_region;
+    int project_threads;
     std::vector<T> packed_ih, packed_rec, packed_hn, packed_hr;
     std::vector<T> gx, gh, rh, hn, m, h_ring, c_ring, scratch;
     // recurrent dropout: each gate's W_hg^T packed apart, its product (gates, B, H), and each
@@ -136,8 +141,17 @@ struct GatedForwardPass : TimeLoopPass {
                               std::max(layout.blocks(), B), Sync::barrier);
         keep_all = a.y != nullptr;
         chunk = keep_all ? T_ : std::min(T_, kChunk);
-        // The weights in the layout's row order, packed once for the whole sequence.
-        if (!a.input_mask) {
+        in_region = !a.ids && !a.input_mask;
+        project_threads =
+            in_region ? threads_for(2.0 * double(chunk * B) * double(D) * double(GH),
+                                    std::max(panel_count(GH, kt.nr), chunk * B), Sync::fork_join)
+                      : threads;
+        // The weights in the layout's row order, packed once for the whole sequence (on the
+        // plain path by the team, in its first chunk: here only the room).
+        if (in_region) {
+            packed_ih.resize(static_cast<size_t>(kt.packed_b_size(D, GH)));
+            bias_x = projection_bias(a, layout);
+        } else if (!a.input_mask) {
             packed_ih = pack_in_layout(kt, a.w_ih, layout, D);
             bias_x = projection_bias(a, layout);
             if (a.ids) {  // the table projected once; each chunk gathers its rows
@@ -154,7 +168,10 @@ struct GatedForwardPass : TimeLoopPass {
         }
         if (!dropout) {
             // reset_before: the r and z rows only
-            packed_rec = pack_in_layout(kt, a.w_hh, rec_layout, R);
+            if (in_region)
+                packed_rec.resize(static_cast<size_t>(kt.packed_b_size(R, rec_layout.columns())));
+            else
+                packed_rec = pack_in_layout(kt, a.w_hh, rec_layout, R);
         } else {
             for (int g = 0; g < rec_layout.gates; ++g)
                 packed_gates.push_back(
@@ -183,8 +200,9 @@ struct GatedForwardPass : TimeLoopPass {
     }
 
     LoopShape shape() const {
-        return {{a.steps, chunk, false, true},  // a region per chunk: its projection before it
-                {threads, threads},
+        // the plain path in one region; else a region per chunk, its projection before it
+        return {{a.steps, chunk, false, !in_region},
+                {std::max(threads, project_threads), threads},
                 {B, active.data(), masked ? masks.keep.data() : nullptr},
                 {GH, layout.blocks(), layout.gates * layout.block, kt.mr}};
     }
@@ -198,6 +216,7 @@ struct GatedForwardPass : TimeLoopPass {
 
     void before_region(const Chunk& c) {
         const index rows = c.steps * B;
+        if (in_region) return;  // the team projects in chunk_begin
         if (a.ids) {
             for (index r = 0; r < rows; ++r) {
                 const T* from = projected_table.data() + a.ids[c.t0 * B + r] * GH;
@@ -211,11 +230,14 @@ struct GatedForwardPass : TimeLoopPass {
     }
 
     // The input projection of `rows` rows of inputs, in the layout's columns: one GEMM.
-    void project(const T* inputs, index rows, T* out) const {
+    GemmTask<T> projection(const T* inputs, index rows, T* out) const {
         GemmTask<T> proj = packed_task<T>(rows, GH, D, packed_ih.data(), out, GH);
         proj.A = {inputs, D, 1};
         proj.bias = bias_x.empty() ? nullptr : bias_x.data();
-        run_task(kt, proj,
+        return proj;
+    }
+    void project(const T* inputs, index rows, T* out) const {
+        run_task(kt, projection(inputs, rows, out),
                  threads_for(2.0 * double(rows) * double(D) * double(GH),
                              std::max(panel_count(GH, kt.nr), rows), Sync::fork_join));
     }
@@ -291,7 +313,23 @@ struct GatedForwardPass : TimeLoopPass {
                 proj.A = {p.m.data(), p.H, 1};
             }
         }
-        void chunk_begin(const Chunk&) {}
+        // The plain path: the team packs the weights (first chunk: each member its unit
+        // blocks), meets, projects the chunk (each member its panels) and meets again.
+        void chunk_begin(const Chunk& c) {
+            if (!p.in_region) return;
+            if (c.t0 == 0) {
+                const Range mine = team_range(team, p.layout.blocks());
+                pack_blocks_in_layout(p.kt, p.a.w_ih, p.layout, p.D, mine.begin, mine.end,
+                                      p.packed_ih.data());
+                if (!p.dropout)
+                    pack_blocks_in_layout(p.kt, p.a.w_hh, p.rec_layout, p.R, mine.begin, mine.end,
+                                          p.packed_rec.data());
+                team.barrier->wait();
+            }
+            team_task(p.kt, team,
+                      p.projection(p.a.x + c.t0 * p.B * p.D, c.steps * p.B, p.gx.data()));
+            team.barrier->wait();
+        }
         void chunk_end(const Chunk&) {}
 
         void step(const Chunk& c, const Step& st) {
