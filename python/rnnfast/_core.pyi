@@ -39,6 +39,32 @@ def rnn_backward(
     recurrent_mask: npt.NDArray[np.floating] | None = None,
     input_gradient: bool = True,
 ) -> tuple[npt.NDArray[np.floating] | None, ...]: ...
+def deep_forward(
+    x: npt.NDArray[np.floating],
+    h0: npt.NDArray[np.floating] | None,
+    weight_ih: npt.NDArray[np.floating],
+    weight_hh: npt.NDArray[np.floating],
+    bias_ih: npt.NDArray[np.floating] | None,
+    bias_hh: npt.NDArray[np.floating] | None,
+    weight_tr: npt.NDArray[np.floating],
+    bias_tr: npt.NDArray[np.floating] | None,
+    lengths: npt.NDArray[np.int64] | None,
+    nonlinearity: str,
+) -> tuple[npt.NDArray[np.floating], npt.NDArray[np.floating], npt.NDArray[np.floating]]: ...
+def deep_backward(
+    x: npt.NDArray[np.floating],
+    h0: npt.NDArray[np.floating] | None,
+    weight_ih: npt.NDArray[np.floating],
+    weight_hh: npt.NDArray[np.floating],
+    weight_tr: npt.NDArray[np.floating],
+    y: npt.NDArray[np.floating],
+    workspace: npt.NDArray[np.floating],
+    dy: npt.NDArray[np.floating] | None,
+    dh_n: npt.NDArray[np.floating] | None,
+    lengths: npt.NDArray[np.int64] | None,
+    nonlinearity: str,
+    input_gradient: bool,
+) -> tuple[npt.NDArray[np.floating] | None, ...]: ...
 def gated_forward(
     cell: str,
     x: npt.NDArray[np.floating],

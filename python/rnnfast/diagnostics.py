@@ -41,6 +41,11 @@ Jacobians are (R + H) square and its ``g`` and ``dh0`` come as pairs. :func:`for
 each gate block of ``W_hh`` (an LSTM with a projection: the block times ``W_hr``, the map from
 one step's cell output to the gate); :func:`set_spectral_radius` refuses gated layers (a gated
 cell's gradient flow depends on its gates, not on one radius).
+
+A deep-transition layer (``rnnfast.DeepTransitionRNN``, k >= 2 layers inside the step) is run
+the gated layers' way, one step at a time on its own kernels: its step Jacobian is
+``diag(act'(z_k)) W_k ... diag(act'(z_1)) W_hh``, k nonlinear layers per step. ``for_layer``
+and ``set_spectral_radius`` read and scale its ``W_hh`` only.
 """
 
 from __future__ import annotations
@@ -101,6 +106,13 @@ def _gated(rnn):
     diagnostics step through its own kernels; the Elman cell's Jacobians are written here."""
     cell = getattr(rnn, "cell", None)
     return cell is not None and cell.num_gates > 1
+
+
+def _stepped(rnn):
+    """Whether the diagnostics step ``rnn`` through its own kernels: a gated cell, or a deep
+    transition (``rnnfast.DeepTransitionRNN`` with k >= 2: its step Jacobian is a product
+    over the transition's k layers, not the closed form written here)."""
+    return _gated(rnn) or getattr(rnn, "transition_layers", 1) > 1
 
 
 def _recurrent_blocks(rnn):
@@ -327,7 +339,7 @@ def jacobian_norms(rnn, x, h0=None, *, layer=-1, norm="spectral", item=None):
     """
     if norm not in _NORMS:
         raise ValueError(f"norm: expected one of {_NORMS}, got {norm!r}")
-    if _gated(rnn):
+    if _stepped(rnn):
         return _cell_jacobian_norms(rnn, x, h0, layer, norm, item)
     runs = _trajectory(rnn, x, h0)
     run = runs[_layer_index(rnn, layer)]
@@ -379,7 +391,7 @@ def hidden_gradients(rnn, x, d_output, h0=None, *, layer=-1, dh_n=None):
     (T, B, H); the LSTM's pair ``(dL/dh_t (T, B, R), dL/dc_t (T, B, H))``, and ``dh0`` the
     pair ``(dh0, dc0)``; ``h0`` and ``dh_n`` are in its form too (the LSTM's pairs).
     """
-    if _gated(rnn):
+    if _stepped(rnn):
         return _cell_hidden_gradients(rnn, x, d_output, h0, layer, dh_n)
     runs = _trajectory(rnn, x, h0)
     k = _layer_index(rnn, layer)

@@ -50,6 +50,8 @@ __all__ = [
     "lstm_forward",
     "lstm_backward",
     "lstm_step",
+    "deep_transition_forward",
+    "deep_transition_backward",
 ]
 
 
@@ -767,3 +769,122 @@ def lstm_step(
     args = _cast(dtype, x_t, h, c, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)
     (h_next, c_next), _ = _lstm_cell(*args, activation, recurrent_activation)
     return h_next, c_next
+
+
+# ---- the deep transition (Pascanu et al., ICLR 2014) ---------------------------------------------
+#
+#     z_1 = act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh),  z_i = act(W_i z_{i-1} + b_i) (i = 2..k),
+#     h_t = z_k
+#
+# weight_tr[i - 2] is W_i, bias_tr[i - 2] is b_i. Lengths as the Elman cell's: past its length a
+# sequence outputs zeros and keeps its state.
+
+
+def _deep_step(x_t, h, weight_ih, weight_hh, weight_tr, bias_ih, bias_hh, bias_tr, nonlinearity):
+    """One step: the transition's layer outputs [z_1, ..., z_k] (B, H) each."""
+    a = x_t @ weight_ih.T + h @ weight_hh.T
+    if bias_ih is not None:
+        a = a + bias_ih
+    if bias_hh is not None:
+        a = a + bias_hh
+    zs = [_act(nonlinearity, a)]
+    for i in range(len(weight_tr)):
+        a = zs[-1] @ weight_tr[i].T
+        if bias_tr is not None:
+            a = a + bias_tr[i]
+        zs.append(_act(nonlinearity, a))
+    return zs
+
+
+def _deep_run(x, weight_ih, weight_hh, weight_tr, bias_ih, bias_hh, bias_tr, h0, nonlinearity,
+              lengths):  # fmt: skip
+    """The forward: (y, h_n, the states before each step (T, B, H), each step's [z_1..z_k])."""
+    T, B, _ = x.shape
+    H = weight_hh.shape[0]
+    dtype = np.result_type(x, weight_ih)
+    h = np.zeros((B, H), dtype=dtype) if h0 is None else np.array(h0, dtype=dtype)
+    in_length = _length_mask(lengths, T, B, dtype)
+    y = np.empty((T, B, H), dtype=dtype)
+    before, layers = np.empty((T, B, H), dtype=dtype), []
+    for t in range(T):
+        before[t] = h
+        zs = _deep_step(
+            x[t], h, weight_ih, weight_hh, weight_tr, bias_ih, bias_hh, bias_tr, nonlinearity
+        )
+        layers.append(zs)
+        h = np.where(in_length[t] > 0, zs[-1], h)
+        y[t] = zs[-1] * in_length[t]
+    return y, h, before, layers
+
+
+def deep_transition_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    weight_tr,
+    bias_ih=None,
+    bias_hh=None,
+    bias_tr=None,
+    h0=None,
+    nonlinearity="tanh",
+    lengths=None,
+):
+    """Forward over x (T, B, D), weight_tr (k - 1, H, H). Returns (y (T, B, H), h_n (B, H))."""
+    y, h_n, _, _ = _deep_run(
+        x, weight_ih, weight_hh, np.asarray(weight_tr), bias_ih, bias_hh, bias_tr, h0,
+        nonlinearity, lengths,
+    )  # fmt: skip
+    return y, h_n
+
+
+def deep_transition_backward(
+    x,
+    weight_ih,
+    weight_hh,
+    weight_tr,
+    dy=None,
+    dh_n=None,
+    *,
+    bias_ih=None,
+    bias_hh=None,
+    bias_tr=None,
+    h0,
+    nonlinearity,
+    lengths,
+):
+    """BPTT of :func:`deep_transition_forward`, recomputing its forward from the inputs.
+    Returns (dx, dh0, dweight_ih, dweight_hh, dbias, dweight_tr, dbias_tr); dbias is the
+    gradient of bias_ih and of bias_hh alike."""
+    weight_tr = np.asarray(weight_tr)
+    _, _, before, layers = _deep_run(
+        x, weight_ih, weight_hh, weight_tr, bias_ih, bias_hh, bias_tr, h0, nonlinearity, lengths
+    )
+    T, B, _ = x.shape
+    dtype = before.dtype
+    in_length = _length_mask(lengths, T, B, dtype)
+    dx = np.zeros(x.shape, dtype=dtype)
+    dw_ih = np.zeros(weight_ih.shape, dtype=dtype)
+    dw_hh = np.zeros(weight_hh.shape, dtype=dtype)
+    db = np.zeros(weight_hh.shape[0], dtype=dtype)
+    dw_tr = np.zeros(weight_tr.shape, dtype=dtype)
+    db_tr = np.zeros(weight_tr.shape[:2], dtype=dtype)
+    H = weight_hh.shape[0]
+    g = np.zeros((B, H), dtype=dtype) if dh_n is None else np.array(dh_n, dtype=dtype)
+    for t in reversed(range(T)):
+        n = in_length[t]  # past a sequence's end: no output, the state passes through
+        if dy is not None:
+            g = g + n * dy[t]
+        zs = layers[t]
+        d = n * g  # the gradient of z_k = h_t where the step ran
+        for i in range(len(zs) - 1, 0, -1):  # layers k .. 2
+            delta = d * _act_grad_from_output(nonlinearity, zs[i])
+            dw_tr[i - 1] += delta.T @ zs[i - 1]
+            db_tr[i - 1] += delta.sum(axis=0)
+            d = delta @ weight_tr[i - 1]
+        delta = d * _act_grad_from_output(nonlinearity, zs[0])
+        dw_ih += delta.T @ x[t]
+        dw_hh += delta.T @ before[t]
+        db += delta.sum(axis=0)
+        dx[t] = delta @ weight_ih
+        g = delta @ weight_hh + (1 - n) * g
+    return dx, g, dw_ih, dw_hh, db, dw_tr, db_tr

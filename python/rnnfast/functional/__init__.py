@@ -1,11 +1,18 @@
 """Stateless, thread-safe recurrent kernels over one layer and one direction: the Elman cell
-(:mod:`.elman`) and the gated cells, GRU and LSTM (:mod:`.gated`; with quantized weights
-:mod:`.quantized_gated`).
+(:mod:`.elman`), its deep-transition form (:mod:`.deep`: an MLP of k layers inside the step) and
+the gated cells, GRU and LSTM (:mod:`.gated`; with quantized weights :mod:`.quantized_gated`).
 
 Arrays in, arrays out; nothing is cached, so calls from many threads at once are safe. The
 kernels run in C++ with the GIL released.
 """
 
+from .deep import (
+    DeepTransitionGrads,
+    DeepTransitionOutput,
+    deep_transition_backward,
+    deep_transition_forward,
+    deep_transition_step,
+)
 from .elman import (
     PLAIN_FORWARD_OPTIONS,
     RNNGrads,
@@ -36,6 +43,11 @@ __all__ = [
     "rnn_backward",
     "rnn_step",
     "RNNGrads",
+    "deep_transition_forward",
+    "deep_transition_backward",
+    "deep_transition_step",
+    "DeepTransitionOutput",
+    "DeepTransitionGrads",
     "quantized_rnn_forward",
     "quantized_rnn_step",
     "PLAIN_GRU_OPTIONS",

@@ -105,6 +105,18 @@ def _cell_of(layer):
     return getattr(layer, "cell", ELMAN)
 
 
+def _keras_cell_of(layer):
+    """The cell of a layer Keras has a layer for; ValueError naming one it has none of (a
+    ``DeepTransitionRNN``: its transition would be dropped)."""
+    cell = _cell_of(layer)
+    if not cell.keras_name:
+        raise ValueError(
+            f"layer: Keras has no layer of a {type(layer).__name__}'s cell (its parameters "
+            "are not a SimpleRNN's, GRU's or LSTM's)"
+        )
+    return cell
+
+
 def _gate_blocks(a, num_gates, perm, axis):
     """``a`` with its ``num_gates`` blocks along ``axis`` taken in the order ``perm`` (a copy)."""
     if num_gates == 1:
@@ -307,7 +319,7 @@ def keras_weights(layer):
     direction's, as ``model.get_weights()`` lists them for a stack of Keras ``SimpleRNN`` /
     ``GRU`` / ``LSTM`` layers or their ``Bidirectional`` (so ``model.set_weights(
     keras_weights(layer))`` loads them). ValueError for an LSTM with ``proj_size``."""
-    cell = _cell_of(layer)
+    cell = _keras_cell_of(layer)
     if getattr(layer, "proj_size", 0):
         raise ValueError(
             f"layer: proj_size={layer.proj_size} (the LSTM projection) has no Keras equivalent"
@@ -477,7 +489,7 @@ def load_keras(layer, keras_layer_or_weights):
         different merge mode or activation). ``layer`` is unchanged when anything is raised.
     """
     dirs = _num_directions(layer)
-    cell = _cell_of(layer)
+    cell = _keras_cell_of(layer)
     reset_after = getattr(layer, "reset_after", True)
     state, options = {}, {}  # options: only Keras layers carry them, not bare weights
     if (

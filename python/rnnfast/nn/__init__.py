@@ -1,6 +1,7 @@
 """Layers and containers: the RNN layer (``rnn``: its API forms; ``stack``: its stack runner over
 layers x directions x batch order x reversal), Linear/Dense, Embedding, Dropout, Sequential and
-the general container Module, Seq2Seq, JordanRNN, their quantized inference copies
+the general container Module, Seq2Seq, JordanRNN, DeepTransitionRNN
+(``deep_transition``), their quantized inference copies
 (``quantized``, ``quantized_rnn``; ``rnnfast.quantize`` makes them), how padding travels
 through models (``masking``) and saving and loading (``persistence``, the .npz format). Each is a
 subclass of ``Layer``, the layer protocol (``_layer``): what the containers, training, summary,
@@ -8,6 +9,7 @@ persistence and quantization ask of a layer. ``nn`` never imports ``rnnfast.io``
 
 from . import seq2seq
 from ._layer import Layer
+from .deep_transition import DeepTransitionRNN
 from .dropout import Dropout
 from .embedding import Embedding
 from .gated import GRU, LSTM
@@ -29,6 +31,7 @@ __all__ = [
     "LSTM",
     "LSTMCell",
     "RNN",
+    "DeepTransitionRNN",
     "Dense",
     "Dropout",
     "Embedding",

@@ -10,7 +10,8 @@ from .cells import ELMAN
 
 __all__ = ["keras_param_count", "summary_text"]
 
-_PARAM = re.compile(r"^(weight|bias)_(ih|hh|hr)_l(\d+)(_reverse)?$")
+# hr: the LSTM projection; tr2, tr3, ...: a deep transition's layers (nn.deep_transition)
+_PARAM = re.compile(r"^(weight|bias)_(ih|hh|hr|tr\d+)_l(\d+)(_reverse)?$")
 
 
 def _groups(layer):
