@@ -180,13 +180,35 @@ def test_is_a_torch_rnn_with_its_parameters_and_state_dict():
         rt.from_torch(torch.nn.Linear(D, H))
 
 
-def test_parameters_are_handed_to_the_kernels_without_copies():
-    ref, mine = pair({"num_layers": 2}, torch.float32)
+def kernel_parameters(module, y):
+    """The arrays the kernels read as ``module``'s parameters in the call that gave ``y``:
+    the plain stack's (its autograd node keeps them, ``rnnfast.functional._plain_stack``) or the
+    general layer's."""
+    node = y.grad_fn
+    if hasattr(node, "arrays"):
+        names = module._flat_weights_names
+        return {
+            names[i]: a
+            for where, arrays in zip(node.layout, node.arrays)
+            for i, a in zip(where, arrays)
+            if i is not None
+        }
+    return next(iter(module._rnnfast_layers.values()))._params
+
+
+# one direction runs on the plain stack, two on the general layer
+PATHS = {"plain": {"num_layers": 2}, "general": {"num_layers": 2, "bidirectional": True}}
+
+
+@pytest.mark.parametrize("config", PATHS.values(), ids=PATHS.keys())
+def test_parameters_are_handed_to_the_kernels_without_copies(config):
+    ref, mine = pair(config, torch.float32)
     x, hx = batch(mine)
     y, h_n = mine(x.requires_grad_(True), hx)
-    layer = next(iter(mine._rnnfast_layers.values()))
+    params = kernel_parameters(mine, y)
+    assert params.keys() == dict(mine.named_parameters()).keys()
     for name, p in mine.named_parameters():
-        assert np.shares_memory(layer._params[name], p.detach().numpy()), name
+        assert np.shares_memory(params[name], p.detach().numpy()), name
     y.sum().backward()  # and backward still has its cache
 
 
@@ -298,15 +320,20 @@ def test_bad_shapes_raise_as_torch():
         mine(torch.randn(4, 2, D), torch.randn(1, 3, H))
 
 
-def test_a_training_forward_keeps_the_input_uncopied():
+@pytest.mark.parametrize("config", PATHS.values(), ids=PATHS.keys())
+def test_a_training_forward_keeps_the_input_uncopied(config):
     """No copy of a contiguous CPU float input: the kernels' training record is the tensor's
     own memory (torch's version check guards it instead, below)."""
-    ref, mine = pair({}, torch.float32)
+    ref, mine = pair(config, torch.float32)
     x, hx = batch(ref)
     y, _ = mine(x, hx)
-    record = y.grad_fn.rnnfast_cache[2].layers[0][0][0][0]  # (layer 0, direction 0)'s record
-    assert np.shares_memory(record.fed, x.numpy())
-    assert np.shares_memory(record.h0, hx.numpy())
+    if hasattr(y.grad_fn, "records"):  # the plain stack's record of layer 0
+        fed, h0 = y.grad_fn.records[0].x, y.grad_fn.records[0].h0
+    else:  # the general layer's of (layer 0, direction 0)
+        record = y.grad_fn.rnnfast_cache[2].layers[0][0][0][0]
+        fed, h0 = record.fed, record.h0
+    assert np.shares_memory(fed, x.numpy())
+    assert np.shares_memory(h0, hx.numpy())
 
 
 @pytest.mark.parametrize("changed", ["x", "hx"])

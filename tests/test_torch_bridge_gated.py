@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import types
 
 import numpy as np
 import pytest
@@ -17,6 +18,8 @@ torch = pytest.importorskip("torch")
 rt = pytest.importorskip("rnnfast.torch")
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
+from rnnfast import _core  # noqa: E402
+from rnnfast.functional import _plain_stack  # noqa: E402
 from rnnfast.nn import cells  # noqa: E402
 
 # torch's own float32 LSTM with proj_size (the reference) says it leaves oneDNN
@@ -38,8 +41,9 @@ SHAPES = {
 
 @pytest.fixture
 def kernel_calls(monkeypatch):
-    """Counts the gated kernels' calls (forward and backward per cell) made through the
-    rnnfast layers' cells."""
+    """Counts the gated kernels' calls (forward and backward per cell, one per layer and
+    direction) made through the rnnfast layers' cells or the bridge's plain stack
+    (``rnnfast.functional._plain_stack``, which calls ``_core`` itself)."""
     calls = {}
     for spec in (cells.GRUSpec, cells.LSTMSpec):
         for attr in ("_forward_function", "_backward_function"):
@@ -52,6 +56,16 @@ def kernel_calls(monkeypatch):
                 return _original(*args, **kwargs)
 
             monkeypatch.setattr(spec, attr, staticmethod(counted))
+    core = types.SimpleNamespace(**vars(_core))
+    for pass_ in ("forward", "backward"):
+        original = getattr(_core, f"gated_{pass_}")
+
+        def counted_core(cell, *args, _original=original, _pass=pass_, **kwargs):
+            calls[f"{cell.upper()}.{_pass}"] += 1
+            return _original(cell, *args, **kwargs)
+
+        setattr(core, f"gated_{pass_}", counted_core)
+    monkeypatch.setattr(_plain_stack, "_core", core)
     return calls
 
 
@@ -267,13 +281,25 @@ def test_is_torchs_module_with_its_parameters_flatten_and_double(cell, kernel_ca
     torch.testing.assert_close(y, ref(x.float())[0], rtol=3e-5, atol=3e-5)
 
 
-def test_parameters_are_handed_to_the_kernels_without_copies():
-    ref, mine = pair("lstm-proj", {"num_layers": 2}, torch.float32)
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["plain", "general"])
+def test_parameters_are_handed_to_the_kernels_without_copies(bidirectional):
+    config = {"num_layers": 2, "bidirectional": bidirectional}
+    ref, mine = pair("lstm-proj", config, torch.float32)
     x = sequence(ref, 4, 2, torch.float32).requires_grad_(True)
     y, (h_n, c_n) = mine(x, states(ref, 2, torch.float32))
-    layer = next(iter(mine._rnnfast_layers.values()))
+    if bidirectional:  # the general layer's parameters
+        params = next(iter(mine._rnnfast_layers.values()))._params
+    else:  # the plain stack's (rnnfast.functional._plain_stack), kept by its autograd node
+        names, node = mine._flat_weights_names, y.grad_fn
+        params = {
+            names[i]: a
+            for where, arrays in zip(node.layout, node.arrays)
+            for i, a in zip(where, arrays)
+            if i is not None
+        }
+    assert params.keys() == dict(mine.named_parameters()).keys()
     for name, p in mine.named_parameters():
-        assert np.shares_memory(layer._params[name], p.detach().numpy()), name
+        assert np.shares_memory(params[name], p.detach().numpy()), name
     (y.sum() + h_n.sum() + c_n.sum()).backward()
 
 

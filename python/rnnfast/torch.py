@@ -15,8 +15,16 @@ in-place change before backward raises as with torch's modules), keeps rnnfast's
 in the autograd context, and returns the gradients of the input (not computed when it needs
 none), of the initial states (h_0, and the LSTM's c_0) and of every parameter, as torch's
 autograd computes them (to rounding). A batch_first input is transposed once for the
-time-major kernels and the output back (the copies that remain). ``flatten_parameters()``,
-``.double()`` / ``.float()`` and ``.to()`` keep working (the parameters are read at every call).
+time-major kernels and the output back; a training output is a copy of what backward reads,
+so that the caller may change it in place. ``flatten_parameters()``, ``.double()`` /
+``.float()`` and ``.to()`` keep working (the parameters are read at every call).
+
+Two routes to the kernels: a call without lengths to a unidirectional module, with no dropout
+masks between its layers (most training loops), runs the plain stack
+(``functional._plain_stack``: each layer's kernels called straight, the per-call cost a few
+tens of microseconds); anything else (PackedSequence, bidirectional, training dropout between
+layers, an empty batch) runs rnnfast's general layer (``rnnfast.nn``), whose API forms cost
+more per call.
 
 Dropout between layers (training mode) draws its masks from a generator seeded from torch's
 (so ``torch.manual_seed`` repeats runs; the masks differ from torch's own). Tensors rnnfast's
@@ -37,9 +45,14 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.nn.utils.rnn import PackedSequence
 
+from .functional._plain_stack import PlainCell, plain_backward, plain_forward
+
 __all__ = ["GRU", "LSTM", "RNN", "convert", "from_torch", "to_torch"]
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+# the plain stack's cells (``functional._plain_stack``), made once
+_ELMAN_CELLS = {f: PlainCell("elman", f) for f in ("tanh", "relu")}
+_GRU_CELL, _LSTM_CELL = PlainCell("gru"), PlainCell("lstm")
 
 
 def _view(t):
@@ -73,9 +86,9 @@ class _RNNFunction(torch.autograd.Function):
         # keeps them uncopied (_inputs_guarded), and an in-place change before backward
         # raises, as with nn.RNN, instead of altering the gradients
         ctx.save_for_backward(x, hx, cx, *weights)
-        y_t = _tensor(y)
-        if not y_t.is_contiguous():  # batch_first: (B, T, out), as torch returns it
-            y_t = y_t.contiguous()
+        # a copy, contiguous (batch_first: (B, T, out), as torch returns it): backward reads
+        # the layer's own output, which a caller may change in place
+        y_t = torch.from_numpy(np.array(y, order="C"))
         if paired:
             return y_t, _tensor(h_n[0]), _tensor(h_n[1])
         return y_t, _tensor(h_n)
@@ -119,6 +132,85 @@ def _bind(layer, names, weights):
     """Point the rnnfast layer's parameters at the module's (NumPy views, no copy)."""
     for name, w in zip(names, weights):
         layer._params[name] = _view(w)
+
+
+def _array(t):
+    """A C-contiguous NumPy array of a CPU tensor: a view when it is contiguous, else a copy.
+    (``numpy(force=True)`` is ``detach().numpy()`` for a real CPU tensor, without the
+    intermediate tensor: this runs for every parameter at every call.)"""
+    return None if t is None else np.ascontiguousarray(t.numpy(force=True))
+
+
+def _time_major(t, batch_first):
+    """A (B, T, ·) tensor's time-major array (T, B, ·) (a copy), or a (T, B, ·) one's view."""
+    a = t.numpy(force=True)
+    return np.ascontiguousarray(a.swapaxes(0, 1) if batch_first else a)
+
+
+def _from_time_major(a, batch_first):
+    """A kernel's (T, B, ·) array as the tensor torch returns: itself, or (B, T, ·) (a copy)."""
+    return torch.from_numpy(np.ascontiguousarray(a.swapaxes(0, 1)) if batch_first else a)
+
+
+def _layer_weights(weights, layout):
+    """The module's flat weights as each layer's arrays (weight_ih, weight_hh, bias_ih,
+    bias_hh, weight_hr), None where the layer has no such parameter."""
+    arrays = [_array(w) for w in weights]
+    return [tuple(None if i is None else arrays[i] for i in row) for row in layout]
+
+
+class _PlainFunction(torch.autograd.Function):
+    """One call of the plain stack (``functional._plain_stack``): inputs (cell, layout,
+    batch_first, x, hx, cx, *weights), layout[k] the positions in weights of layer k's
+    (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr); outputs (y, h_n), and the LSTM's (y,
+    h_n, c_n)."""
+
+    @staticmethod
+    def forward(ctx, cell, layout, batch_first, x, hx, cx, *weights):
+        # gradients of outputs the loss does not read arrive as None, not as zeros: the
+        # kernels then skip them
+        ctx.set_materialize_grads(False)
+        arrays = _layer_weights(weights, layout)
+        y, h_n, c_n, records = plain_forward(
+            cell, _time_major(x, batch_first), _array(hx), _array(cx), arrays, True
+        )
+        ctx.cell, ctx.layout, ctx.batch_first = cell, layout, batch_first
+        ctx.arrays, ctx.records, ctx.hx_given = arrays, records, hx is not None
+        # the output is a copy (a batch_first one is made by the transpose): backward reads
+        # the kernels' y, and a caller may change its output in place (an in-place
+        # activation or dropout), as torch's modules allow
+        y_t = _from_time_major(y if batch_first else y.copy(), batch_first)
+        # x, the states and the weights are read by backward uncopied: torch's version check
+        # of saved tensors makes an in-place change before backward raise, as with torch's
+        # modules, instead of altering the gradients
+        ctx.save_for_backward(x, hx, cx, *weights)
+        if c_n is None:
+            return y_t, torch.from_numpy(h_n)
+        return y_t, torch.from_numpy(h_n), torch.from_numpy(c_n)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy, dh_n, dc_n=None):
+        ctx.saved_tensors  # noqa: B018 (the version check)
+        needs = ctx.needs_input_grad
+        dx, dh0, dc0, grads = plain_backward(
+            ctx.cell,
+            ctx.records,
+            ctx.arrays,
+            None if dy is None else _time_major(dy, ctx.batch_first),
+            _array(dh_n),
+            _array(dc_n),
+            input_gradient=needs[3],
+        )
+        weight_grads = [None] * (len(needs) - 6)
+        for row, layer_grads in zip(ctx.layout, grads):
+            for i, g in zip(row, layer_grads):
+                if i is not None and needs[6 + i]:
+                    weight_grads[i] = torch.from_numpy(g)
+        dx = None if dx is None else _from_time_major(dx, ctx.batch_first)
+        dh0 = torch.from_numpy(dh0) if ctx.hx_given and needs[4] else None
+        dc0 = torch.from_numpy(dc0) if ctx.hx_given and needs[5] else None
+        return (None, None, None, dx, dh0, dc0, *weight_grads)
 
 
 class _Bridge:
@@ -169,17 +261,15 @@ class _Bridge:
         return hx, None
 
     def _runs_on_rnnfast(self, data, hx):
-        if data.device.type != "cpu":
+        dtype = data.dtype
+        if not data.is_cpu or dtype not in _DTYPES:
             return False
-        if data.dtype not in _DTYPES or any(w.dtype != data.dtype for w in self._flat_weights):
-            return False
-        if any(w.device.type != "cpu" for w in self._flat_weights):
-            return False
+        for w in self._flat_weights:  # one loop: this runs at every call
+            if w.dtype != dtype or not w.is_cpu:
+                return False
         states = self._states(hx)
         return states is not None and all(
-            s is None
-            or (type(s) is torch.Tensor and s.device.type == "cpu" and s.dtype == data.dtype)
-            for s in states
+            s is None or (type(s) is torch.Tensor and s.is_cpu and s.dtype == dtype) for s in states
         )
 
     def _check_state_dims(self, hx, batched):
@@ -215,7 +305,74 @@ class _Bridge:
     def _batched_states(self, hx, batched):
         return hx if batched else hx.unsqueeze(1)
 
+    def _plain_cell(self):
+        """The cell of the plain stack (``functional._plain_stack``), None where the kernels
+        cannot run this module's configuration there."""
+        raise NotImplementedError
+
+    def _plain_layout(self):
+        """Per layer, the positions in ``_flat_weights`` of (weight_ih, weight_hh, bias_ih,
+        bias_hh, weight_hr), None for those it has not (kept per list of names)."""
+        names = tuple(self._flat_weights_names)
+        cached = self.__dict__.get("_rnnfast_plain_layout")
+        if cached is not None and cached[0] == names:
+            return cached[1]
+        where = {name: i for i, name in enumerate(names)}
+        kinds = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+        layout = tuple(
+            tuple(where.get(f"{kind}_l{k}") for kind in kinds) for k in range(self.num_layers)
+        )
+        self.__dict__["_rnnfast_plain_layout"] = (names, layout)
+        return layout
+
+    def _plain_call(self, x, lengths):
+        """The plain stack's cell for this call, or None where it runs the general layer:
+        lengths, two directions, dropout masks between layers, an empty batch."""
+        if (
+            lengths is not None
+            or self.bidirectional
+            or (self.training and self.dropout > 0 and self.num_layers > 1)
+            or x.shape[0] == 0
+            or (x.dim() == 3 and x.shape[1] == 0)
+        ):
+            return None
+        return self._plain_cell()
+
+    def _run_plain(self, cell, x, h0, c0, batch_first):
+        """``_run`` on the plain stack; unbatched input and states as a batch of one."""
+        unbatched = x.dim() == 2
+        if unbatched:
+            x, batch_first = x.unsqueeze(1), False
+            h0 = None if h0 is None else h0.unsqueeze(1)
+            c0 = None if c0 is None else c0.unsqueeze(1)
+        layout, weights = self._plain_layout(), self._flat_weights
+        needs_grad = torch.is_grad_enabled() and (
+            x.requires_grad
+            or (h0 is not None and h0.requires_grad)
+            or (c0 is not None and c0.requires_grad)
+            or any(w.requires_grad for w in weights)
+        )
+        if needs_grad:
+            out = _PlainFunction.apply(cell, layout, batch_first, x, h0, c0, *weights)
+        else:
+            y, h_n, c_n, _ = plain_forward(
+                cell,
+                _time_major(x, batch_first),
+                _array(h0),
+                _array(c0),
+                _layer_weights(weights, layout),
+                False,
+            )
+            out = (_from_time_major(y, batch_first), torch.from_numpy(h_n))
+            out += () if c_n is None else (torch.from_numpy(c_n),)
+        if unbatched:
+            out = (out[0][:, 0], *(s[:, 0] for s in out[1:]))
+        return (out[0], (out[1], out[2])) if len(out) == 3 else out
+
     def _run(self, x, hx, lengths, batch_first):
+        cell = self._plain_call(x, lengths)
+        if cell is not None:
+            return self._run_plain(cell, x, *self._states(hx), batch_first)
         layer = self._rnnfast_layer(_DTYPES[x.dtype])
         layer._batch_first = bool(batch_first)
         layer._dropout = float(self.dropout) if self.training else 0.0
@@ -280,6 +437,10 @@ class RNN(_Bridge, torch.nn.RNN):
 
         return FastRNN
 
+    def _plain_cell(self):
+        # None for another nonlinearity: the general layer says what is wrong with it
+        return _ELMAN_CELLS.get(self.nonlinearity)
+
     def _fast_options(self):
         return (("nonlinearity", self.nonlinearity),)
 
@@ -293,6 +454,9 @@ class GRU(_Bridge, torch.nn.GRU):
         from .nn import GRU as FastGRU
 
         return FastGRU
+
+    def _plain_cell(self):
+        return _GRU_CELL
 
 
 class LSTM(_Bridge, torch.nn.LSTM):
@@ -308,6 +472,9 @@ class LSTM(_Bridge, torch.nn.LSTM):
 
     def _fast_options(self):
         return (("proj_size", int(self.proj_size)),)
+
+    def _plain_cell(self):
+        return _LSTM_CELL
 
     def _states(self, hx):
         if hx is None:

@@ -20,13 +20,21 @@ def test_parse_cases():
             torch_bridge.parse_cases(bad)
 
 
-@pytest.mark.parametrize(
-    "optimizer, layout", [("sgd", []), ("adam", ["--time-major"])], ids=["sgd", "adam-time-major"]
-)
-def test_a_tiny_run_writes_its_rows(tmp_path, capsys, optimizer, layout):
+RUNS = {
+    "sgd": ("rnn", "sgd", []),
+    "adam-time-major": ("rnn", "adam", ["--time-major"]),
+    "gru-sgd": ("gru", "sgd", []),
+    "lstm-adam-time-major": ("lstm", "adam", ["--time-major"]),
+}
+
+
+@pytest.mark.parametrize("cell, optimizer, layout", RUNS.values(), ids=RUNS.keys())
+def test_a_tiny_run_writes_its_rows(tmp_path, capsys, cell, optimizer, layout):
     out = tmp_path / "bridge.json"
     torch_bridge.main(
         [
+            "--cell",
+            cell,
             "--cases",
             "6,3,4,5;2,1,3,3",
             "--optimizer",
@@ -42,6 +50,7 @@ def test_a_tiny_run_writes_its_rows(tmp_path, capsys, optimizer, layout):
     )
     result = json.loads(out.read_text())
     assert result["isa"] and result["threads"] == 1 and result["sgemm_gflops"] > 0
+    assert result["cell"] == cell
     assert [(r["T"], r["B"], r["D"], r["H"]) for r in result["rows"]] == [
         (6, 3, 4, 5),
         (2, 1, 3, 3),
@@ -52,4 +61,5 @@ def test_a_tiny_run_writes_its_rows(tmp_path, capsys, optimizer, layout):
         assert r["ratio"] == pytest.approx(r["torch_ms"] / r["bridge_ms"])
     printed = capsys.readouterr().out
     assert "ratio" in printed and f"optimizer {optimizer}" in printed
+    assert f"cell {cell}" in printed and f"Training step ({cell.upper()} +" in printed
     assert ("time-major" if layout else "batch_first") in printed
