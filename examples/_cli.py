@@ -10,6 +10,8 @@ stderr and exit status 2, and plots skipped with a message when matplotlib is mi
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +128,30 @@ def quantized(model, mode):
     print(f"quantized ({mode}):")
     q.summary()
     return q
+
+
+class EpochClock:
+    """A ``training.fit`` callback that records each epoch's wall time (training and the
+    epoch's validation), from its creation or the previous epoch's end to the epoch's end: make
+    it just before ``fit``. bench/end_to_end/examples_vs_torch.py reads its line."""
+
+    def __init__(self):
+        self.seconds = []
+        self._last = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs, model):
+        now = time.perf_counter()
+        self.seconds.append(now - self._last)
+        self._last = now
+        return False  # never stops the training
+
+
+def print_epoch_times(seconds, note=""):
+    """``seconds per epoch{note}: 3.102 3.057 (median 3.080)``, the line the bench reads."""
+    print(
+        f"seconds per epoch{note}: {' '.join(f'{s:.3f}' for s in seconds)} "
+        f"(median {statistics.median(seconds):.3f})"
+    )
 
 
 def fail(p, message):

@@ -190,6 +190,7 @@ def main(argv=None):
             window_losses.append(value)
         return value, grad
 
+    clock = _cli.EpochClock()
     history = (distributed.fit_stream if args.distributed else training.fit_stream)(
         model,
         train_ids,
@@ -200,6 +201,7 @@ def main(argv=None):
         epochs=args.epochs,
         clip_norm=args.clip,
         validation_tokens=val_ids,
+        callbacks=[clock],
     )
     train_time = time.perf_counter() - start
     if rank != 0:
@@ -210,6 +212,7 @@ def main(argv=None):
             f"epoch {epoch + 1}: train loss {lo:.4f} (perplexity {math.exp(lo):.3f}), "
             f"validation loss {vl:.4f} (perplexity {math.exp(vl):.3f})"
         )
+    _cli.print_epoch_times(clock.seconds)
 
     model.eval()
     step_fn = make_step_fn(model)

@@ -94,6 +94,7 @@ def main(argv=None):
         ]
     )
     _cli.check_quantizable(parser, model, args.quantize)
+    clock = _cli.EpochClock()
     training.fit(
         model,
         [letters[i] for i in train_idx],
@@ -103,11 +104,13 @@ def main(argv=None):
         epochs=args.epochs,
         batch_size=args.batch_size,
         seed=args.seed,
+        callbacks=[clock],
     )
     test_letters = [letters[i] for i in test_idx]
     logits = training.predict(model, test_letters, batch_size=512)
     accuracy = metrics.accuracy(logits, labels[test_idx])
     print(f"test accuracy {accuracy:.4f} on {len(test_idx)} names")
+    _cli.print_epoch_times(clock.seconds)
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot
     confusion_plot(labels[test_idx], logits.argmax(axis=1), languages, out / "names_confusion.png")
     model.save(out / "names.npz")

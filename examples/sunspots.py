@@ -106,6 +106,7 @@ def main(argv=None):
     _cli.check_quantizable(parser, model, args.quantize)
     model.summary((args.window, 1))
     optimizer = optim.Adam(model, lr=args.lr)
+    clock = _cli.EpochClock()
     training.fit(
         model,
         x_train,
@@ -116,6 +117,7 @@ def main(argv=None):
         batch_size=args.batch_size,
         shuffle=True,
         seed=args.seed,
+        callbacks=[clock],
     )
     pred = training.predict(model, x_test)[:, 0] * (hi - lo) + lo
     truth = values[test_idx]
@@ -125,6 +127,7 @@ def main(argv=None):
         f"test RMSE {test_rmse:.2f} sunspots, persistence {base_rmse:.2f} "
         f"({'better' if test_rmse < base_rmse else 'worse'} by {abs(base_rmse - test_rmse):.2f})"
     )
+    _cli.print_epoch_times(clock.seconds)
     elapsed = time.perf_counter() - start  # the PyTorch twin's work; it draws no plot
     forecast_plot(
         months[test_idx],

@@ -24,46 +24,11 @@ import time
 from pathlib import Path
 
 import _cli  # the examples' shared command line, beside this file
-import numpy as np
+from _tasks import load_splits  # the task's data, as its twin in bench/ reads it
 
 import rnnfast
 from rnnfast import optim, training
 from rnnfast.data import Vocabulary
-from rnnfast.data.conllu import read_conllu
-
-SPLITS = ("train", "dev", "test")
-SPLIT_SEED = 0  # the 80/10/10 split of a single file
-
-
-def load_splits(data):
-    """(train, dev, test) lists of sentences (dev may be empty) from a treebank folder or one
-    CoNLL-U file; a ValueError that says what is wrong otherwise."""
-    data = Path(data)
-    if data.is_dir():
-        found = {s: sorted(data.glob(f"*-ud-{s}.conllu")) for s in SPLITS}
-        for split, paths in found.items():
-            if len(paths) > 1 or (not paths and split != "dev"):  # a treebank may have no dev
-                raise ValueError(
-                    f"expected one *-ud-{split}.conllu in the folder {data}, found "
-                    f"{len(paths)} ({', '.join(p.name for p in paths) or 'none'})"
-                )
-        return tuple(read_conllu(found[s][0]) if found[s] else [] for s in SPLITS)
-    if not data.is_file():
-        raise ValueError(
-            f"{data} does not exist; expected a CoNLL-U file or a folder "
-            "holding *-ud-train.conllu, *-ud-dev.conllu and *-ud-test.conllu (a "
-            "Universal Dependencies treebank)"
-        )
-    sentences = read_conllu(data)
-    order = np.random.default_rng(SPLIT_SEED).permutation(len(sentences))
-    cuts = np.split(order, [int(0.8 * len(sentences)), int(0.9 * len(sentences))])
-    train, dev, test = ([sentences[i] for i in part] for part in cuts)
-    if not train or not test:
-        raise ValueError(
-            f"{data} holds {len(sentences)} sentence(s), too few to split "
-            "80/10/10 into train, dev and test (at least 2 are needed)"
-        )
-    return train, dev, test
 
 
 def main(argv=None):
@@ -122,6 +87,7 @@ def main(argv=None):
             rnnfast.Dense(2 * args.hidden, len(tags), seed=args.seed + 2),
         ]
     )
+    clock = _cli.EpochClock()
     training.fit(
         model,
         x_train,
@@ -134,11 +100,13 @@ def main(argv=None):
         bucket=True,
         seed=args.seed,
         validation_data=(x_dev, y_dev) if dev else None,
+        callbacks=[clock],
     )
     accuracy = training.evaluate(model, x_test, y_test, loss="cross_entropy", metrics=["accuracy"])[
         "accuracy"
     ]
     print(f"test accuracy {accuracy:.4f} on {sum(map(len, test))} words")
+    _cli.print_epoch_times(clock.seconds)
     elapsed = time.perf_counter() - start
     model.save(out / "tagging.npz")
     words.save(out / "tagging_words.json")

@@ -1,9 +1,11 @@
 """PyTorch twin of examples/charlm.py: same text, split, truncated-BPTT windows, model,
 optimiser, clipping and epochs, for comparing end-to-end training time and accuracy.
 
-    python -m bench.end_to_end.torch_charlm [--data ROOT] [--epochs 2] [--threads 2]
+    python -m bench.end_to_end.torch_charlm [--data ROOT] [--epochs 2] [--cell rnn|gru|lstm]
+                                            [--threads 2]
 
-Ends with ``RESULT val_perplexity=... time_s=...`` as the rnnfast example (the time covers the
+``--cell gru`` or ``lstm``: a GRU or LSTM in the RNN's place, as the example's ``--cell``.
+Prints the seconds of each epoch (training and validation) as the example does, and ends with ``RESULT val_perplexity=... time_s=...`` as the rnnfast example (the time covers the
 same work: loading, training, validation and the three decoded samples).
 """
 
@@ -22,10 +24,10 @@ from rnnfast.training import stream_windows
 
 
 class CharLM(nn.Module):
-    def __init__(self, vocab, embed, hidden):
+    def __init__(self, vocab, embed, hidden, cell="rnn"):
         super().__init__()
         self.embedding = nn.Embedding(vocab, embed)
-        self.rnn = nn.RNN(embed, hidden, batch_first=True)
+        self.rnn = _twin.recurrent(cell, embed, hidden, batch_first=True)
         self.linear = nn.Linear(hidden, vocab)
 
     def forward(self, x, h=None):
@@ -68,10 +70,9 @@ def decode(model, prompt_ids, length, mode, temperature=0.8, width=4, seed=0):
         hs = h
         for _ in range(length):
             tokens = torch.tensor([[b[1][-1]] for b in beams])
-            logits, hs = model(
-                tokens,
-                hs.expand(-1, len(beams), -1).contiguous() if hs.shape[1] != len(beams) else hs,
-            )
+            if _twin.hidden(hs).shape[1] != len(beams):
+                hs = _twin.state_map(lambda s: s.expand(-1, len(beams), -1).contiguous(), hs)
+            logits, hs = model(tokens, hs)
             lp = torch.log_softmax(logits[:, -1], -1)
             scores = torch.tensor([b[0] for b in beams])[:, None] + lp
             top = torch.topk(scores.reshape(-1), width)
@@ -80,7 +81,7 @@ def decode(model, prompt_ids, length, mode, temperature=0.8, width=4, seed=0):
                 (float(s), beams[r][1] + [int(t)])
                 for s, r, t in zip(top.values, rows, top.indices % lp.shape[1])
             ]
-            hs = hs[:, rows]
+            hs = _twin.state_map(lambda s, rows=rows: s[:, rows], hs)
         return beams[0][1][1:]
 
 
@@ -102,21 +103,20 @@ def main(argv=None):
             "--temperature": 0.8,
         },
     )
-    from tqdm import tqdm
-
     start = _twin.start(args)
     train_ids, val_ids, alphabet = encode_text(datasets.load("tinyshakespeare", args.data))
-    model = CharLM(len(alphabet), args.embed, args.hidden)
+    model = CharLM(len(alphabet), args.embed, args.hidden, args.cell)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     xs, ys = stream_windows(train_ids, args.batch_size, args.bptt)
+    clock = _twin.EpochClock()
     for epoch in range(args.epochs):
         model.train()
         h, total = None, 0.0
-        bar = tqdm(range(len(xs)), desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch")
+        bar = _twin.progress(range(len(xs)), f"epoch {epoch + 1}/{args.epochs}")
         for i in bar:
             optimizer.zero_grad()
             logits, h = model(torch.from_numpy(xs[i]), h)
-            h = h.detach()
+            h = _twin.state_map(torch.Tensor.detach, h)
             loss = nn.functional.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), torch.from_numpy(ys[i]).reshape(-1)
             )
@@ -126,10 +126,12 @@ def main(argv=None):
             total += loss.item()
             bar.set_postfix(loss=f"{loss.item():.4f}")
         val = evaluate(model, val_ids, args.batch_size, args.bptt)
+        clock.lap()
         print(
             f"epoch {epoch + 1}: train loss {total / len(xs):.4f}, validation loss {val:.4f} "
             f"(perplexity {math.exp(val):.3f})"
         )
+    _twin.print_epoch_times(clock.seconds)
     model.eval()
     index = {c: i for i, c in enumerate(alphabet)}
     prompt_ids = [index[c] for c in args.prompt if c in index]
