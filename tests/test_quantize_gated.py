@@ -13,11 +13,18 @@ import pytest
 
 import rnnfast
 from rnnfast import _core
-from rnnfast.nn import QuantizedGRU, QuantizedLSTM
+from rnnfast.nn import QuantizedGRU, QuantizedLSTM, quantized_gated
 from rnnfast.quantize import ERROR_BOUND
 
 MODES = ("bf16", "int8")
 PATHS = _core.quantized_paths()
+
+
+@pytest.fixture(autouse=True)
+def quantized_products(monkeypatch):
+    """These layers are small: without this they would take the float32 products meant for
+    layers too small to gain from quantized ones (tested on their own below)."""
+    monkeypatch.setattr(quantized_gated, "FALLBACK_WEIGHTS", 0)
 
 
 @pytest.fixture(params=PATHS)
@@ -187,7 +194,7 @@ def test_summary_shows_the_weight_type_bytes_and_no_fallback(mode, capsys):
     assert q.nbytes == per_weight * weights + scales + 2 * 4 * 128  # one summed bias per layer
     assert f"{q.nbytes:,}" in text and mode in text
     assert f"float32: {sum(p.nbytes for p in layer.parameters()):,}" in text
-    assert "float32 fallback" not in text  # every configuration runs quantized
+    assert "Products in float32" not in text  # every configuration runs quantized
 
 
 def test_a_general_keras_mask_is_refused_with_what_to_do(rng):
@@ -220,3 +227,32 @@ def test_the_copy_exports_to_onnx_with_its_dequantized_weights(name, options, rn
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
     for g, e in zip(got, parts(q(x))):
         assert rel_error(g, e) < ERROR_BOUND["int8"]
+
+
+def test_small_layers_and_slow_paths_multiply_in_float32_and_say_so(monkeypatch, rng):
+    """Where quantized products would be slower than float32 ones (a layer too small to gain,
+    a path without the kind's instructions), the copy multiplies its dequantized weights in
+    float32: the float layer on those weights, exactly, and summary() says why."""
+    x = rng.standard_normal((6, 3, 4)).astype(np.float32)
+    for name in ("GRU", "LSTM"):
+        layer = getattr(rnnfast, name)(4, 8, seed=0).eval()
+        q = rnnfast.quantize(layer, "int8")
+        monkeypatch.setattr(quantized_gated, "FALLBACK_WEIGHTS", 10**9)
+        assert "too few to gain" in q.float32_fallback()
+        assert "Products in float32 (dequantized weights)" in q.summary()
+        twin = getattr(rnnfast, name)(4, 8, seed=1).eval()
+        twin.load_state_dict(q.dequantized_params())
+        for a, b in zip(parts(q(x)), parts(twin(x))):
+            np.testing.assert_array_equal(a, b)
+        out, _ = q.step(x[0])  # the step kernel: the same sums in another order
+        np.testing.assert_allclose(out, parts(twin(x[:1]))[0][0], rtol=1e-5, atol=1e-7)
+        monkeypatch.setattr(quantized_gated, "FALLBACK_WEIGHTS", 0)
+        assert q.float32_fallback() is None
+        assert not np.array_equal(parts(q(x))[0], parts(twin(x))[0])  # quantized products
+    for path in ("baseline", "avx2"):
+        if path in _core.quantized_paths("int8"):
+            _core.set_quantized_path(path)
+            try:
+                assert f"the int8 path here is {path}" in q.float32_fallback()
+            finally:
+                _core.set_quantized_path("")

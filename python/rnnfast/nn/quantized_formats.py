@@ -110,6 +110,17 @@ class QuantizedWeight:
             )
         return self._packed[key]
 
+    def float_rows(self, start, stop):
+        """The float32 values of rows [start, stop) (dequantized), made once: what a layer that
+        falls back to float32 products multiplies with."""
+        if self._packed is None:
+            self._packed = {}
+        key = ("float32", start, stop)
+        if key not in self._packed:
+            scale = None if self.scale is None else self.scale[start:stop]
+            self._packed[key] = dequantize_rows(self.data[start:stop], scale)
+        return self._packed[key]
+
     def arrays(self, name):
         """The raw arrays under their state_dict names: ``name`` and ``name + "_scale"``."""
         if self.scale is None:

@@ -4,17 +4,29 @@ API forms, stateful layers, ``step``), with a cell description whose kernels are
 ones (``functional.quantized_gated``): int8 or bf16 products, the gates and states in float32.
 
 Every configuration of the float layers runs quantized (both GRU forms, relu, hard_sigmoid,
-``proj_size``); nothing falls back to float32.
+``proj_size``). Where the quantized products would be slower than float32 ones, the automatic
+choice multiplies the dequantized weights in float32 instead (the same values, so the same error
+bound), and ``summary()`` says so: on a quantized path without the instructions the kind is
+made for (int8 without VNNI or AMX, bf16 without AVX512-BF16 or AMX, measured 0.43-0.87x of
+float32 on an AVX-512 machine), and for layers too small to gain (``FALLBACK_WEIGHTS``).
 """
 
 from __future__ import annotations
 
-from .. import functional
+from .. import _core, functional
 from .cells import GRUSpec, LSTMSpec
 from .gated import GRU, LSTM
 from .quantized_rnn import QuantizedRecurrent
+from .storage import storage_summary
 
-__all__ = ["QuantizedGRU", "QuantizedLSTM"]
+__all__ = ["FALLBACK_WEIGHTS", "QuantizedGRU", "QuantizedLSTM"]
+
+# The quantized paths whose products beat float32 ones (the instructions the kind is made for).
+NATIVE_PATHS = {"int8": ("avx_vnni", "avx512_vnni", "amx"), "bf16": ("avx512_bf16", "amx")}
+# A (layer, direction) with fewer weights than this in one step's products (G*H*(D + R)) runs
+# float32 products: at T=20, B=4, D=16, H=32 (4,608 weights, GRU) int8 measured 0.98x of float32
+# and at D=32, H=64 (18,432) 1.43x (bench/kernels/quantized_gated.py, 1 thread, AVX-512).
+FALLBACK_WEIGHTS = 8192
 
 
 class _QuantizedGatedSpec:
@@ -44,6 +56,14 @@ class _QuantizedGatedSpec:
     ):
         # no masks reach here: the layer's _mask_arg refuses step masks, an inference copy
         # draws no dropout masks, and its forward embeds token ids first
+        if layer.float32_fallback() is not None:
+            f = layer.float_weights(idx)
+            extra = {"weight_hr": f["weight_hr"]} if self.num_states == 2 else {}
+            return self._forward_function(
+                x, f["weight_ih"], f["weight_hh"], f["bias_ih"], f["bias_hh"],
+                *self._states(layer, h0), lengths, **dict(run.cell_options), **extra,
+                return_sequences=True, keep_workspace=False,
+            )  # fmt: skip
         cell, kwargs = self._quantized_call(layer, idx, run.cell_options)
         h, c = (self._states(layer, h0) + (None,))[:2]
         return functional.quantized_gated_forward(
@@ -51,6 +71,14 @@ class _QuantizedGatedSpec:
         )
 
     def step_states(self, layer, run_options, k, x_t, states):
+        if layer.float32_fallback() is not None:
+            f = layer.float_weights(k)
+            extra = {"weight_hr": f["weight_hr"]} if self.num_states == 2 else {}
+            new = self._step_function(
+                x_t, *states, f["weight_ih"], f["weight_hh"], f["bias_ih"], f["bias_hh"],
+                **run_options, **extra,
+            )  # fmt: skip
+            return new if isinstance(new, tuple) else (new,)
         cell, kwargs = self._quantized_call(layer, k, run_options)
         c = states[1] if len(states) > 1 else None
         new = functional.quantized_gated_step(
@@ -63,11 +91,11 @@ class _QuantizedGatedSpec:
 
 
 class _QuantizedGRUSpec(_QuantizedGatedSpec, GRUSpec):
-    pass
+    _step_function = staticmethod(functional.gru_step)
 
 
 class _QuantizedLSTMSpec(_QuantizedGatedSpec, LSTMSpec):
-    pass
+    _step_function = staticmethod(functional.lstm_step)
 
 
 QUANTIZED_GRU_SPEC = _QuantizedGRUSpec()
@@ -100,6 +128,46 @@ class QuantizedGatedLayer(QuantizedRecurrent):
             else:  # the sum goes in as b_ih (b_hh None): the kernels add both the same way
                 names["bias_ih"], names["bias_hh"] = self._add_bias_sum(layer, n_bi, n_bh), None
             self._kernel_names.append(names)
+
+    def float32_fallback(self):
+        """Why this copy multiplies its dequantized weights in float32 now, or None where its
+        products run quantized: the active quantized path lacks the kind's instructions, or the
+        layer is too small to gain (the module's docstring). Asked at each call: the path can
+        change (``_core.set_quantized_path``, ``RNNFAST_ISA``)."""
+        path = _core.quantized_path(self._mode)
+        if path not in NATIVE_PATHS[self._mode]:
+            return f"the {self._mode} path here is {path}, slower than float32"
+        G, H = self.cell.num_gates, self._hidden_size
+        R = self.cell.output_width(self)
+        widths = [self._weights[n["weight_ih"]].shape[1] for n in self._kernel_names]
+        if G * H * (max(widths) + R) < FALLBACK_WEIGHTS:
+            return f"{G * H * (max(widths) + R)} weights a step, too few to gain"
+        return None
+
+    def float_weights(self, idx):
+        """The float32 kernels' weights of (layer, direction) ``idx``: the dequantized
+        matrices and the float32 biases (a summed bias as bias_ih)."""
+        names = self._kernel_names[idx]
+        b_ih, b_hh = names["bias_ih"], names["bias_hh"]
+        w = {k: self._weights[names[k]] for k in ("weight_ih", "weight_hh")}
+        out = {k: m.float_rows(0, m.shape[0]) for k, m in w.items()}
+        hr = names["weight_hr"]
+        out["weight_hr"] = (
+            None if hr is None else self._weights[hr].float_rows(0, self._weights[hr].shape[0])
+        )
+        out["bias_ih"] = None if b_ih is None else self._floats[b_ih]
+        out["bias_hh"] = None if b_hh is None else self._floats[b_hh]
+        return out
+
+    def summary(self):
+        """As :meth:`QuantizedLayer.summary`, and a line saying so where the products run in
+        float32 now (:meth:`float32_fallback`)."""
+        text = storage_summary(self)
+        why = self.float32_fallback()
+        if why is not None:
+            text += f"\nProducts in float32 (dequantized weights): {why}"
+        print(text)
+        return text
 
     def kernel_weights(self, idx):
         """The quantized kernels' weights of (layer, direction) ``idx``: packed matrices in the
