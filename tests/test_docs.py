@@ -31,6 +31,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGES = (
     "index",
     "quickstart",
+    "install",
     "pytorch",
     "keras",
     "keras_code",
