@@ -34,6 +34,8 @@ DEFAULT_SUBSET=(
   tests/test_functional_masks.py
   tests/test_functional_backward_args.py
   tests/test_gated_kernels.py
+  tests/test_quantized_gated_kernels.py
+  tests/nn/test_deep_transition.py
 )
 
 if [[ ! -x "$SAN_VENV/bin/python" ]]; then
