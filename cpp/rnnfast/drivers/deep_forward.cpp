@@ -114,11 +114,7 @@ struct DeepForwardPass : TimeLoopPass {
                 run_block(p.kt, layer, s.m0, s.m1, s.p0, s.p1);
             }
             // Sequences whose last step this is keep their state as h_n.
-            const Block& own = st.own;
-            const T* h = p.z(p.L, t);
-            for (index r = std::max(own.m0, st.ending); r < own.m1; ++r)
-                std::memcpy(p.a.h_n + r * H + own.c0, h + r * H + own.c0,
-                            sizeof(T) * static_cast<size_t>(own.c1 - own.c0));
+            keep_final_state(p.a.h_n, p.z(p.L, t), H, st.own, st.ending);
         }
     };
 };

@@ -396,8 +396,8 @@ struct GatedForwardPass : TimeLoopPass {
                     }
             }
             const index c0 = std::min(H, u0 * L.block), c1 = std::min(H, u1 * L.block);
+            const Block own{m0, m1, c0, c1};  // this member's units, on its rows
             if (st.keep) {  // skipped rows keep their states (c_t = c_{t-1}, as stored)
-                const Block own{m0, m1, c0, c1};
                 if (p.P == 0) carry_skipped_rows(h, h_prev, st.keep, R, own);
                 if (p.cell == GatedCell::lstm) {
                     T* c_now = const_cast<T*>(p.c_at(t));
@@ -410,11 +410,7 @@ struct GatedForwardPass : TimeLoopPass {
                 }
             }
             // Sequences whose last step this is keep their state.
-            const index e0 = std::max(m0, st.ending);
-            if (p.cell == GatedCell::lstm)
-                for (index b = e0; b < m1; ++b)
-                    std::memcpy(p.a.c_n + b * H + c0, p.c_at(t) + b * H + c0,
-                                sizeof(T) * static_cast<size_t>(c1 - c0));
+            if (p.cell == GatedCell::lstm) keep_final_state(p.a.c_n, p.c_at(t), H, own, st.ending);
             if (p.P > 0) {
                 st.barrier->wait();  // every unit's m_t is in m
                 const Share sp =
@@ -423,13 +419,9 @@ struct GatedForwardPass : TimeLoopPass {
                 run_block(p.kt, proj, sp.m0, sp.m1, sp.p0, sp.p1);
                 const index q0 = std::min(p.P, sp.p0 * nr), q1 = std::min(p.P, sp.p1 * nr);
                 if (st.keep) carry_skipped_rows(h, h_prev, st.keep, R, Block{sp.m0, sp.m1, q0, q1});
-                for (index b = std::max(sp.m0, st.ending); b < sp.m1; ++b)
-                    std::memcpy(p.a.h_n + b * R + q0, h + b * R + q0,
-                                sizeof(T) * static_cast<size_t>(q1 - q0));
+                keep_final_state(p.a.h_n, h, R, Block{sp.m0, sp.m1, q0, q1}, st.ending);
             } else {
-                for (index b = e0; b < m1; ++b)
-                    std::memcpy(p.a.h_n + b * R + c0, h + b * R + c0,
-                                sizeof(T) * static_cast<size_t>(c1 - c0));
+                keep_final_state(p.a.h_n, h, R, own, st.ending);
             }
         }
     };

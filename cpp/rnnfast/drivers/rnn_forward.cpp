@@ -233,11 +233,7 @@ struct ForwardPass : TimeLoopPass {
                             own.c1 - own.c0, task.op, nullptr);
             Cell::finish_step(h, h_prev, H, own, p.a.alpha);  // the same block: no barrier
             if (st.keep) carry_skipped_rows(h, h_prev, st.keep, H, own);
-            // Sequences whose last step this is keep their state as h_n.
-            const Block ending{std::max(own.m0, st.ending), own.m1, own.c0, own.c1};
-            for (index r = ending.m0; r < ending.m1; ++r)
-                std::memcpy(p.a.h_n + r * H + ending.c0, h + r * H + ending.c0,
-                            sizeof(T) * static_cast<size_t>(ending.c1 - ending.c0));
+            keep_final_state(p.a.h_n, h, H, own, st.ending);  // h_n of sequences ending here
         }
         void chunk_end(const Chunk&) {}
     };

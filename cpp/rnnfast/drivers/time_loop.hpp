@@ -61,6 +61,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/gemm/team_gemm.hpp"
@@ -126,6 +127,16 @@ struct Step {
     Block own;                           // the same as rows x columns
     StepBarrier* barrier = nullptr;      // the stepping members' barrier, for a sub-step meeting
 };
+
+// Rows of `block` whose sequence ends at this step (rows from `ending` on: Step::ending) keep
+// their state: final[r, c0:c1] = state[r, c0:c1], both of leading dimension ld. Every forward
+// pass writes h_n (and c_n) this way, each member on its own block.
+template <class T>
+void keep_final_state(T* final_state, const T* state, index ld, const Block& block, index ending) {
+    for (index r = std::max(block.m0, ending); r < block.m1; ++r)
+        std::memcpy(final_state + r * ld + block.c0, state + r * ld + block.c0,
+                    sizeof(T) * static_cast<size_t>(block.c1 - block.c0));
+}
 
 // Empty serial hooks, for a pass that has no work outside the team.
 struct TimeLoopPass {

@@ -129,10 +129,7 @@ struct ForwardPass : TimeLoopPass {
                 products.finish(mine, s.m0, h, H, h, H, own);  // pre = projection + product
                 activate(h, H, own, p.a.act);
                 ElmanCell<float>::finish_step(h, h_prev, H, own, p.a.alpha);
-                const Block ending{std::max(own.m0, st.ending), own.m1, own.c0, own.c1};
-                for (index r = ending.m0; r < ending.m1; ++r)
-                    std::memcpy(p.a.h_n + r * H + ending.c0, h + r * H + ending.c0,
-                                sizeof(float) * static_cast<size_t>(ending.c1 - ending.c0));
+                keep_final_state(p.a.h_n, h, H, own, st.ending);
             }
         }
     };

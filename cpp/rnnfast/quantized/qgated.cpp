@@ -221,11 +221,8 @@ struct GatedPass : TimeLoopPass {
                     }
             }
             // Sequences whose last step this is keep their states.
-            const index e0 = std::max(m0, st.ending);
-            if (p.cell == GatedCell::lstm)
-                for (index b = e0; b < m1; ++b)
-                    std::memcpy(p.a.c_n + b * H + c0, p.c_at(t) + b * H + c0,
-                                sizeof(float) * static_cast<size_t>(c1 - c0));
+            const Block own{m0, m1, c0, c1};
+            if (p.cell == GatedCell::lstm) keep_final_state(p.a.c_n, p.c_at(t), H, own, st.ending);
             if (p.P > 0) {
                 st.barrier->wait();  // every unit's m_t is in m
                 const Share sp =
@@ -233,13 +230,9 @@ struct GatedPass : TimeLoopPass {
                 const index q0 = std::min(p.P, sp.p0 * kPanel), q1 = std::min(p.P, sp.p1 * kPanel);
                 product(p.own_m[me], p.own_hr[me], p.m.data(), H, false, sp.m0, sp.m1, sp.p0, sp.p1,
                         nullptr, h, R, q0, q1);
-                for (index b = std::max(sp.m0, st.ending); b < sp.m1; ++b)
-                    std::memcpy(p.a.h_n + b * R + q0, h + b * R + q0,
-                                sizeof(float) * static_cast<size_t>(q1 - q0));
+                keep_final_state(p.a.h_n, h, R, Block{sp.m0, sp.m1, q0, q1}, st.ending);
             } else {
-                for (index b = e0; b < m1; ++b)
-                    std::memcpy(p.a.h_n + b * R + c0, h + b * R + c0,
-                                sizeof(float) * static_cast<size_t>(c1 - c0));
+                keep_final_state(p.a.h_n, h, R, own, st.ending);
             }
         }
     };
