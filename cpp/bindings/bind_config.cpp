@@ -62,6 +62,7 @@ void register_config(py::module_& m) {
                 d["kc"] = b.kc;
                 d["mc"] = b.mc;
                 d["nc"] = b.nc;
+                d["kc_step"] = b.kc_step;
             };
             if (float64)
                 fill(kernels<double>());

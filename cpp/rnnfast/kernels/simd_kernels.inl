@@ -380,6 +380,14 @@ inline void prefetch_panel(const T* row) {
     for (int line = 0; line < (bytes + 63) / 64; ++line)
         __builtin_prefetch(reinterpret_cast<const char*>(row) + line * 64, 0, 3);
 }
+// The MR rows of a C tile (NR values each), for writing.
+template <class T, int MR>
+inline void prefetch_tile_rows(const T* c, index ldc) {
+    constexpr int bytes = Simd<T>::NR * static_cast<int>(sizeof(T));
+    for (int i = 0; i < MR; ++i)
+        for (int line = 0; line < (bytes + 63) / 64; ++line)
+            __builtin_prefetch(reinterpret_cast<const char*>(c + i * ldc) + line * 64, 1, 3);
+}
 
 // acc[MR][NV] = A[rows, k-block] * panel (one broadcast per row and k), then the pass's
 // epilogue. The same arithmetic, in the same order, whichever way A is read.
@@ -395,6 +403,11 @@ inline void tile(const GemmTask<T>& t, const KPass<T>& pass, index i0, const Row
         for (int i = 0; i < MR; ++i)
             for (int v = 0; v < kNV; ++v)
                 acc[u][i][v] = V{};
+    // The C tile is asked for now, for writing, so that its lines have arrived by the epilogue:
+    // a large C (the projections, the weight gradients) is read and written once per k-block,
+    // and without this each pass ended on MR x NR misses to L3 or memory.
+    if (MR >= kPrefetchMinRows && pass.kc >= kPrefetchSteps<T>)
+        prefetch_tile_rows<T, MR>(t.C + i0 * t.ldc + j0, t.ldc);
     index k = 0;
     for (; k + U <= pass.kc; k += U) {
         for (int u = 0; u < U; ++u) {
@@ -496,14 +509,24 @@ template <class T>
 void gemm_block(const GemmTask<T>& t, index m0, index m1, index p0, index p1) {
     constexpr int NR = Simd<T>::NR;
     const GemmBlocking bk = blocking<T>();
-    const bool pack = t.K > 0 && m1 > m0 && (t.A.cs != 1 || m1 - m0 >= kPackRows);
-    const index mc = m1 - m0 < bk.mc ? m1 - m0 : bk.mc, kcmax = t.K < bk.kc ? t.K : bk.kc;
+    // A product of few rows (the recurrent step, M = B) runs K in passes of the step's own,
+    // longer k-block (GemmBlocking::kc_step). It follows the task's M, not this thread's share
+    // of it, so that the sums' order, and the bits, do not depend on the thread count.
+    const bool few_rows = t.M < kPackRows;
+    // Rows of A whose stride is a multiple of 4 KiB (h_{t-1} at H = 1024 or 2048 floats) fall
+    // in one L1 set: a tile's kMR rows then evict each other and the panel, and the step ran
+    // at 54-61 GFLOP/s (float32, AVX-512, 1 thread, AMD EPYC Zen 4, M = 64 / 128, K = N = 1024
+    // / 2048). Packed, 89-96 (the kernel's rate at K = 256). Packing does not change the sums.
+    const bool aliased = t.A.cs == 1 && (t.A.rs * index(sizeof(T))) % 4096 == 0 && m1 - m0 > kMR;
+    const bool pack = t.K > 0 && m1 > m0 && (t.A.cs != 1 || !few_rows || aliased);
+    const index kb = few_rows ? bk.kc_step : bk.kc;
+    const index mc = m1 - m0 < bk.mc ? m1 - m0 : bk.mc, kcmax = t.K < kb ? t.K : kb;
     // Does the packed B outgrow L1 (so that even load-bound short tiles should prefetch it)?
     const bool far = double(t.K) * double(t.N) * sizeof(T) > double(cache_sizes().l1d);
     T* packed = pack ? static_cast<T*>(thread_scratch(sizeof(T) * size_t(mc * kcmax))) : nullptr;
     index k0 = 0;
     do {  // at least once: K == 0 still runs the epilogue
-        const index kc = t.K - k0 < bk.kc ? t.K - k0 : bk.kc;
+        const index kc = t.K - k0 < kb ? t.K - k0 : kb;
         const bool last = k0 + kc >= t.K;
         const KPass<T> pass{k0, kc, t.accumulate || k0 > 0, k0 == 0 ? t.bias : nullptr,
                             last ? t.op : Epilogue::none};

@@ -25,9 +25,11 @@ const CacheSizes& cache_sizes();
 //   mc  rows of A packed at once (mc x kc), kept in L2 while they meet every panel; a multiple
 //       of mr, so that threads splitting rows at multiples of mr see the same tiles;
 //   nc  columns of B packed at once (kc x nc) for the large GEMMs, kept in a core's share of L3;
-//       a multiple of nr.
+//       a multiple of nr;
+//   kc_step  the k-block where A is read in place (the recurrent step, M = B): a panel of that
+//       many rows fills half of L2, so that K = H up to a few thousand is one pass.
 struct GemmBlocking {
-    index kc, mc, nc;
+    index kc, mc, nc, kc_step;
 };
 GemmBlocking gemm_blocking(const CacheSizes& caches, int mr, int nr, int elem);
 
