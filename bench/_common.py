@@ -128,6 +128,47 @@ def cpu_model() -> str:
     return f"{fields['model name']} ({fields.get('vendor_id', '?')} {ids})"
 
 
+def process_threads() -> list:
+    """The ids of every thread of this process (Linux: /proc/self/task), pools included."""
+    try:
+        return [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:  # no procfs: the calling thread alone
+        return [0]
+
+
+def cores_for(threads: int) -> list:
+    """The first `threads` CPUs this process may run on (all of them if it has fewer)."""
+    return sorted(os.sched_getaffinity(0))[:threads]
+
+
+@contextlib.contextmanager
+def pinned_to(cores: list):
+    """Every thread of this process, and every thread it starts meanwhile (they inherit the
+    mask of the thread that starts them), on these cores; the previous masks back after.
+
+    One process runs every library side by side, so pinning the process pins each peer's
+    compute threads (torch's and OpenMP's pools, ORT's and OpenVINO's, started by the main
+    thread) to the same cores as rnnfast's: no library gets a core the others lack."""
+    mine = os.sched_getaffinity(0)
+    previous = {}
+    for tid in process_threads():
+        try:
+            previous[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cores)
+        except OSError:  # the thread ended meanwhile
+            continue
+    os.sched_setaffinity(0, cores)
+    try:
+        yield
+    finally:
+        for tid in process_threads():  # threads started inside get the caller's old mask
+            try:
+                os.sched_setaffinity(tid, previous.get(tid, mine))
+            except OSError:
+                continue
+        os.sched_setaffinity(0, mine)
+
+
 @contextlib.contextmanager
 def thread_count(n: int):
     """n threads in every library: rnnfast, torch, NumPy's BLAS (ORT gets n per session)."""

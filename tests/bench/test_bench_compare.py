@@ -705,3 +705,28 @@ def test_quantized_targets(row, expected):
     assert len(named) == len(expected)
     for start, met in expected.items():
         assert [v for k, v in named.items() if k.startswith(start)] == [met]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")
+def test_pinned_to_pins_every_thread_and_restores():
+    """The compare pins the whole process (torch's pool and the threads started inside too) to
+    the row's cores, so every peer runs where rnnfast does; the old masks come back after."""
+    import os
+    import threading
+
+    import torch
+
+    torch.set_num_threads(2)
+    torch.ones(64, 64) @ torch.ones(64, 64)  # torch's pool threads exist now
+    before = {tid: os.sched_getaffinity(tid) for tid in _common.process_threads()}
+    one = _common.cores_for(1)
+    seen = []
+    with _common.pinned_to(one):
+        inside = {tid: os.sched_getaffinity(tid) for tid in _common.process_threads()}
+        worker = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
+        worker.start()
+        worker.join()
+    assert all(mask == set(one) for mask in inside.values())
+    assert seen == [set(one)]
+    after = {tid: os.sched_getaffinity(tid) for tid in _common.process_threads() if tid in before}
+    assert after == {tid: before[tid] for tid in after}

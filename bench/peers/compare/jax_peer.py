@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 from bench import REPO
-from bench._common import log
+from bench._common import cores_for, log
 from bench.peers.compare.shapes import MODES, PeerUnavailable, Problem
 
 
@@ -34,9 +34,6 @@ def jax_version() -> str | None:
         return "unknown"
 
 
-def cores_for(threads: int) -> list:
-    """The first `threads` CPUs this process may run on (all of them if it has fewer)."""
-    return sorted(os.sched_getaffinity(0))[:threads]
 
 
 class Worker:

@@ -12,10 +12,12 @@ import numpy as np
 import rnnfast
 from bench._common import (
     BUSY_CPUS,
+    cores_for,
     cpu_clock,
     log,
     on_isa,
     others_cpus,
+    pinned_to,
     relative_error,
     thread_count,
     time_alternating,
@@ -106,7 +108,8 @@ def bench_shape(
     active = rnnfast._core.active_isa()
     isas = isas_to_time(args.isas, active)
     since = cpu_clock()
-    with thread_count(threads):
+    # every library on the same cores: the row's thread count, the first cores of this process
+    with thread_count(threads), pinned_to(cores_for(threads)):
         runners = all_runners(p, threads, notes, jax, getattr(args, "skip", ()))
         for mode in MODES:
             libs = {lib: r[mode] for lib, r in runners.items() if mode in r}

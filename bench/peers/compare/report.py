@@ -113,7 +113,8 @@ def print_report(rows: list, roofs: dict, targets: list, notes: list) -> None:
         print(
             "times: median ms per call; x = peer time / rnnfast time; roof% = roofline time / "
             "rnnfast time; numpy = rnnfast.reference; blas = unfused GEMMs in torch.matmul; "
-            "jax = timed in its own process pinned to the row's threads' cores; "
+            "every library on the row's threads' cores (this process pinned to them with "
+            "os.sched_setaffinity, every thread of it; jax in its own process pinned the same); "
             "<isa> x = rnnfast's time on that ISA / on the active one; * = off issue 3's grid; "
             "busy = CPUs other processes used; GRU / LSTM FLOPs = 3x / 4x the Elman cell's"
         )
