@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 import pickle
 import subprocess
 import sys
