@@ -33,8 +33,6 @@ def jax_version() -> str | None:
         return "unknown"
 
 
-
-
 class Worker:
     """One child process pinned to cores; call() sends a request and returns its answer."""
 
