@@ -65,7 +65,8 @@ template std::vector<double> recurrent_bias(const GatedForwardArgs<double>&);
 
 namespace {
 
-// Steps projected at once when only the last state is kept: O(B*H) memory whatever T is.
+// Steps projected at once: O(B*H) memory beside the outputs whatever T is, and a chunk's
+// projection still in cache when its steps read it.
 constexpr index kChunk = 16;
 
 // The same in the layout's order.
@@ -140,7 +141,10 @@ struct GatedForwardPass : TimeLoopPass {
         threads = threads_for(2.0 * double(B) * double(R) * double(GH),
                               std::max(layout.blocks(), B), Sync::barrier);
         keep_all = a.y != nullptr;
-        chunk = keep_all ? T_ : std::min(T_, kChunk);
+        // Chunks of kChunk steps whether or not every h_t is kept: a chunk's projection (B x
+        // G*H a step) is then still in cache when its steps read it. A general mask keeps
+        // one chunk of all T steps (after_region zeros outputs only once every step has run).
+        chunk = keep_all && masked ? T_ : std::min(T_, kChunk);
         in_region = !a.ids && !a.input_mask;
         project_threads =
             in_region ? threads_for(2.0 * double(chunk * B) * double(D) * double(GH),
@@ -265,7 +269,9 @@ struct GatedForwardPass : TimeLoopPass {
 
     void after_region(const Chunk& c) {
         if (!keep_all) return;
-        for (index t = c.t0; t < c.t0 + c.steps; ++t) {  // padded steps output zeros
+        // The plain path's one region ran every chunk up to c; else a region is one chunk.
+        const index t0 = in_region ? 0 : c.t0;
+        for (index t = t0; t < c.t0 + c.steps; ++t) {  // padded steps output zeros
             const index rows = active[static_cast<size_t>(t)];
             std::memset(a.y + t * B * R + rows * R, 0,
                         sizeof(T) * static_cast<size_t>((B - rows) * R));
