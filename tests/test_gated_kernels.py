@@ -187,6 +187,8 @@ def test_a_thread_count_gives_the_same_bits(cell, rng, restore_threads):
     # big enough for two threads, split by blocks of hidden units and by rows; masked too
     cases = [((6, 16, 24, 130), None, False), ((3, 64, 4, 5), None, False)]
     cases += [((5, 16, 8, 70), False, True)]  # masked, recurrent dropout
+    # 3 unit blocks split 2 to 1 between 2 threads: the step splits the rows instead
+    cases += [((4, 48, 20, 96), None, False)]
     for shape, masked, dropout in cases:
         p = Gated(rng, cell, *shape, np.float32, True, masked=masked, dropout=dropout)
         runs = {}

@@ -175,7 +175,7 @@ inline Step step_at(const LoopShape& shape, const Chunk& chunk, index i, int me,
     st.rows = r.active[st.t];
     st.ending = r.active[st.t + 1];
     st.keep = r.keep ? r.keep + st.t * r.batch : nullptr;
-    st.share = share_of(st.rows, c.panels, c.row_granule, me, stepping);
+    st.share = step_share_of(st.rows, c.panels, c.row_granule, me, stepping);
     st.own = Block{st.share.m0, st.share.m1, std::min(c.count, st.share.p0 * c.panel),
                    std::min(c.count, st.share.p1 * c.panel)};
     st.barrier = barrier;

@@ -22,6 +22,23 @@ Share share_of(index M, index panels, int mr, int thread, int threads) {
             panels};
 }
 
+Share step_share_of(index M, index panels, int mr, int thread, int threads) {
+    if (threads <= 1 || panels < threads) return share_of(M, panels, mr, thread, threads);
+    // The busiest thread's part of the work under each split (parts are contiguous runs of
+    // whole panels, or of whole granules of rows).
+    const index widest_panels = (panels + threads - 1) / threads;
+    index widest_rows = 0;
+    for (int t = 0; t < threads; ++t)
+        widest_rows = std::max(widest_rows,
+                               split_point(M, t + 1, threads, mr) - split_point(M, t, threads, mr));
+    // Rows only where they balance clearly better: the columns keep each thread's slice of
+    // the weights in its own cache (weight-stationary), which rows give up.
+    if (10 * widest_rows * panels < 9 * widest_panels * M)
+        return {split_point(M, thread, threads, mr), split_point(M, thread + 1, threads, mr), 0,
+                panels};
+    return share_of(M, panels, mr, thread, threads);
+}
+
 template <class T>
 std::vector<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index N, int threads) {
     std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, N)));
