@@ -361,3 +361,26 @@ def test_gate_functions_over_the_whole_range(dtype, isa, recurrent_activation):
     ok = ~np.isnan(expected)
     # 1 - z cancels: absolute error of a few eps; relative accuracy of z itself is the kernels'
     np.testing.assert_allclose(h[ok], expected[ok], rtol=0, atol=4 * eps)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_a_projection_in_several_chunks(cell, return_sequences, rng, restore_threads):
+    """The forward projects as many steps at once as half of L2 holds: a step of B x G*H this
+    wide takes a chunk of its own or a few, and every chunk's padded steps output zeros."""
+    l2 = _core.cache_sizes()["l2"]
+    G = 4 if CELLS[cell][0] == "lstm" else 3
+    B, H = 8, 64
+    steps_per_chunk = max(1, l2 // 2 // (B * G * H * 8))  # float64
+    T = 2 * steps_per_chunk + 1  # three chunks, the last one short
+    if T > 200:
+        pytest.skip(f"an L2 of {l2} bytes holds {steps_per_chunk} steps of this shape")
+    p = Gated(rng, cell, T, B, 5, H, np.float64, True)
+    got = p.forward(F, return_sequences=return_sequences)
+    expected = p.forward(R, return_sequences=return_sequences)
+    for name in ("y", "h_n", "c_n"):
+        mine, theirs = getattr(got, name), getattr(expected, name)
+        if theirs is None:
+            assert mine is None, name
+            continue
+        np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-12, err_msg=name)

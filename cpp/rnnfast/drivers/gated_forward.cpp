@@ -15,7 +15,6 @@
 #include "rnnfast/cells/lstm.hpp"
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/gemm/team_gemm.hpp"
-#include "rnnfast/runtime/cache_info.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "step_masks.hpp"
@@ -65,16 +64,6 @@ template std::vector<float> recurrent_bias(const GatedForwardArgs<float>&);
 template std::vector<double> recurrent_bias(const GatedForwardArgs<double>&);
 
 namespace {
-
-// Steps projected at once: O(B*H) memory beside the outputs whatever T is, and a chunk's
-// projection still in cache when its steps read it: as many steps as half of L2 holds (1 to
-// kChunk). Zen 4 (1 MiB L2), float32, 1 thread, alternating processes: 16 steps of
-// B x G*H = 128 x 512 (4 MiB, L3) against 2 (L2): LSTM 100x128x128x128 49-51 -> 43-49 ms,
-// 50x64x128x256 34-35 -> 29-32 ms.
-constexpr index kChunk = 16;
-index chunk_steps(index step_bytes) {
-    return std::clamp<index>(cache_sizes().l2 / 2 / std::max<index>(step_bytes, 1), 1, kChunk);
-}
 
 // The same in the layout's order.
 template <class T>
@@ -148,11 +137,9 @@ struct GatedForwardPass : TimeLoopPass {
         threads = threads_for(2.0 * double(B) * double(R) * double(GH),
                               std::max(layout.blocks(), B), Sync::barrier);
         keep_all = a.y != nullptr;
-        // Chunks whether or not every h_t is kept, their projection (B x G*H a step) held in
-        // half of L2 (at most kChunk steps), so that it is still there when the steps read
-        // it. A general mask keeps one chunk of all T steps (after_region zeros outputs only
-        // once every step has run).
-        chunk = keep_all && masked ? T_ : std::min(T_, chunk_steps(B * GH * index(sizeof(T))));
+        // Chunks whether or not every h_t is kept (projection_chunk_steps). A general mask
+        // keeps one chunk of all T steps (after_region zeros outputs once every step has run).
+        chunk = keep_all && masked ? T_ : projection_chunk_steps(T_, B * GH * index(sizeof(T)));
         in_region = !a.ids && !a.input_mask;
         project_threads =
             in_region ? threads_for(2.0 * double(chunk * B) * double(D) * double(GH),

@@ -16,9 +16,6 @@
 namespace rnnfast {
 namespace {
 
-// Steps projected at once when only h_T is kept: the workspace is kChunk x B x H whatever T is.
-constexpr index kChunk = 16;
-
 template <class T>
 std::vector<T> combined_bias(const T* b_ih, const T* b_hh, index H) {
     std::vector<T> bias;
@@ -85,10 +82,11 @@ struct ForwardPass : TimeLoopPass {
         threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
                               Sync::barrier);
         bias = combined_bias(a.b_ih, a.b_hh, H);
-        // Every h_t goes straight into y; without y, two chunks of kChunk steps used in turn
-        // (a chunk's first step reads the other's last).
+        // Every h_t goes straight into y, a chunk at a time (projection_chunk_steps; a general
+        // mask: one chunk of all T steps, see after_region); without y, two chunks used in
+        // turn (a chunk's first step reads the other's last).
         keep_all = a.y != nullptr;
-        chunk = keep_all ? T_ : std::min(T_, kChunk);
+        chunk = keep_all && masked ? T_ : projection_chunk_steps(T_, step_size * index(sizeof(T)));
         if (!keep_all) workspace.resize(static_cast<size_t>(2 * chunk * step_size));
         // The projection of a chunk runs inside the step region (one fork/join per call), on
         // a team as large as it is worth: the members beyond the step's threads project and
@@ -153,7 +151,7 @@ struct ForwardPass : TimeLoopPass {
 
     void after_region(const Chunk& c) {
         if (keep_all) {  // padded steps output zeros (their rows hold the projection or nothing)
-            for (index t = c.t0; t < c.t0 + c.steps; ++t) {
+            for (index t = 0; t < c.t0 + c.steps; ++t) {  // the one region ran every chunk
                 const index rows = active[static_cast<size_t>(t)];
                 std::memset(a.y + t * step_size + rows * H, 0,
                             sizeof(T) * static_cast<size_t>((B - rows) * H));
