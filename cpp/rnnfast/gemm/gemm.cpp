@@ -12,14 +12,19 @@ index split_point(index total, int part, int parts, index granule) {
     return std::min(total, units * part / parts * granule);
 }
 
+// Rows split, every panel to each thread.
+Share row_share(index M, index panels, int mr, int thread, int threads) {
+    return {split_point(M, thread, threads, mr), split_point(M, thread + 1, threads, mr), 0,
+            panels};
+}
+
 }  // namespace
 
 Share share_of(index M, index panels, int mr, int thread, int threads) {
     if (panels >= threads)
         return {0, M, split_point(panels, thread, threads, 1),
                 split_point(panels, thread + 1, threads, 1)};
-    return {split_point(M, thread, threads, mr), split_point(M, thread + 1, threads, mr), 0,
-            panels};
+    return row_share(M, panels, mr, thread, threads);
 }
 
 Share step_share_of(index M, index panels, int mr, int thread, int threads) {
@@ -34,8 +39,7 @@ Share step_share_of(index M, index panels, int mr, int thread, int threads) {
     // Rows only where they balance clearly better: the columns keep each thread's slice of
     // the weights in its own cache (weight-stationary), which rows give up.
     if (10 * widest_rows * panels < 9 * widest_panels * M)
-        return {split_point(M, thread, threads, mr), split_point(M, thread + 1, threads, mr), 0,
-                panels};
+        return row_share(M, panels, mr, thread, threads);
     return share_of(M, panels, mr, thread, threads);
 }
 
