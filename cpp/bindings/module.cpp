@@ -13,6 +13,7 @@ void register_optim(py::module_& m);
 void register_quantized(py::module_& m);
 void register_quantized_gated(py::module_& m);
 void register_deep(py::module_& m);
+void register_step_function(py::module_& m);
 }  // namespace rnnfast::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -26,4 +27,5 @@ PYBIND11_MODULE(_core, m) {
     rnnfast::bindings::register_quantized(m);
     rnnfast::bindings::register_quantized_gated(m);
     rnnfast::bindings::register_deep(m);
+    rnnfast::bindings::register_step_function(m);
 }

@@ -165,6 +165,18 @@ class ElmanSpec(CellSpec):
 
     torch_name, keras_name, onnx_op = "RNN", "SimpleRNN", "RNN"
 
+    def bind_step(self, layer):
+        """Layer 0's step bound once on the live parameters (``_core.StepFunction``, step()'s
+        hot path), or None where the layer steps on kernels of its own (rnnfast.quantize's
+        copies, a deep transition)."""
+        if layer._step_kernel is not functional.rnn_step:
+            return None
+        return _core.StepFunction(
+            layer._params, [*(n or None for n in layer._names[0]), None], "elman",
+            layer._nonlinearity, "sigmoid", layer._alphas[0], layer._input_size,
+            layer._hidden_size, 0, layer._dtype,
+        )  # fmt: skip
+
     def summary_kind(self, layer):
         return f"{self.torch_name}, {layer.nonlinearity}"
 
@@ -225,11 +237,26 @@ class _GatedSpec(CellSpec):
         p, (w_ih, w_hh, b_ih, b_hh) = layer._params, layer._names[idx]
         return p[w_ih], p[w_hh], b_ih and p[b_ih], b_hh and p[b_hh]
 
+    def _projection_name(self, layer, idx):
+        """The name of (layer, direction) idx's projection W_hr; None: the cell has none."""
+        return None
+
     def _projection(self, layer, idx):
         return None
 
+    def bind_step(self, layer):
+        """Layer 0's step bound once on the live parameters (``_core.StepFunction``, step()'s
+        hot path for a layer carrying no state of its own)."""
+        names = [n or None for n in layer._names[0]]
+        proj = self._projection_name(layer, 0)
+        return _core.StepFunction(
+            layer._params, [*names, proj], self._kernel_cell(layer), layer._activation,
+            layer._recurrent_activation, 1.0, layer._input_size, layer._hidden_size,
+            layer.proj_size if proj else 0, layer._dtype,
+        )  # fmt: skip
+
     def fast_step(self, layer, x_t, states):
-        """step()'s hot path (``nn.gated``): layer 0's step straight on the step kernel, from
+        """step()'s hot path for a stateful layer (``nn.gated``): layer 0's step straight on the step kernel, from
         its states as the kernels take them, on the live parameters: the new states, in the
         same form. The kernel checks every argument; its TypeError or ValueError sends the
         caller to the general path, which names the problem."""
@@ -422,15 +449,18 @@ class LSTMSpec(_GatedSpec):
         n = super().keras_count(layer, group)
         return n + (group["weight_hr"].size if "weight_hr" in group else 0)
 
-    def _projection(self, layer, idx):
+    def _projection_name(self, layer, idx):
         if not layer.proj_size:
             return None
-        return layer._params[layer._names[idx][0].replace("weight_ih", "weight_hr", 1)]
+        return layer._names[idx][0].replace("weight_ih", "weight_hr", 1)
+
+    def _projection(self, layer, idx):
+        name = self._projection_name(layer, idx)
+        return None if name is None else layer._params[name]
 
     def _projection_gradient(self, layer, idx, g):
-        if not layer.proj_size:
-            return {}
-        return {layer._names[idx][0].replace("weight_ih", "weight_hr", 1): g.dweight_hr}
+        name = self._projection_name(layer, idx)
+        return {} if name is None else {name: g.dweight_hr}
 
     def _kernel_cell(self, layer):
         return "lstm"

@@ -56,6 +56,7 @@ class GatedActivations:
     @activation.setter
     def activation(self, value):
         self._activation = check_choice("activation", value, ACTIVATIONS)
+        self._stepper = None  # bound with the old one
 
     @property
     def recurrent_activation(self):
@@ -68,6 +69,7 @@ class GatedActivations:
         self._recurrent_activation = check_choice(
             "recurrent_activation", value, RECURRENT_ACTIVATIONS
         )
+        self._stepper = None  # bound with the old one
 
 
 class GatedOptions(GatedActivations):
@@ -187,6 +189,12 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         chain from it, as a forward's h0. Steps over a sequence then give the forward's
         outputs.
         """
+        bound = self._stepper  # the hot path: one call into the kernels (RNN._bind_step)
+        if bound is None:
+            bound = self._stepper = self._bind_step()
+        out = bound(x_t, state)
+        if out is not None:
+            return out
         if self._bidirectional:
             raise ValueError(
                 "step: a bidirectional layer needs the whole sequence (its reverse direction "
@@ -229,7 +237,8 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         return out, self._state_output(s_next)
 
     def _step_fast(self, x_t, state):
-        """step()'s streaming hot path: one undilated layer, x_t a (B, input_size) array of
+        """step()'s path where the bound step declines (a stateful layer, a quantized copy):
+        one undilated layer, x_t a (B, input_size) array of
         the layer's dtype, the state None (zeros, or a stateful layer's carry) or in the API's
         form and dtype. One kernel call on the states as they are (the cell's ``fast_step``:
         the kernel checks every shape), none of the general path's joins. None where it does

@@ -28,9 +28,20 @@ __all__ = [
 ]
 
 # What a float layer holds that its quantized copy does not take over: its parameters and
-# gradients, what a training forward kept, a stateful layer's carried state, dropout streams.
+# gradients, what a training forward kept, a stateful layer's carried state, its bound step
+# (bound on the float parameters), dropout streams.
 _NOT_COPIED = frozenset(
-    {"_params", "grads", "_cache", "_state", "_zero_state", "_dropout_rng", "_rng", "training"}
+    {
+        "_params",
+        "grads",
+        "_cache",
+        "_state",
+        "_zero_state",
+        "_stepper",
+        "_dropout_rng",
+        "_rng",
+        "training",
+    }
 )
 
 

@@ -89,6 +89,9 @@ class _QuantizedGatedSpec:
     def fast_step(self, layer, x_t, states):
         return self.step_states(layer, layer._cell_options(), 0, x_t, states)
 
+    def bind_step(self, layer):
+        return None  # the quantized step kernels take no StepFunction: fast_step is the hot path
+
 
 class _QuantizedGRUSpec(_QuantizedGatedSpec, GRUSpec):
     _step_function = staticmethod(functional.gru_step)

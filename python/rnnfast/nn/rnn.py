@@ -59,6 +59,9 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     # itself (rnnfast.torch: torch's version check of saved tensors), so they are kept as given
     # instead of copied. A class default, so that layers pickled before it existed load.
     _inputs_guarded = False
+    # step()'s hot path, bound at the first step (_bind_step); None: not bound yet. A class
+    # default for the same reason; the setters of the options it reads set it back to None.
+    _stepper = None
     # a Module names a call's positional arguments after x so, and routes dh0 to h0
     call_arguments = ("h0", "lengths", "mask")
     cell = ELMAN
@@ -84,6 +87,7 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         self.training = True
         self._cache = None
         self._zero_state = None
+        self._stepper = None
 
     # ---- forward and backward ---------------------------------------------------------------
 

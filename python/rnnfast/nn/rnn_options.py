@@ -70,6 +70,7 @@ class RecurrentOptions:
     @nonlinearity.setter
     def nonlinearity(self, value):
         self._nonlinearity = check_nonlinearity(value)
+        self._stepper = None  # a recurrent layer's bound step (nn.rnn_streaming) read the old one
 
     @property
     def batch_first(self):
@@ -244,6 +245,7 @@ class RNNOptions(RecurrentOptions):
             # a state carried before the change belongs to another way of running: forget it
             self._state = None
         self._stateful = value
+        self._stepper = None  # bound for the other way of running
 
     @property
     def alpha(self):
@@ -264,6 +266,7 @@ class RNNOptions(RecurrentOptions):
             alpha = check_alpha(value)
             alphas = [alpha] * self.num_layers
         self._alpha, self._alphas = alpha, alphas
+        self._stepper = None  # bound with the old one
 
     @property
     def input_dropout(self):
@@ -319,6 +322,7 @@ class RNNOptions(RecurrentOptions):
             self._state = None
         self._dilation = [int(v) for v in value] if isinstance(value, (list, tuple)) else int(value)
         self._dilations = dilations
+        self._stepper = None  # bound for one dilation
 
     def _zero_output(self, o):
         if o.zero_output_for_mask is not None:

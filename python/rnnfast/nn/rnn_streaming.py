@@ -14,8 +14,32 @@ from .._validation import (
 __all__ = ["RNNStreaming"]
 
 
+def _declined(x_t, state):
+    """The bound step of a layer without one (see RNNStreaming._bind_step): declines every call."""
+    return None
+
+
 class RNNStreaming:
-    """Mixin of rnnfast.RNN: ``step``."""
+    """Mixin of the recurrent layers: ``step`` (the gated layers' own ``step`` shares its bound
+    hot path, ``_bind_step``)."""
+
+    def _bind_step(self):
+        """step()'s hot path: the cell's step bound once on the live parameters
+        (``_core.StepFunction``, the cell's ``bind_step``), called with ``(x_t, state)`` and
+        giving step()'s result, or None where its arguments are not the hot path's (the general
+        path then runs, and names any problem). Bound where one kernel call is the whole step:
+        one undilated, unidirectional layer carrying no state of its own; elsewhere a stand-in
+        that declines every call. The setters of the options it reads drop it (``_stepper``)."""
+        if (
+            self._num_layers == 1
+            and not self._bidirectional
+            and not self._stateful
+            and all(d == 1 for d in self._dilations)
+        ):
+            bound = self.cell.bind_step(self)
+            if bound is not None:
+                return bound
+        return _declined
 
     def step(self, x_t, h=None):
         """One time step for streaming inference: ``out_t, h_next = layer.step(x_t, h)``.
@@ -25,15 +49,21 @@ class RNNStreaming:
         with ``residual``; every layer's, (B, num_layers*H), with ``all_to_output``). Unbatched, as torch: x_t (input_size,) with h (num_layers, H) gives
         out_t (H,) and h_next (num_layers, H) (a stateful layer carries it as a batch of one).
         No dropout, nothing kept for backward; unidirectional layers only.
-        A stateful layer carries h_next to its next call. The parameters are read live, with
-        no per-call checks of them: only x_t and h are checked. out_t and h_next[-1] may be the
-        same memory (copy before writing into either).
+        A stateful layer carries h_next to its next call. The parameters are read live: an
+        in-place update (an optimizer's) is what the next step reads. out_t and h_next[-1] may
+        be the same memory (copy before writing into either).
 
         A dilated layer (``dilation``) reads h_{t-d}: its state is a list of one ring
         (d_k, B, H) per layer, ``ring[-1]`` the newest state (see ``RNN``), and h_next is
         such a list; h may also be (num_layers, B, H), every chain starting from it, as a
         forward's h0. Steps over a sequence then give the forward's outputs.
         """
+        bound = self._stepper  # the hot path: one call into the kernels (_bind_step)
+        if bound is None:
+            bound = self._stepper = self._bind_step()
+        out = bound(x_t, h)
+        if out is not None:
+            return out
         if self._bidirectional:  # the private attributes: no property calls on this hot path
             raise ValueError(
                 "step: a bidirectional layer needs the whole sequence (its reverse direction "
