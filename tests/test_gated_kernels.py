@@ -204,6 +204,32 @@ def test_a_thread_count_gives_the_same_bits(cell, rng, restore_threads):
 
 
 @pytest.mark.parametrize("cell", list(CELLS))
+def test_a_batch_of_one(cell, rng, restore_threads):
+    """B = 1 runs the recurrent product along W_hh's rows (dot_rows), not the packed GEMM: the
+    reference's values, with lengths and step masks, over one unit block and several (a last
+    narrower one), a member's blocks at two stepping threads (H = 130) with the same bits as at
+    one; the same sequence in a batch of two (the GEMM) agrees up to rounding."""
+    for (T, D, H), masked in (((7, 5, 9), None), ((6, 3, 40), False), ((5, 4, 130), True)):
+        p = Gated(rng, cell, T, 1, D, H, np.float64, True, masked=masked)
+        expected = p.as64().run(R)
+        runs = {}
+        for threads in (1, 2):
+            rnnfast.set_num_threads(threads)
+            runs[threads] = p.run(F)
+            for name, value in runs[threads].items():
+                assert_close(value, expected[name], np.float64, f"{name}, {threads} threads")
+        for name, value in runs[2].items():
+            np.testing.assert_array_equal(value, runs[1][name], err_msg=name)
+    twin = Gated(rng, cell, 6, 2, 3, 40, np.float64, False)
+    one = object.__new__(Gated)
+    one.__dict__ = dict(twin.__dict__)
+    one.x, one.h0 = twin.x[:, :1].copy(), twin.h0[:1].copy()
+    one.c0 = None if twin.c0 is None else twin.c0[:1].copy()
+    alone, together = one.forward(F), twin.forward(F)
+    assert_close(alone.y, together.y[:, :1], np.float64, "y")
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
 @pytest.mark.parametrize("masked", [None, True])
 def test_without_sequences_the_last_state_is_the_same(cell, masked, rng):
     # T > the projection's chunk of 16

@@ -17,7 +17,7 @@ its A transposed, and dx = dy W; the peers run the same two products).
 Each row: median seconds per call over --repeats alternating repeats (with one thread, on the
 calling thread's CPU clock, so a busy machine's waits for a core are left out), GFLOP/s of each library
 and the ratio of rnnfast's rate to the best of the others ("best BLAS"), with met/missed against
-the 95% target. Results go to bench/results/gemm_vs_blas.json.
+issue 25's target (0.97). Results go to bench/results/gemm_vs_blas.json.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from bench import RESULTS
 from bench._common import blas_info, reexec_without_blas_overrides, thread_count, time_alternating
 from rnnfast import _core
 
-TARGET = 0.95  # rnnfast's rate over the best BLAS's
+TARGET = 0.97  # rnnfast's rate over the best BLAS's (issue 25; issue 13 asked 0.95)
 
 
 def step_shapes(hidden) -> list:
