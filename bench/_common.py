@@ -243,19 +243,24 @@ def log(msg: str) -> None:
 # ----------------------------------------------------------------------------- cases, tables, JSON
 
 
-def parse_cases(text):
-    """``"T,B,D,H;..."`` as a list of (T, B, D, H) tuples of positive ints; anything else ends
-    the script with a message naming the part that is not one."""
+def parse_tuples(text, fields="T,B,D,H", option="--cases"):
+    """``"1,2,3,4;..."`` as a list of tuples of positive ints, one per name in ``fields``; anything
+    else ends the script with a message naming the option and the part that is not one."""
     cases = []
     for part in text.split(";"):
         try:
             values = tuple(int(v) for v in part.split(","))
         except ValueError:
             values = ()
-        if len(values) != 4 or min(values) < 1:
-            raise SystemExit(f"--cases: expected T,B,D,H of positive ints, got {part!r}")
+        if len(values) != len(fields.split(",")) or min(values) < 1:
+            raise SystemExit(f"{option}: expected {fields} of positive ints, got {part!r}")
         cases.append(values)
     return cases
+
+
+def parse_cases(text):
+    """``"T,B,D,H;..."`` as a list of (T, B, D, H) tuples of positive ints (parse_tuples)."""
+    return parse_tuples(text)
 
 
 def cell(key, spec="", suffix=""):

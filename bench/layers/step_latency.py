@@ -33,6 +33,7 @@ from bench._common import (
     cell,
     cores_for,
     cpu_model,
+    parse_tuples,
     pinned_to,
     text_table,
     thread_count,
@@ -49,16 +50,7 @@ MIN_REPEAT_S = 0.05
 
 def parse_shapes(text):
     """``"B,D,H;..."`` as a list of (B, D, H) tuples of positive ints."""
-    shapes = []
-    for part in text.split(";"):
-        try:
-            values = tuple(int(v) for v in part.split(","))
-        except ValueError:
-            values = ()
-        if len(values) != 3 or min(values) < 1:
-            raise SystemExit(f"--shapes: expected B,D,H of positive ints, got {part!r}")
-        shapes.append(values)
-    return shapes
+    return parse_tuples(text, "B,D,H", "--shapes")
 
 
 class _Loop:
