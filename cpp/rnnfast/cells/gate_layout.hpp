@@ -50,8 +50,9 @@ std::vector<T> rows_in_layout(const T* w, const GateLayout& layout, index cols) 
 
 // W^T packed for the kernels with its columns in the layout's order, straight from W (gates * H
 // rows of K values, PyTorch's order), for unit blocks [u0, u1) into `packed` (laid out for all
-// of them: kt.packed_b_size(K, layout.columns())): a full block's gate is one panel of W's
-// consecutive rows, packed in place; only a last, narrower block is gathered first. (A
+// of them: kt.packed_b_size(K, layout.columns())): a block whose width is a multiple of nr has
+// each gate in whole panels of W's consecutive rows, packed in place; only a last, narrower
+// block is gathered first. (A
 // reordered copy of W would cost a pass over W and its memory at every call.) Blocks are
 // independent: a team's members pack theirs at once.
 template <class T>
@@ -62,9 +63,10 @@ void pack_blocks_in_layout(const KernelTable<T>& kt, const T* w, const GateLayou
     for (index u = u0; u < u1; ++u) {
         const index j0 = layout.first_unit(u), w_u = layout.width(u);
         T* dst = packed + layout.base(u) * K;  // panel base(u) / nr, nr columns each
-        if (w_u == nr) {
+        if (w_u % nr == 0) {
             for (int g = 0; g < layout.gates; ++g)
-                kt.pack_b(MatView<T>{w + (g * H + j0) * K, 1, K}, K, nr, 0, 1, dst + g * nr * K);
+                kt.pack_b(MatView<T>{w + (g * H + j0) * K, 1, K}, K, w_u, 0, w_u / nr,
+                          dst + g * w_u * K);
             continue;
         }
         last.resize(static_cast<size_t>(layout.gates * w_u * K));

@@ -188,6 +188,9 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
         pair (h, c) of such lists), and state_next is in that form; a plain state starts every
         chain from it, as a forward's h0. Steps over a sequence then give the forward's
         outputs.
+
+        The fastest form is the Elman layer's (``RNN.step``): one undilated layer, not stateful,
+        x_t a C-contiguous array of the layer's dtype and the state as the last step returned it.
         """
         bound = self._stepper  # the hot path: one call into the kernels (RNN._bind_step)
         if bound is None:

@@ -53,6 +53,12 @@ class RNNStreaming:
         in-place update (an optimizer's) is what the next step reads. out_t and h_next[-1] may
         be the same memory (copy before writing into either).
 
+        The fastest form: a one-layer, undilated layer that is not stateful, called with x_t a
+        C-contiguous (B, input_size) array of its dtype and the state as it came back from the
+        last step (or None). That call goes straight to the layer's bound step
+        (``_core.StepFunction``: no Python between the call and the kernel); any other runs the
+        general path, with the same results.
+
         A dilated layer (``dilation``) reads h_{t-d}: its state is a list of one ring
         (d_k, B, H) per layer, ``ring[-1]`` the newest state (see ``RNN``), and h_next is
         such a list; h may also be (num_layers, B, H), every chain starting from it, as a
