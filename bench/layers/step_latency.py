@@ -2,6 +2,7 @@
 
     python -m bench.layers.step_latency [--shapes B,D,H;...] [--cells rnn,gru,lstm]
                                         [--dtype float32] [--repeats 15] [--out PATH]
+                                        [--min-repeat-s 0.05] [--warmup-s 0.25]
 
 For each cell and shape (default B = 1, D = H = 64, float32, one thread, pinned to one core), a
 streaming loop that carries the state from call to call, timed as medians of alternating
@@ -30,6 +31,7 @@ import torch
 import rnnfast
 from bench import RESULTS
 from bench._common import (
+    WARMUP_S,
     cell,
     cores_for,
     cpu_model,
@@ -113,7 +115,7 @@ def measure(args):
         for name in args.cells:
             for batch, d, h in args.shapes:
                 fns = runners(name, batch, d, h, args.dtype)
-                t = time_alternating(fns, args.repeats, MIN_REPEAT_S)
+                t = time_alternating(fns, args.repeats, args.min_repeat_s, args.warmup_s)
                 us = {k: v["median_s"] * 1e6 for k, v in t.items()}
                 row = {
                     "cell": name,
@@ -137,6 +139,8 @@ def main(argv=None):
     parser.add_argument("--cells", default="rnn,gru,lstm")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--min-repeat-s", type=float, default=MIN_REPEAT_S)
+    parser.add_argument("--warmup-s", type=float, default=WARMUP_S)
     parser.add_argument("--out", default=str(RESULTS / "step_latency.json"))
     args = parser.parse_args(argv)
     args.cells = [c for c in args.cells.split(",") if c]

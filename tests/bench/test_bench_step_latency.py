@@ -28,7 +28,10 @@ def test_unknown_cells_are_named():
 
 def test_a_tiny_run_writes_its_rows(tmp_path, capsys):
     out = tmp_path / "latency.json"
-    step_latency.main(["--shapes", "1,64,64;2,3,5", "--repeats", "1", "--out", str(out)])
+    step_latency.main(
+        ["--shapes", "1,64,64;2,3,5", "--repeats", "1", "--out", str(out)]
+        + ["--min-repeat-s", "0.001", "--warmup-s", "0.01"]
+    )
     result = json.loads(out.read_text())
     assert result["isa"] and "1 thread" in result["machine"]
     rows = result["rows"]
