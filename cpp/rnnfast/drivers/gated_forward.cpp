@@ -201,15 +201,13 @@ struct GatedForwardPass : TimeLoopPass {
             masked_x.resize(static_cast<size_t>(chunk * B * D));
             gate_x.resize(static_cast<size_t>(chunk * B * H));
         }
-        if (by_rows) {
-            // W_hh read as stored
-        } else if (!dropout) {
+        if (!dropout && !by_rows) {  // (a batch of one reads W_hh as stored)
             // reset_before: the r and z rows only
             if (in_region)
                 packed_rec.resize(static_cast<size_t>(kt.packed_b_size(R, rec_layout.columns())));
             else
                 packed_rec = pack_in_layout(kt, a.w_hh, rec_layout, R);
-        } else {
+        } else if (dropout) {
             for (int g = 0; g < rec_layout.gates; ++g)
                 packed_gates.push_back(
                     pack_whole(kt, MatView<T>{a.w_hh + g * H * R, 1, R}, R, H, threads));
