@@ -30,20 +30,6 @@
 namespace rnnfast::bindings {
 namespace {
 
-// The data of `obj` where it is an array of T, C-contiguous, of exactly `shape`; else null. The
-// checks of `checked` without its messages: a null here sends the call to the general path.
-template <class T>
-const T* fitting(PyObject* obj, std::initializer_list<index> shape) {
-    if (obj == nullptr || !py::isinstance<py::array>(obj)) return nullptr;
-    const auto arr = py::reinterpret_borrow<py::array>(obj);
-    if (!has_dtype<T>(arr) || arr.ndim() != static_cast<py::ssize_t>(shape.size())) return nullptr;
-    py::ssize_t i = 0;
-    for (index d : shape)
-        if (arr.shape(i++) != d) return nullptr;
-    if (!(arr.flags() & py::array::c_style)) return nullptr;
-    return static_cast<const T*>(arr.data());
-}
-
 // The parameters a step reads, in this order in the names it is given (None where the layer
 // has none: a bias-free layer's biases, every layer's but a projecting LSTM's weight_hr).
 enum Weight { w_ih, w_hh, b_ih, b_hh, w_hr, kWeights };
@@ -88,7 +74,8 @@ class StepFunction {
 
   private:
     // The layer's array `which` as this step reads it, or null: absent where the layer has none
-    // (`present` false), or not of the expected shape (`fits` false: the general path says why).
+    // (its name None), or not of the expected shape (then `fits` is false: the general path
+    // says why).
     template <class T>
     const T* weight(Weight which, std::initializer_list<index> shape, bool& fits) const {
         const py::object& name = names_[which];

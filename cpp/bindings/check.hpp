@@ -42,10 +42,27 @@ bool has_dtype(const py::array& a) {
     return py::isinstance<py::array_t<T>>(a);
 }
 
-// A float array of dtype T, C-contiguous, with exactly the given shape.
+// The data of `obj` where it is an array of T, C-contiguous, of exactly `shape`; else null. The
+// one test of what `checked` accepts, without its messages: the bound step (bind_step_function)
+// sends a null to the layer's general path, which names the problem.
+template <class T>
+const T* fitting(const py::handle& obj, std::initializer_list<index> shape) {
+    if (!obj || !py::isinstance<py::array>(obj)) return nullptr;
+    const auto arr = py::reinterpret_borrow<py::array>(obj);
+    if (!has_dtype<T>(arr) || arr.ndim() != static_cast<py::ssize_t>(shape.size())) return nullptr;
+    py::ssize_t i = 0;
+    for (index d : shape)
+        if (arr.shape(i++) != d) return nullptr;
+    if (!(arr.flags() & py::array::c_style)) return nullptr;
+    return static_cast<const T*>(arr.data());
+}
+
+// A float array of dtype T, C-contiguous, with exactly the given shape (fitting); otherwise a
+// TypeError or ValueError that says which of those it is not.
 template <class T>
 py::array_t<T> checked(const py::handle& obj, const char* name, std::initializer_list<index> shape,
                        const char* dims) {
+    if (fitting<T>(obj, shape)) return py::reinterpret_borrow<py::array_t<T>>(obj);
     if (!py::isinstance<py::array>(obj))
         throw py::type_error(std::string(name) + ": expected a numpy array, got " +
                              std::string(py::str(obj.get_type().attr("__name__"))));

@@ -52,9 +52,8 @@ std::vector<T> rows_in_layout(const T* w, const GateLayout& layout, index cols) 
 // rows of K values, PyTorch's order), for unit blocks [u0, u1) into `packed` (laid out for all
 // of them: kt.packed_b_size(K, layout.columns())): a block whose width is a multiple of nr has
 // each gate in whole panels of W's consecutive rows, packed in place; only a last, narrower
-// block is gathered first. (A
-// reordered copy of W would cost a pass over W and its memory at every call.) Blocks are
-// independent: a team's members pack theirs at once.
+// block is gathered first. (A reordered copy of W would cost a pass over W and its memory at
+// every call.) Blocks are independent: a team's members pack theirs at once.
 template <class T>
 void pack_blocks_in_layout(const KernelTable<T>& kt, const T* w, const GateLayout& layout, index K,
                            index u0, index u1, T* packed) {

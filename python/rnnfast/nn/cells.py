@@ -256,10 +256,10 @@ class _GatedSpec(CellSpec):
         )  # fmt: skip
 
     def fast_step(self, layer, x_t, states):
-        """step()'s hot path for a stateful layer (``nn.gated``): layer 0's step straight on the step kernel, from
-        its states as the kernels take them, on the live parameters: the new states, in the
-        same form. The kernel checks every argument; its TypeError or ValueError sends the
-        caller to the general path, which names the problem."""
+        """step()'s hot path for a stateful layer (``nn.gated``): layer 0's step straight on the
+        step kernel, from its states as the kernels take them, on the live parameters: the new
+        states, in the same form. The kernel checks every argument; its TypeError or ValueError
+        sends the caller to the general path, which names the problem."""
         p, (n_ih, n_hh, n_bi, n_bh) = layer._params, layer._names[0]
         new = _core.gated_step(
             self._kernel_cell(layer), x_t, states[0], states[1] if len(states) > 1 else None,

@@ -241,12 +241,11 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
 
     def _step_fast(self, x_t, state):
         """step()'s path where the bound step declines (a stateful layer, a quantized copy):
-        one undilated layer, x_t a (B, input_size) array of
-        the layer's dtype, the state None (zeros, or a stateful layer's carry) or in the API's
-        form and dtype. One kernel call on the states as they are (the cell's ``fast_step``:
-        the kernel checks every shape), none of the general path's joins. None where it does
-        not apply or the kernel refuses its arguments: the general path then runs, and raises
-        the precise error."""
+        one undilated layer, x_t a (B, input_size) array of the layer's dtype, the state None
+        (zeros, or a stateful layer's carry) or in the API's form and dtype. One kernel call on
+        the states as they are (the cell's ``fast_step``: the kernel checks every shape), none
+        of the general path's joins. None where it does not apply or the kernel refuses its
+        arguments: the general path then runs, and raises the precise error."""
         if (
             self._num_layers != 1
             or self._dilations != (1,)
