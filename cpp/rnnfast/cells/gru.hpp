@@ -18,27 +18,15 @@ template <class T>
 struct GruCell {
     static constexpr int kGates = 3;
 
-    // One block of w units starting at unit j0 of one row. `a` holds the block's projected
-    // input [a_r | a_z | a_n] (w each, the layout's order) and is overwritten; `hh` the
-    // block's recurrent product: [r | z | n] terms (reset_after), or only [r | z]
-    // (reset_before: `a`'s n part then already holds W_hn (r h) + b_hn, see rz_block).
-    // Writes h_t (h + j0) and the stored row.
-    static void after_block(const KernelTable<T>& kt, T* a, const T* hh, const T* h_prev, T* h,
-                            T* store, index H, index j0, index w, Pointwise act, Pointwise rec) {
-        for (index k = 0; k < 2 * w; ++k)
-            a[k] += hh[k];
-        kt.activate(a, 2 * w, rec);
-        const T *r = a, *z = a + w;
-        T* n = a + 2 * w;
-        for (index k = 0; k < w; ++k)
-            n[k] += r[k] * hh[2 * w + k];
-        kt.activate(n, w, act);
-        finish(z, n, h_prev + j0, h + j0, w);
-        if (store) {
-            copy_gates(store, r, z, n, H, j0, w);
-            for (index k = 0; k < w; ++k)
-                store[3 * H + j0 + k] = hh[2 * w + k];
-        }
+    // One block of w units starting at unit j0 of one row, reset_after. `a` holds the block's
+    // projected input [a_r | a_z | a_n] (w each, the layout's order), `hh` the block's
+    // recurrent product's [r | z | n] terms. Writes h_t (h + j0) and the stored row, in one
+    // fused pass (KernelTable::gru_row).
+    static void after_block(const KernelTable<T>& kt, const T* a, const T* hh, const T* h_prev,
+                            T* h, T* store, index H, index j0, index w, Pointwise act,
+                            Pointwise rec) {
+        kt.gru_row(GateRow<T>{a, hh, h_prev + j0, h + j0, nullptr, store ? store + j0 : nullptr, H,
+                              w, act, rec});
     }
 
     // reset_before, first half: r and z of the block from [a_r | a_z] + their recurrent terms;

@@ -14,34 +14,14 @@ template <class T>
 struct LstmCell {
     static constexpr int kGates = 4;
 
-    // `a`: the block's [a_i | a_f | a_g | a_o] (w each) projected input, overwritten; `hh` the
-    // same terms of the recurrent product. Writes c_t (c + j0), m_t (m + j0) and the stored row;
-    // `scratch` holds w values.
-    static void forward_block(const KernelTable<T>& kt, T* a, const T* hh, const T* c_prev, T* c,
-                              T* m, T* store, T* scratch, index H, index j0, index w, Pointwise act,
+    // `a`: the block's [a_i | a_f | a_g | a_o] (w each) projected input; `hh` the same terms
+    // of the recurrent product. Writes c_t (c + j0), m_t (m + j0) and the stored row, in one
+    // fused pass (KernelTable::lstm_row).
+    static void forward_block(const KernelTable<T>& kt, const T* a, const T* hh, const T* c_prev,
+                              T* c, T* m, T* store, index H, index j0, index w, Pointwise act,
                               Pointwise rec) {
-        for (index k = 0; k < 4 * w; ++k)
-            a[k] += hh[k];
-        kt.activate(a, 2 * w, rec);
-        kt.activate(a + 2 * w, w, act);
-        kt.activate(a + 3 * w, w, rec);
-        const T *i = a, *f = a + w, *g = a + 2 * w, *o = a + 3 * w;
-        for (index k = 0; k < w; ++k)
-            scratch[k] = f[k] * c_prev[j0 + k] + i[k] * g[k];
-        for (index k = 0; k < w; ++k)
-            c[j0 + k] = scratch[k];
-        if (store)
-            for (index k = 0; k < w; ++k) {
-                const index j = j0 + k;
-                store[j] = i[k];
-                store[H + j] = f[k];
-                store[2 * H + j] = g[k];
-                store[3 * H + j] = o[k];
-                store[4 * H + j] = scratch[k];
-            }
-        kt.activate(scratch, w, act);
-        for (index k = 0; k < w; ++k)
-            m[j0 + k] = o[k] * scratch[k];
+        kt.lstm_row(GateRow<T>{a, hh, c_prev + j0, c + j0, m + j0, store ? store + j0 : nullptr, H,
+                               w, act, rec});
     }
 
     // Backward of one block of one row from dm = dL/dm_t and dc = dL/dc_t arriving from step

@@ -136,11 +136,13 @@ struct GatedForwardPass : TimeLoopPass {
     bool in_region;
     int project_threads;
     std::vector<T> packed_ih, packed_rec, packed_hn, packed_hr;
-    std::vector<T> gx, gh, rh, hn, m, h_ring, c_ring, scratch;
+    std::vector<T> gx, gh, rh, hn, m, h_ring, c_ring;
     // recurrent dropout: each gate's W_hg^T packed apart, its product (gates, B, H), and each
     // thread's masked copies of h_{t-1} (threads, gates, B, R)
     std::vector<std::vector<T>> packed_gates;
     std::vector<T> gh_gates, dropped;
+    std::vector<T>
+        dropout_gates;  // each thread's block of recurrent terms, gathered (gates, block)
     // input dropout: each gate's W_ig^T packed apart, the natural-order bias, a chunk's masked
     // inputs (chunk * B, D) and one gate's projection (chunk * B, H)
     std::vector<std::vector<T>> packed_gates_ih;
@@ -231,7 +233,8 @@ struct GatedForwardPass : TimeLoopPass {
         if (!dropout) gh.resize(static_cast<size_t>(B * rec_layout.columns()));
         if (!keep_all) h_ring.resize(static_cast<size_t>(2 * B * R));
         if (cell == GatedCell::lstm) c_ring.resize(static_cast<size_t>(2 * B * H));
-        scratch.resize(static_cast<size_t>(threads * (layout.gates + 1) * layout.block));
+        if (dropout)
+            dropout_gates.resize(static_cast<size_t>(threads * layout.gates * layout.block));
     }
 
     LoopShape shape() const {
@@ -320,15 +323,15 @@ struct GatedForwardPass : TimeLoopPass {
         const Team team;
         GemmTask<T> rec, n_term, proj;
         std::vector<GemmTask<T>> gate_tasks;  // recurrent dropout: one product per gate
-        T* gates;    // a block's recurrent terms in the layout's order (recurrent dropout)
-        T* scratch;  // the LSTM's act(c) of a block
+        T* gates;  // a block's recurrent terms in the layout's order (recurrent dropout)
         const int stepping;
 
         Member(GatedForwardPass& pass, const Team& t, int stepping_members)
             : p(pass),
               team(t),
-              gates(pass.scratch.data() + t.me * (pass.layout.gates + 1) * pass.layout.block),
-              scratch(gates + pass.layout.gates * pass.layout.block),
+              gates(pass.dropout
+                        ? pass.dropout_gates.data() + t.me * pass.layout.gates * pass.layout.block
+                        : nullptr),
               stepping(stepping_members) {
             for (size_t g = 0; g < p.packed_gates.size(); ++g) {
                 GemmTask<T> task = packed_task<T>(p.B, p.H, p.R, p.packed_gates[g].data(),
@@ -439,8 +442,8 @@ struct GatedForwardPass : TimeLoopPass {
                     else
                         LstmCell<T>::forward_block(p.kt, row_x, row_h, p.c_at(t - 1) + b * H,
                                                    const_cast<T*>(p.c_at(t)) + b * H,
-                                                   (p.P > 0 ? p.m.data() : h) + b * H, row_store,
-                                                   scratch, H, j0, w, p.a.act, p.a.rec);
+                                                   (p.P > 0 ? p.m.data() : h) + b * H, row_store, H,
+                                                   j0, w, p.a.act, p.a.rec);
                 }
             if (p.cell == GatedCell::gru_reset_before) {
                 st.barrier->wait();  // every unit's r * h_{t-1} is in rh

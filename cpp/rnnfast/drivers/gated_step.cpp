@@ -33,10 +33,10 @@ void gated_step(const GatedStepArgs<T>& a) {
     const index GH = gate_count(a.cell) * H;
     if (B == 0 || H == 0) return;
     const KernelTable<T>& kt = kernels<T>();
-    // per call: the two products, r * h or m, and the LSTM's act(c) (reused across calls)
+    // per call: the two products and r * h or m (reused across calls)
     thread_local std::vector<T> buffer;
-    buffer.resize(static_cast<size_t>(2 * GH + 2 * H));
-    T *gx = buffer.data(), *gh = gx + GH, *mid = gh + GH, *scratch = mid + H;
+    buffer.resize(static_cast<size_t>(2 * GH + H));
+    T *gx = buffer.data(), *gh = gx + GH, *mid = gh + GH;
     for (index b = 0; b < B; ++b) {
         const T *x = a.x + b * D, *h = a.h + b * R;
         affine(kt, a.w_ih, a.b_ih, GH, D, x, gx);
@@ -55,8 +55,8 @@ void gated_step(const GatedStepArgs<T>& a) {
             case GatedCell::lstm:
                 affine(kt, a.w_hh, a.b_hh, GH, R, h, gh);
                 LstmCell<T>::forward_block(kt, gx, gh, a.c + b * H, a.c_next + b * H,
-                                           P > 0 ? mid : a.h_next + b * H, nullptr, scratch, H, 0,
-                                           H, a.act, a.rec);
+                                           P > 0 ? mid : a.h_next + b * H, nullptr, H, 0, H, a.act,
+                                           a.rec);
                 if (P > 0) affine<T>(kt, a.w_hr, nullptr, P, H, mid, a.h_next + b * P);
                 break;
         }

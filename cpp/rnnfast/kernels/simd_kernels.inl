@@ -119,8 +119,12 @@ inline V splat(T x) {
 }
 
 // exp(y) for y in [-2 * clamp, 0]: y = n ln2 + r, exp(y) = 2^n * p(r).
+// The element-wise functions below are forced inline: the fused cell kernels call five per
+// vector of units, and as calls (GCC's choice at their size) their chains could not overlap.
+#define RNNFAST_ALWAYS_INLINE inline __attribute__((always_inline))
+
 template <class T>
-inline typename Simd<T>::vec vexp_nonpositive(typename Simd<T>::vec y) {
+RNNFAST_ALWAYS_INLINE typename Simd<T>::vec vexp_nonpositive(typename Simd<T>::vec y) {
     using V = typename Simd<T>::vec;
     using C = TanhConstants<T>;
     using U = typename IntFor<T>::type;
@@ -146,7 +150,7 @@ inline typename Simd<T>::vec vexp_nonpositive(typename Simd<T>::vec y) {
 // Vector tanh: odd Taylor series for |x| < small; otherwise sign(x) (1 - e) / (1 + e) with
 // e = exp(-2|x|). NaN passes through. Tested against np.tanh over the float range.
 template <class T>
-inline typename Simd<T>::vec vtanh(typename Simd<T>::vec x) {
+RNNFAST_ALWAYS_INLINE typename Simd<T>::vec vtanh(typename Simd<T>::vec x) {
     using V = typename Simd<T>::vec;
     using C = TanhConstants<T>;
     V ax = x < 0 ? -x : x;
@@ -872,7 +876,7 @@ T softmax_row(const T* x, index n, T weight, T* out) {
 // result stays at its value there: at most e^-18 (float) or e^-39 (double) off zero. NaN
 // passes through.
 template <class T>
-inline typename Simd<T>::vec vsigmoid(typename Simd<T>::vec x) {
+RNNFAST_ALWAYS_INLINE typename Simd<T>::vec vsigmoid(typename Simd<T>::vec x) {
     using V = typename Simd<T>::vec;
     using C = TanhConstants<T>;
     const V one = splat<V>(static_cast<T>(1));
@@ -886,7 +890,7 @@ inline typename Simd<T>::vec vsigmoid(typename Simd<T>::vec x) {
 }
 
 template <class T>
-inline typename Simd<T>::vec apply_pointwise(Pointwise op, typename Simd<T>::vec x) {
+RNNFAST_ALWAYS_INLINE typename Simd<T>::vec apply_pointwise(Pointwise op, typename Simd<T>::vec x) {
     using V = typename Simd<T>::vec;
     const V zero = {};
     const V one = splat<V>(static_cast<T>(1));
@@ -922,12 +926,24 @@ void activate(T* x, index n, Pointwise op) {
     }
 }
 
+#include "cell_kernels.inl"
+
 // Constant-initialised: no code of this ISA runs at load time, so importing is safe on any CPU.
 template <class T>
-constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,         Simd<T>::NR,       kMR,
-                                   kStreamGroup* Simd<T>::W, &packed_b_size<T>, &pack_b<T>,
-                                   &gemm_block<T>,           &dot_rows<T>,      &matvec<T>,
-                                   &softmax_row<T>,          &blocking<T>,      &activate<T>};
+constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,
+                                   Simd<T>::NR,
+                                   kMR,
+                                   kStreamGroup* Simd<T>::W,
+                                   &packed_b_size<T>,
+                                   &pack_b<T>,
+                                   &gemm_block<T>,
+                                   &dot_rows<T>,
+                                   &matvec<T>,
+                                   &softmax_row<T>,
+                                   &blocking<T>,
+                                   &activate<T>,
+                                   &lstm_row<T>,
+                                   &gru_row<T>};
 
 }  // namespace
 
@@ -939,4 +955,5 @@ const KernelTable<double>& table_f64() {
 }
 
 }  // namespace RNNFAST_ISA_NS
+#undef RNNFAST_ALWAYS_INLINE
 }  // namespace rnnfast

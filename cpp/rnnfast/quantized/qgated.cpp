@@ -58,7 +58,7 @@ struct GatedPass : TimeLoopPass {
     const index chunk;
     const bool keep_all;
     const float *h_start, *c_start;
-    std::vector<float> bias_x, bias_h, gx, gh, rh, hn, m, h_ring, c_ring, scratch;
+    std::vector<float> bias_x, bias_h, gx, gh, rh, hn, m, h_ring, c_ring;
     Prepared projection;
     // Each thread prepares the rows its products read in buffers of its own.
     std::vector<Prepared> own_h, own_rh, own_m;
@@ -100,7 +100,6 @@ struct GatedPass : TimeLoopPass {
             hn.resize(static_cast<size_t>(B * H));
         }
         if (P > 0) m.resize(static_cast<size_t>(B * H));
-        scratch.resize(static_cast<size_t>(threads * kPanel));
         own_h.reserve(static_cast<size_t>(threads));
         own_rec.reserve(static_cast<size_t>(threads));
         own_rh.reserve(static_cast<size_t>(threads));
@@ -154,13 +153,9 @@ struct GatedPass : TimeLoopPass {
         GatedPass& p;
         const Team team;
         const int stepping;
-        float* scratch;  // the LSTM's act(c) of a block
 
         Member(GatedPass& pass, const Team& t, int stepping_members)
-            : p(pass),
-              team(t),
-              stepping(stepping_members),
-              scratch(pass.scratch.data() + t.me * kPanel) {}
+            : p(pass), team(t), stepping(stepping_members) {}
         void chunk_begin(const Chunk&) {}
         void chunk_end(const Chunk&) {}
 
@@ -204,7 +199,7 @@ struct GatedPass : TimeLoopPass {
                         LstmCell<float>::forward_block(p.kt, row_x, row_h, p.c_at(t - 1) + b * H,
                                                        p.c_at(t) + b * H,
                                                        (p.P > 0 ? p.m.data() : h) + b * H, nullptr,
-                                                       scratch, H, j0, width, p.a.act, p.a.rec);
+                                                       H, j0, width, p.a.act, p.a.rec);
                 }
             const index c0 = std::min(H, u0 * L.block), c1 = std::min(H, u1 * L.block);
             if (p.cell == GatedCell::gru_reset_before) {

@@ -6,6 +6,21 @@
 
 namespace rnnfast {
 
+// One row of one block of w hidden units of a gated cell's step, for the fused cell kernels
+// (KernelTable::lstm_row, gru_row; cells/lstm.hpp and gru.hpp give the equations). Every
+// pointer is at the block's first unit.
+template <class T>
+struct GateRow {
+    const T* a;     // the projected input, [a_i | a_f | a_g | a_o] or [a_r | a_z | a_n], w each
+    const T* hh;    // the recurrent product's terms in the same order
+    const T* prev;  // the carried state at t - 1: c (LSTM) or h (GRU)
+    T* next;        // the same state at t
+    T* m;           // LSTM: m_t = o * act(c_t) (h_t, or the projection's input); GRU: unused
+    T* store;       // the stored row for the backward (gate g at store + g * H), or null
+    index H, w;
+    Pointwise act, rec;
+};
+
 template <class T>
 struct KernelTable {
     const char* isa;
@@ -33,6 +48,12 @@ struct KernelTable {
     // x[j] = op(x[j]) for j in [0, n), in place: the gates of the gated cells, on a unit
     // block's contiguous gate columns.
     void (*activate)(T* x, index n, Pointwise op);
+    // A gated cell's whole step on one GateRow, in one pass over its units: the sum of the two
+    // products' terms, the gate functions, the state update and the stored gates, each unit's
+    // values in registers from first load to last store. LSTM: next = c_t, m = m_t, stores
+    // [i | f | g | o | c_t]. GRU (reset_after): next = h_t, stores [r | z | n | hh_n].
+    void (*lstm_row)(const GateRow<T>& row);
+    void (*gru_row)(const GateRow<T>& row);
 };
 
 namespace isa_baseline {
