@@ -64,29 +64,21 @@ struct GruCell {
         }
     }
 
-    // Backward of one block of one row, from g = dL/dh_t (the block's units) and the stored
-    // row. Writes the pre-activation gradients dA (PyTorch's order, the input projection's:
-    // [da_r | da_z | da_n]) and the carry to h_{t-1} past the gates (g * z). reset_after
-    // also gives the n term's recurrent gradient da_n * r (dhn, for W_hn and b_hn).
-    // reset_before leaves da_r to rz_grad (it needs W_hn^T da_n of every unit first).
-    // act and rec are compile-time constants (with_gate_functions): a branch-free loop.
-    template <Pointwise act, Pointwise rec>
-    static void grad_block(const T* g, const T* store, const T* h_prev, T* dA, T* dhn, T* carry,
-                           index H, index j0, index w, bool reset_after) {
-        for (index k = 0; k < w; ++k) {
-            const index j = j0 + k;
-            const T r = store[j], z = store[H + j], n = store[2 * H + j];
-            const T dn = g[k] * (T(1) - z);
-            const T dz = g[k] * (h_prev[j] - n);
-            const T dan = dn * pointwise_grad(act, n);
-            dA[H + j] = dz * pointwise_grad(rec, z);
-            dA[2 * H + j] = dan;
-            carry[j] = g[k] * z;
-            if (reset_after) {
-                dA[j] = dan * store[3 * H + j] * pointwise_grad(rec, r);
-                dhn[j] = dan * r;
-            }
-        }
+    // Backward of one block of one row, from g = dL/dh_t and the stored row. Writes the
+    // pre-activation gradients dA (PyTorch's order, the input projection's: [da_r | da_z |
+    // da_n]) and the carry to h_{t-1} past the gates (g * z). reset_after also gives the n
+    // term's recurrent gradient da_n * r (dhn, for W_hn and b_hn). reset_before leaves da_r to
+    // rz_grad (it needs W_hn^T da_n of every unit first). One fused pass
+    // (KernelTable::gru_grad_row):
+    //   da_n = g * (1 - z) * act'(n),  da_z = g * (h_{t-1} - n) * rec'(z),
+    //   da_r = da_n * (W_hn h_{t-1} + b_hn) * rec'(r)
+    // Every row is whole (unit j at j); the block is [j0, j0 + w).
+    static void grad_block(const KernelTable<T>& kt, const T* g, const T* store, const T* h_prev,
+                           T* dA, T* dhn, T* carry, index H, index j0, index w, Pointwise act,
+                           Pointwise rec, bool reset_after) {
+        kt.gru_grad_row(GateGradRow<T>{g + j0, carry + j0, store + j0, h_prev + j0, dA + j0,
+                                       reset_after ? dhn + j0 : nullptr, H, w, act, rec,
+                                       reset_after});
     }
     // reset_before: drh = W_hn^T da_n for the block's units; r's gradient and the carry's part
     // through r * h_{t-1}; rh = r * h_{t-1} kept for W_hn's gradient. Under recurrent dropout

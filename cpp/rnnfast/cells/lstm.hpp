@@ -26,27 +26,17 @@ struct LstmCell {
 
     // Backward of one block of one row from dm = dL/dm_t and dc = dL/dc_t arriving from step
     // t + 1 (or dc_n). Writes dA [da_i | da_f | da_g | da_o] (PyTorch's order), the carry
-    // dL/dc_{t-1} (into dc, in place) and, with a projection, m_t (for W_hr's gradient).
-    // `scratch` holds w values.
-    // act and rec are compile-time constants (with_gate_functions): a branch-free loop.
-    template <Pointwise act, Pointwise rec>
+    // dL/dc_{t-1} (into dc, in place) and, with a projection, m_t (for W_hr's gradient), in one
+    // fused pass (KernelTable::lstm_grad_row):
+    //   dc_t' = dc + dm * o * act'(act(c_t)),  da_i = dc_t' * g * rec'(i),
+    //   da_f = dc_t' * c_{t-1} * rec'(f),  da_g = dc_t' * i * act'(g),
+    //   da_o = dm * act(c_t) * rec'(o),  dc_{t-1} = dc_t' * f
+    // Rows dm, dc, store, c_prev, dA and m are whole rows (unit j at j); the block is [j0, j0 + w).
     static void grad_block(const KernelTable<T>& kt, const T* dm, T* dc, const T* store,
-                           const T* c_prev, T* dA, T* m, T* scratch, index H, index j0, index w) {
-        for (index k = 0; k < w; ++k)
-            scratch[k] = store[4 * H + j0 + k];
-        kt.activate(scratch, w, act);  // act(c_t)
-        for (index k = 0; k < w; ++k) {
-            const index j = j0 + k;
-            const T i = store[j], f = store[H + j], g = store[2 * H + j], o = store[3 * H + j];
-            const T tc = scratch[k];
-            const T dct = dc[j] + dm[j] * o * pointwise_grad(act, tc);
-            dA[j] = dct * g * pointwise_grad(rec, i);
-            dA[H + j] = dct * c_prev[j] * pointwise_grad(rec, f);
-            dA[2 * H + j] = dct * i * pointwise_grad(act, g);
-            dA[3 * H + j] = dm[j] * tc * pointwise_grad(rec, o);
-            dc[j] = dct * f;
-            if (m) m[j] = o * tc;
-        }
+                           const T* c_prev, T* dA, T* m, index H, index j0, index w, Pointwise act,
+                           Pointwise rec) {
+        kt.lstm_grad_row(GateGradRow<T>{dm + j0, dc + j0, store + j0, c_prev + j0, dA + j0,
+                                        m ? m + j0 : nullptr, H, w, act, rec, false});
     }
 };
 

@@ -43,7 +43,7 @@ struct GatedBackwardPass : TimeLoopPass {
     // per step: the recurrent gradients in PyTorch's gate order (two, the next step's is read
     // while this step's is written), the product's result, the carry past the gates (GRU:
     // to h_{t-1}; LSTM: dL/dc), reset_before's da_n and W_hn^T da_n, a projection's dL/dm
-    std::vector<T> d_rec[2], product, carry, d_n, d_rh, d_m, scratch;
+    std::vector<T> d_rec[2], product, carry, d_n, d_rh, d_m;
     // masked: every state h_t (T, B, R), found in y (a skipped step's output may be zeros); and
     // an LSTM's dL/dh_t of skipped rows, which passes to h_{t-1} past the gates (B, R)
     std::vector<T> states, skip_carry;
@@ -112,7 +112,6 @@ struct GatedBackwardPass : TimeLoopPass {
             d.resize(static_cast<size_t>(B * rec_layout.columns()));
         product.resize(static_cast<size_t>(B * H));
         carry.assign(static_cast<size_t>(B * H), T(0));
-        scratch.resize(static_cast<size_t>(threads * kt.nr));
     }
 
     LoopShape shape() const {
@@ -135,13 +134,9 @@ struct GatedBackwardPass : TimeLoopPass {
         const int stepping;
         GemmTask<T> rec, n_term, to_m;
         std::vector<GemmTask<T>> gate_tasks;  // recurrent dropout: one product per gate
-        T* scratch;
 
         Member(GatedBackwardPass& pass, const Team& t, int stepping_members)
-            : p(pass),
-              team(t),
-              stepping(stepping_members),
-              scratch(pass.scratch.data() + t.me * pass.kt.nr) {
+            : p(pass), team(t), stepping(stepping_members) {
             const index GR = p.rec_layout.columns();
             rec = packed_task<T>(p.B, p.R, GR, p.dropout ? nullptr : p.packed_rec.data(), nullptr,
                                  p.R);
@@ -252,20 +247,16 @@ struct GatedBackwardPass : TimeLoopPass {
                         continue;
                     }
                     if (lstm)
-                        with_gate_functions(p.a.act, p.a.rec, [&](auto act, auto rec) {
-                            LstmCell<T>::template grad_block<act(), rec()>(
-                                p.kt, g_units + b * H, p.carry.data() + b * H, store + b * S,
-                                p.c_prev(t, b), dA + b * GH,
-                                p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, scratch, H,
-                                j0, w);
-                        });
+                        LstmCell<T>::grad_block(
+                            p.kt, g_units + b * H, p.carry.data() + b * H, store + b * S,
+                            p.c_prev(t, b), dA + b * GH,
+                            p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, H, j0, w, p.a.act,
+                            p.a.rec);
                     else
-                        with_gate_functions(p.a.act, p.a.rec, [&](auto act, auto rec) {
-                            GruCell<T>::template grad_block<act(), rec()>(
-                                g_units + b * H + j0, store + b * S, h_prev + b * H, dA + b * GH,
-                                extra + b * H, p.carry.data() + b * H, H, j0, w,
-                                p.cell == GatedCell::gru);
-                        });
+                        GruCell<T>::grad_block(p.kt, g_units + b * H, store + b * S, h_prev + b * H,
+                                               dA + b * GH, extra + b * H, p.carry.data() + b * H,
+                                               H, j0, w, p.a.act, p.a.rec,
+                                               p.cell == GatedCell::gru);
                     if (p.cell == GatedCell::gru_reset_before)
                         for (index k = 0; k < w; ++k)
                             p.d_n[b * H + j0 + k] = dA[b * GH + 2 * H + j0 + k];

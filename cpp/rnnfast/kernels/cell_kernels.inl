@@ -8,6 +8,26 @@
 // Here each vector of units is loaded once, its gates' functions run side by side (independent
 // chains for the out-of-order core to overlap) and every output is stored once.
 
+// A gate function's derivative from its output y (cells/gate_layout.hpp's pointwise_grad).
+template <class T>
+RNNFAST_ALWAYS_INLINE typename Simd<T>::vec pointwise_grad_of(Pointwise op,
+                                                              typename Simd<T>::vec y) {
+    using V = typename Simd<T>::vec;
+    const V zero = {};
+    const V one = splat<V>(static_cast<T>(1));
+    switch (op) {
+        case Pointwise::sigmoid:
+            return y * (one - y);
+        case Pointwise::hard_sigmoid:
+            return (y > zero) & (y < one) ? splat<V>(static_cast<T>(1.0 / 6.0)) : zero;
+        case Pointwise::tanh:
+            return one - y * y;
+        case Pointwise::relu:
+            return y > zero ? one : zero;
+    }
+    return zero;
+}
+
 // The gate functions: compile-time for the pair every default layer runs (tanh, sigmoid), so
 // the loop has no branch per vector; any other pair through one switch per value.
 template <class T, Pointwise kAct, Pointwise kRec>
@@ -15,6 +35,8 @@ struct FixedGates {
     using V = typename Simd<T>::vec;
     RNNFAST_ALWAYS_INLINE V act(V x) const { return apply_pointwise<T>(kAct, x); }
     RNNFAST_ALWAYS_INLINE V rec(V x) const { return apply_pointwise<T>(kRec, x); }
+    RNNFAST_ALWAYS_INLINE V act_grad(V y) const { return pointwise_grad_of<T>(kAct, y); }
+    RNNFAST_ALWAYS_INLINE V rec_grad(V y) const { return pointwise_grad_of<T>(kRec, y); }
 };
 template <class T>
 struct RuntimeGates {
@@ -22,6 +44,8 @@ struct RuntimeGates {
     Pointwise act_op, rec_op;
     RNNFAST_ALWAYS_INLINE V act(V x) const { return apply_pointwise<T>(act_op, x); }
     RNNFAST_ALWAYS_INLINE V rec(V x) const { return apply_pointwise<T>(rec_op, x); }
+    RNNFAST_ALWAYS_INLINE V act_grad(V y) const { return pointwise_grad_of<T>(act_op, y); }
+    RNNFAST_ALWAYS_INLINE V rec_grad(V y) const { return pointwise_grad_of<T>(rec_op, y); }
 };
 
 // n lanes at p (n <= W; the rest of the vector zero), and back.
@@ -109,4 +133,79 @@ void gru_row(const GateRow<T>& r) {
         gru_row_with(r, FixedGates<T, Pointwise::tanh, Pointwise::sigmoid>{});
     else
         gru_row_with(r, RuntimeGates<T>{r.act, r.rec});
+}
+
+// ---- the backward ----------------------------------------------------------------------------
+
+// Units [k, k + n) of an LSTM row's backward: from dm and dc_t, the four gates' gradients, the
+// carry dc_{t-1} = dc_t' * f and (projected LSTMs) m_t.
+template <class T, bool kFull, class Gates>
+RNNFAST_ALWAYS_INLINE void lstm_grad_units(const GateGradRow<T>& r, const Gates& gates, index k,
+                                           index n) {
+    using V = typename Simd<T>::vec;
+    const auto at = [&](const T* p) { return load_lanes<T, kFull>(p + k, n); };
+    const V i = at(r.store), f = at(r.store + r.H), g = at(r.store + 2 * r.H);
+    const V o = at(r.store + 3 * r.H);
+    const V tc = gates.act(at(r.store + 4 * r.H));
+    const V dm = at(r.g);
+    const V dct = at(r.carry) + dm * o * gates.act_grad(tc);
+    store_lanes<T, kFull>(r.dA + k, dct * g * gates.rec_grad(i), n);
+    store_lanes<T, kFull>(r.dA + r.H + k, dct * at(r.prev) * gates.rec_grad(f), n);
+    store_lanes<T, kFull>(r.dA + 2 * r.H + k, dct * i * gates.act_grad(g), n);
+    store_lanes<T, kFull>(r.dA + 3 * r.H + k, dm * tc * gates.rec_grad(o), n);
+    store_lanes<T, kFull>(r.carry + k, dct * f, n);
+    if (r.extra) store_lanes<T, kFull>(r.extra + k, o * tc, n);
+}
+
+// Units [k, k + n) of a GRU row's backward: da_z, da_n, the carry g * z and, reset_after,
+// da_r and da_n * r.
+template <class T, bool kFull, class Gates>
+RNNFAST_ALWAYS_INLINE void gru_grad_units(const GateGradRow<T>& r, const Gates& gates, index k,
+                                          index n) {
+    using V = typename Simd<T>::vec;
+    const auto at = [&](const T* p) { return load_lanes<T, kFull>(p + k, n); };
+    const V rg = at(r.store), z = at(r.store + r.H), ng = at(r.store + 2 * r.H);
+    const V g = at(r.g);
+    const V dn = g * (static_cast<T>(1) - z);
+    const V dz = g * (at(r.prev) - ng);
+    const V dan = dn * gates.act_grad(ng);
+    store_lanes<T, kFull>(r.dA + r.H + k, dz * gates.rec_grad(z), n);
+    store_lanes<T, kFull>(r.dA + 2 * r.H + k, dan, n);
+    store_lanes<T, kFull>(r.carry + k, g * z, n);
+    if (r.reset_after) {
+        store_lanes<T, kFull>(r.dA + k, dan * at(r.store + 3 * r.H) * gates.rec_grad(rg), n);
+        store_lanes<T, kFull>(r.extra + k, dan * rg, n);
+    }
+}
+
+template <class T, class Gates>
+void lstm_grad_row_with(const GateGradRow<T>& r, const Gates& gates) {
+    constexpr int W = Simd<T>::W;
+    index k = 0;
+    for (; k + W <= r.w; k += W)
+        lstm_grad_units<T, true>(r, gates, k, W);
+    if (k < r.w) lstm_grad_units<T, false>(r, gates, k, r.w - k);
+}
+template <class T, class Gates>
+void gru_grad_row_with(const GateGradRow<T>& r, const Gates& gates) {
+    constexpr int W = Simd<T>::W;
+    index k = 0;
+    for (; k + W <= r.w; k += W)
+        gru_grad_units<T, true>(r, gates, k, W);
+    if (k < r.w) gru_grad_units<T, false>(r, gates, k, r.w - k);
+}
+
+template <class T>
+void lstm_grad_row(const GateGradRow<T>& r) {
+    if (r.act == Pointwise::tanh && r.rec == Pointwise::sigmoid)
+        lstm_grad_row_with(r, FixedGates<T, Pointwise::tanh, Pointwise::sigmoid>{});
+    else
+        lstm_grad_row_with(r, RuntimeGates<T>{r.act, r.rec});
+}
+template <class T>
+void gru_grad_row(const GateGradRow<T>& r) {
+    if (r.act == Pointwise::tanh && r.rec == Pointwise::sigmoid)
+        gru_grad_row_with(r, FixedGates<T, Pointwise::tanh, Pointwise::sigmoid>{});
+    else
+        gru_grad_row_with(r, RuntimeGates<T>{r.act, r.rec});
 }

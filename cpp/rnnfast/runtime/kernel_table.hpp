@@ -21,6 +21,22 @@ struct GateRow {
     Pointwise act, rec;
 };
 
+// The same row of the backward (KernelTable::lstm_grad_row, gru_grad_row), from the gradient
+// arriving at the block's units and the row the forward stored. Every pointer is at the block's
+// first unit.
+template <class T>
+struct GateGradRow {
+    const T* g;      // LSTM: dL/dm_t; GRU: dL/dh_t
+    T* carry;        // LSTM: dL/dc_t in, dL/dc_{t-1} out; GRU: dL/dh_{t-1} past the gates, out
+    const T* store;  // the stored row (gate s at store + s * H)
+    const T* prev;   // LSTM: c_{t-1}; GRU: h_{t-1}
+    T* dA;           // the pre-activations' gradients (gate s at dA + s * H)
+    T* extra;        // LSTM: m_t = o * act(c_t), out, or null; GRU reset_after: da_n * r, out
+    index H, w;
+    Pointwise act, rec;
+    bool reset_after;  // GRU: also da_r and extra; reset_before leaves them to rz_grad
+};
+
 template <class T>
 struct KernelTable {
     const char* isa;
@@ -54,7 +70,19 @@ struct KernelTable {
     // [i | f | g | o | c_t]. GRU (reset_after): next = h_t, stores [r | z | n | hh_n].
     void (*lstm_row)(const GateRow<T>& row);
     void (*gru_row)(const GateRow<T>& row);
+    // Their backward on one GateGradRow (cells/lstm.hpp and gru.hpp give the equations).
+    void (*lstm_grad_row)(const GateGradRow<T>& row);
+    void (*gru_grad_row)(const GateGradRow<T>& row);
 };
+
+// Whether every entry of a table is set: an aggregate initialiser that misses the newest
+// entries compiles, and leaves them null (each ISA's table is checked when it is compiled).
+template <class T>
+constexpr bool complete(const KernelTable<T>& k) {
+    return k.isa && k.nr > 0 && k.mr > 0 && k.stream_nr > 0 && k.packed_b_size && k.pack_b &&
+           k.gemm_block && k.dot_rows && k.matvec && k.softmax_row && k.blocking && k.activate &&
+           k.lstm_row && k.gru_row && k.lstm_grad_row && k.gru_grad_row;
+}
 
 namespace isa_baseline {
 const KernelTable<float>& table_f32();
