@@ -14,6 +14,14 @@ constexpr unsigned kSpins = 20000;
 // Contention back-off (see step_barrier.hpp): until this steady_clock time (ns), one thread.
 constexpr double kContentionBackoffSeconds = 0.5;
 std::atomic<long long> g_backoff_until_ns{0};
+// Regions in a row whose team kept stalling, and how many start a back-off. One such region
+// alone is no evidence of a busy machine: the first region of a process (OpenMP starting its
+// threads, the first touch of every buffer) stalled at half its waits on an idle machine and
+// backed off, so the next half second of 2-thread calls ran on one thread (LSTM 64x8x300x300
+// forward, float32, 2 threads, AMD EPYC Zen 3: 14 ms a call for 0.5 s after the first, then
+// 6-9 ms). On a busy machine every region stalls: the back-off starts one region later.
+std::atomic<int> g_contended_in_row{0};
+constexpr int kContendedRegionsToBackOff = 2;
 
 // A cheap clock for the barrier's stall test (the time stamp counter on x86: a few ns).
 unsigned long long cycle_count() {
@@ -71,9 +79,14 @@ StepBarrier::~StepBarrier() {
     // sharing its cores with a busy process stalls at nearly every step; on an idle machine a
     // rare descheduled step must not cost a back-off.)
     const int waits = waits_.load(), stalls = stalls_.load();
-    if (waits >= 16 && 2 * stalls >= waits)
-        g_backoff_until_ns.store(now_ns() +
-                                 static_cast<long long>(kContentionBackoffSeconds * 1e9));
+    if (waits < 16) return;  // too few to tell either way
+    if (2 * stalls < waits) {
+        g_contended_in_row.store(0);
+        return;
+    }
+    if (g_contended_in_row.fetch_add(1) + 1 < kContendedRegionsToBackOff) return;
+    g_contended_in_row.store(0);
+    g_backoff_until_ns.store(now_ns() + static_cast<long long>(kContentionBackoffSeconds * 1e9));
 }
 
 double contention_backoff_seconds() {
@@ -83,6 +96,7 @@ double contention_backoff_seconds() {
 
 void clear_contention_backoff() {
     g_backoff_until_ns.store(0);
+    g_contended_in_row.store(0);
 }
 
 }  // namespace rnnfast

@@ -14,7 +14,7 @@ namespace rnnfast {
 //
 // It also watches for a machine busier than the team: a wait that outlasts the spinning means a
 // teammate was off its core (another process, or more threads than cores). When that is common
-// in a region, the destructor starts a contention back-off (see below).
+// in two regions in a row, the second's destructor starts a contention back-off (see below).
 class StepBarrier {
   public:
     StepBarrier() = default;
@@ -39,11 +39,11 @@ class StepBarrier {
     std::atomic<int> stalls_{0};  // of those, waits that outlasted the spinning
 };
 
-// Contention back-off: after a region whose team kept stalling, threads_for() gives one thread
-// for half a second, then tries the full budget again. On a machine whose cores are
-// taken by others, a team that meets every step runs several times slower than one thread;
-// one thread is what it can count on. Seconds of back-off left (0 when none), and a reset for
-// tests.
+// Contention back-off: after two regions in a row whose teams kept stalling (one alone may be
+// a process's first, starting its threads), threads_for() gives one thread for half a second,
+// then tries the full budget again. On a machine whose cores are taken by others, a team that
+// meets every step runs several times slower than one thread; one thread is what it can count
+// on. Seconds of back-off left (0 when none), and a reset for tests.
 double contention_backoff_seconds();
 void clear_contention_backoff();
 
