@@ -65,6 +65,26 @@ RNNFAST_ALWAYS_INLINE void store_lanes(T* p, typename Simd<T>::vec v, index n) {
     std::memcpy(p, lanes, sizeof(T) * static_cast<size_t>(n));
 }
 
+// units(full, k, n) over a block of w units: on each whole vector (full: std::true_type, n = W),
+// then on the partial last one (std::false_type, n < W), through lane copies.
+template <class T, class Units>
+RNNFAST_ALWAYS_INLINE void over_units(index w, Units&& units) {
+    constexpr int W = Simd<T>::W;
+    index k = 0;
+    for (; k + W <= w; k += W)
+        units(std::true_type{}, k, index(W));
+    if (k < w) units(std::false_type{}, k, w - k);
+}
+
+// run(gates) with a row's gate functions: FixedGates for the default pair, else RuntimeGates.
+template <class T, class Run>
+RNNFAST_ALWAYS_INLINE void with_gates(Pointwise act, Pointwise rec, Run&& run) {
+    if (act == Pointwise::tanh && rec == Pointwise::sigmoid)
+        run(FixedGates<T, Pointwise::tanh, Pointwise::sigmoid>{});
+    else
+        run(RuntimeGates<T>{act, rec});
+}
+
 // Units [k, k + n) of an LSTM row (n = W where kFull).
 template <class T, bool kFull, class Gates>
 RNNFAST_ALWAYS_INLINE void lstm_units(const GateRow<T>& r, const Gates& gates, index k, index n) {
@@ -103,36 +123,21 @@ RNNFAST_ALWAYS_INLINE void gru_units(const GateRow<T>& r, const Gates& gates, in
     }
 }
 
-template <class T, class Gates>
-void lstm_row_with(const GateRow<T>& r, const Gates& gates) {
-    constexpr int W = Simd<T>::W;
-    index k = 0;
-    for (; k + W <= r.w; k += W)
-        lstm_units<T, true>(r, gates, k, W);
-    if (k < r.w) lstm_units<T, false>(r, gates, k, r.w - k);
-}
-template <class T, class Gates>
-void gru_row_with(const GateRow<T>& r, const Gates& gates) {
-    constexpr int W = Simd<T>::W;
-    index k = 0;
-    for (; k + W <= r.w; k += W)
-        gru_units<T, true>(r, gates, k, W);
-    if (k < r.w) gru_units<T, false>(r, gates, k, r.w - k);
-}
-
 template <class T>
 void lstm_row(const GateRow<T>& r) {
-    if (r.act == Pointwise::tanh && r.rec == Pointwise::sigmoid)
-        lstm_row_with(r, FixedGates<T, Pointwise::tanh, Pointwise::sigmoid>{});
-    else
-        lstm_row_with(r, RuntimeGates<T>{r.act, r.rec});
+    with_gates<T>(r.act, r.rec, [&](const auto& gates) {
+        over_units<T>(r.w, [&](auto full, index k, index n) {
+            lstm_units<T, decltype(full)::value>(r, gates, k, n);
+        });
+    });
 }
 template <class T>
 void gru_row(const GateRow<T>& r) {
-    if (r.act == Pointwise::tanh && r.rec == Pointwise::sigmoid)
-        gru_row_with(r, FixedGates<T, Pointwise::tanh, Pointwise::sigmoid>{});
-    else
-        gru_row_with(r, RuntimeGates<T>{r.act, r.rec});
+    with_gates<T>(r.act, r.rec, [&](const auto& gates) {
+        over_units<T>(r.w, [&](auto full, index k, index n) {
+            gru_units<T, decltype(full)::value>(r, gates, k, n);
+        });
+    });
 }
 
 // ---- the backward ----------------------------------------------------------------------------
@@ -178,34 +183,19 @@ RNNFAST_ALWAYS_INLINE void gru_grad_units(const GateGradRow<T>& r, const Gates& 
     }
 }
 
-template <class T, class Gates>
-void lstm_grad_row_with(const GateGradRow<T>& r, const Gates& gates) {
-    constexpr int W = Simd<T>::W;
-    index k = 0;
-    for (; k + W <= r.w; k += W)
-        lstm_grad_units<T, true>(r, gates, k, W);
-    if (k < r.w) lstm_grad_units<T, false>(r, gates, k, r.w - k);
-}
-template <class T, class Gates>
-void gru_grad_row_with(const GateGradRow<T>& r, const Gates& gates) {
-    constexpr int W = Simd<T>::W;
-    index k = 0;
-    for (; k + W <= r.w; k += W)
-        gru_grad_units<T, true>(r, gates, k, W);
-    if (k < r.w) gru_grad_units<T, false>(r, gates, k, r.w - k);
-}
-
 template <class T>
 void lstm_grad_row(const GateGradRow<T>& r) {
-    if (r.act == Pointwise::tanh && r.rec == Pointwise::sigmoid)
-        lstm_grad_row_with(r, FixedGates<T, Pointwise::tanh, Pointwise::sigmoid>{});
-    else
-        lstm_grad_row_with(r, RuntimeGates<T>{r.act, r.rec});
+    with_gates<T>(r.act, r.rec, [&](const auto& gates) {
+        over_units<T>(r.w, [&](auto full, index k, index n) {
+            lstm_grad_units<T, decltype(full)::value>(r, gates, k, n);
+        });
+    });
 }
 template <class T>
 void gru_grad_row(const GateGradRow<T>& r) {
-    if (r.act == Pointwise::tanh && r.rec == Pointwise::sigmoid)
-        gru_grad_row_with(r, FixedGates<T, Pointwise::tanh, Pointwise::sigmoid>{});
-    else
-        gru_grad_row_with(r, RuntimeGates<T>{r.act, r.rec});
+    with_gates<T>(r.act, r.rec, [&](const auto& gates) {
+        over_units<T>(r.w, [&](auto full, index k, index n) {
+            gru_grad_units<T, decltype(full)::value>(r, gates, k, n);
+        });
+    });
 }
