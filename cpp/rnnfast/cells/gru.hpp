@@ -77,8 +77,7 @@ struct GruCell {
                            T* dA, T* dhn, T* carry, index H, index j0, index w, Pointwise act,
                            Pointwise rec, bool reset_after) {
         kt.gru_grad_row(GateGradRow<T>{g + j0, carry + j0, store + j0, h_prev + j0, dA + j0,
-                                       reset_after ? dhn + j0 : nullptr, H, w, act, rec,
-                                       reset_after});
+                                       reset_after ? dhn + j0 : nullptr, H, w, act, rec});
     }
     // reset_before: drh = W_hn^T da_n for the block's units; r's gradient and the carry's part
     // through r * h_{t-1}; rh = r * h_{t-1} kept for W_hn's gradient. Under recurrent dropout

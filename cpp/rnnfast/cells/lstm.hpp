@@ -36,7 +36,7 @@ struct LstmCell {
                            const T* c_prev, T* dA, T* m, index H, index j0, index w, Pointwise act,
                            Pointwise rec) {
         kt.lstm_grad_row(GateGradRow<T>{dm + j0, dc + j0, store + j0, c_prev + j0, dA + j0,
-                                        m ? m + j0 : nullptr, H, w, act, rec, false});
+                                        m ? m + j0 : nullptr, H, w, act, rec});
     }
 };
 

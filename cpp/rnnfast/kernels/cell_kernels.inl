@@ -177,7 +177,7 @@ RNNFAST_ALWAYS_INLINE void gru_grad_units(const GateGradRow<T>& r, const Gates& 
     store_lanes<T, kFull>(r.dA + r.H + k, dz * gates.rec_grad(z), n);
     store_lanes<T, kFull>(r.dA + 2 * r.H + k, dan, n);
     store_lanes<T, kFull>(r.carry + k, g * z, n);
-    if (r.reset_after) {
+    if (r.extra) {  // reset_after
         store_lanes<T, kFull>(r.dA + k, dan * at(r.store + 3 * r.H) * gates.rec_grad(rg), n);
         store_lanes<T, kFull>(r.extra + k, dan * rg, n);
     }

@@ -31,10 +31,10 @@ struct GateGradRow {
     const T* store;  // the stored row (gate s at store + s * H)
     const T* prev;   // LSTM: c_{t-1}; GRU: h_{t-1}
     T* dA;           // the pre-activations' gradients (gate s at dA + s * H)
-    T* extra;        // LSTM: m_t = o * act(c_t), out, or null; GRU reset_after: da_n * r, out
+    T* extra;        // LSTM: m_t = o * act(c_t), out, or null. GRU: da_n * r, out, for reset_after;
+                     // null for reset_before, which leaves da_r and it to rz_grad
     index H, w;
     Pointwise act, rec;
-    bool reset_after;  // GRU: also da_r and extra; reset_before leaves them to rz_grad
 };
 
 template <class T>
