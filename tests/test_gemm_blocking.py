@@ -92,6 +92,35 @@ def test_dense_products_at_the_block_edges(dtype, isa):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_a_few_rows_read_the_weights_in_place(dtype, isa, restore_threads):
+    """x W^T for M <= 4 rows runs as dot products along W's rows (no pack): M around that limit,
+    K whose rows of W are 4 KiB apart (each row then read from its own offset along k) or not,
+    N off the group of one row per lane; the same bits at one and two threads, with or without
+    a bias, and the inputs left as they were."""
+    rng = np.random.default_rng(29)
+    lanes = blocking(dtype)["nr"] // 2
+    aliased = 4096 // np.dtype(dtype).itemsize
+    for m in (1, 2, 4, 5):
+        for k in (3, lanes * lanes, aliased, 2 * aliased, aliased + lanes):
+            for n in (1, 3 * lanes + 5, 100):
+                x = rng.uniform(-1, 1, (m, k)).astype(dtype)
+                w = rng.uniform(-1, 1, (n, k)).astype(dtype)
+                bias = rng.uniform(-1, 1, n).astype(dtype)
+                x_before, w_before = x.copy(), w.copy()
+                want = x.astype(np.float64) @ w.T.astype(np.float64)
+                for b in (None, bias):
+                    runs = []
+                    for threads in (1, 2):
+                        with rnnfast.threads(threads):
+                            runs.append(_core.dense_forward(x, w, b))
+                    expected = want if b is None else want + b
+                    assert_close(runs[0], expected, dtype, f"x W^T, M={m} K={k} N={n}")
+                    np.testing.assert_array_equal(runs[1], runs[0], err_msg=f"M={m} K={k}")
+                np.testing.assert_array_equal(x, x_before)
+                np.testing.assert_array_equal(w, w_before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_recurrence_at_the_tile_and_block_edges(dtype, isa):
     """The step's GEMM (M = B rows of h_{t-1}, K = N = H) with its tanh epilogue, for B around
     mr and H around nr and kc, at one and two threads."""

@@ -655,36 +655,54 @@ constexpr int dot_sets(int lanes) {
     return lanes >= 8 ? 1 : 8 / lanes;
 }
 
-// out[j] += W[j, :] . v for rows j of a row-major W (rows x cols): dot products along W's rows.
-// For one time step nothing is worth packing, so W is read as it is stored. Groups of W rows
-// (one per lane): each load of v serves W FMAs, the W chains (times dot_sets) hide the FMA's
-// latency, and one fold tree gathers the group's sums into one vector added to out at once;
-// the rows left over run four at a time, then one. (Four-row groups alone kept only four
-// chains in flight: the step of H = 64 waited on them, 40% of its time in RNN.step.)
+// Where W's row stride is a multiple of 4 KiB (H = 1024 or 2048 floats, 512 doubles), a
+// group's rows start on the same L1 set, and reading them in step keeps 8-16 lines of one set
+// live with their prefetched successors: a group then ran at a third of its rate (dense 1 x
+// 1024 x 1024, float32, AVX-512, Zen 4: 6-11 GFLOP/s at K = 1024, 32-39 at K = 1040). There
+// each row of a group starts its own way along k (row r at r times a W-th of k, wrapping round)
+// and loads its own v: 24-34 GFLOP/s at K = 1024. Starting quarters of the group at four
+// offsets (rows sharing a v) gave 14-26. At a 2 KiB stride (K = 512) the skew cost more than
+// the two sets did (dense 21-25 GFLOP/s skewed, 26-33 not), so it stays off there.
 template <class T>
-void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
+bool rows_alias(index cols) {
+    constexpr int Wd = Simd<T>::W;
+    return cols * static_cast<index>(sizeof(T)) % 4096 == 0 && cols >= Wd * Wd;
+}
+
+// dot_rows's groups of one row per lane, rows [j, j + W) per group, each read from k = 0
+// (Skewed = false) or from its own offset (above); returns the first row it left.
+template <class T, bool Skewed>
+index dot_row_groups(const T* W, index rows, index cols, const T* v, T* out) {
     using V = typename Simd<T>::vec;
     constexpr int Wd = Simd<T>::W;
     constexpr int U = dot_sets(Wd);
     const index vec_cols = cols / Wd * Wd;
+    const index skew = Skewed ? vec_cols / Wd / Wd * Wd : 0;  // k offset between rows
     index j = 0;
     for (; j + Wd <= rows; j += Wd) {
         V acc[U][Wd];
         for (int u = 0; u < U; ++u)
             for (int r = 0; r < Wd; ++r)
                 acc[u][r] = V{};
+        auto accumulate = [&](int u, index k) {
+            if constexpr (Skewed) {
+                for (int r = 0; r < Wd; ++r) {
+                    index kr = k + r * skew;  // row r's k, wrapped to [0, vec_cols)
+                    kr = kr < vec_cols ? kr : kr - vec_cols;
+                    acc[u][r] += load<V>(W + (j + r) * cols + kr) * load<V>(v + kr);
+                }
+            } else {
+                const V x = load<V>(v + k);
+                for (int r = 0; r < Wd; ++r)
+                    acc[u][r] += load<V>(W + (j + r) * cols + k) * x;
+            }
+        };
         index k = 0;
         for (; k + U * Wd <= vec_cols; k += U * Wd)
-            for (int u = 0; u < U; ++u) {
-                const V x = load<V>(v + k + u * Wd);
-                for (int r = 0; r < Wd; ++r)
-                    acc[u][r] += load<V>(W + (j + r) * cols + k + u * Wd) * x;
-            }
-        for (; k < vec_cols; k += Wd) {
-            const V x = load<V>(v + k);
-            for (int r = 0; r < Wd; ++r)
-                acc[0][r] += load<V>(W + (j + r) * cols + k) * x;
-        }
+            for (int u = 0; u < U; ++u)
+                accumulate(u, k + u * Wd);
+        for (; k < vec_cols; k += Wd)
+            accumulate(0, k);
         for (int u = 1; u < U; ++u)
             for (int r = 0; r < Wd; ++r)
                 acc[0][r] += acc[u][r];
@@ -695,6 +713,22 @@ void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
                 sums[r] += W[(j + r) * cols + c] * v[c];
         store(out + j, load<V>(out + j) + sums);
     }
+    return j;
+}
+
+// out[j] += W[j, :] . v for rows j of a row-major W (rows x cols): dot products along W's rows.
+// For one time step nothing is worth packing, so W is read as it is stored. Groups of W rows
+// (one per lane): each load of v serves W FMAs, the W chains (times dot_sets) hide the FMA's
+// latency, and one fold tree gathers the group's sums into one vector added to out at once;
+// the rows left over run four at a time, then one. (Four-row groups alone kept only four
+// chains in flight: the step of H = 64 waited on them, 40% of its time in RNN.step.)
+template <class T>
+void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
+    using V = typename Simd<T>::vec;
+    constexpr int Wd = Simd<T>::W;
+    const index vec_cols = cols / Wd * Wd;
+    index j = rows_alias<T>(cols) ? dot_row_groups<T, true>(W, rows, cols, v, out)
+                                  : dot_row_groups<T, false>(W, rows, cols, v, out);
     for (; j + 4 <= rows; j += 4) {
         V acc[4];
         for (int r = 0; r < 4; ++r)
