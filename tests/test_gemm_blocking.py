@@ -101,7 +101,15 @@ def test_a_few_rows_read_the_weights_in_place(dtype, isa, restore_threads):
     lanes = blocking(dtype)["nr"] // 2
     aliased = 4096 // np.dtype(dtype).itemsize
     for m in (1, 2, 4, 5):
-        for k in (3, lanes * lanes, aliased, 2 * aliased, aliased + lanes):
+        for k in (
+            3,
+            lanes + 3,
+            3 * lanes - 1,
+            lanes * lanes,
+            aliased,
+            2 * aliased,
+            aliased + lanes,
+        ):
             for n in (1, 3 * lanes + 5, 100):
                 x = rng.uniform(-1, 1, (m, k)).astype(dtype)
                 w = rng.uniform(-1, 1, (n, k)).astype(dtype)
@@ -118,6 +126,20 @@ def test_a_few_rows_read_the_weights_in_place(dtype, isa, restore_threads):
                     np.testing.assert_array_equal(runs[1], runs[0], err_msg=f"M={m} K={k}")
                 np.testing.assert_array_equal(x, x_before)
                 np.testing.assert_array_equal(w, w_before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_infinite_weight_in_the_columns_read_twice_gives_inf(dtype, isa):
+    """K past a whole number of vectors: the last vector of each row overlaps the one before,
+    with the overlapped lanes masked out. An inf weight there must still give inf (0 * inf would
+    be NaN)."""
+    lanes = blocking(dtype)["nr"] // 2
+    k = 2 * lanes + 3
+    x = np.ones((1, k), dtype)
+    w = np.ones((lanes + 5, k), dtype)
+    w[:, k - lanes] = np.inf  # inside the overlap: in the last whole vector and the tail's
+    y = _core.dense_forward(x, w, None)
+    assert np.all(np.isposinf(y)), y
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
