@@ -698,7 +698,12 @@ struct RowTail {
 // each row of a group starts its own way along k (row r at r times a W-th of k, wrapping round)
 // and loads its own v: 24-34 GFLOP/s at K = 1024. Starting quarters of the group at four
 // offsets (rows sharing a v) gave 14-26. At a 2 KiB stride (K = 512) the skew cost more than
-// the two sets did (dense 21-25 GFLOP/s skewed, 26-33 not), so it stays off there.
+// the two sets did (dense 21-25 GFLOP/s skewed, 26-33 not), so it stays off there. It stays off
+// too where the weights come from memory (the caller's in_cache false: they outgrow this
+// core's share of L3), where the rows' streams matter more than L1's sets: LSTM 100x1x1024x1024
+// (16 MiB of W_hh a step, a 16 MiB share) ran its forward in 90-94 ms skewed against 66-70 not,
+// where GRU's (12 MiB) went from 70-76 to 45-48; dense x W^T, 1 x 1024 rows, was 11-13 GFLOP/s
+// either way at N = 8192 and 4096, 12-13 -> 14-18 at 3072.
 template <class T>
 bool rows_alias(index cols) {
     constexpr int Wd = Simd<T>::W;
@@ -763,14 +768,15 @@ index dot_row_groups(const T* W, index rows, index cols, const T* v, const RowTa
 // the rows left over run four at a time, then one. (Four-row groups alone kept only four
 // chains in flight: the step of H = 64 waited on them, 40% of its time in RNN.step.)
 template <class T>
-void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
+void dot_rows(const T* W, index rows, index cols, const T* v, T* out, bool in_cache) {
     using V = typename Simd<T>::vec;
     constexpr int Wd = Simd<T>::W;
     const index vec_cols = cols / Wd * Wd;
     const RowTail<T> tail(v, cols);
     const index scalar_from = tail.scalar_from(vec_cols, cols);
-    index j = rows_alias<T>(cols) ? dot_row_groups<T, true>(W, rows, cols, v, tail, out)
-                                  : dot_row_groups<T, false>(W, rows, cols, v, tail, out);
+    index j = in_cache && rows_alias<T>(cols)
+                  ? dot_row_groups<T, true>(W, rows, cols, v, tail, out)
+                  : dot_row_groups<T, false>(W, rows, cols, v, tail, out);
     for (; j + 4 <= rows; j += 4) {
         V acc[4];
         for (int r = 0; r < 4; ++r)
