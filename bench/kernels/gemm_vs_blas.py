@@ -33,7 +33,7 @@ import numpy as np
 
 import rnnfast
 from bench import RESULTS
-from bench._common import blas_info, reexec_without_blas_overrides, thread_count, time_alternating
+from bench._common import blas_info, reexec_without_blas_overrides, thread_count, time_each
 from rnnfast import _core
 
 TARGET = 0.97  # rnnfast's rate over the best BLAS's (issue 25; issue 13 asked 0.95)
@@ -130,8 +130,18 @@ def measure(kind, m, k, n, dtype, repeats, min_repeat_s, threads, rng) -> dict:
     ops = operands(kind, m, k, n, dtype, rng)
     fns = functions(kind, ops)
     check(kind, ops, fns, dtype)
-    timer = time_alternating_cpu if threads == 1 else time_alternating
-    times = timer(fns, repeats, min_repeat_s)
+    if threads == 1:
+        times = time_alternating_cpu(fns, repeats, min_repeat_s)
+    else:
+        # One library after the other, each after its warm-up (time_each): alternated repeats
+        # at 2 threads met the previous library's spinning workers (OpenBLAS's, ~0.1 s after a
+        # call), which took a core from rnnfast's team and started its contention back-off,
+        # so rnnfast ran on one thread: proj 1600 x 1024 x 1024, float32, Zen 4, 71 GFLOP/s
+        # at 2 threads against 93 at 1. The back-off is cleared before the timing starts.
+        _core.clear_contention_backoff()
+        times = time_each(fns, repeats, min_repeat_s)
+    if threads > 1 and _core.contention_backoff_seconds() > 0:
+        print(f"note: {kind} {m}x{k}x{n}: rnnfast's contention back-off started (busy machine)")
     flops = 2.0 * m * n * k * (2 if kind.startswith("grad") else 1)
     row = {"kind": kind, "M": m, "K": k, "N": n, "dtype": np.dtype(dtype).name}
     for lib, t in times.items():
