@@ -135,9 +135,9 @@ def measure(kind, m, k, n, dtype, repeats, min_repeat_s, threads, rng) -> dict:
     else:
         # One library after the other, each after its warm-up (time_each): alternated repeats
         # at 2 threads met the previous library's spinning workers (OpenBLAS's, ~0.1 s after a
-        # call), which took a core from rnnfast's team and started its contention back-off,
-        # so rnnfast ran on one thread: proj 1600 x 1024 x 1024, float32, Zen 4, 71 GFLOP/s
-        # at 2 threads against 93 at 1. The back-off is cleared before the timing starts.
+        # call), which took cores from rnnfast's team: proj 1600 x 1024 x 1024, float32, Zen 4,
+        # 71 GFLOP/s at 2 threads against 93 at 1; timed this way 117-175 on the large rows.
+        # (Its contention back-off did not start; it is cleared first all the same.)
         _core.clear_contention_backoff()
         times = time_each(fns, repeats, min_repeat_s)
     if threads > 1 and _core.contention_backoff_seconds() > 0:
