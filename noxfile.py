@@ -18,7 +18,8 @@ PYTHON_PATHS = ["python", "tests", "examples", "bench", "tools", "docs", "noxfil
 
 def _cpp_files():
     listed = subprocess.run(
-        ["git", "ls-files", "cpp/*.cpp", "cpp/*.hpp", "bench/cpp/*.cpp"],
+        # .inl: the kernels' shared source, included once per ISA
+        ["git", "ls-files", "cpp/*.cpp", "cpp/*.hpp", "cpp/*.inl", "bench/cpp/*.cpp"],
         capture_output=True,
         text=True,
         check=True,
