@@ -208,8 +208,7 @@ def test_a_batch_of_one(cell, rng, restore_threads):
     """B = 1 runs the recurrent product along W_hh's rows (dot_rows), not the packed GEMM: the
     reference's values, with lengths and step masks, over one unit block and several (a last
     narrower one), a member's blocks at two stepping threads (H = 130) with the same bits as at
-    one, and W_hh's rows 4 KiB apart (H = 512 doubles: each row read from its own offset along
-    k); the same sequence in a batch of two (the GEMM) agrees up to rounding."""
+    one, and W_hh's rows 4 KiB apart (H = 512 doubles); the same sequence in a batch of two (the GEMM) agrees up to rounding."""
     cases = (((7, 5, 9), None), ((6, 3, 40), False), ((5, 4, 130), True), ((2, 2, 512), None))
     for (T, D, H), masked in cases:
         p = Gated(rng, cell, T, 1, D, H, np.float64, True, masked=masked)

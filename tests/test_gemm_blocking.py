@@ -94,7 +94,8 @@ def test_dense_products_at_the_block_edges(dtype, isa):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_few_rows_read_the_weights_in_place(dtype, isa, restore_threads):
     """x W^T for M <= 4 rows runs as dot products along W's rows (no pack): M around that limit,
-    K whose rows of W are 4 KiB apart (each row then read from its own offset along k) or not,
+    K from less than a vector to several chunks of v held in registers (8 vectors with AVX-512,
+    4 with AVX2) and a remainder of 1-7 vectors and a partial one, rows of W 4 KiB apart or not,
     N off the group of one row per lane; the same bits at one and two threads, with or without
     a bias, and the inputs left as they were."""
     rng = np.random.default_rng(29)
@@ -106,6 +107,8 @@ def test_a_few_rows_read_the_weights_in_place(dtype, isa, restore_threads):
             lanes + 3,
             3 * lanes - 1,
             lanes * lanes,
+            8 * lanes,
+            15 * lanes + 3,
             aliased,
             2 * aliased,
             aliased + lanes,

@@ -68,7 +68,9 @@ class StepFunction {
         GH_ = (elman_ ? 1 : gate_count(cell_)) * H_;
     }
 
-    py::object operator()(const py::handle& x, const py::handle& state) {
+    // The step's result (a new reference), Py_None (new) where the arguments are not the hot
+    // path's, or null with a Python error set.
+    PyObject* call(PyObject* x, PyObject* state) {
         return double_ ? run<double>(x, state) : run<float>(x, state);
     }
 
@@ -92,15 +94,19 @@ class StepFunction {
         return fitting<T>(part, {1, B, width});
     }
 
+    static PyObject* declined() {
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+
     template <class T>
-    py::object run(const py::handle& x_obj, const py::handle& state) {
-        PyObject* xp = x_obj.ptr();
-        if (!py::isinstance<py::array>(xp)) return py::none();
-        const auto xa = py::reinterpret_borrow<py::array>(xp);
-        if (xa.ndim() != 2) return py::none();
-        const index B = xa.shape(0);
+    PyObject* run(PyObject* xp, PyObject* state) {
+        if (!py::detail::npy_api::get().PyArray_Check_(xp)) return declined();
+        const auto* xa = py::detail::array_proxy(xp);
+        if (xa->nd != 2) return declined();
+        const index B = xa->dimensions[0];
         const T* x = fitting<T>(xp, {B, D_});
-        if (x == nullptr) return py::none();
+        if (x == nullptr) return declined();
 
         bool fits = true;
         const T* wih = weight<T>(w_ih, {GH_, D_}, fits);
@@ -109,34 +115,36 @@ class StepFunction {
         const T* bhh = weight<T>(b_hh, {GH_}, fits);
         const T* whr = weight<T>(w_hr, {P_, H_}, fits);
         if (!fits || wih == nullptr || whh == nullptr || (P_ > 0) != (whr != nullptr))
-            return py::none();
+            return declined();
 
         // The state: None (zeros), the array (1, B, R), or the LSTM's pair of them.
         const bool lstm = !elman_ && cell_ == GatedCell::lstm;
         std::vector<T>& zeros = zeros_of<T>();
         const auto zero_size = static_cast<size_t>(B * std::max(R_, H_));
-        if (state.is_none() && zeros.size() < zero_size) zeros.assign(zero_size, T(0));
-        PyObject *h_obj = state.ptr(), *c_obj = Py_None;
-        if (lstm && !state.is_none()) {
-            if (!PyTuple_Check(h_obj) || PyTuple_GET_SIZE(h_obj) != 2) return py::none();
-            c_obj = PyTuple_GET_ITEM(state.ptr(), 1);
-            h_obj = PyTuple_GET_ITEM(state.ptr(), 0);
-            if (h_obj == Py_None || c_obj == Py_None) return py::none();
+        if (state == Py_None && zeros.size() < zero_size) zeros.assign(zero_size, T(0));
+        PyObject *h_obj = state, *c_obj = Py_None;
+        if (lstm && state != Py_None) {
+            if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 2) return declined();
+            h_obj = PyTuple_GET_ITEM(state, 0);
+            c_obj = PyTuple_GET_ITEM(state, 1);
+            if (h_obj == Py_None || c_obj == Py_None) return declined();
         }
         const T* h = state_part<T>(h_obj, B, R_, zeros.data());
         const T* c = lstm ? state_part<T>(c_obj, B, H_, zeros.data()) : nullptr;
-        if (h == nullptr || (lstm && c == nullptr)) return py::none();
+        if (h == nullptr || (lstm && c == nullptr)) return declined();
 
-        py::array_t<T> h_next({index(1), B, R_});
+        PyObject* h_next = new_array<T>({1, B, R_});
+        if (h_next == nullptr) return nullptr;
+        T* h_data = data_of<T>(h_next);
         if (elman_) {
             StepArgs<T> a;
             a.batch = B, a.input_size = D_, a.hidden_size = H_;
             a.x = x, a.h = h, a.w_ih = wih, a.w_hh = whh, a.b_ih = bih, a.b_hh = bhh;
             a.act = elman_act_;
             a.alpha = static_cast<T>(alpha_);
-            a.h_next = h_next.mutable_data();
+            a.h_next = h_data;
             rnn_step(a);  // no GIL release: see bind_rnn's rnn_step
-            return py::make_tuple(first(h_next), h_next);
+            return output_and<T>(h_next, h_next);
         }
         GatedStepArgs<T> a;
         a.cell = cell_;
@@ -144,22 +152,83 @@ class StepFunction {
         a.x = x, a.h = h, a.c = c, a.w_ih = wih, a.w_hh = whh, a.b_ih = bih, a.b_hh = bhh;
         a.w_hr = whr;
         a.act = act_, a.rec = rec_;
-        a.h_next = h_next.mutable_data();
+        a.h_next = h_data;
         if (!lstm) {
             gated_step(a);
-            return py::make_tuple(first(h_next), h_next);
+            return output_and<T>(h_next, h_next);
         }
-        py::array_t<T> c_next({index(1), B, H_});
-        a.c_next = c_next.mutable_data();
+        PyObject* c_next = new_array<T>({1, B, H_});
+        if (c_next == nullptr) {
+            Py_DECREF(h_next);
+            return nullptr;
+        }
+        a.c_next = data_of<T>(c_next);
         gated_step(a);
-        return py::make_tuple(first(h_next), py::make_tuple(h_next, c_next));
+        PyObject* pair = PyTuple_New(2);
+        if (pair == nullptr) {
+            Py_DECREF(h_next);
+            Py_DECREF(c_next);
+            return nullptr;
+        }
+        PyTuple_SET_ITEM(pair, 0, h_next);
+        PyTuple_SET_ITEM(pair, 1, c_next);
+        return output_and<T>(h_next, pair);
     }
 
-    // next[0], a view: the step's output beside the state (num_layers = 1, B, R) it is part of.
+    // A new C-contiguous array of T (a new reference, or null with the error set). Through
+    // NumPy's C API with its descriptor looked up once: py::array_t's constructor costs several
+    // times as much (a shape vector, strides, the descriptor looked up), on every step.
     template <class T>
-    static py::array first(const py::array_t<T>& next) {
-        return py::array_t<T>({next.shape(1), next.shape(2)}, {next.strides(1), next.strides(2)},
-                              next.data(), next);
+    static PyObject* new_array(std::initializer_list<index> shape) {
+        static PyObject* const descr = py::dtype::of<T>().release().ptr();  // kept for good
+        const auto& api = py::detail::npy_api::get();
+        Py_intptr_t dims[3];
+        int nd = 0;
+        for (index d : shape)
+            dims[nd++] = static_cast<Py_intptr_t>(d);
+        Py_INCREF(descr);  // NewFromDescr steals it
+        return api.PyArray_NewFromDescr_(api.PyArray_Type_, descr, nd, dims, nullptr, nullptr, 0,
+                                         nullptr);
+    }
+
+    template <class T>
+    static T* data_of(PyObject* array) {
+        return reinterpret_cast<T*>(py::detail::array_proxy(array)->data);
+    }
+
+    // (next[0], state), stealing `state`: the step's output is a (B, R) view of the new state
+    // (num_layers = 1, B, R) `next`, whose reference `state` holds (next itself, or the
+    // LSTM's pair). Null with the error set where an allocation fails.
+    template <class T>
+    static PyObject* output_and(PyObject* next, PyObject* state) {
+        static PyObject* const descr = py::dtype::of<T>().release().ptr();
+        const auto& api = py::detail::npy_api::get();
+        const auto* proxy = py::detail::array_proxy(next);
+        Py_INCREF(descr);
+        PyObject* out = api.PyArray_NewFromDescr_(
+            api.PyArray_Type_, descr, 2, proxy->dimensions + 1, proxy->strides + 1, proxy->data,
+            py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | py::detail::npy_api::NPY_ARRAY_ALIGNED_ |
+                py::detail::npy_api::NPY_ARRAY_WRITEABLE_,
+            nullptr);
+        if (out == nullptr) {
+            Py_DECREF(state);
+            return nullptr;
+        }
+        Py_INCREF(next);
+        if (api.PyArray_SetBaseObject_(out, next) != 0) {  // steals next's new reference
+            Py_DECREF(out);
+            Py_DECREF(state);
+            return nullptr;
+        }
+        PyObject* result = PyTuple_New(2);
+        if (result == nullptr) {
+            Py_DECREF(out);
+            Py_DECREF(state);
+            return nullptr;
+        }
+        PyTuple_SET_ITEM(result, 0, out);
+        PyTuple_SET_ITEM(result, 1, state);
+        return result;
     }
 
     template <class T>
@@ -184,19 +253,53 @@ class StepFunction {
     std::vector<double> zeros_f64_;
 };
 
+// fn(x_t, state): the type's call slot itself. pybind11's dispatch of a bound __call__ (the
+// slot looking __call__ up, a bound method, the overload machinery and its argument casters)
+// cost about as much as the Elman kernel's step at H = 64; this is one tuple read and a pointer.
+PyObject* call_step_function(PyObject* self, PyObject* args, PyObject* kwargs) {
+    if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "StepFunction: takes (x_t, state) by position, got keyword arguments");
+        return nullptr;
+    }
+    if (PyTuple_GET_SIZE(args) != 2) {
+        PyErr_Format(PyExc_TypeError, "StepFunction: expected 2 arguments (x_t, state), got %zd",
+                     PyTuple_GET_SIZE(args));
+        return nullptr;
+    }
+    auto* fn = static_cast<StepFunction*>(
+        reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder().value_ptr());
+    if (fn == nullptr) {  // StepFunction.__new__ without __init__
+        PyErr_SetString(PyExc_TypeError, "StepFunction: not initialised (construct it whole)");
+        return nullptr;
+    }
+    try {
+        return fn->call(PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1));
+    } catch (py::error_already_set& e) {
+        e.restore();
+    } catch (const std::bad_alloc&) {
+        PyErr_NoMemory();
+    } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 void register_step_function(py::module_& m) {
     py::class_<StepFunction>(m, "StepFunction",
                              "A layer's streaming step bound once: fn(x_t, state) -> (out_t, "
-                             "state_next), or None where the arguments are not its hot path.")
+                             "state_next), or None where the arguments are not its hot path.",
+                             py::custom_type_setup([](PyHeapTypeObject* heap) {
+                                 heap->ht_type.tp_call = &call_step_function;
+                             }))
         .def(py::init<py::dict, const std::vector<py::object>&, const std::string&,
                       const std::string&, const std::string&, double, index, index, index,
                       const py::dtype&>(),
              py::arg("params"), py::arg("names"), py::arg("cell"), py::arg("activation"),
              py::arg("recurrent_activation"), py::arg("alpha"), py::arg("input_size"),
              py::arg("hidden_size"), py::arg("proj_size"), py::arg("dtype"))
-        .def("__call__", &StepFunction::operator(), py::arg("x_t"), py::arg("state"))
         // A copy or a pickle of the layer holding it gets None: the copy binds its own step on
         // its own parameter dict at its first step() (the layer's _bound_step).
         .def("__reduce__",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -226,3 +227,29 @@ def test_declined_arguments_are_converted_or_named(name, rng):
     assert bound([[0.0] * D], None) is None
     assert bound(np.asfortranarray(np.ones((B, D), F32)), None) is None
     assert bound(x32, "state") is None
+
+
+@pytest.mark.parametrize("name", ["RNN", "GRU", "LSTM"])
+def test_the_bound_call_checks_its_form_and_keeps_no_reference(name, rng):
+    """The bound step is the type's own call slot (no pybind11 dispatch): a wrong number of
+    arguments, keywords or an uninitialised object are TypeErrors, and a call holds on to
+    nothing (the output is a view of the new state, which owns the memory)."""
+    layer = _layer(name, {})
+    x = rng.standard_normal((B, D)).astype(F32)
+    state = layer.step(x)[1]
+    bound = layer._stepper
+    with pytest.raises(TypeError, match=r"2 arguments \(x_t, state\), got 1"):
+        bound(x)
+    with pytest.raises(TypeError, match="by position"):
+        bound(x_t=x, state=state)
+    with pytest.raises(TypeError, match="not initialised"):
+        _core.StepFunction.__new__(_core.StepFunction)(x, None)
+    refs_x = sys.getrefcount(x)
+    refs_state = sys.getrefcount(state)
+    for _ in range(100):
+        out, state_next = bound(x, state)
+    after = (sys.getrefcount(x), sys.getrefcount(state))
+    assert after == (refs_x, refs_state)
+    first = state_next[0] if name == "LSTM" else state_next
+    assert out.base is first and out.flags.c_contiguous and out.flags.writeable
+    np.testing.assert_array_equal(out, first[0])

@@ -376,7 +376,6 @@ struct GatedForwardPass : TimeLoopPass {
         // the recurrent layout's order (see by_rows).
         void rows_product(index u0, index u1, const T* h_prev) {
             const GateLayout& Lr = p.rec_layout;
-            const bool in_cache = stays_in_l3(p.GH * p.R * index(sizeof(T)));  // all of W_hh
             for (index u = u0; u < u1; ++u) {
                 const index j0 = Lr.first_unit(u), w = Lr.width(u);
                 for (int g = 0; g < Lr.gates; ++g) {
@@ -386,7 +385,7 @@ struct GatedForwardPass : TimeLoopPass {
                         std::fill(out, out + w, T(0));
                     else
                         std::copy(p.bias_h.data() + column, p.bias_h.data() + column + w, out);
-                    p.kt.dot_rows(p.a.w_hh + (g * p.H + j0) * p.R, w, p.R, h_prev, out, in_cache);
+                    p.kt.dot_rows(p.a.w_hh + (g * p.H + j0) * p.R, w, p.R, h_prev, out);
                 }
             }
         }

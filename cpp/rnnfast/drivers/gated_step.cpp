@@ -13,15 +13,15 @@
 namespace rnnfast {
 namespace {
 
-// out = bias + W v (rows x cols), bias null: zeros. in_cache: see KernelTable::dot_rows.
+// out = bias + W v (rows x cols), bias null: zeros.
 template <class T>
 void affine(const KernelTable<T>& kt, const T* w, const T* bias, index rows, index cols, const T* v,
-            T* out, bool in_cache) {
+            T* out) {
     if (bias)
         std::copy(bias, bias + rows, out);
     else
         std::fill(out, out + rows, T(0));
-    kt.dot_rows(w, rows, cols, v, out, in_cache);
+    kt.dot_rows(w, rows, cols, v, out);
 }
 
 }  // namespace
@@ -37,30 +37,27 @@ void gated_step(const GatedStepArgs<T>& a) {
     thread_local std::vector<T> buffer;
     buffer.resize(static_cast<size_t>(2 * GH + H));
     T *gx = buffer.data(), *gh = gx + GH, *mid = gh + GH;
-    // every weight of the step: W_ih, W_hh and W_hr
-    const bool in_cache = stays_in_l3((GH * (D + R) + P * H) * index(sizeof(T)));
     for (index b = 0; b < B; ++b) {
         const T *x = a.x + b * D, *h = a.h + b * R;
-        affine(kt, a.w_ih, a.b_ih, GH, D, x, gx, in_cache);
+        affine(kt, a.w_ih, a.b_ih, GH, D, x, gx);
         switch (a.cell) {
             case GatedCell::gru:
-                affine(kt, a.w_hh, a.b_hh, GH, H, h, gh, in_cache);
+                affine(kt, a.w_hh, a.b_hh, GH, H, h, gh);
                 GruCell<T>::after_block(kt, gx, gh, h, a.h_next + b * H, nullptr, H, 0, H, a.act,
                                         a.rec);
                 break;
             case GatedCell::gru_reset_before:
-                affine(kt, a.w_hh, a.b_hh, 2 * H, H, h, gh, in_cache);
+                affine(kt, a.w_hh, a.b_hh, 2 * H, H, h, gh);
                 GruCell<T>::rz_block(kt, gx, gh, h, mid, 0, H, a.rec);
-                affine(kt, a.w_hh + 2 * H * H, a.b_hh ? a.b_hh + 2 * H : nullptr, H, H, mid, gh,
-                       in_cache);
+                affine(kt, a.w_hh + 2 * H * H, a.b_hh ? a.b_hh + 2 * H : nullptr, H, H, mid, gh);
                 GruCell<T>::n_block(kt, gx, gh, h, a.h_next + b * H, nullptr, H, 0, H, a.act);
                 break;
             case GatedCell::lstm:
-                affine(kt, a.w_hh, a.b_hh, GH, R, h, gh, in_cache);
+                affine(kt, a.w_hh, a.b_hh, GH, R, h, gh);
                 LstmCell<T>::forward_block(kt, gx, gh, a.c + b * H, a.c_next + b * H,
                                            P > 0 ? mid : a.h_next + b * H, nullptr, H, 0, H, a.act,
                                            a.rec);
-                if (P > 0) affine<T>(kt, a.w_hr, nullptr, P, H, mid, a.h_next + b * P, in_cache);
+                if (P > 0) affine<T>(kt, a.w_hr, nullptr, P, H, mid, a.h_next + b * P);
                 break;
         }
     }

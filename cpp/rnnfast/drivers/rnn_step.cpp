@@ -10,13 +10,12 @@ void rnn_step(const StepArgs<T>& a) {
     const index B = a.batch, D = a.input_size, H = a.hidden_size;
     if (B == 0 || H == 0) return;
     const KernelTable<T>& kt = kernels<T>();
-    const bool in_cache = stays_in_l3(H * (D + H) * index(sizeof(T)));
     for (index b = 0; b < B; ++b) {
         T* out = a.h_next + b * H;
         for (index j = 0; j < H; ++j)
             out[j] = (a.b_ih ? a.b_ih[j] : T(0)) + (a.b_hh ? a.b_hh[j] : T(0));
-        kt.dot_rows(a.w_ih, H, D, a.x + b * D, out, in_cache);
-        kt.dot_rows(a.w_hh, H, H, a.h + b * H, out, in_cache);
+        kt.dot_rows(a.w_ih, H, D, a.x + b * D, out);
+        kt.dot_rows(a.w_hh, H, H, a.h + b * H, out);
     }
     // The activation through the GEMM's epilogue alone (K = 0), so it is the very same vector
     // code as in the sequence kernels.

@@ -39,7 +39,6 @@ bool runs_as_dot_rows(index M, index K, MatView<T> A, MatView<T> B, Epilogue op,
 template <class T>
 void gemm_dot_rows(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, const T* W,
                    T* C, index ldc, bool accumulate, int threads, const T* bias) {
-    const bool in_cache = stays_in_l3(N * K * index(sizeof(T)));
 #pragma omp parallel num_threads(threads)
     {
         const int t = thread_index(), nt = team_size();
@@ -48,7 +47,7 @@ void gemm_dot_rows(const KernelTable<T>& kt, index M, index N, index K, MatView<
             T* c = C + m * ldc;
             for (index j = j0; j < j1; ++j)
                 c[j] = (accumulate ? c[j] : T(0)) + (bias ? bias[j] : T(0));
-            kt.dot_rows(W + j0 * K, j1 - j0, K, A.p + m * A.rs, c + j0, in_cache);
+            kt.dot_rows(W + j0 * K, j1 - j0, K, A.p + m * A.rs, c + j0);
         }
     }
 }

@@ -691,60 +691,70 @@ struct RowTail {
     index scalar_from(index vec_cols, index cols) const { return on ? cols : vec_cols; }
 };
 
-// Where W's row stride is a multiple of 4 KiB (H = 1024 or 2048 floats, 512 doubles), a
-// group's rows start on the same L1 set, and reading them in step keeps 8-16 lines of one set
-// live with their prefetched successors: a group then ran at a third of its rate (dense 1 x
-// 1024 x 1024, float32, AVX-512, Zen 4: 6-11 GFLOP/s at K = 1024, 32-39 at K = 1040). There
-// each row of a group starts its own way along k (row r at r times a W-th of k, wrapping round)
-// and loads its own v: 24-34 GFLOP/s at K = 1024. Starting quarters of the group at four
-// offsets (rows sharing a v) gave 14-26. At a 2 KiB stride (K = 512) the skew cost more than
-// the two sets did (dense 21-25 GFLOP/s skewed, 26-33 not), so it stays off there. It stays off
-// too where the weights come from memory (the caller's in_cache false: they outgrow this
-// core's share of L3), where the rows' streams matter more than L1's sets: LSTM 100x1x1024x1024
-// (16 MiB of W_hh a step, a 16 MiB share) ran its forward in 90-94 ms skewed against 66-70 not,
-// where GRU's (12 MiB) went from 70-76 to 45-48; dense x W^T, 1 x 1024 rows, was 11-13 GFLOP/s
-// either way at N = 8192 and 4096, 12-13 -> 14-18 at 3072.
-template <class T>
-bool rows_alias(index cols) {
-    constexpr int Wd = Simd<T>::W;
-    return cols * static_cast<index>(sizeof(T)) % 4096 == 0 && cols >= Wd * Wd;
+// Vectors of v that dot_rows holds in registers while it runs a group's rows over them: with
+// the group's accumulators (W x dot_sets of them) they fill the register file, no more.
+constexpr int kDotChunk = kVectorBytes == 64 ? 8 : 4;
+
+// acc[u][r] += rows[r, 0 : N W) . v[0 : N W) for the W rows of a group (row r at rows + r cols),
+// v's N vectors loaded once into registers and every row read straight through: one load per
+// FMA and one pointer, where reading the rows in step along k (one vector of each in turn) kept
+// W row pointers live, more than the registers hold (at H = 64, spilled and reloaded in the
+// inner loop). Vector c goes to set c % U, and where N is not a multiple of U its last ones to
+// set 0: dot_rows's order of the sums (the sets cycle along k, the vectors past the last whole
+// cycle go to set 0) whatever the chunks.
+template <class T, int N>
+inline void dot_chunk(const T* rows, index cols, const T* v,
+                      typename Simd<T>::vec (&acc)[dot_sets(Simd<T>::W)][Simd<T>::W]) {
+    using V = typename Simd<T>::vec;
+    constexpr int Wd = Simd<T>::W, U = dot_sets(Wd);
+    V x[N];
+#pragma GCC unroll 16
+    for (int c = 0; c < N; ++c)
+        x[c] = load<V>(v + c * Wd);
+    const T* row = rows;
+#pragma GCC unroll 16
+    for (int r = 0; r < Wd; ++r, row += cols) {
+#pragma GCC unroll 16
+        for (int c = 0; c < N; ++c) {
+            acc[c < N / U * U ? c % U : 0][r] += load<V>(row + c * Wd) * x[c];
+        }
+    }
 }
 
-// dot_rows's groups of one row per lane, rows [j, j + W) per group, each read from k = 0
-// (Skewed = false) or from its own offset (above); returns the first row it left.
-template <class T, bool Skewed>
+// dot_chunk of n < kDotChunk vectors (n known at run time only).
+template <class T, int N = kDotChunk - 1>
+inline void dot_chunk_rest(index n, const T* rows, index cols, const T* v,
+                           typename Simd<T>::vec (&acc)[dot_sets(Simd<T>::W)][Simd<T>::W]) {
+    if constexpr (N > 0) {
+        if (n == N) return dot_chunk<T, N>(rows, cols, v, acc);
+        dot_chunk_rest<T, N - 1>(n, rows, cols, v, acc);
+    }
+}
+
+// dot_rows's groups of one row per lane, rows [j, j + W) per group, k in chunks of v held in
+// registers (dot_chunk); returns the first row it left. Each group reads its rows one after
+// the other, a chunk at a time: rows 4 KiB apart (H = 1024 floats) need no staggering, which
+// reading the rows in step along k did (same L1 set: dense 1 x 1024 x 1024 at 6-11 GFLOP/s,
+// 24-34 staggered, 30-31 now; Zen 4, AVX-512, float32).
+template <class T>
 index dot_row_groups(const T* W, index rows, index cols, const T* v, const RowTail<T>& tail,
                      T* out) {
     using V = typename Simd<T>::vec;
     constexpr int Wd = Simd<T>::W;
     constexpr int U = dot_sets(Wd);
+    constexpr int C = kDotChunk;
     const index vec_cols = cols / Wd * Wd;
-    const index skew = Skewed ? vec_cols / Wd / Wd * Wd : 0;  // k offset between rows
     index j = 0;
     for (; j + Wd <= rows; j += Wd) {
         V acc[U][Wd];
         for (int u = 0; u < U; ++u)
             for (int r = 0; r < Wd; ++r)
                 acc[u][r] = V{};
-        auto accumulate = [&](int u, index k) {
-            if constexpr (Skewed) {
-                for (int r = 0; r < Wd; ++r) {
-                    index kr = k + r * skew;  // row r's k, wrapped to [0, vec_cols)
-                    kr = kr < vec_cols ? kr : kr - vec_cols;
-                    acc[u][r] += load<V>(W + (j + r) * cols + kr) * load<V>(v + kr);
-                }
-            } else {
-                const V x = load<V>(v + k);
-                for (int r = 0; r < Wd; ++r)
-                    acc[u][r] += load<V>(W + (j + r) * cols + k) * x;
-            }
-        };
+        const T* rows_j = W + j * cols;
         index k = 0;
-        for (; k + U * Wd <= vec_cols; k += U * Wd)
-            for (int u = 0; u < U; ++u)
-                accumulate(u, k + u * Wd);
-        for (; k < vec_cols; k += Wd)
-            accumulate(0, k);
+        for (; k + C * Wd <= vec_cols; k += C * Wd)
+            dot_chunk<T, C>(rows_j + k, cols, v + k, acc);
+        dot_chunk_rest<T>((vec_cols - k) / Wd, rows_j + k, cols, v + k, acc);
         for (int u = 1; u < U; ++u)
             for (int r = 0; r < Wd; ++r)
                 acc[0][r] += acc[u][r];
@@ -768,15 +778,13 @@ index dot_row_groups(const T* W, index rows, index cols, const T* v, const RowTa
 // the rows left over run four at a time, then one. (Four-row groups alone kept only four
 // chains in flight: the step of H = 64 waited on them, 40% of its time in RNN.step.)
 template <class T>
-void dot_rows(const T* W, index rows, index cols, const T* v, T* out, bool in_cache) {
+void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
     using V = typename Simd<T>::vec;
     constexpr int Wd = Simd<T>::W;
     const index vec_cols = cols / Wd * Wd;
     const RowTail<T> tail(v, cols);
     const index scalar_from = tail.scalar_from(vec_cols, cols);
-    index j = in_cache && rows_alias<T>(cols)
-                  ? dot_row_groups<T, true>(W, rows, cols, v, tail, out)
-                  : dot_row_groups<T, false>(W, rows, cols, v, tail, out);
+    index j = dot_row_groups<T>(W, rows, cols, v, tail, out);
     for (; j + 4 <= rows; j += 4) {
         V acc[4];
         for (int r = 0; r < 4; ++r)

@@ -33,10 +33,4 @@ struct GemmBlocking {
 };
 GemmBlocking gemm_blocking(const CacheSizes& caches, int mr, int nr, int elem);
 
-// Whether `bytes` read on every step (a layer's weights) stay in this core's share of L3, so
-// that KernelTable::dot_rows reads them from L3 rather than from memory (its in_cache).
-inline bool stays_in_l3(index bytes) {
-    return bytes < cache_sizes().l3;
-}
-
 }  // namespace rnnfast

@@ -51,9 +51,7 @@ struct KernelTable {
     // Computes rows [m0, m1) and column panels [p0, p1) of task.C.
     void (*gemm_block)(const GemmTask<T>& task, index m0, index m1, index p0, index p1);
     // out[j] += W[j, :] . v for a row-major W (rows x cols), unpacked: for single steps.
-    // in_cache: whether the caller's weights, all it reads per step, stay in this core's share
-    // of L3 (stays_in_l3); rows 4 KiB apart are then read from staggered offsets.
-    void (*dot_rows)(const T* W, index rows, index cols, const T* v, T* out, bool in_cache);
+    void (*dot_rows)(const T* W, index rows, index cols, const T* v, T* out);
     // out[j] = op(out[j] + sum_k v[k] B[k, j], aux[j]) for j in [0, n): a batch of one's step.
     // B (K x n) is laid out in groups of stream_nr columns, group g (columns from g * stream_nr)
     // at b + g * stream_nr * K as K rows of its width rounded up to nr, zero-padded.
