@@ -343,9 +343,29 @@ struct StridedRows {
     T operator()(int r, index k) const { return row[r][k * cs]; }
 };
 
+// Rows [R0, kMR) of a full sliver of a row-major A (cs == 1), W k's of them: the rows'
+// runs loaded as vectors (W rows at a time, zeros past the sliver), transposed in registers
+// (transpose_block), and each k's run of the group's rows stored where PackedRows reads it.
+template <class T, int R0 = 0>
+inline void pack_sliver_block(const T* src, index rs, T* out) {
+    if constexpr (R0 < kMR) {
+        using V = typename Simd<T>::vec;
+        constexpr int W = Simd<T>::W, n = kMR - R0 < W ? kMR - R0 : W;
+        V v[W];
+        for (int r = 0; r < W; ++r)
+            v[r] = r < n ? load<V>(src + (R0 + r) * rs) : V{};
+        transpose_block<T>(v);
+        for (int c = 0; c < W; ++c)
+            std::memcpy(out + c * kMR + R0, &v[c], sizeof(T) * n);
+        pack_sliver_block<T, R0 + W>(src, rs, out);
+    }
+}
+
 // Packs rows [m0, m1) x columns [k0, k0 + kc) of A into slivers of kMR rows (the last one
 // shorter), sliver s at dst + s * kMR * kc, each laid out as PackedRows reads it. The loop
-// runs along whichever of A's dimensions is contiguous.
+// runs along whichever of A's dimensions is contiguous; a full sliver of a row-major A (the
+// input projection's x, the weight gradients' operands) goes W k's at a time through
+// registers: value by value it took 7% of a 1600 x 1024 x 1024 product's time.
 template <class T>
 void pack_a(MatView<T> A, index m0, index m1, index k0, index kc, T* dst) {
     for (index i = m0; i < m1; i += kMR) {
@@ -360,8 +380,14 @@ void pack_a(MatView<T> A, index m0, index m1, index k0, index kc, T* dst) {
                 for (index r = 0; r < h; ++r)
                     out[k * h + r] = src[k * A.cs + r];
         } else {
+            index k_done = 0;
+            if (A.cs == 1 && h == kMR) {
+                constexpr int W = Simd<T>::W;
+                for (; k_done + W <= kc; k_done += W)
+                    pack_sliver_block<T>(src + k_done, A.rs, out + k_done * kMR);
+            }
             for (index r = 0; r < h; ++r)
-                for (index k = 0; k < kc; ++k)
+                for (index k = k_done; k < kc; ++k)
                     out[k * h + r] = src[r * A.rs + k * A.cs];
         }
     }
