@@ -5,8 +5,9 @@
                                         [--min-repeat-s 0.05] [--warmup-s 0.25]
 
 For each cell and shape (default B = 1, D = H = 64, float32, one thread, pinned to one core), a
-streaming loop that carries the state from call to call, timed as medians of alternating
-repeats (microseconds per call):
+streaming loop that carries the state from call to call (a tight loop of 64 steps per timed
+call, as a user's loop, so the harness adds no Python of its own), timed as medians of
+alternating repeats (microseconds per step):
 
 - ``step``: the API call, ``out, state = layer.step(x, state)``;
 - ``bound``: the layer's bound step alone (``layer._stepper``, a ``_core.StepFunction``: the
@@ -15,7 +16,8 @@ repeats (microseconds per call):
 - ``unbound``: the kernel through the binding that takes every array and option per call
   (``_core.rnn_step`` / ``_core.gated_step``), which step() called before it was bound;
 - ``call``: a trivial call into ``_core`` (``get_num_threads``), the floor of any binding;
-- ``torch``: torch's cell (``nn.RNNCell`` / ``GRUCell`` / ``LSTMCell``) under ``no_grad``.
+- ``torch``: torch's cell (``nn.RNNCell`` / ``GRUCell`` / ``LSTMCell``), its parameters
+  without gradients (no graph, as under ``no_grad``).
 
 The targets (issue 25): RNN.step at most 1.0 us, GRU 1.5 us, LSTM 2.0 us at B = 1, D = H = 64.
 Prints the table with the CPU and ISA, and writes JSON (default bench/results/step_latency.json).
@@ -55,14 +57,37 @@ def parse_shapes(text):
     return parse_tuples(text, "B,D,H", "--shapes")
 
 
-class _Loop:
-    """A streaming loop: each call steps from the state the previous call returned."""
+# Steps per timed call: each call is a tight streaming loop, as a user's, so that the harness's
+# own Python (a method and a lambda per step: 0.1-0.2 us) is not in the figures.
+STEPS_PER_CALL = 64
 
-    def __init__(self, step, state):
-        self.step, self.state = step, state
+
+class _Loop:
+    """STEPS_PER_CALL steps of a streaming loop, each from the state the one before returned:
+    ``fn(x, state)`` gives ``(out, state)`` (``pair``) or the state alone."""
+
+    def __init__(self, fn, x, state, pair=True):
+        self.fn, self.x, self.state, self.pair = fn, x, state, pair
 
     def __call__(self):
-        self.state = self.step(self.state)
+        fn, x, s = self.fn, self.x, self.state
+        if self.pair:
+            for _ in range(STEPS_PER_CALL):
+                s = fn(x, s)[1]
+        else:
+            for _ in range(STEPS_PER_CALL):
+                s = fn(x, s)
+        self.state = s
+
+
+def _calls(fn):
+    """STEPS_PER_CALL calls of fn() with no arguments (the floor of any binding)."""
+
+    def run():
+        for _ in range(STEPS_PER_CALL):
+            fn()
+
+    return run
 
 
 def runners(name, batch, d, h, dtype):
@@ -75,7 +100,7 @@ def runners(name, batch, d, h, dtype):
     weights = [p[n] if n else None for n in names]
     if name == "rnn":
 
-        def unbound(s):
+        def unbound(x, s):
             return _core.rnn_step(x, s, *weights, layer.nonlinearity, 1.0)
 
         start = first[0]
@@ -83,7 +108,7 @@ def runners(name, batch, d, h, dtype):
         cell_name = "gru" if name == "gru" else "lstm"
         c0 = first[1][0] if name == "lstm" else None
 
-        def unbound(s):
+        def unbound(x, s):
             out = _core.gated_step(
                 cell_name, x, s[0], s[1], *weights, None, "tanh", "sigmoid"
             )  # fmt: skip
@@ -93,19 +118,14 @@ def runners(name, batch, d, h, dtype):
     module = getattr(torch.nn, TORCH_CELLS[name])(d, h).to(
         torch.float64 if dtype == np.float64 else torch.float32
     )
+    module.requires_grad_(False)  # no graph, as under no_grad
     tx = torch.from_numpy(x)
-    t_state = module(tx)
-
-    def torch_step(s):
-        with torch.no_grad():
-            return module(tx, s)
-
     return {
-        "step": _Loop(lambda s: layer.step(x, s)[1], first),
-        "bound": _Loop(lambda s: bound(x, s)[1], first),
-        "unbound": _Loop(unbound, start),
-        "call": _core.get_num_threads,
-        "torch": _Loop(torch_step, t_state),
+        "step": _Loop(layer.step, x, first),
+        "bound": _Loop(bound, x, first),
+        "unbound": _Loop(unbound, x, start, pair=False),
+        "call": _calls(_core.get_num_threads),
+        "torch": _Loop(module, tx, module(tx), pair=False),
     }
 
 
@@ -116,7 +136,7 @@ def measure(args):
             for batch, d, h in args.shapes:
                 fns = runners(name, batch, d, h, args.dtype)
                 t = time_alternating(fns, args.repeats, args.min_repeat_s, args.warmup_s)
-                us = {k: v["median_s"] * 1e6 for k, v in t.items()}
+                us = {k: v["median_s"] * 1e6 / STEPS_PER_CALL for k, v in t.items()}
                 row = {
                     "cell": name,
                     "B": batch,
