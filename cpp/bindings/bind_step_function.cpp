@@ -164,15 +164,28 @@ class StepFunction {
         }
         a.c_next = data_of<T>(c_next);
         gated_step(a);
+        PyObject* pair = pair_of(h_next, c_next);
+        return pair == nullptr ? nullptr : output_and<T>(h_next, pair);
+    }
+
+    // NumPy's descriptor of T, looked up once and kept for good (a borrowed reference).
+    template <class T>
+    static PyObject* descr_of() {
+        static PyObject* const descr = py::dtype::of<T>().release().ptr();
+        return descr;
+    }
+
+    // The tuple (a, b), stealing both references (released where the tuple cannot be made).
+    static PyObject* pair_of(PyObject* a, PyObject* b) {
         PyObject* pair = PyTuple_New(2);
         if (pair == nullptr) {
-            Py_DECREF(h_next);
-            Py_DECREF(c_next);
+            Py_DECREF(a);
+            Py_DECREF(b);
             return nullptr;
         }
-        PyTuple_SET_ITEM(pair, 0, h_next);
-        PyTuple_SET_ITEM(pair, 1, c_next);
-        return output_and<T>(h_next, pair);
+        PyTuple_SET_ITEM(pair, 0, a);
+        PyTuple_SET_ITEM(pair, 1, b);
+        return pair;
     }
 
     // A new C-contiguous array of T (a new reference, or null with the error set). Through
@@ -180,7 +193,7 @@ class StepFunction {
     // times as much (a shape vector, strides, the descriptor looked up), on every step.
     template <class T>
     static PyObject* new_array(std::initializer_list<index> shape) {
-        static PyObject* const descr = py::dtype::of<T>().release().ptr();  // kept for good
+        PyObject* descr = descr_of<T>();
         const auto& api = py::detail::npy_api::get();
         Py_intptr_t dims[3];
         int nd = 0;
@@ -201,7 +214,7 @@ class StepFunction {
     // LSTM's pair). Null with the error set where an allocation fails.
     template <class T>
     static PyObject* output_and(PyObject* next, PyObject* state) {
-        static PyObject* const descr = py::dtype::of<T>().release().ptr();
+        PyObject* descr = descr_of<T>();
         const auto& api = py::detail::npy_api::get();
         const auto* proxy = py::detail::array_proxy(next);
         Py_INCREF(descr);
@@ -220,15 +233,7 @@ class StepFunction {
             Py_DECREF(state);
             return nullptr;
         }
-        PyObject* result = PyTuple_New(2);
-        if (result == nullptr) {
-            Py_DECREF(out);
-            Py_DECREF(state);
-            return nullptr;
-        }
-        PyTuple_SET_ITEM(result, 0, out);
-        PyTuple_SET_ITEM(result, 1, state);
-        return result;
+        return pair_of(out, state);
     }
 
     template <class T>
