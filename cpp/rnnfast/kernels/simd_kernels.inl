@@ -330,17 +330,18 @@ constexpr int interleave() {
 
 // The rows of A a register tile reads, (r, k) for r < MR and k within the pass. Packed: a
 // sliver of MR values per k, contiguous, so one pointer serves every row and each broadcast
-// is a load from a constant offset. Strided: A as the task gives it (one pointer per row).
+// is a load from a constant offset. In place: A as the task gives it, one pointer per row; only
+// an A whose rows are contiguous along k is read so (gemm_block packs any other), so a row's
+// k-th value is at row[r][k], with no column stride to multiply by on every k.
 template <class T, int MR>
 struct PackedRows {
     const T* p;
     T operator()(int r, index k) const { return p[k * MR + r]; }
 };
 template <class T, int MR>
-struct StridedRows {
+struct InPlaceRows {
     const T* row[MR];
-    index cs;
-    T operator()(int r, index k) const { return row[r][k * cs]; }
+    T operator()(int r, index k) const { return row[r][k]; }
 };
 
 // Rows [R0, kMR) of a full sliver of a row-major A (cs == 1), W k's of them: the rows'
@@ -508,10 +509,9 @@ inline void row_tile(const GemmTask<T>& t, const KPass<T>& pass, index i0, index
         tile<T, MR>(t, pass, i0, PackedRows<T, MR>{packed + (i0 - mb) * pass.kc}, panel, cols, j0,
                     far);
     } else {
-        StridedRows<T, MR> rows;
+        InPlaceRows<T, MR> rows;  // t.A.cs == 1 here: gemm_block packs every other A
         for (int i = 0; i < MR; ++i)
-            rows.row[i] = t.A.p + (i0 + i) * t.A.rs + pass.k0 * t.A.cs;
-        rows.cs = t.A.cs;
+            rows.row[i] = t.A.p + (i0 + i) * t.A.rs + pass.k0;
         tile<T, MR>(t, pass, i0, rows, panel, cols, j0, far);
     }
 }
