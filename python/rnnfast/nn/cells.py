@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core, functional
+from .._parameters import aligned_copy
 
 __all__ = ["ELMAN", "GRU_SPEC", "LSTM_SPEC", "CellSpec", "ElmanSpec", "GRUSpec", "LSTMSpec"]
 
@@ -124,10 +125,10 @@ class CellSpec:
 
     def initial_parameters(self, layer, rng, shapes):
         """PyTorch's initialisation, U(-1/sqrt(H), 1/sqrt(H)) for every parameter, drawn in
-        ``shapes``' order."""
+        ``shapes``' order, each array starting on a cache line (``aligned_copy``)."""
         bound = 1.0 / np.sqrt(layer.hidden_size)
         return {
-            name: rng.uniform(-bound, bound, size=shape).astype(layer.dtype)
+            name: aligned_copy(rng.uniform(-bound, bound, size=shape).astype(layer.dtype))
             for name, shape in shapes.items()
         }
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional
-from .._parameters import aligned_copy
 from .._validation import (
     as_float_array,
     check_bool,
@@ -57,7 +56,7 @@ class _GatedCell(GatedActivations, Layer):
         shapes = self.spec.parameter_shapes(self, self._input_size)
         params = self.spec.initial_parameters(self, np.random.default_rng(seed), shapes)
         for name, value in params.items():
-            self.add_parameter(name, aligned_copy(value))
+            self.add_parameter(name, value)
 
     input_size = _read_only("input_size", "the parameters' shapes depend on it")
     hidden_size = _read_only("hidden_size", "the parameters' shapes depend on it")

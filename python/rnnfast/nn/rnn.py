@@ -9,7 +9,7 @@ import inspect
 import numpy as np
 
 from .. import functional
-from .._parameters import aligned_copy, load_checked
+from .._parameters import load_checked
 from .._validation import (
     as_float_array,
     check_bool,
@@ -81,8 +81,7 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     def _init_parameters(self, rng):
         """The parameters as the cell lays them out, PyTorch's initialisation from ``rng``."""
         self._names, shapes = self.cell.layout(self)  # per (layer, direction): l * dirs + d
-        params = self.cell.initial_parameters(self, rng, shapes)
-        self._params = {name: aligned_copy(p) for name, p in params.items()}
+        self._params = self.cell.initial_parameters(self, rng, shapes)
         self._dropout_rng = rng  # continues the seeded stream: masks are reproducible too
         self.grads = {name: np.zeros_like(p) for name, p in self._params.items()}
         self.training = True
