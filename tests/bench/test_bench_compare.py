@@ -64,6 +64,27 @@ def test_parse_args_defaults_and_quick():
     assert compare.parse_args(["--quick", "--shapes", "5x1x2x3"]).gated_shapes == [(5, 1, 2, 3)]
 
 
+def test_no_plot_leaves_the_chart_out():
+    assert compare.parse_args(["--no-plot"]).plot is None
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--no-plot", "--plot", "x.png"])
+
+
+def test_main_with_no_plot_writes_no_chart(tmp_path, monkeypatch, capsys):
+    """The JSON only: no PNG, and no file named after the flag (a stray none.png once was)."""
+    monkeypatch.setattr(compare, "reexec_without_blas_overrides", lambda: None)
+    monkeypatch.setattr(_timing, "gc", types.SimpleNamespace(collect=lambda: 0))
+    monkeypatch.setattr(compare, "measure_roofline", lambda d, n, r: dict(ROOF, dtype=d, threads=n))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "c.json"
+    argv = ["--shapes", "4x2x3x5", "--threads", "1", "--repeats", "1", "--min-repeat-ms", "0.1"]
+    argv += ["--warmup-ms", "1", "--skip", "jax,torch,ort,openvino,numpy,blas", "--cells", "rnn"]
+    argv += ["--dtype", "float32", "--isas", "none", "--no-quantized"]
+    compare.main([*argv, "--out", str(out), "--no-plot"])
+    assert f"wrote {out} (no chart: --no-plot)" in capsys.readouterr().out
+    assert out.exists() and [p.name for p in tmp_path.iterdir()] == ["c.json"]
+
+
 def test_parse_cells_and_skip():
     args = compare.parse_args(["--cells", "LSTM,rnn", "--skip", "jax,openvino"])
     assert args.cells == ["rnn", "lstm"]  # CELLS' order
@@ -609,6 +630,7 @@ def test_main_writes_json_and_chart(tmp_path, monkeypatch, capsys):
         "min_repeat_ms",
         "warmup_ms",
         "no_quantized",
+        "no_plot",
         "min_repeat_s",
         "warmup_s",
         "gated_shapes",

@@ -184,6 +184,7 @@ def parse_args(argv=None):
     )
     ap.add_argument("--out", type=Path, default=RESULTS / "compare.json")
     ap.add_argument("--plot", type=Path, default=None, help="PNG path (default: --out with .png)")
+    ap.add_argument("--no-plot", action="store_true", help="write no chart (the JSON only)")
     args = ap.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 5)
     args.min_repeat_s = (args.min_repeat_ms or (5 if args.quick else 20)) / 1e3
@@ -205,7 +206,9 @@ def parse_args(argv=None):
         if args.quick and default_shapes
         else list(args.shapes)
     )
-    args.plot = args.plot or args.out.with_suffix(".png")
+    if args.no_plot and args.plot is not None:
+        ap.error("--plot and --no-plot contradict each other: give one of them")
+    args.plot = None if args.no_plot else (args.plot or args.out.with_suffix(".png"))
     if args.repeats < 1 or min(args.threads) < 1:
         ap.error("--repeats and --threads must be >= 1")
     return args
@@ -288,7 +291,8 @@ def main(argv=None) -> None:
     print_report(rows, roofs, targets, notes)
     print_quantized(quantized)
     write_json(args.out, args, rows, roofs, agreement, targets, notes, quantized)
-    plot_speedups(args.plot, rows)
+    if args.plot is not None:
+        plot_speedups(args.plot, rows)
     print_done(largest_difference(agreement), args.out, args.plot)
 
 

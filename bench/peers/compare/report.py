@@ -247,8 +247,8 @@ def speedup_panel(ax, sel: list, title: str) -> None:
     ax.set_ylabel("speed-up of rnnfast (x)", fontsize=8)
 
 
-def print_done(agreement_worst: float, out: Path, plot: Path) -> None:
+def print_done(agreement_worst: float, out: Path, plot: Path | None) -> None:
+    written = f"{out} and {plot}" if plot is not None else f"{out} (no chart: --no-plot)"
     print(
-        f"all libraries agreed (largest relative difference {agreement_worst:.2g}); "
-        f"wrote {out} and {plot}"
+        f"all libraries agreed (largest relative difference {agreement_worst:.2g}); wrote {written}"
     )
