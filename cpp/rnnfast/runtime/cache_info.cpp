@@ -121,14 +121,16 @@ const CacheSizes& cache_sizes() {
 
 GemmBlocking gemm_blocking(const CacheSizes& caches, int mr, int nr, int elem) {
     // After BLIS's reasoning (Low et al., "Analytical modeling is enough for high-performance
-    // BLIS", 2016): the B panel (kc x nr), reused by every row tile of an M-block, is sized to
-    // L1, the A block to half of L2 and the B block to half of a core's L3, the rest being left
-    // to C and to the operand streaming through. The panel gets all of L1 rather than BLIS's
-    // share of it: on a Xeon with 48 KiB L1 and 2 MiB L2 (float, 14 x 32 tile) kc = 384 ran
-    // 1600 x 1024 x 1024 5-10% faster than kc = 192 (fewer passes over C, each with its
-    // epilogue), the panel's lines that leave L1 coming back from L2 fast enough for two
-    // vectors per 28 FMAs.
-    const index kc = std::clamp<index>(caches.l1d / (index(nr) * elem) / 8 * 8, 64, 512);
+    // BLIS", 2016), the A block is sized to half of L2 and the B block to half of a core's L3.
+    // The B panel (kc x nr) is not held to L1, as BLIS holds it, but to an eighth of L2: the
+    // tile streams two vectors of it per 2 x mr FMAs, a rate L2 meets, and every k-block
+    // re-reads and rewrites the C tile through the epilogue, which a longer block pays less
+    // often. Measured against NumPy's OpenBLAS (SkylakeX kernel) in one process, 1 thread,
+    // AMD EPYC (Zen 4: 32 KiB L1, 1 MiB L2), AVX-512: the projections and weight gradients at
+    // 1024-1760 ran 0.92-0.99x OpenBLAS with kc = 256 (L1), 0.97-1.08x with 512 and
+    // 0.99-1.09x with 1024 (float32); float64 0.90-0.98x -> 0.97-1.06x. 1536 and 2048 were
+    // level with 1024. An earlier Xeon (48 KiB L1, 2 MiB L2) ran 384 5-10% faster than 192.
+    const index kc = std::clamp<index>(caches.l2 / 8 / (index(nr) * elem) / 8 * 8, 64, 1024);
     const index mc = round_down(std::min<index>(caches.l2 / 2 / (kc * elem), 4096), mr);
     const index nc = round_down(std::min<index>(caches.l3 / 2 / (kc * elem), 8192), nr);
     // The recurrent step (A = h_{t-1} read in place, at most a few row tiles) meets each panel

@@ -20,8 +20,8 @@ struct CacheSizes {
 const CacheSizes& cache_sizes();
 
 // The loop blocks of the GEMM for one register tile (mr rows x nr columns of `elem` bytes each):
-//   kc  rows of a packed B panel (kc x nr) that stay in L1 while every row tile of an M-block
-//       passes over them, beside the A sliver (mr x kc);
+//   kc  rows of a packed B panel (kc x nr), an eighth of L2, that every row tile of an M-block
+//       passes over, each pass one k-block of the C tile held in registers;
 //   mc  rows of A packed at once (mc x kc), kept in L2 while they meet every panel; a multiple
 //       of mr, so that threads splitting rows at multiples of mr see the same tiles;
 //   nc  columns of B packed at once (kc x nc) for the large GEMMs, kept in a core's share of L3;
