@@ -536,10 +536,10 @@ GemmBlocking blocking() {
 
 // Loops of the BLIS family: k-blocks (kc), then M-blocks (mc rows of A, in L2), then the
 // panels (kc x NR of B, an eighth of L2), then the register tiles down the M-block. A is
-// packed where its rows are strided (the weight gradients read delta^T: +30-50% on rnnfast_bench_gemm's grad
-// rows, float32, AVX-512) and where the task has at least kPackRows rows: there kMR separate
-// row streams of A per tile push the B panel out of L1, and one packed stream ran the
-// projections 5-7% faster (1600 x 1024 x 1024, 800 x 1760 x 1760). The recurrent step's few
+// packed where its rows are strided (the weight gradients read delta^T: +30-50% on
+// rnnfast_bench_gemm's grad rows, float32, AVX-512) and where the task has at least kPackRows rows:
+// there kMR separate row streams of A per tile push the B panel out of L1, and one packed stream
+// ran the projections 5-7% faster (1600 x 1024 x 1024, 800 x 1760 x 1760). The recurrent step's few
 // row tiles (M = B < kPackRows) read A in place, packing it was 5-25% slower there, except
 // where its rows alias in L1 (below). Both paths do the same arithmetic in the same order.
 constexpr index kPackRows = 256;
