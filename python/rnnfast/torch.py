@@ -29,7 +29,9 @@ more per call.
 Dropout between layers (training mode) draws its masks from a generator seeded from torch's
 (so ``torch.manual_seed`` repeats runs; the masks differ from torch's own). Tensors rnnfast's
 kernels do not take (not on the CPU, or neither float32 nor float64) run torch's own forward.
-Double backward (``create_graph=True`` through the RNN) is not supported.
+Double backward (a backward under ``create_graph=True``: a gradient penalty) recomputes the
+call with torch's own recurrence and differentiates that (``_torch_recompute``): torch's numbers
+and speed, for every option but dropout between layers in training, which raises.
 
 ``convert(module)`` turns every ``torch.nn.RNN``, ``GRU`` and ``LSTM`` in a module tree into the
 bridge's in place (the same objects and parameters: optimizers and hooks keep working;
@@ -42,9 +44,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 from torch.nn.utils.rnn import PackedSequence
 
+from ._torch_recompute import differentiable_grads
 from .functional._plain_stack import PlainCell, plain_backward, plain_forward
 
 __all__ = ["GRU", "LSTM", "RNN", "convert", "from_torch", "to_torch"]
@@ -69,16 +71,19 @@ def _tensor(a):
 
 
 class _RNNFunction(torch.autograd.Function):
-    """One call of the rnnfast stack: inputs (layer, names, lengths, x, hx, cx, *weights); cx
-    is the LSTM's c0 (None for the other cells, and for an LSTM without a given state). The
-    outputs are (y, h_n), and the LSTM's (y, h_n, c_n)."""
+    """One call of the rnnfast stack: inputs (module, layer, names, lengths, x, hx, cx,
+    *weights); cx is the LSTM's c0 (None for the other cells, and for an LSTM without a given
+    state); module the bridge module (for double backward). The outputs are (y, h_n), and the
+    LSTM's (y, h_n, c_n)."""
 
     @staticmethod
-    def forward(ctx, layer, names, lengths, x, hx, cx, *weights):
+    def forward(ctx, module, layer, names, lengths, x, hx, cx, *weights):
         _bind(layer, names, weights)
         paired = layer.cell.num_states == 2
         y, h_n = layer(_view(x), _state_view(hx, cx, paired), lengths)
         ctx.layer, ctx.names, ctx.paired = layer, names, paired
+        ctx.module, ctx.lengths, ctx.batch_first = module, lengths, layer._batch_first
+        ctx.dropout = layer._dropout if layer.num_layers > 1 else 0.0
         ctx.rnnfast_cache = layer._cache
         layer._cache = None  # the next call of the same module keeps its own
         ctx.hx_given = hx is not None
@@ -94,8 +99,18 @@ class _RNNFunction(torch.autograd.Function):
         return y_t, _tensor(h_n)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dy, dh_n, dc_n=None):
+        if torch.is_grad_enabled():  # create_graph=True: gradients with a graph behind them
+            grads = differentiable_grads(
+                ctx.module,
+                ctx.saved_tensors,
+                ctx.needs_input_grad[4:],
+                (dy, dh_n, dc_n),
+                ctx.lengths,
+                ctx.batch_first,
+                ctx.dropout,
+            )
+            return (None, None, None, None, *grads)
         layer, names = ctx.layer, ctx.names
         weights = ctx.saved_tensors[3:]
         _bind(layer, names, weights)
@@ -108,17 +123,17 @@ class _RNNFunction(torch.autograd.Function):
             d_state = (d_state, None if dc_n is None else _view(dc_n))
         # an input that needs no gradient (a first layer's data) skips dx's GEMM and transpose
         dx, dh0 = layer.backward(
-            None if dy is None else _view(dy), d_state, input_gradient=ctx.needs_input_grad[3]
+            None if dy is None else _view(dy), d_state, input_gradient=ctx.needs_input_grad[4]
         )
         grads = [
             torch.from_numpy(layer.grads[name]) if need else None
-            for name, need in zip(names, ctx.needs_input_grad[6:])
+            for name, need in zip(names, ctx.needs_input_grad[7:])
         ]
         dx = None if dx is None else torch.from_numpy(np.ascontiguousarray(dx))
         dh0, dc0 = dh0 if ctx.paired else (dh0, None)
-        dh0 = torch.from_numpy(dh0) if ctx.hx_given and ctx.needs_input_grad[4] else None
-        dc0 = torch.from_numpy(dc0) if ctx.hx_given and ctx.needs_input_grad[5] else None
-        return (None, None, None, dx, dh0, dc0, *grads)
+        dh0 = torch.from_numpy(dh0) if ctx.hx_given and ctx.needs_input_grad[5] else None
+        dc0 = torch.from_numpy(dc0) if ctx.hx_given and ctx.needs_input_grad[6] else None
+        return (None, None, None, None, dx, dh0, dc0, *grads)
 
 
 def _state_view(hx, cx, paired):
@@ -160,13 +175,13 @@ def _layer_weights(weights, layout):
 
 
 class _PlainFunction(torch.autograd.Function):
-    """One call of the plain stack (``functional._plain_stack``): inputs (cell, layout,
+    """One call of the plain stack (``functional._plain_stack``): inputs (module, cell, layout,
     batch_first, x, hx, cx, *weights), layout[k] the positions in weights of layer k's
-    (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr); outputs (y, h_n), and the LSTM's (y,
-    h_n, c_n)."""
+    (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr), module the bridge module (for double
+    backward); outputs (y, h_n), and the LSTM's (y, h_n, c_n)."""
 
     @staticmethod
-    def forward(ctx, cell, layout, batch_first, x, hx, cx, *weights):
+    def forward(ctx, module, cell, layout, batch_first, x, hx, cx, *weights):
         # gradients of outputs the loss does not read arrive as None, not as zeros: the
         # kernels then skip them
         ctx.set_materialize_grads(False)
@@ -174,7 +189,7 @@ class _PlainFunction(torch.autograd.Function):
         y, h_n, c_n, records = plain_forward(
             cell, _time_major(x, batch_first), _array(hx), _array(cx), arrays, True
         )
-        ctx.cell, ctx.layout, ctx.batch_first = cell, layout, batch_first
+        ctx.cell, ctx.layout, ctx.batch_first, ctx.module = cell, layout, batch_first, module
         ctx.arrays, ctx.records, ctx.hx_given = arrays, records, hx is not None
         # the output is a copy (a batch_first one is made by the transpose): backward reads
         # the kernels' y, and a caller may change its output in place (an in-place
@@ -189,10 +204,20 @@ class _PlainFunction(torch.autograd.Function):
         return y_t, torch.from_numpy(h_n), torch.from_numpy(c_n)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dy, dh_n, dc_n=None):
+        if torch.is_grad_enabled():  # create_graph=True: gradients with a graph behind them
+            grads = differentiable_grads(
+                ctx.module,
+                ctx.saved_tensors,
+                ctx.needs_input_grad[4:],
+                (dy, dh_n, dc_n),
+                None,
+                ctx.batch_first,
+                0.0,
+            )
+            return (None, None, None, None, *grads)
         ctx.saved_tensors  # noqa: B018 (the version check)
-        needs = ctx.needs_input_grad
+        needs = ctx.needs_input_grad[1:]
         dx, dh0, dc0, grads = plain_backward(
             ctx.cell,
             ctx.records,
@@ -210,7 +235,7 @@ class _PlainFunction(torch.autograd.Function):
         dx = None if dx is None else _from_time_major(dx, ctx.batch_first)
         dh0 = torch.from_numpy(dh0) if ctx.hx_given and needs[4] else None
         dc0 = torch.from_numpy(dc0) if ctx.hx_given and needs[5] else None
-        return (None, None, None, dx, dh0, dc0, *weight_grads)
+        return (None, None, None, None, dx, dh0, dc0, *weight_grads)
 
 
 class _Bridge:
@@ -353,7 +378,7 @@ class _Bridge:
             or any(w.requires_grad for w in weights)
         )
         if needs_grad:
-            out = _PlainFunction.apply(cell, layout, batch_first, x, h0, c0, *weights)
+            out = _PlainFunction.apply(self, cell, layout, batch_first, x, h0, c0, *weights)
         else:
             y, h_n, c_n, _ = plain_forward(
                 cell,
@@ -402,7 +427,7 @@ class _Bridge:
                 return y_t, (_tensor(h_n[0]), _tensor(h_n[1]))
             return y_t, _tensor(h_n)
         layer.training = True
-        out = _RNNFunction.apply(layer, names, lengths, x, h0, c0, *weights)
+        out = _RNNFunction.apply(self, layer, names, lengths, x, h0, c0, *weights)
         return (out[0], (out[1], out[2])) if paired else out
 
     def _forward_packed(self, packed, hx):
