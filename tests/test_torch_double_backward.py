@@ -28,7 +28,11 @@ ROUTES = {
     "plain": {},
     "plain-2layers-batch_first": {"num_layers": 2, "batch_first": True},
     "general-bidirectional": {"bidirectional": True},
-    "general-2layers-bidir-batch_first": {"num_layers": 2, "bidirectional": True, "batch_first": True},
+    "general-2layers-bidir-batch_first": {
+        "num_layers": 2,
+        "bidirectional": True,
+        "batch_first": True,
+    },
 }
 D, H, T, B = 3, 4, 5, 2
 
@@ -160,9 +164,7 @@ def test_dropout_between_layers_in_training_raises_with_the_fix():
 def test_a_first_order_backward_still_runs_the_kernels(monkeypatch):
     calls = []
     original = _plain_stack.plain_backward
-    monkeypatch.setattr(
-        rt, "plain_backward", lambda *a, **k: calls.append(1) or original(*a, **k)
-    )
+    monkeypatch.setattr(rt, "plain_backward", lambda *a, **k: calls.append(1) or original(*a, **k))
     _, mine = _pair("lstm", {})
     x = torch.randn(T, B, D, dtype=torch.double, requires_grad=True)
     mine(x)[0].sum().backward()
