@@ -8,7 +8,6 @@ repeat, raises an error that names the fix. A first-order backward still runs th
 from __future__ import annotations
 
 import pytest
-
 from conftest import import_torch
 
 torch = import_torch()
