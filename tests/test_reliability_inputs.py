@@ -359,7 +359,14 @@ for name in STEP:  # noqa: PLC0206
             TypeError,
             rf"\b{name}\b",
         )
-add("step-h-None", F.rnn_step, (), stp(h=None), TypeError, r"\bh\b")
+# h None is zeros, as torch.nn.RNNCell's hx=None
+add(
+    "step-h-None",
+    F.rnn_step,
+    (),
+    stp(h=None),
+    check=lambda h: np.testing.assert_array_equal(h, F.rnn_step(**stp(h=np.zeros_like(STEP["h"])))),
+)
 add("step-nonlinearity", F.rnn_step, (), stp(nonlinearity=None), ValueError, r"nonlinearity")
 add("step-alpha-str", F.rnn_step, (), stp(alpha="0.5"), TypeError, r"alpha")
 add("step-alpha-nan", F.rnn_step, (), stp(alpha=math.nan), ValueError, r"alpha")

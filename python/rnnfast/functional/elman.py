@@ -26,6 +26,7 @@ from ._batch import longest_first as _longest_first
 from ._batch import sequence_input as _sequence
 from ._batch import sort_sequence as _sort_sequence
 from ._batch import take as _take
+from ._unbatched import as_batch, unbatch
 
 __all__ = [
     "PLAIN_FORWARD_OPTIONS",
@@ -311,6 +312,9 @@ def rnn_step(
 ):
     """One time step for streaming: ``h_next`` (B, H) from ``x_t`` (B, D) and ``h`` (B, H).
 
+    As ``torch.nn.RNNCell``: unbatched x_t (D,) and h (H,) give h_next (H,), and h None is
+    zeros.
+
     The same unit as :func:`rnn_forward` over one step, without its per-call set-up (no packing,
     no threads): a couple of microseconds at B=1, H=64.
     """
@@ -327,16 +331,20 @@ def rnn_step(
     check_nonlinearity(nonlinearity)
     w_ih = as_float_array("weight_ih", weight_ih)
     dt = w_ih.dtype
-    return _core.rnn_step(
-        as_float_array("x_t", x_t, dt),
-        as_float_array("h", h, dt),
+    w_hh = as_float_array("weight_hh", weight_hh, dt)
+    h = optional_float_array("h", h, dt)
+    x_t, (h,), unbatched = as_batch(as_float_array("x_t", x_t, dt), [("h", h, "h")], w_hh)
+    h_next = _core.rnn_step(
+        x_t,
+        h,
         w_ih,
-        as_float_array("weight_hh", weight_hh, dt),
+        w_hh,
         optional_float_array("bias_ih", bias_ih, dt),
         optional_float_array("bias_hh", bias_hh, dt),
         nonlinearity,
         check_alpha(alpha),
     )
+    return unbatch(h_next, unbatched)
 
 
 def quantized_rnn_forward(

@@ -33,6 +33,7 @@ from .._validation import (
     optional_float_array,
 )
 from ._batch import check_batch, longest_first, sequence_input, sort_sequence, take
+from ._unbatched import as_batch, unbatch
 
 __all__ = [
     "PLAIN_GRU_OPTIONS",
@@ -364,7 +365,8 @@ def gru_step(
     """One GRU step for streaming: ``h_next`` (B, H) from x_t (B, D) and h (B, H).
 
     The cell of :func:`gru_forward` over one step without its per-call set-up (no packing,
-    no threads): a couple of microseconds at B = 1, H = 64."""
+    no threads): a couple of microseconds at B = 1, H = 64. As ``torch.nn.GRUCell``:
+    unbatched x_t (D,) and h (H,) give h_next (H,), and h None is zeros."""
     args = (x_t, h, None, weight_ih, weight_hh, bias_ih, bias_hh, None)
     if reset_after is True or reset_after is False:
         cell = "gru" if reset_after else "gru_reset_before"
@@ -389,7 +391,8 @@ def lstm_step(
     recurrent_activation="sigmoid",
 ):
     """One LSTM step for streaming: ``(h_next (B, R), c_next (B, H))`` from x_t (B, D), h
-    (B, R) and c (B, H), as :func:`gru_step`."""
+    (B, R) and c (B, H), as :func:`gru_step`; unbatched x_t (D,), h (R,) and c (H,) give
+    1-D states, and h or c None is zeros, as ``torch.nn.LSTMCell``."""
     args = (x_t, h, c, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)
     fast = _fast_step("lstm", args, activation, recurrent_activation)
     if fast is not None:
@@ -412,14 +415,17 @@ def _step(cell, args, activation, recurrent_activation):
     activation, recurrent_activation = _functions(activation, recurrent_activation)
     w_ih = as_float_array("weight_ih", w_ih)
     dt = w_ih.dtype
-    x_t, h = as_float_array("x_t", x_t, dt), as_float_array("h", h, dt)
-    names = ("c", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
-    c, w_hh, b_ih, b_hh, w_hr = (
-        optional_float_array(n, v, dt) for n, v in zip(names, (c, w_hh, b_ih, b_hh, w_hr))
+    names = ("h", "c", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+    h, c, w_hh, b_ih, b_hh, w_hr = (
+        optional_float_array(n, v, dt) for n, v in zip(names, (h, c, w_hh, b_ih, b_hh, w_hr))
     )
-    return _core.gated_step(
+    states = [("h", h, "h")] + ([("c", c, "c")] if cell == "lstm" else [])
+    x_t, states, unbatched = as_batch(as_float_array("x_t", x_t, dt), states, w_hh)
+    h, c = states if cell == "lstm" else (states[0], c)
+    result = _core.gated_step(
         cell, x_t, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, activation, recurrent_activation
     )
+    return unbatch(result, unbatched)
 
 
 def _functions(activation, recurrent_activation):
