@@ -28,7 +28,13 @@ more per call.
 
 Dropout between layers (training mode) draws its masks from a generator seeded from torch's
 (so ``torch.manual_seed`` repeats runs; the masks differ from torch's own). Tensors rnnfast's
-kernels do not take (not on the CPU, or neither float32 nor float64) run torch's own forward.
+kernels do not take (not on the CPU, or neither float32 nor float64) run torch's own forward,
+and so does a call under ``torch.autocast("cpu")`` (with an ``AutocastFallbackWarning``: the
+result is ``nn``'s, in the dtype autocast gives it, until rnnfast trains in bf16).
+
+A whole model holding the bridge's modules reloads with ``torch.load``'s default
+``weights_only=True`` as one holding ``torch.nn``'s does: importing ``rnnfast.torch`` adds
+``RNN``, ``GRU`` and ``LSTM`` to torch's safe globals (their pickled state is torch's own).
 Double backward (a backward under ``create_graph=True``: a gradient penalty) recomputes the
 call with torch's own recurrence and differentiates that (``_torch_recompute``): torch's numbers
 and speed, for every option but dropout between layers in training, which raises.
@@ -42,6 +48,8 @@ torch copy.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
@@ -49,7 +57,7 @@ from torch.nn.utils.rnn import PackedSequence
 from ._torch_recompute import differentiable_grads
 from .functional._plain_stack import PlainCell, plain_backward, plain_forward
 
-__all__ = ["GRU", "LSTM", "RNN", "convert", "from_torch", "to_torch"]
+__all__ = ["GRU", "LSTM", "RNN", "AutocastFallbackWarning", "convert", "from_torch", "to_torch"]
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 # the plain stack's cells (``functional._plain_stack``), made once
@@ -238,6 +246,23 @@ class _PlainFunction(torch.autograd.Function):
         return (None, None, None, None, dx, dh0, dc0, *weight_grads)
 
 
+class AutocastFallbackWarning(UserWarning):
+    """A bridge module ran torch's own forward because ``torch.autocast("cpu")`` was on."""
+
+
+def _warn_autocast(module):
+    name = type(module).__name__
+    warnings.warn(
+        f"rnnfast.torch.{name} under torch.autocast('cpu', dtype="
+        f"{torch.get_autocast_dtype('cpu')}) runs torch.nn.{name}'s own forward (its autocast "
+        f"result and speed): rnnfast's kernels have no low-precision training yet. To run "
+        f"them, call the module outside the autocast region (or inside torch.autocast('cpu', "
+        f"enabled=False)) on float32 input.",
+        AutocastFallbackWarning,
+        stacklevel=3,
+    )
+
+
 class _Bridge:
     """What the bridge modules share (mixed in before ``torch.nn.RNN`` / ``GRU`` / ``LSTM``):
     the forward on rnnfast's kernels, PackedSequence and unbatched input, the fallback to
@@ -308,6 +333,11 @@ class _Bridge:
         packed = isinstance(input, PackedSequence)
         data = input.data if packed else input
         if not self._runs_on_rnnfast(data, hx):
+            return super().forward(input, hx)
+        if torch.is_autocast_enabled("cpu"):
+            # torch's own forward under autocast: its result dtype differs by cell (bf16 for
+            # nn.RNN and nn.LSTM, float32 for nn.GRU), and rnnfast has no bf16 training yet
+            _warn_autocast(self)
             return super().forward(input, hx)
         if packed:
             return self._forward_packed(input, hx)
@@ -451,6 +481,13 @@ class _Bridge:
         out = y[t_index, b_index]
         return PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices), h_n
 
+    def __getstate__(self):
+        # rnnfast's per-call caches (its layer, the weights' layout) are rebuilt at the next
+        # call: a pickled module (torch.save of a whole model) holds torch's state only, so that
+        # torch.load's default weights_only=True can read it back (see add_safe_globals below)
+        state = super().__getstate__()  # torch's (it drops the weights' weak references)
+        return {k: v for k, v in state.items() if not k.startswith("_rnnfast_")}
+
 
 class RNN(_Bridge, torch.nn.RNN):
     """``torch.nn.RNN`` on rnnfast's kernels: the same constructor, parameters, state_dict
@@ -524,6 +561,11 @@ class LSTM(_Bridge, torch.nn.LSTM):
 
 _BRIDGES = {torch.nn.RNN: RNN, torch.nn.GRU: GRU, torch.nn.LSTM: LSTM}
 
+# A model holding the bridge's modules reloads with torch.load's default weights_only=True as
+# one holding torch.nn's does: the unpickler may rebuild these three classes (their state is
+# torch's own: tensors, numbers, strings; see _Bridge.__getstate__), nothing else of rnnfast's.
+torch.serialization.add_safe_globals([RNN, GRU, LSTM])
+
 
 def convert(module):
     """Make every ``torch.nn.RNN``, ``torch.nn.GRU`` and ``torch.nn.LSTM`` in ``module``
@@ -561,8 +603,6 @@ def to_torch(module):
 
 
 def _copy(module, cls):
-    import warnings
-
     weight = next(iter(module.parameters()))
     with warnings.catch_warnings():
         # torch warns that dropout with one layer has nothing to act on; the value is kept

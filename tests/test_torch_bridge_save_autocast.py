@@ -1,0 +1,87 @@
+"""Two ways a PyTorch program meets the bridge outside its forward and backward: a whole model
+saved with ``torch.save`` and reloaded with ``torch.load``'s default ``weights_only=True``
+(as one holding ``torch.nn``'s modules reloads), and a call under ``torch.autocast("cpu")``,
+which runs torch's own forward (nn's result and dtype, whatever the cell) with a warning."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from conftest import import_torch
+
+torch = import_torch()
+rt = pytest.importorskip("rnnfast.torch")
+nn = torch.nn
+
+
+class LanguageModel(nn.Module):
+    """The word-level language model's shape: Embedding -> LSTM (2 layers, dropout) -> GRU
+    (bidirectional) -> RNN (relu) -> Linear, built from ``recurrent`` (torch.nn or the bridge)."""
+
+    recurrent = nn
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.lstm = self.recurrent.LSTM(4, 6, num_layers=2, dropout=0.2)
+        self.gru = self.recurrent.GRU(6, 3, bidirectional=True)
+        self.rnn = self.recurrent.RNN(6, 5, nonlinearity="relu")
+        self.out = nn.Linear(5, 10)
+
+    def forward(self, tokens):
+        y, _ = self.lstm(self.emb(tokens))
+        y, _ = self.gru(y)
+        return self.out(self.rnn(y)[0])
+
+
+class BridgeLanguageModel(LanguageModel):
+    recurrent = rt
+
+
+# what a user allows for their own model of torch.nn's modules (torch allows none of them)
+USERS_GLOBALS = [LanguageModel, BridgeLanguageModel, nn.Embedding, nn.Linear, nn.LSTM, nn.GRU]
+USERS_GLOBALS += [nn.RNN]
+
+
+@pytest.mark.parametrize("cls", [LanguageModel, BridgeLanguageModel])
+def test_whole_model_reloads_with_weights_only(cls):
+    torch.manual_seed(0)
+    model = cls()
+    tokens = torch.randint(0, 10, (7, 3))
+    model(tokens).sum().backward()  # the bridge's per-call caches exist before saving
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    with torch.serialization.safe_globals(USERS_GLOBALS):
+        loaded = torch.load(buffer)  # weights_only=True, torch's default
+    assert type(loaded.lstm) is type(model.lstm)
+    model.eval(), loaded.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(tokens), model(tokens), rtol=0, atol=0)
+    loaded.train()
+    loaded(tokens).sum().backward()  # and trains on
+    assert loaded.lstm.weight_hh_l1.grad is not None
+
+
+def test_only_the_bridge_classes_are_allowed():
+    allowed = {f"{c.__module__}.{c.__qualname__}" for c in torch.serialization.get_safe_globals()}
+    ours = {name for name in allowed if name.startswith("rnnfast")}
+    assert ours == {"rnnfast.torch.RNN", "rnnfast.torch.GRU", "rnnfast.torch.LSTM"}
+
+
+@pytest.mark.parametrize("name", ["RNN", "GRU", "LSTM"])
+def test_autocast_runs_torchs_forward_with_a_warning(name):
+    torch.manual_seed(0)
+    ref = getattr(nn, name)(3, 4)
+    mine = getattr(rt, name)(3, 4)
+    mine.load_state_dict(ref.state_dict())
+    x = torch.randn(5, 2, 3, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = ref(x)
+        with pytest.warns(rt.AutocastFallbackWarning, match=rf"torch.nn.{name}'s own forward"):
+            got = mine(x)
+    assert got[0].dtype == want[0].dtype  # bf16 for RNN and LSTM, float32 for GRU (torch's)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+    # outside the region, rnnfast's kernels again, in float32
+    assert mine(x)[0].dtype == torch.float32
