@@ -27,7 +27,8 @@ LAYER_ORDER = {
     ),
     2: ("functional", "reference", "losses", "decoding", "data", "datasets", "optim"),
     3: ("metrics", "nn"),
-    4: ("io", "quantize", "diagnostics", "torch", "onnx"),  # onnx: rnnfast.io.onnx's other name
+    # onnx: rnnfast.io.onnx's other name; _torch_*: the PyTorch bridge's private helpers
+    4: ("io", "quantize", "diagnostics", "torch", "_torch_recompute", "_torch_ops", "onnx"),
     5: ("training", "keras"),
     6: ("distributed",),
     7: ("demo", "__main__", ""),  # "": the package's __init__
