@@ -12,9 +12,30 @@ get_weights())`` moves them from a Keras model to its twin here, and back.
 
 from __future__ import annotations
 
-from . import layers, optimizers
-from .layers import GRU, LSTM, Bidirectional, Dense, Dropout, Embedding, Input, SimpleRNN
-from .model import History, Sequential
+import os
+
+# Keras 3 picks its backend when it is first imported, and TensorFlow (its default) is rarely
+# installed beside rnnfast: code that imports rnnfast.keras before keras (for Keras's
+# callbacks, optimizers or losses) gets the torch backend without setting KERAS_BACKEND. A
+# value already set wins; the front itself never imports keras.
+os.environ.setdefault("KERAS_BACKEND", "torch")
+
+from . import callbacks, layers, models, optimizers  # noqa: E402
+from .functional import Model
+from .layers import (
+    GRU,
+    LSTM,
+    Bidirectional,
+    Dense,
+    Dropout,
+    Embedding,
+    Input,
+    Masking,
+    SimpleRNN,
+    TimeDistributed,
+)
+from .model import History, Sequential  # noqa: E402
+from .saving import load_model  # noqa: E402
 
 __all__ = [
     "GRU",
@@ -25,8 +46,14 @@ __all__ = [
     "Embedding",
     "History",
     "Input",
+    "Masking",
+    "Model",
     "Sequential",
     "SimpleRNN",
+    "TimeDistributed",
+    "callbacks",
     "layers",
+    "load_model",
+    "models",
     "optimizers",
 ]

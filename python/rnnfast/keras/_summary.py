@@ -33,19 +33,21 @@ def summary_text(name, layers):
         _row(("Layer (type)", "Output Shape", "Param #")),
         "=" * len(line),
     ]
-    total = nbytes = 0
+    total = nbytes = trained = trained_bytes = 0
     for layer in layers:
         count = layer.count_params()
         total += count
         nbytes += count * layer.dtype.itemsize
+        trained += layer.trainable_count()  # Keras's trainable / non-trainable split
+        trained_bytes += layer.trainable_count() * layer.dtype.itemsize
         lines.append(
             _row((f"{layer.name} ({type(layer).__name__})", str(layer.output_shape), f"{count:,}"))
         )
     lines += [
         "=" * len(line),
         f"Total params: {total:,} ({_size(nbytes)})",
-        f"Trainable params: {total:,} ({_size(nbytes)})",
-        f"Non-trainable params: 0 ({_size(0)})",
+        f"Trainable params: {trained:,} ({_size(trained_bytes)})",
+        f"Non-trainable params: {total - trained:,} ({_size(nbytes - trained_bytes)})",
         line,
     ]
     return "\n".join(lines)

@@ -10,6 +10,8 @@ first, as in Keras.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from .. import nn
@@ -27,7 +29,17 @@ from .._validation import (
 from ..io import interop
 from ..nn.activations import check_activation
 from ..nn.rnn_options import MERGE_MODES
+from ._calls import (
+    array_backward,
+    array_call,
+    eager_call,
+    recurrent_backward,
+    recurrent_call,
+    symbolic_call,
+)
 from ._initializers import glorot_uniform, recurrent_weights
+from ._masking import MaskingCore
+from ._symbolic import KerasTensor, is_symbolic
 
 __all__ = [
     "GRU",
@@ -38,7 +50,9 @@ __all__ = [
     "Embedding",
     "Input",
     "Layer",
+    "Masking",
     "SimpleRNN",
+    "TimeDistributed",
 ]
 
 
@@ -61,22 +75,55 @@ def as_array(value):
     return np.asarray(value)
 
 
-class Input:
-    """Keras's ``Input(shape)``: the shape of one sample, without the batch axis, as a model's
-    first entry (``Sequential([Input((None, 8)), SimpleRNN(64)])``).
+class Input(KerasTensor):
+    """Keras's ``Input(shape, batch_size=None, name=None, dtype=None, batch_shape=None)``: the
+    shape of one sample, without the batch axis. It is a model's first entry
+    (``Sequential([Input((None, 8)), SimpleRNN(64)])``) or the symbolic input of a functional
+    model (``x = Input((None, 8)); y = LSTM(4)(x); Model(x, y)``).
 
     Parameters
     ----------
     shape : tuple of int or None
         (timesteps, features) for sequences, None where the size varies.
+    batch_size : int, optional
+        A fixed batch size, which Keras's ``stateful`` layers need (their state is one row per
+        sample of the batch).
+    dtype : optional
+        "float32" (Keras's default: float data is cast to it) or "float64"; an integer dtype
+        ("int32", "int64") for the ids an Embedding reads.
+    batch_shape : tuple, optional
+        ``(batch_size, *shape)`` at once, instead of ``shape`` and ``batch_size``.
     """
 
-    def __init__(self, shape, name=None):
-        self.shape = (None, *checked_shape("shape", shape))
-        self.name = name
+    def __init__(self, shape=None, batch_size=None, name=None, dtype=None, batch_shape=None):
+        if batch_shape is not None:
+            if shape is not None or batch_size is not None:
+                raise ValueError(
+                    "batch_shape: give either shape (and batch_size) or batch_shape, not both"
+                )
+            if not isinstance(batch_shape, (tuple, list)) or not batch_shape:
+                raise type_error("batch_shape", "a tuple (batch_size, *shape)", batch_shape)
+            batch_size, shape = batch_shape[0], tuple(batch_shape[1:])
+        if shape is None:
+            raise ValueError("shape: expected the shape of one sample, e.g. (None, 8), got None")
+        sample = checked_shape("shape", shape)
+        if batch_size is not None:
+            batch_size = check_positive_int("batch_size", batch_size)
+        if name is not None and not isinstance(name, str):
+            raise type_error("name", "a str", name)
+        super().__init__((batch_size, *sample), name=name)
+        self.dtype = None if dtype is None else np.dtype(dtype)
+        if self.dtype is not None and self.dtype.kind not in "fiu":
+            raise value_error("dtype", "a float or an integer dtype", dtype)
+
+    @property
+    def batch_size(self):
+        """The fixed batch size, or None."""
+        return self.shape[0]
 
     def __repr__(self):
-        return f"Input(shape={self.shape[1:]})"
+        batch = "" if self.shape[0] is None else f", batch_size={self.shape[0]}"
+        return f"Input(shape={self.shape[1:]}{batch})"
 
 
 class Layer:
@@ -93,11 +140,31 @@ class Layer:
     dtype : float32 or float64
     seed : int, optional
         Seeds the initial weights and the dropout masks.
+    trainable : bool
+        Keras's: False freezes the layer's weights (fit leaves them as they are; the summary
+        counts them as non-trainable). May be assigned later, also after compile, as in
+        Keras 3.
     """
 
     keras_name = "layer"  # the stem of default names
+    reads_ids = False  # an Embedding reads integer ids: they are not cast to floats
 
-    def __init__(self, *, input_shape=None, name=None, dtype=None, seed=None):
+    def __init__(
+        self, *, input_shape=None, name=None, dtype=None, seed=None, trainable=True, **unknown
+    ):
+        if unknown:
+            # Keras 3 refuses these too (a ValueError); say where the batch size goes now
+            hint = ""
+            if {"batch_input_shape", "batch_size"} & set(unknown):
+                hint = (
+                    "; Keras 3 takes a fixed batch size on the model's input: put "
+                    "Input(shape, batch_size=N) (or Input(batch_shape=(N, ...))) first"
+                )
+            raise ValueError(
+                f"Unrecognized keyword arguments passed to {type(self).__name__}: "
+                f"{sorted(unknown)}{hint}"
+            )
+        self.trainable = trainable
         self.input_shape_arg = (
             None if input_shape is None else checked_shape("input_shape", input_shape)
         )
@@ -113,6 +180,49 @@ class Layer:
     def built(self):
         """Whether the rnnfast layer exists (the input shape was seen)."""
         return self.layer is not None
+
+    @property
+    def trainable(self):
+        """Whether fit trains the layer's weights (Keras's ``trainable``)."""
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = check_bool("trainable", value)
+
+    def frozen_parameters(self):
+        """The names of the rnnfast layer's parameters that fit leaves as they are because
+        the layer is frozen (``trainable = False``): all of them, or none."""
+        if self.trainable or not self.built:
+            return ()
+        return tuple(name for name, _ in self.layer.named_parameters())
+
+    def trainable_count(self):
+        """The number of weights fit trains, Keras's count (the summary's)."""
+        return self.count_params() if self.trainable else 0
+
+    # ---- calls: symbolic (a graph node), on arrays, and as a node of a functional model ---------
+
+    def __call__(self, inputs, initial_state=None, training=None, mask=None):
+        """Keras's layer call: on a symbolic tensor (``Input`` or a layer's output) it records
+        the call for ``Model(inputs, outputs)`` and returns the output tensor (Keras's list of
+        them with ``return_state``); on a NumPy array it returns the output at once."""
+        if is_symbolic(inputs) or is_symbolic(initial_state or ()):
+            return symbolic_call(self, inputs, initial_state, training, mask)
+        return eager_call(self, inputs, initial_state, training, mask)
+
+    def output_shapes(self, input_shape, states):
+        """The shapes of the outputs of a call (Keras's list), ``states`` initial states given."""
+        return [self.compute_output_shape(tuple(input_shape))]
+
+    def run(self, x, states, valid, suspect, who):
+        """A functional model's call of the layer on arrays: ``(outputs, their valid masks,
+        suspect)`` (``nn.masking``)."""
+        return array_call(self, x, states, valid, suspect, who)
+
+    def run_backward(self, d_outputs):
+        """``(dx, d_initial_states)`` of the last training :meth:`run`."""
+        return array_backward(self, d_outputs)
 
     def build(self, input_shape):
         """Make the rnnfast layer for inputs of ``input_shape`` (with the batch axis, None for
@@ -195,11 +305,37 @@ class Layer:
 # ---- recurrent layers ---------------------------------------------------------------------------
 
 
+def check_static_batch(layer, input_shape):
+    """Keras's rule: a stateful layer's state has one row per sample, so its batch size must
+    be fixed when it is built."""
+    if layer.stateful and input_shape[0] is None:
+        raise ValueError(
+            f"{layer._who()}: stateful=True needs a fixed batch size, got input shape "
+            f"{tuple(input_shape)}; put Input(shape, batch_size=N) (or Input(batch_shape="
+            "(N, ...))) before it, as Keras 3 requires"
+        )
+
+
+def check_stateful_batch(layer, x):
+    """Keras's rule: every batch a stateful layer reads has the batch size it was built for
+    (the last, smaller batch of a data set too: choose a batch_size that divides it)."""
+    expected = layer.input_shape[0] if layer.built else None
+    if layer.stateful and expected is not None and np.shape(x)[0] != expected:
+        raise ValueError(
+            f"{layer._who()}: a stateful layer reads batches of its fixed batch size "
+            f"{expected}, got a batch of {np.shape(x)[0]} (input shape {np.shape(x)}); pass "
+            f"batch_size={expected} to predict / evaluate / fit, with a number of samples "
+            f"that it divides"
+        )
+
+
 class _Recurrent(Layer):
     """SimpleRNN, GRU and LSTM: Keras's recurrent arguments, the rnnfast layer of the cell."""
 
     core_class = None
     gates = 1
+    num_states = 1  # Keras's states per direction: h (an LSTM's h and c)
+    output_merge_mode = "concat"  # one output (a Bidirectional with merge_mode=None has two)
 
     def __init__(
         self,
@@ -243,12 +379,30 @@ class _Recurrent(Layer):
             stateful=self.stateful,
             input_dropout=self.dropout,
             recurrent_dropout=self.recurrent_dropout,
+            # Keras: a step a mask skips repeats the previous output (zeros for a
+            # Bidirectional's sequences, which rnnfast's default, None, gives)
+            zero_output_for_mask=None if bidirectional else False,
             **self._cell_options(),
         )
 
     def _make(self, input_shape):
         self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
+        check_static_batch(self, input_shape)
         return self.core_layer(input_shape[-1])
+
+    def output_shapes(self, input_shape, states):
+        """The output's shape, then with ``return_state`` each state's (batch, units)."""
+        shapes = [self.compute_output_shape(tuple(input_shape))]
+        if self.return_state:
+            shapes += [(input_shape[0], self.units)] * self.num_states
+        return shapes
+
+    def run(self, x, states, valid, suspect, who):
+        check_stateful_batch(self, x)
+        return recurrent_call(self, x, states, valid, suspect, who)
+
+    def run_backward(self, d_outputs):
+        return recurrent_backward(self, d_outputs)
 
     def compute_output_shape(self, input_shape, width=None):
         """The output's shape (the sequence, or the last step) for ``input_shape``."""
@@ -335,6 +489,7 @@ class LSTM(_Recurrent):
     core_class = nn.LSTM
     keras_name = "lstm"
     gates = 4
+    num_states = 2
 
     def __init__(self, units, recurrent_activation="sigmoid", unit_forget_bias=True, **kwargs):
         super().__init__(units, **kwargs)
@@ -384,18 +539,76 @@ class Bidirectional(Layer):
         kwargs.setdefault("seed", layer.seed)
         if layer.input_shape_arg is not None:
             kwargs.setdefault("input_shape", layer.input_shape_arg)
-        super().__init__(**kwargs)
+        kwargs.setdefault("trainable", layer.trainable)
         self.forward_layer = layer
+        # Keras's backward_layer: a copy of layer's settings, run backwards; its trainable
+        # (and forward_layer's) freezes one direction
+        self.backward_layer = copy.copy(layer)
+        self.backward_layer.go_backwards = True
+        if layer.name is not None:
+            self.backward_layer.name = f"backward_{layer.name}"
+        super().__init__(**kwargs)
         self.merge_mode = check_choice("merge_mode", merge_mode, MERGE_MODES)
+
+    # what the graph's calls read of a recurrent layer: the wrapped layer's settings
+    units = property(lambda self: self.forward_layer.units)
+    num_states = property(lambda self: self.forward_layer.num_states)
+    return_state = property(lambda self: self.forward_layer.return_state)
+    stateful = property(lambda self: self.forward_layer.stateful)
+    output_merge_mode = property(lambda self: self.merge_mode)
+    run = _Recurrent.run
+    run_backward = _Recurrent.run_backward
+
+    @property
+    def trainable(self):
+        """Whether fit trains the weights; assigning it sets both directions', as Keras's."""
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = check_bool("trainable", value)
+        for direction in ("forward_layer", "backward_layer"):
+            if direction in self.__dict__:
+                getattr(self, direction).trainable = value
+
+    def frozen_parameters(self):
+        """The whole layer's parameters when it is frozen, else those of a frozen direction
+        (``forward_layer.trainable`` / ``backward_layer.trainable``)."""
+        if not self.built:
+            return ()
+        names = [name for name, _ in self.layer.named_parameters()]
+        if not self.trainable:
+            return tuple(names)
+        return tuple(
+            n
+            for n in names
+            if not (self.backward_layer if n.endswith("_reverse") else self.forward_layer).trainable
+        )
+
+    def trainable_count(self):
+        if not self.trainable:
+            return 0
+        half = self.count_params() // 2  # the two directions have the same weights
+        return half * (self.forward_layer.trainable + self.backward_layer.trainable)
 
     def _make(self, input_shape):
         self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
+        check_static_batch(self, input_shape)
         return self.forward_layer.core_layer(input_shape[-1], True, self.merge_mode)
 
     def compute_output_shape(self, input_shape):
         units = self.forward_layer.units
         width = 2 * units if self.merge_mode == "concat" else units
         return self.forward_layer.compute_output_shape(input_shape, width)
+
+    def output_shapes(self, input_shape, states):
+        """Keras's outputs: the merged output (the two directions' with merge_mode=None),
+        then with ``return_state`` the forward direction's states and the backward's."""
+        first = self.compute_output_shape(tuple(input_shape))
+        shapes = [first] * (2 if self.merge_mode is None else 1)
+        if self.return_state:
+            shapes += [(input_shape[0], self.units)] * (2 * self.num_states)
+        return shapes
 
     def _initial_weights(self, rng):
         d = self.input_shape[-1]
@@ -510,6 +723,7 @@ class Embedding(Layer):
     initialised U(-0.05, 0.05) as Keras."""
 
     keras_name = "embedding"
+    reads_ids = True
 
     def __init__(self, input_dim, output_dim, mask_zero=False, **kwargs):
         super().__init__(**kwargs)
@@ -544,6 +758,87 @@ class Embedding(Layer):
 
     def _set_weights(self, weights):
         self.layer.load_state_dict({"weight": weights[0]})
+
+
+class Masking(Layer):
+    """Keras's ``Masking(mask_value=0.0)``: a timestep whose features all equal ``mask_value``
+    is padding; its features become zeros and the recurrent layers after it skip it (Keras's
+    mask: a skipped step keeps the state, and a sequence output repeats the last output, zeros
+    in a Bidirectional), the loss leaves it out. No weights."""
+
+    keras_name = "masking"
+
+    def __init__(self, mask_value=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(mask_value, bool) or not isinstance(mask_value, (int, float, np.number)):
+            raise type_error("mask_value", "a number", mask_value)
+        self.mask_value = float(mask_value)
+
+    def _make(self, input_shape):
+        self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
+        return MaskingCore(self.mask_value, dtype=self.dtype)
+
+    def compute_output_shape(self, input_shape):
+        """The input's shape."""
+        return tuple(input_shape)
+
+    _initial_weights = Dropout._initial_weights
+    _get_weights = Dropout._get_weights
+    _set_weights = Dropout._set_weights
+
+
+class TimeDistributed(Layer):
+    """Keras's ``TimeDistributed(layer)`` for a ``Dense`` (or ``Dropout``): the layer applied at
+    every timestep, (batch, timesteps, features) to (batch, timesteps, units), with the
+    layer's weights (``[kernel, bias]``). rnnfast's Dense reads the last axis of any input, so
+    it is that Dense itself; the padding passes through to the loss."""
+
+    keras_name = "time_distributed"
+
+    def __init__(self, layer, **kwargs):
+        if not isinstance(layer, (Dense, Dropout)):
+            raise type_error(
+                "layer",
+                "a Dense or Dropout of rnnfast.keras (a recurrent layer is not supported "
+                "inside TimeDistributed)",
+                layer,
+            )
+        if layer.built:
+            raise ValueError("layer: already built; wrap a new layer")
+        kwargs.setdefault("dtype", layer.dtype)
+        kwargs.setdefault("seed", layer.seed)
+        kwargs.setdefault("trainable", layer.trainable)
+        super().__init__(**kwargs)
+        self.inner = layer  # Keras's ``layer`` attribute is this layer too
+
+    def _make(self, input_shape):
+        self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
+        self.inner.build(input_shape)
+        return self.inner.layer
+
+    def compute_output_shape(self, input_shape):
+        """The inner layer's output shape at each step."""
+        return self.inner.compute_output_shape(tuple(input_shape))
+
+    def _initial_weights(self, rng):
+        return []  # the inner layer built with its own initial weights
+
+    def _get_weights(self):
+        return self.inner.get_weights()
+
+    def _set_weights(self, weights):
+        self.inner.set_weights(weights)
+
+    @property
+    def trainable(self):
+        """Whether fit trains the weights (the wrapped layer's too, as Keras)."""
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = check_bool("trainable", value)
+        if "inner" in self.__dict__:
+            self.inner.trainable = value
 
 
 def describe_layer(layer):

@@ -232,7 +232,10 @@ def call_rnn(rnn, x, valid, suspect, who, embedding=None, **kwargs):
                 f"axes), got shape {valid.shape}"
             )
         lengths = prefix_lengths(valid, rnn.batch_first)
-        if lengths is not None:
+        # an explicit zero_output_for_mask=False (Keras's) repeats the last output over the
+        # padding, which a mask gives and lengths (zeros past the end) do not
+        repeats = getattr(rnn, "zero_output_for_mask", None) is False and rnn.return_sequences
+        if lengths is not None and not repeats:
             kwargs["lengths"] = lengths
         else:
             kwargs["mask"] = valid if rnn.batch_first else valid.T
