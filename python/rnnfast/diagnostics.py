@@ -269,7 +269,8 @@ def _trajectory(rnn, x, h0):
         run.alpha = float(alphas[k])
         run.inp = inp
         run.h0 = np.zeros((batch, H), rnn.dtype) if h0 is None else h0[k]
-        run.d = d = int(dilations[k])
+        # as many chains as there are steps at most: each then holds one step (nn.dilation)
+        run.d = d = dil.effective_dilation(int(dilations[k]), steps)
         run.chain_inp, run.chain_h0 = dil.to_chains(inp, d), dil.chain_h0(run.h0, d)
         full = steps % d == 0
         run.chain_lengths = None if full else dil.chain_lengths(None, steps, batch, d)

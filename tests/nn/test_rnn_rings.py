@@ -189,6 +189,10 @@ def test_state_is_a_copy_and_a_dilation_change_forgets_it(rng):
     layer.dilation = [1, 3]
     assert layer.state is None
     out, h = layer.step(rng.standard_normal((2, D)))
+    # from zeros, a ring grows as steps arrive: the initial state and one step, at most d
+    assert [r.shape for r in h] == [(1, 2, H), (2, 2, H)]
+    out, h = layer.step(rng.standard_normal((2, D)))
+    out, h = layer.step(rng.standard_normal((2, D)))
     assert [r.shape for r in h] == [(1, 2, H), (3, 2, H)]
 
 
@@ -207,7 +211,7 @@ def test_the_caller_s_rings_are_not_modified(rng):
     "h, match",
     [
         ([np.zeros((2, 2, H))], r"num_layers = 2 of them"),
-        ([np.zeros((1, 2, H)), np.zeros((2, 2, H))], r"h0\[1\].*\(3, 2, 4\)"),
+        ([np.zeros((1, 2, H)), np.zeros((4, 2, H))], r"h0\[1\].*\(3, 2, 4\)"),
         ([np.zeros((2, H)), np.zeros((3, 2, H))], r"h0\[0\].*\(1, 2, 4\)"),
     ],
     ids=["count", "ring-size", "batch-axis"],

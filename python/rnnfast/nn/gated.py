@@ -23,6 +23,7 @@ from .._validation import (
     describe,
     is_real,
 )
+from . import dilation as dil
 from .cells import GRU_SPEC, LSTM_SPEC
 from .rnn import RecurrentLayer
 from .rnn_options import _read_only
@@ -681,9 +682,9 @@ class LSTM(_GatedLayer):
             return None
         parts = []
         for i, (part, width, what) in enumerate(zip(value, self.cell.state_widths(self), "RH")):
-            if part is None:
+            if part is None:  # zeros: a ring of one (nn.dilation's short form)
                 sizes = self._ring_sizes(directions)
-                parts.append([np.zeros((d, batch, width), dtype=self.dtype) for d in sizes])
+                parts.append([np.zeros((1, batch, width), dtype=self.dtype) for _ in sizes])
             elif not isinstance(part, (list, tuple)):
                 other = f"{name}[{1 - i}]"
                 raise TypeError(
@@ -694,7 +695,11 @@ class LSTM(_GatedLayer):
             else:
                 label = f"{name}[{i}]"
                 parts.append(self._ring_arg(label, part, batch, directions, unbatched, width, what))
-        return [np.concatenate(pair, axis=-1) for pair in zip(*parts)]
+        # h's and c's rings of one layer may differ in length (short forms): the longer's
+        return [
+            np.concatenate([dil.widen(r, max(len(r) for r in pair)) for r in pair], axis=-1)
+            for pair in zip(*parts)
+        ]
 
     def _state_output(self, state):
         """A joined state (or a list of joined rings) as the pair (h, c) (of ring lists)."""

@@ -70,20 +70,25 @@ class RNNRings:
         for i, (ring, d) in enumerate(zip(value, sizes)):
             arr = as_float_array(f"{name}[{i}]", ring, self.dtype)
             expected = (d, W) if unbatched else (d, batch, W)
-            if arr.shape != expected:
+            # the short form (nn.dilation): m <= d entries, ring[0] standing for the oldest
+            if arr.ndim != len(expected) or arr.shape[1:] != expected[1:] or not 1 <= len(arr) <= d:
                 layout = f"(d, {what}) with unbatched input" if unbatched else f"(d, B, {what})"
                 raise ValueError(
                     f"{name}[{i}]: expected the ring {layout} = {expected} (layer "
-                    f"{i // directions}'s dilation d = {d}), got shape {arr.shape}"
+                    f"{i // directions}'s dilation d = {d}), or a shorter one of m entries, "
+                    f"1 <= m <= d, whose first stands for the d - m + 1 oldest; got shape "
+                    f"{arr.shape}"
                 )
             rings.append(arr[:, None] if unbatched else arr)
         return rings
 
     def _broadcast_rings(self, h):
-        """Rings from one state per layer (num_layers, B, S): every chain starts from it
-        (read-only views, no copy)."""
-        return [np.broadcast_to(h[k], (d,) + h.shape[1:]) for k, d in enumerate(self._dilations)]
+        """Rings from one state per layer (num_layers, B, S): every chain starts from it, a
+        ring of one in the short form (nn.dilation; views, no copy)."""
+        return [h[k][None] for k in range(len(self._dilations))]
 
     def _zero_rings(self, batch):
-        shape = (batch, self.cell.state_width(self))
-        return [np.zeros((d,) + shape, dtype=self.dtype) for d in self._dilations]
+        """Rings of zeros, one entry each (the short form, nn.dilation): a ring grows as steps
+        arrive, to at most its dilation."""
+        shape = (1, batch, self.cell.state_width(self))
+        return [np.zeros(shape, dtype=self.dtype) for _ in self._dilations]

@@ -10,6 +10,7 @@ import numpy as np
 from .._validation import (
     as_float_array,
 )
+from . import dilation as dil
 
 __all__ = ["RNNStreaming"]
 
@@ -189,7 +190,7 @@ class RNNStreaming:
             if rings is None:
                 rings = self._broadcast_rings(self._state_input(name, h, batch, unbatched))
         out, states = self._step_layers(x_t, [ring[0] for ring in rings])
-        h_next = [np.concatenate([ring[1:], s[None]]) for ring, s in zip(rings, states)]
+        h_next = [dil.push(ring, s, d) for ring, s, d in zip(rings, states, self._dilations)]
         if self._stateful:
             self._state = h_next
         out = np.ascontiguousarray(out)

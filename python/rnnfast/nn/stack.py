@@ -283,6 +283,8 @@ class _Record(NamedTuple):
     per_chain: bool
     workspace: object = None
     input_mask: object = None  # a gated cell's per-gate input masks (gates, B, D)
+    ring_index: object = None  # per chain, the entry of the ring h0 it started from
+    ring_length: int = 1  # that ring's length (the short form, nn.dilation)
 
 
 def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in=None):
@@ -293,21 +295,29 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in=
     ``run.rings``. The dropout masks m_rec and m_in (a gated cell's per-gate input masks),
     one per sequence, are mapped to the chains (each reads its sequence's)."""
     steps, batch = fed.shape[0], fed.shape[1]
-    d = run.dilations[k] if run.dilations else 1
-    lengths, last = run.lengths, None
+    dilation = run.dilations[k] if run.dilations else 1
+    lengths, last, index = run.lengths, None, None
     per_chain = h0_d is not None and h0_d.ndim == 3
+    # the ring a stateful call continues (nn.dilation's short form; a plain h0 is a ring of one)
+    ring_in = None
+    if run.rings and dilation > 1:
+        ring_in = h0_d if per_chain else _as_ring(h0_d, batch, layer)
+    ring_length = h0_d.shape[0] if per_chain else 1
+    # as many chains as the call has steps at most: O(T) whatever the dilation (nn.dilation)
+    d = dil.effective_dilation(dilation, steps, per_chain)
     if d > 1:
         # chains of equal length need none (the kernels' plain path), else each its own
         full = run.lengths is None and steps % d == 0
         lengths = None if full else dil.chain_lengths(run.lengths, steps, batch, d)
         last = dil.last_rows(run.lengths, steps, batch, d)
         fed, mask = dil.to_chains(fed, d), dil.to_chains(mask, d, fill=False)
-        h0_d = dil.chain_h0(h0_d, d)
+        index = dil.ring_index(dilation, ring_length, d) if per_chain else None
+        h0_d = dil.chain_h0(h0_d, d, index)
         m_rec, m_in = dil.chain_masks(m_rec, d), dil.chain_masks(m_in, d)
     elif per_chain:  # the ring of an undilated layer of a dilated stack: its one state
         h0_d = h0_d[0]
     record = _Record((steps, batch), fed, h0_d, None, lengths, mask, m_rec, d, last, per_chain)
-    record = record._replace(input_mask=m_in)
+    record = record._replace(input_mask=m_in, ring_index=index, ring_length=ring_length)
     y, h_n, workspace = layer.cell.forward(
         layer,
         run,
@@ -322,10 +332,21 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in=
         input_mask=m_in,
     )
     record = record._replace(y=y, workspace=workspace)
+    ring = None
+    if ring_in is not None:
+        ring = dil.ring_from_chains(h_n, run.lengths, steps, batch, dilation, d, ring_in)
+    elif run.rings:
+        ring = h_n[None]
     if d == 1:
-        return y, h_n, record, (h_n[None] if run.rings else None)
-    ring = dil.ring_from_chains(h_n, run.lengths, steps, batch, d) if run.rings else None
+        return y, h_n, record, ring
     return dil.from_chains(y, d, steps), h_n[last], record, ring
+
+
+def _as_ring(h0_d, batch, layer):
+    """A plain initial state (B, S), or None for zeros, as a ring of one (1, B, S)."""
+    if h0_d is None:
+        return np.zeros((1, batch, layer.cell.state_width(layer)), dtype=layer.dtype)
+    return h0_d[None]
 
 
 def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens, input_gradient):
@@ -345,6 +366,9 @@ def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens, input_grad
         return grads, dx, (dh0[None] if record.per_chain else dh0)
     dx = dx if tokens or dx is None else dil.from_chains(dx, d, steps)
     dh0 = dh0.reshape(d, batch, -1)
-    # a ring gave each chain its own h0; otherwise every chain started from the one h0, whose
-    # gradient is then the chains' sum
-    return grads, dx, (dh0 if record.per_chain else dh0.sum(axis=0))
+    # a ring gave each chain its own h0 (some chains the same entry of a short or partly read
+    # ring: their sum); otherwise every chain started from the one h0, whose gradient is then
+    # the chains' sum
+    if record.per_chain:
+        return grads, dx, dil.ring_gradient(dh0, record.ring_index, record.ring_length)
+    return grads, dx, dh0.sum(axis=0)
