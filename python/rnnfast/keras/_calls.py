@@ -63,6 +63,13 @@ def symbolic_call(layer, inputs, initial_state, training=None, mask=None):
             + ", ".join(type(s).__name__ for s in states if not isinstance(s, KerasTensor))
         )
     layer.build(inputs.shape)
+    expected = getattr(layer, "num_states", 0) * (2 if hasattr(layer, "forward_layer") else 1)
+    if states and len(states) != expected:
+        raise ValueError(
+            f"initial_state: {layer._who()} expected {expected} state tensors (Keras's order: "
+            f"h{', c' if expected % 2 == 0 and layer.num_states == 2 else ''} per direction), "
+            f"got {len(states)}"
+        )
     shapes = layer.output_shapes(inputs.shape, len(states))
     node = Node(layer, [inputs], states)
     node.outputs = [KerasTensor(shape, node, i) for i, shape in enumerate(shapes)]

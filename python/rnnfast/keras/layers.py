@@ -548,7 +548,10 @@ class Bidirectional(Layer):
         if layer.name is not None:
             self.backward_layer.name = f"backward_{layer.name}"
         super().__init__(**kwargs)
-        self.merge_mode = check_choice("merge_mode", merge_mode, MERGE_MODES)
+        # None (the two directions' outputs as a list) is one of Keras's choices
+        self.merge_mode = (
+            None if merge_mode is None else check_choice("merge_mode", merge_mode, MERGE_MODES)
+        )
 
     # what the graph's calls read of a recurrent layer: the wrapped layer's settings
     units = property(lambda self: self.forward_layer.units)
