@@ -39,6 +39,15 @@ Double backward (a backward under ``create_graph=True``: a gradient penalty) rec
 call with torch's own recurrence and differentiates that (``_torch_recompute``): torch's numbers
 and speed, for every option but dropout between layers in training, which raises.
 
+Under ``torch.compile`` and ``torch.export`` a call runs rnnfast's kernels as registered custom
+operators (``_torch_ops``: ``rnnfast::layer_forward`` / ``layer_backward``, with fake
+implementations and an autograd formula), so the compilers see them: no graph break, training
+included. A PackedSequence input runs the eager route there (a graph break: an error under
+fullgraph=True and torch.export, which want padded tensors); a double backward raises
+(AOTAutograd's own limit). ``torch.jit.script`` and ``torch.jit.trace`` raise an error naming
+torch.compile, torch.export and ``to_torch``. Eager calls keep the autograd.Function route,
+cheaper per call.
+
 ``convert(module)`` turns every ``torch.nn.RNN``, ``GRU`` and ``LSTM`` in a module tree into the
 bridge's in place (the same objects and parameters: optimizers and hooks keep working;
 subclasses, with a forward of their own, are left as they are); ``from_torch(module)`` returns
@@ -54,6 +63,7 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
+from . import _torch_ops
 from ._torch_recompute import differentiable_grads
 from .functional._plain_stack import PlainCell, plain_backward, plain_forward
 
@@ -330,6 +340,8 @@ class _Bridge:
             )
 
     def forward(self, input, hx=None):
+        if _torch_ops.compiling(self):  # torch.compile / torch.export: the registered operators
+            return _torch_ops.forward(self, input, hx, super().forward)
         packed = isinstance(input, PackedSequence)
         data = input.data if packed else input
         if not self._runs_on_rnnfast(data, hx):
@@ -481,6 +493,9 @@ class _Bridge:
         out = y[t_index, b_index]
         return PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices), h_n
 
+    def __prepare_scriptable__(self):
+        _torch_ops.refuse_scripting(self)  # torch.jit.script: an error naming the alternatives
+
     def __getstate__(self):
         # rnnfast's per-call caches (its layer, the weights' layout) are rebuilt at the next
         # call: a pickled module (torch.save of a whole model) holds torch's state only, so that
@@ -565,6 +580,8 @@ _BRIDGES = {torch.nn.RNN: RNN, torch.nn.GRU: GRU, torch.nn.LSTM: LSTM}
 # one holding torch.nn's does: the unpickler may rebuild these three classes (their state is
 # torch's own: tensors, numbers, strings; see _Bridge.__getstate__), nothing else of rnnfast's.
 torch.serialization.add_safe_globals([RNN, GRU, LSTM])
+# torch.compile traces the three classes (Dynamo's allow_rnn; see _torch_ops)
+_torch_ops.allow_in_dynamo()
 
 
 def convert(module):
