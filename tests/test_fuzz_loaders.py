@@ -35,3 +35,40 @@ def test_a_crash_is_recorded_with_its_input(tmp_path):
 
     outcome = fuzz_loaders.run_one(Crashing("npz", tmp_path), b"x")
     assert "MemoryError: a header asked for 4 TiB" in outcome
+
+
+def _mapped_bytes():
+    """The process's address space in use (Linux's VmSize), 0 where unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+@pytest.mark.parametrize("seed", range(len(fuzz_loaders._npz_seeds())))
+def test_every_config_field_of_every_saved_class_is_bounded(seed, tmp_path):
+    """Field by field (issue 43): every field of a saved class's config, nested layers'
+    included, set to hostile sizes and types, is refused with ValueError or loads (and a loaded
+    recurrent layer is called and stepped) within a 4 GiB address space: no size in a file
+    makes a load or a call allocate by it."""
+    import resource
+
+    seed_file = fuzz_loaders._npz_seeds()[seed]
+    values = [-1, 0, 2**31, 2**31 + 1, 2**40, 10**30, 0.5, "x", [2**40]]
+    runner = fuzz_loaders.Runner("npz", tmp_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    # 4 GiB beyond what this process maps already (the test session's own libraries)
+    cap = _mapped_bytes() + (4 << 30)
+    resource.setrlimit(
+        resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard)
+    )
+    try:
+        for field, value, data in fuzz_loaders.config_field_cases(seed_file, values):
+            outcome = fuzz_loaders.run_one(runner, data, timeout=20)
+            assert outcome in ("loaded", "refused"), f"{field} = {value!r}:\n{outcome}"
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

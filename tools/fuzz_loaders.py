@@ -4,9 +4,15 @@
 Each loader is run in this process on mutations of small valid seed files, made with a seeded
 RNG (bit flips, interesting bytes, byte inserts and deletes, truncation, duplicated chunks,
 splices with another seed, and edits of each format's header fields: .npy headers and zip
-sizes, the JSON config, ONNX dims, attributes and external data, CoNLL-U IDs and tabs):
+sizes, the JSON config (field by field: every size, count, dilation and option of every saved
+class set to huge, negative, zero, fractional or mistyped values), ONNX dims, attributes and
+external data, CoNLL-U IDs and tabs):
 
-  npz       rnnfast.load                  (saved RNN, int8 quantized Linear, Sequential)
+  npz       rnnfast.load                  (a file of every saved class: RNN (dilated,
+                                           stateful), GRU, LSTM, DeepTransitionRNN, JordanRNN,
+                                           the cells, Linear, Embedding, Dropout, Sequential,
+                                           Seq2Seq, bf16 and int8 copies; a loaded recurrent
+                                           layer is also called once and stepped)
   onnx      rnnfast.onnx.load             (exported RNN, and Embedding + GRU / LSTM + Linear)
   vocab     rnnfast.data.Vocabulary.load
   conllu    rnnfast.data.read_conllu
@@ -14,11 +20,12 @@ sizes, the JSON config, ONNX dims, attributes and external data, CoNLL-U IDs and
                                            sunspots from the cache)
 
 A loader may refuse an input with ValueError (its documented error) or OSError (the file
-system's). Anything else is a crash, MemoryError and RecursionError included, and so is an
+system's); a call of a loaded layer on a small input may refuse it with ValueError or TypeError.
+Anything else is a crash, MemoryError and RecursionError included, and so is an
 execution that runs past ``--timeout`` seconds; each crashing input is written to
 ``--crashes/<loader>-<execution>.bin`` with a ``.txt`` beside it (the traceback). The address
-space is capped (``--memory-gib``) so that an allocation a header asks for fails as a
-MemoryError, a crash, rather than swapping.
+space is capped (``--memory-gib``, 4 GiB by default) so that an allocation a header or a config
+asks for fails as a MemoryError, a crash, rather than swapping.
 
     python tools/fuzz_loaders.py --loader all --runs 100000 --seed 0 --crashes fuzz-crashes
     python tools/fuzz_loaders.py --replay onnx fuzz-crashes/onnx-123.bin
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import random
 import re
@@ -61,14 +69,27 @@ class Timeout(Exception):
 
 def _npz_seeds():
     out = []
+    nn = rnnfast.nn
     layers = [
         rnnfast.RNN(2, 3, seed=0),
-        rnnfast.quantize(rnnfast.nn.Linear(3, 2, seed=0), "int8"),
+        rnnfast.RNN(2, 3, num_layers=2, dilation=[1, 4], stateful=True, seed=0),
+        nn.GRU(2, 3, bidirectional=True, seed=0),
+        nn.LSTM(2, 3, proj_size=2, dilation=3, seed=0),
+        nn.DeepTransitionRNN(2, 3, transition_layers=2, seed=0),
+        nn.JordanRNN(2, 3, 2, seed=0),
+        nn.GRUCell(2, 3, seed=0),
+        nn.LSTMCell(2, 3, seed=0),
+        nn.Embedding(5, 2, padding_idx=0, seed=0),
+        nn.Dropout(0.25),
+        nn.Seq2Seq(5, 4, embed_dim=2, hidden_size=3, context="both", seed=0),
+        rnnfast.quantize(nn.Linear(3, 2, seed=0), "int8"),
+        rnnfast.quantize(nn.GRU(2, 3, seed=0), "bf16"),
+        rnnfast.quantize(rnnfast.RNN(2, 3, dilation=2, seed=0), "int8"),
         rnnfast.Sequential(
             [
-                rnnfast.nn.Embedding(5, 2, seed=0),
-                rnnfast.nn.LSTM(2, 3, seed=0),
-                rnnfast.nn.Linear(3, 2, seed=0),
+                nn.Embedding(5, 2, seed=0),
+                nn.LSTM(2, 3, seed=0),
+                nn.Linear(3, 2, seed=0),
             ]
         ),
     ]
@@ -238,6 +259,100 @@ def _npz_member(rng, data):
     return out.getvalue()
 
 
+# what a config field is set to: sizes far past any array, the bounds' edges, nonsense types
+_FIELD_VALUES = [
+    0, -1, 1, 2, 3, 7, 2**31, 2**31 + 1, 2**40, 2**63, 10**30, 0.5, 1e308, -1e308, True, None,
+    "x", "", [], [1], [2**40], [1, 2**40], {}, {"a": 1},
+]  # fmt: skip
+
+
+def _config_of(data):
+    """The JSON config held by an .npz config member's bytes (a uint8 .npy), or None."""
+    try:
+        raw = np.load(io.BytesIO(data), allow_pickle=False)
+        return json.loads(raw.tobytes().decode("utf-8"))
+    except (ValueError, OSError, UnicodeDecodeError, EOFError):
+        return None
+
+
+def _config_member(config):
+    out = io.BytesIO()
+    np.save(out, np.frombuffer(json.dumps(config).encode("utf-8"), dtype=np.uint8))
+    return out.getvalue()
+
+
+def _fields(config):
+    """Every (container, key or index) of a JSON config, nested layers' fields included."""
+    found = []
+
+    def walk(node):
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            found.append((node, key))
+            if isinstance(value, (dict, list)):
+                walk(value)
+
+    if isinstance(config, (dict, list)):
+        walk(config)
+    return found
+
+
+def _config_field(rng, data):
+    """One field of a saved layer's JSON config (an .npz member's bytes, the fields of the
+    layers nested in a container's included) set to another value: what a hostile file could
+    claim that no array carries, or that disagrees with the arrays."""
+    config = _config_of(data)
+    fields = _fields(config)
+    if not fields:
+        return _numbers(rng, data)
+    node, key = rng.choice(fields)
+    value = rng.choice(_FIELD_VALUES)
+    if rng.random() < 0.3 and type(node[key]) is int:
+        value = node[key] * rng.choice([2, 3, 1 << 10, 1 << 31, -1]) + rng.choice([0, 1, -1])
+    node[key] = value
+    return _config_member(config)
+
+
+def config_field_cases(seed_file, values=None):
+    """Every field of a seed file's config set to each of ``values`` (by default the hostile
+    sizes and types of ``_FIELD_VALUES``), one at a time: ``[(path, value, file bytes)]``, the
+    field by field sweep of a saved class."""
+    values = _FIELD_VALUES if values is None else values
+    with zipfile.ZipFile(io.BytesIO(seed_file)) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    name = "__rnnfast_config__.npy"
+    count = len(_fields(_config_of(members[name])))
+    cases = []
+    for i in range(count):
+        for value in values:
+            config = _config_of(members[name])
+            node, key = _fields(config)[i]
+            node[key] = value
+            out = io.BytesIO()
+            with zipfile.ZipFile(out, "w") as archive:
+                for member, content in members.items():
+                    archive.writestr(member, _config_member(config) if member == name else content)
+            cases.append((f"{key!r}", value, out.getvalue()))
+    return cases
+
+
+def _npz_config(rng, data):
+    """The archive's config member edited field by field (:func:`_config_field`), the archive
+    written again with its CRCs right."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    name = "__rnnfast_config__.npy"
+    if name not in members:
+        return _npz_member(rng, data)
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        members[name] = _config_field(rng, members[name])
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for key, value in members.items():
+            archive.writestr(key, value)
+    return out.getvalue()
+
+
 def _json_fields(rng, data):
     """The JSON made deep, NaN-valued, or with a field of another type."""
     choice = rng.randrange(4)
@@ -324,7 +439,8 @@ def _conllu_lines(rng, data):
 
 
 _FORMAT_EDITS = {
-    "npz": [_npz_member, _npz_member, _npz_member, _npy_header, _zip_sizes, _numbers],
+    "npz": [_npz_member, _npz_member, _npz_member, _npy_header, _zip_sizes, _numbers]
+    + [_npz_config] * 6,
     "onnx": [_onnx_fields],
     "vocab": [_json_fields, _numbers],
     "conllu": [_conllu_lines],
@@ -371,7 +487,7 @@ class Runner:
     def __call__(self, data):
         loader = self.loader
         if loader == "npz":
-            rnnfast.load(io.BytesIO(data))
+            _exercise(rnnfast.load(io.BytesIO(data)))
         elif loader == "onnx":
             rnnfast.onnx.load(io.BytesIO(data))
         elif loader == "vocab":
@@ -406,6 +522,24 @@ class Runner:
                         del os.environ["XDG_CACHE_HOME"]
                     else:
                         os.environ["XDG_CACHE_HOME"] = old
+
+
+def _exercise(layer):
+    """A loaded recurrent layer called once on 3 steps of a batch of one, then stepped once:
+    a config's sizes that no array carries (a dilation) must not make a call allocate by them
+    either. The call may refuse its input (ValueError, TypeError: a mutated option, such as
+    Keras's return forms, may not take it); nothing else."""
+    from rnnfast.nn.rnn import RecurrentLayer
+
+    if not isinstance(layer, RecurrentLayer):
+        return
+    layer.eval()
+    x = np.zeros((3, 1, layer.input_size), dtype=layer.dtype)
+    try:
+        layer(x)
+        layer.step(x[0])
+    except (ValueError, TypeError):
+        pass
 
 
 @contextlib.contextmanager
@@ -482,7 +616,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--crashes", default="fuzz-crashes", help="folder for crashing inputs")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per execution")
-    parser.add_argument("--memory-gib", type=float, default=8.0, help="address space cap")
+    parser.add_argument("--memory-gib", type=float, default=4.0, help="address space cap")
     parser.add_argument("--progress", type=int, default=10000)
     parser.add_argument("--replay", nargs=2, metavar=("LOADER", "FILE"))
     args = parser.parse_args(argv)

@@ -123,6 +123,16 @@ class Layer(ParameterOwner):
         """A new layer built from what :meth:`get_config` returned: ``cls(**config)``."""
         return cls(**config)
 
+    @classmethod
+    def parameter_shapes(cls, config):
+        """``{name: shape}`` of the parameters a layer built from ``config`` (what
+        :meth:`get_config` returned) holds, computed without building it: ``rnnfast.load``
+        compares them with a file's arrays before it allocates anything. None: the class does
+        not say (load then bounds every size in the config by the file's largest array
+        dimension). A config value that cannot be a size raises TypeError or ValueError naming
+        it."""
+        return None
+
     def save(self, path):
         """Write configuration and parameters to a .npz file (no pickle); ``rnnfast.load``
         reads it."""

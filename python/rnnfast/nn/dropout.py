@@ -52,6 +52,11 @@ class Dropout(Layer):
             raise ValueError(f"d_out: expected shape {shape}, got shape {d_out.shape}")
         return d_out * mask
 
+    @classmethod
+    def parameter_shapes(cls, config):
+        """None: a Dropout has no parameters."""
+        return {}
+
     def get_config(self):
         return {"p": self.p, "seed": self.seed, "dtype": self.dtype.name}
 

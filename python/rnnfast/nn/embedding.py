@@ -7,6 +7,7 @@ import numpy as np
 from .. import _core
 from .._validation import as_float_array, check_bool, check_int, check_int_array, check_positive_int
 from ._layer import Layer
+from ._shapes import constructor_arguments, size
 from .masking import embedding_padding
 
 __all__ = ["Embedding"]
@@ -116,6 +117,12 @@ class Embedding(Layer):
         with the valid mask given, or, with neither, the ids 0 as suspected padding."""
         ids = np.asarray(x)
         return (self(ids), *embedding_padding(self, ids, valid))
+
+    @classmethod
+    def parameter_shapes(cls, config):
+        """``{name: shape}`` of an Embedding built from ``config``, without building it."""
+        args = constructor_arguments(cls, config)
+        return {"weight": (size(args, "num_embeddings"), size(args, "embedding_dim"))}
 
     def get_config(self):
         return {

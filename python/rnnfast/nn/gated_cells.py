@@ -10,6 +10,8 @@ A forward in eval mode runs the streaming step kernel (``functional.gru_step`` /
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from .. import functional
@@ -20,6 +22,7 @@ from .._validation import (
     describe,
 )
 from ._layer import Layer
+from ._shapes import constructor_arguments, flag, size
 from .cells import GRU_SPEC, LSTM_SPEC
 from .gated import GatedActivations
 from .rnn_options import _read_only
@@ -44,6 +47,16 @@ class _GatedCell(GatedActivations, Layer):
     _step_kernel = _forward_kernel = _backward_kernel = None
     _plain_options = None
     proj_size = 0  # no projection: the cell descriptions read it (R = H)
+
+    @classmethod
+    def parameter_shapes(cls, config):
+        """``{name: shape}`` of a cell built from ``config``, from its description
+        (``nn.cells``), without building it."""
+        args = constructor_arguments(cls, config)
+        shape = types.SimpleNamespace(
+            hidden_size=size(args, "hidden_size"), proj_size=0, bias=flag(args, "bias", True)
+        )
+        return dict(cls.spec.parameter_shapes(shape, size(args, "input_size")))
 
     def _init_cell(self, input_size, hidden_size, bias, dtype, seed, activation, rec):
         super().__init__(dtype)

@@ -37,6 +37,7 @@ from .._validation import (
 )
 from ..data import mask_to_lengths
 from ._layer import Layer
+from ._shapes import constructor_arguments, flag, size
 from .masking import pass_padding_on, prefix_lengths, valid_from_lengths
 from .rnn_options import RecurrentOptions
 
@@ -838,6 +839,20 @@ class JordanRNN(RecurrentOptions, Layer):
         coins, which stay those of the layer's seed on every rank (see
         ``Layer.random_generators``)."""
         return {}
+
+    @classmethod
+    def parameter_shapes(cls, config):
+        """``{name: shape}`` of a JordanRNN built from ``config``, without building it."""
+        args = constructor_arguments(cls, config)
+        D, H, O = (size(args, k) for k in ("input_size", "hidden_size", "output_size"))
+        bias = flag(args, "bias", True)
+        shapes = {"weight_ih": (H, D), "weight_yh": (H, O)}
+        if bias:
+            shapes["bias_h"] = (H,)
+        shapes["weight_ho"] = (O, H)
+        if bias:
+            shapes["bias_o"] = (O,)
+        return shapes
 
     def get_config(self):
         """The constructor arguments (JSON-ready): ``JordanRNN(**layer.get_config())``."""

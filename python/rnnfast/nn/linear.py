@@ -9,6 +9,7 @@ import numpy as np
 from .. import _core
 from .._validation import as_float_array, check_bool, check_positive_int, time_major_in_memory
 from ._layer import Layer
+from ._shapes import constructor_arguments, flag, size
 from .activations import activation_backward, activation_forward, check_activation
 
 __all__ = ["Dense", "Linear"]
@@ -118,6 +119,16 @@ class Linear(Layer):
             self.grads["bias"] += rows.sum(axis=0)
         dx = dx.reshape(x.shape)
         return dx.swapaxes(0, 1) if swap else dx
+
+    @classmethod
+    def parameter_shapes(cls, config):
+        """``{name: shape}`` of a Linear built from ``config``, without building it."""
+        args = constructor_arguments(cls, config)
+        out = size(args, "out_features")
+        shapes = {"weight": (out, size(args, "in_features"))}
+        if flag(args, "bias", True):
+            shapes["bias"] = (out,)
+        return shapes
 
     def get_config(self):
         return {

@@ -58,6 +58,51 @@ def _is_size(key):
     return key.endswith(("_size", "_features", "_dim", "_embeddings")) or key == "units"
 
 
+# counts of layers: each has its own arrays, so a file holds at least as many arrays
+_COUNTS = ("num_layers", "transition_layers")
+
+
+def expected_shapes(where, config, cls=None):
+    """``{name: shape}`` of the parameters the layer ``config`` describes (its class's
+    ``parameter_shapes``, the layer protocol's), or None when the class does not say. A value
+    that cannot be a size is a ValueError naming the file and the value."""
+    config = dict(config)
+    name = config.pop("__class__", "RNN")
+    config.pop(QUANTIZED_KEY, None)
+    if cls is None:
+        try:
+            cls = layer_class(name)
+        except ValueError:
+            return None  # building it says so, as for any config that builds no layer
+    report = getattr(cls, "parameter_shapes", None)
+    if report is None:
+        return None
+    try:
+        return report(config)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"{where}: config does not build a layer ({name}): {exc}") from None
+
+
+def _check_shapes(where, shapes, arrays, quantized):
+    """Refuse a file whose arrays do not have the shapes its config gives its parameters,
+    before the layer is built: the parameters the config names must be the file's arrays (a
+    quantized copy's keep their weights' names and shapes; its fused biases and scales are
+    checked once it is built)."""
+    if not quantized:
+        check_keys(where, arrays, shapes, missing="parameter(s)", unexpected="entr(y/ies)")
+    for name, shape in shapes.items():
+        if name not in arrays:
+            if quantized and "weight" in name.rsplit(".", 1)[-1]:
+                raise ValueError(f"{where}: missing parameter {name!r} (shape {shape})")
+            continue
+        if arrays[name].shape != tuple(shape):
+            raise ValueError(
+                f"{where}: {name}: expected shape {tuple(shape)} (the config's), got shape "
+                f"{arrays[name].shape}: the config and the arrays disagree (a damaged or edited "
+                "file; save the layer again)"
+            )
+
+
 def _check_sizes(where, config, arrays, dims, path="config"):
     """Refuse a config whose sizes the file's arrays cannot hold, before a layer of that size
     is built (its parameters allocated): every size is some parameter's dimension, so none is
@@ -72,7 +117,7 @@ def _check_sizes(where, config, arrays, dims, path="config"):
                     _check_sizes(where, item, arrays, dims, f"{path}[{key!r}][{i}]")
         if type(value) is not int:
             continue
-        if key == "num_layers" and value > len(arrays):
+        if key in _COUNTS and value > len(arrays):
             raise ValueError(
                 f"{where}: {path}[{key!r}]: {value} layers, more than the file's {len(arrays)} "
                 "arrays hold"
@@ -137,6 +182,13 @@ def load(path, cls=None):
     where, config, arrays = read(path)
     dims = max((max(a.shape, default=1) for a in arrays.values()), default=0)
     _check_sizes(where, config, arrays, dims)
+    if cls is not None and config.get("__class__", "RNN") != cls.__name__:
+        saved = config.get("__class__", "RNN")
+        raise ValueError(f"cls: the file holds a {saved}, got cls={cls.__name__}")
+    # every parameter's shape from the config, against the file's arrays, before any is built
+    shapes = expected_shapes(where, config, cls)
+    if shapes is not None:
+        _check_shapes(where, shapes, arrays, config.get(QUANTIZED_KEY) is not None)
     mode = config.pop(QUANTIZED_KEY, None)
     if mode == "int8":
         _check_scales(where, arrays)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from .._validation import (
     as_float_array,
     check_bool,
     check_bool_mask,
+    check_int,
     check_keys,
     check_lengths,
     check_positive_int,
@@ -21,6 +23,7 @@ from .._validation import (
 )
 from . import rnn_summary, rnn_torch
 from ._layer import Layer
+from ._shapes import MAX_DILATION, constructor_arguments, flag, size
 from .cells import ELMAN
 from .masking import call_rnn
 from .rnn_forms import RNNForms, output_batch_axis, without_axis
@@ -65,6 +68,35 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     # a Module names a call's positional arguments after x so, and routes dh0 to h0
     call_arguments = ("h0", "lengths", "mask")
     cell = ELMAN
+
+    @classmethod
+    def parameter_shapes(cls, config):
+        """``{name: shape}`` of a layer built from ``config``, from its cell's layout
+        (``nn.cells``), without building it (the layer protocol's; ``rnnfast.load`` checks a
+        file's arrays with it first). Its dilation, which no parameter carries, is checked
+        against its bound, ``MAX_DILATION``."""
+        args = constructor_arguments(cls, config)
+        shape = types.SimpleNamespace(
+            input_size=size(args, "input_size"),
+            hidden_size=size(args, "hidden_size"),
+            num_layers=size(args, "num_layers"),
+            proj_size=size(args, "proj_size", 0) if "proj_size" in args else 0,
+            transition_layers=(
+                size(args, "transition_layers") if "transition_layers" in args else 1
+            ),
+            bias=flag(args, "bias", True),
+            bidirectional=flag(args, "bidirectional"),
+            input_to_all=flag(args, "input_to_all"),
+        )
+        dilation = args.get("dilation", 1)
+        if isinstance(dilation, (list, tuple)) and len(dilation) != shape.num_layers:
+            raise ValueError(
+                f"config['dilation']: expected an int or a list of num_layers="
+                f"{shape.num_layers} ints, got a list of {len(dilation)}"
+            )
+        for d in dilation if isinstance(dilation, (list, tuple)) else [dilation]:
+            check_int("config['dilation']", d, 1, MAX_DILATION)
+        return dict(cls.cell.layout(shape)[1])
 
     def _init_fixed(self, input_size, hidden_size, num_layers, bias, bidirectional, dtype, seed):
         """The constructor's sizes and the options fixed at construction, checked; no carried

@@ -19,7 +19,21 @@ from .._validation import (
     check_positive_int,
     check_probability,
 )
+from ._shapes import MAX_DILATION
 from .rnn_rings import map_state
+
+
+def _check_dilation(value):
+    """One layer's dilation: an int in [1, MAX_DILATION] (nn._shapes)."""
+    d = check_positive_int("dilation", value)
+    if d > MAX_DILATION:
+        raise ValueError(
+            f"dilation: expected an int in [1, {MAX_DILATION}] (2**31), got {d}: a dilation at "
+            "or beyond a sequence's length reads only the initial state, so "
+            f"dilation={MAX_DILATION} gives the same result"
+        )
+    return d
+
 
 __all__ = ["MERGE_MODES", "RNNOptions", "RecurrentOptions"]
 
@@ -316,7 +330,8 @@ class RNNOptions(RecurrentOptions):
                 f"dilation: expected an int or a list of num_layers={self.num_layers} ints, got "
                 f"a list of {len(values)}"
             )
-        dilations = tuple(check_positive_int("dilation", v) for v in values)
+        # bounded (nn._shapes.MAX_DILATION): a file cannot name any size; the cost is the call's
+        dilations = tuple(_check_dilation(v) for v in values)
         if dilations != getattr(self, "_dilations", dilations):
             # a carried state holds as many past states per layer as its dilation: forget it
             self._state = None

@@ -35,6 +35,7 @@ from ..losses import cross_entropy, log_softmax
 from ._children import ChildOwner
 from ._inference_only import refuse_training
 from ._layer import quantize_layer
+from ._shapes import constructor_arguments, prefixed, size
 from .embedding import Embedding
 from .gated import GRU, LSTM
 from .linear import Linear
@@ -550,6 +551,29 @@ class Seq2Seq(ChildOwner):
         q._rng = copy.deepcopy(self._rng)  # the copy's coin flips do not advance the original's
         q._cache, q._encoder_fused, q.last_fed_tokens = None, False, None
         return q._as_inference_copy(mode)
+
+    @classmethod
+    def parameter_shapes(cls, config):
+        """``{name: shape}`` of a Seq2Seq built from ``config``: its embeddings', encoder's,
+        decoder's and output layer's, without building it."""
+        args = constructor_arguments(cls, config)
+        src, tgt = size(args, "src_vocab"), size(args, "tgt_vocab")
+        embed, hidden = size(args, "embed_dim"), size(args, "hidden_size")
+        recurrent = {"rnn": RNN, "gru": GRU, "lstm": LSTM}.get(args.get("cell"))
+        if recurrent is None:
+            raise ValueError(f"config['cell']: expected one of {CELLS}, got {args.get('cell')!r}")
+        dec_in = embed + (hidden if args.get("context") in ("input", "both") else 0)
+        return {
+            **prefixed("encoder_embedding", {"weight": (src, embed)}),
+            **prefixed(
+                "encoder", recurrent.parameter_shapes({"input_size": embed, "hidden_size": hidden})
+            ),
+            **prefixed("decoder_embedding", {"weight": (tgt, embed)}),
+            **prefixed(
+                "decoder", recurrent.parameter_shapes({"input_size": dec_in, "hidden_size": hidden})
+            ),
+            **prefixed("output", {"weight": (tgt, hidden), "bias": (tgt,)}),
+        }
 
     def get_config(self):
         return {

@@ -5,8 +5,9 @@ from __future__ import annotations
 from ._children import ChildOwner
 from ._inference_only import refuse_training
 from ._layer import quantize_layer
+from ._shapes import prefixed
 from .masking import batch_first_of, call_layer, input_suspect, input_valid_mask
-from .persistence import build_layer, layer_config
+from .persistence import build_layer, layer_class, layer_config
 from .storage import storage_rows, storage_summary
 
 __all__ = ["Sequential"]
@@ -136,6 +137,27 @@ class Sequential(ChildOwner):
 
     def get_config(self):
         return {"layers": [layer_config(layer) for layer in self.layers]}
+
+    @classmethod
+    def parameter_shapes(cls, config):
+        """``{name: shape}`` of a Sequential built from ``config``: each layer's, under its
+        index (None if one of them does not say)."""
+        layers = config.get("layers") if isinstance(config, dict) else None
+        if not isinstance(layers, list) or not all(isinstance(c, dict) for c in layers):
+            raise TypeError(
+                f"config['layers']: expected a list of layer configs (dicts), got "
+                f"{type(layers).__name__}"
+            )
+        shapes = {}
+        for i, child in enumerate(layers):
+            child = dict(child)
+            found = prefixed(
+                str(i), layer_class(child.pop("__class__", "RNN")).parameter_shapes(child)
+            )
+            if found is None:
+                return None
+            shapes.update(found)
+        return shapes
 
     @classmethod
     def from_config(cls, config):
