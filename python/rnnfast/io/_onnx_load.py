@@ -935,8 +935,15 @@ class _Reader:
         if w.dtype.kind != "f" or w.ndim != 3 or w.shape[0] != dirs or w.shape[1] % G:
             self.fail(node, f"its W has shape {w.shape}, expected ({dirs}, {G}*H, D)")
         H = w.shape[1] // G
+        # every size of the layer comes from W; hidden_size and R must agree with it
         if a.get("hidden_size", H) != H or r.shape != (dirs, G * H, H):
-            self.fail(node, "its W, R and hidden_size disagree")
+            self.fail(
+                node,
+                f"its W, R and hidden_size disagree: W {w.shape} gives hidden_size = "
+                f"{w.shape[1]} / {G} = {H} and R of shape {(dirs, G * H, H)}, got hidden_size="
+                f"{a.get('hidden_size', H)} and R of shape {r.shape} (a damaged or edited "
+                "file: export the model again)",
+            )
         if x.axes[0] != "T" and x.axes[0].startswith("a"):
             self.label(x.axes[0], "T")
             self.label(x.axes[1], "B")
