@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from ..nn import GRU, LSTM, RNN, Embedding, Linear, Module, Sequential
+from . import _onnx_spec_nodes as spec_nodes
 
 __all__ = ["OnnxLoadError", "OnnxModel", "load_model"]
 
@@ -90,18 +91,22 @@ class _RawY:
 
 class _State:
     """Final states: rows (node, ONNX direction index), (rows, B, H); ``which``: "h" (Y_h)
-    or "c" (an LSTM's Y_c)."""
+    or "c" (an LSTM's Y_c); ``axes``: a transpose of ("D", "B", "H") (a layout=1 node's
+    ("B", "D", "H")), None for (D, B, H)."""
 
-    def __init__(self, rows, which="h"):
+    def __init__(self, rows, which="h", axes=None):
         self.rows, self.which = list(rows), which
+        self.axes = None if axes == spec_nodes.STATE_AXES[0] else axes
 
 
 class _H0:
-    """Rows of a graph input of initial states (``source``: its name)."""
+    """Rows of a graph input of initial states (``source``: its name); ``layout`` 1: the input
+    is a layout=1 node's (B, dirs, H); ``value``: a constant (dirs, B, H) start instead of an
+    input (``source`` is then ("const", its node))."""
 
-    def __init__(self, rows, source=None):
+    def __init__(self, rows, source=None, layout=0, value=None):
         self.rows = None if rows is None else list(rows)
-        self.source = source
+        self.source, self.layout, self.value = source, layout, value
 
 
 class _Len:
@@ -563,16 +568,23 @@ class _Reader:
             return _X(v.tree, axes, v.width, v.ids)
         if isinstance(v, _RawY):
             return _RawY(v.node, tuple(v.axes[p] for p in perm), v.swap)
+        if isinstance(v, _State) and sorted(perm) == [0, 1, 2]:
+            axes = v.axes or spec_nodes.STATE_AXES[0]
+            return _State(v.rows, v.which, tuple(axes[p] for p in perm))
         self.fail(node, "a Transpose of a value rnnfast does not track")
 
     def _sequence_of(self, node, raw):
-        if raw.axes not in (("T", "B", "D", "H"), ("T", "B", "H")):
+        if (
+            raw.axes[-1:] != ("H",)
+            or raw.axes[2:-1] not in ((), ("D",))
+            or set(raw.axes[:2]) != {"T", "B"}
+        ):
             self.fail(node, "an RNN output reshaped in another layout than (T, B, dirs*H)")
         n = raw.node
         if n.swap is not None and n.swap != raw.swap:
             self.fail(node, "an RNN node's output read in two direction orders")
         n.swap = raw.swap
-        return _X(("rnn", n.index), ("T", "B", "F"), n.dirs * n.hidden)
+        return _X(("rnn", n.index), raw.axes[:2] + ("F",), n.dirs * n.hidden)
 
     def op_Reshape(self, node, args):
         v, shape = args
@@ -585,13 +597,13 @@ class _Reader:
             if (
                 target is not None
                 and len(target.items) == 3
-                and v.axes == ("T", "B", "D", "H")
+                and v.axes in (("T", "B", "D", "H"), ("B", "T", "D", "H"))
                 and target.items[2] in (-1, n.dirs * n.hidden)
                 # an int > 0: the exporter fixed that axis (the dynamo exporter fixes T), so
                 # the graph runs that size only, where rnnfast's layer computes the same
                 and all(
                     t in (0, a, -1) or (isinstance(t, int) and t > 0)
-                    for t, a in zip(target.items[:2], ("T", "B"))
+                    for t, a in zip(target.items[:2], v.axes[:2])
                 )
             ):
                 return self._sequence_of(node, v)
@@ -610,6 +622,10 @@ class _Reader:
             if v.axes[axes[0]] == "D":
                 axes_left = v.axes[: axes[0]] + v.axes[axes[0] + 1 :]
                 return self._sequence_of(node, _RawY(v.node, axes_left, v.swap))
+        if isinstance(v, _State) and len(v.rows) == 1 and len(axes) == 1:
+            have = v.axes or spec_nodes.STATE_AXES[0]
+            if -len(have) <= axes[0] < len(have) and have[axes[0]] == "D":  # (B, H): tf2onnx's
+                return _State(v.rows, v.which, tuple(a for a in have if a != "D"))
         ints = self._ints(v)
         if ints is not None and len(ints.items) == 1 and axes in ([0], []):
             return _Ints(ints.items, scalar=True)
@@ -900,8 +916,8 @@ class _Reader:
                 "the attribute input_forget=1 (coupled input and forget gates): rnnfast's "
                 "LSTM has no such option",
             )
-        if a.get("layout", 0) != 0:
-            self.fail(node, f"layout=1 (batch-first {cell} op): rnnfast reads layout=0")
+        layout = spec_nodes.node_layout(a, cell, lambda why: self.fail(node, why))
+        x_axes, y_axes, state_axes = spec_nodes.node_axes(layout)
         n_in = 8 if cell == "LSTM" else 6
         args = list(args) + [None] * (n_in - len(args))
         x, w, r, b, seq_lens, init = args[:6]
@@ -928,8 +944,15 @@ class _Reader:
                     stacklevel=4,
                 )
             activation = activation + (reset_after,)
-        for name, v in (("W", w), ("R", r)):
-            if not isinstance(v, _Const):
+        for name, v in (("W", w), ("R", r), ("B", b)):
+            if isinstance(v, _Input):
+                self.fail(
+                    node,
+                    f"its {name} is the graph input {v.name!r}: rnnfast builds its layers from "
+                    "weights in the file (initializers); bind it at load time with "
+                    f"load(..., initializers={{{v.name!r}: array}})",
+                )
+            if name != "B" and not isinstance(v, _Const):
                 self.fail(node, f"its {name} is not a constant")
         w, r = w.value, r.value
         if w.dtype.kind != "f" or w.ndim != 3 or w.shape[0] != dirs or w.shape[1] % G:
@@ -944,18 +967,28 @@ class _Reader:
                 f"{a.get('hidden_size', H)} and R of shape {r.shape} (a damaged or edited "
                 "file: export the model again)",
             )
-        if x.axes[0] != "T" and x.axes[0].startswith("a"):
-            self.label(x.axes[0], "T")
-            self.label(x.axes[1], "B")
-            x = _X(x.tree, ("T", "B", "F"), x.width)
-        if x.axes != ("T", "B", "F") or x.width != w.shape[2]:
-            self.fail(node, f"its X is not (T, B, {w.shape[2]}) time-major")
+        if x.axes[0] not in ("T", "B") and x.axes[0].startswith("a"):
+            self.label(x.axes[0], x_axes[0])
+            self.label(x.axes[1], x_axes[1])
+            x = _X(x.tree, x_axes, x.width)
+        if x.axes != x_axes or x.width != w.shape[2]:
+            self.fail(
+                node,
+                f"its X is not ({', '.join(x_axes[:2])}, {w.shape[2]}) "
+                f"({'time' if layout == 0 else 'batch'}-major, layout={layout})",
+            )
         if b is not None and not isinstance(b, _Const):
             self.fail(node, "its B is not a constant")
         b = None if b is None else b.value
         if b is not None and b.shape != (dirs, 2 * G * H):
             self.fail(node, f"its B has shape {b.shape}, expected ({dirs}, {2 * G * H})")
         lengths = None
+        if isinstance(seq_lens, _Const):  # lengths the graph fixes (an initializer)
+            batch = self.inputs_batch(x_axes)
+            fixed = spec_nodes.constant_lengths(
+                seq_lens.value, batch, lambda why: self.fail(node, why)
+            )
+            seq_lens = _Len(("const", fixed))
         if seq_lens is not None:
             seq_lens = self.as_role(node, seq_lens, "lengths")
             if not isinstance(seq_lens, _Len) or seq_lens.positive:
@@ -965,6 +998,15 @@ class _Reader:
         for what, v in (("initial_h", init), ("initial_c", init_c)):
             if isinstance(v, _Input):
                 v = self.as_role(node, v, "h0")
+                if layout == 1:  # (B, dirs, H): all its rows, transposed at the call
+                    v = _H0(None, v.source, layout=1)
+            if isinstance(v, _Zeros) and layout == 1:
+                v = _Zeros([v.dims[i] for i in (1, 0, 2)] if len(v.dims) == 3 else v.dims)
+            if isinstance(v, _Const) and np.any(v.value != 0):  # a constant start
+                value = spec_nodes.constant_state(
+                    v.value, layout, dirs, H, what, lambda why: self.fail(node, why)
+                )
+                v = _H0(None, ("const", node.name, len(self.nodes), what), value=value)
             if isinstance(v, _Zeros):
                 if len(v.dims) != 3 or v.dims[0] != dirs or v.dims[2] != H:
                     self.fail(node, f"its {what} is zeros of another shape than (dirs, B, H)")
@@ -995,10 +1037,21 @@ class _Reader:
         n.init_c = starts[1]
         self.nodes.append(n)
         self.place_rnn(node, n, x)
-        outs = [_RawY(n, ("T", "D", "B", "H")), _State([(n, d) for d in range(dirs)])]
+        outs = [_RawY(n, y_axes), _State([(n, d) for d in range(dirs)], "h", state_axes)]
         if cell == "LSTM":
-            outs.append(_State([(n, d) for d in range(dirs)], "c"))
+            outs.append(_State([(n, d) for d in range(dirs)], "c", state_axes))
         return outs
+
+    def inputs_batch(self, x_axes):
+        """The batch size the graph input X fixes (None: dynamic, or not known here)."""
+        x = self.x_input
+        if x is None or len(x.dims) != 3:
+            return None
+        labels = getattr(self, "labels", {})
+        for i, label in enumerate(("a0", "a1")):
+            if labels.get(label, x_axes[i]) == "B" and isinstance(x.dims[i], int):
+                return x.dims[i] or None
+        return None
 
     def label(self, old, new):
         # the input's axes get their names from the first RNN that reads them
@@ -1088,11 +1141,14 @@ class _Reader:
         spec = []
         for name, v in outs:
             fake.name = f"output {name}"
-            if isinstance(v, _X):
+            raw = self.raw_output(v)
+            if raw is not None:  # a node's Y in ONNX's layout: (stage, axes)
+                spec.append(("Y",) + raw)
+            elif isinstance(v, _X):
                 part = self.resolve(fake, v.tree, last, part_ok=True)
                 spec.append(("y", part, v.axes))
             elif isinstance(v, _State):
-                spec.append((f"{v.which}_n", self.state_stage(fake, v), None))
+                spec.append((f"{v.which}_n", self.state_stage(fake, v), v.axes))
             else:
                 raise OnnxLoadError(
                     f"onnx graph: output {name!r} is neither the model's output nor an RNN's "
@@ -1124,6 +1180,40 @@ class _Reader:
                 )
         return self.build(spec, batch_first)
 
+    def raw_output(self, v):
+        """A graph output that is an RNN node's Y as the spec writes it (all of it, or squeezed,
+        in the node's or another axis order), as ("Y", stage index, axes); None for others.
+        The node must be the last of its stage, read by nothing else than the output or the
+        next layer's plain sequence; the model then turns the layer's output into it."""
+        if isinstance(v, _RawY):
+            node, axes, swap = v.node, v.axes, v.swap
+        elif isinstance(v, _X) and len(v.tree) == 2 and v.tree[0] == "rnn":
+            node = self.nodes[v.tree[1]]
+            if node.direction != "reverse":  # a forward sequence is an rnnfast RNN's own y
+                return None
+            axes, swap = v.axes, False
+        else:
+            return None
+        index = next(
+            (i for i, st in enumerate(self.stages) if st.kind == "rnn" and st.nodes[-1] is node),
+            None,
+        )
+        if index is None:
+            raise OnnxLoadError(
+                f"onnx graph: the output Y of {node.cell} node {node.name!r}, a layer inside a "
+                "stack: rnnfast returns a stack's last layer's output only"
+            )
+        stage = self.stages[index]
+        if swap or node.swap or stage.residual or stage.form not in (None, ("sequence", "concat")):
+            raise OnnxLoadError(
+                f"onnx graph: the output Y of {node.cell} node {node.name!r} is also read in "
+                "another form (directions swapped, a residual sum, the last step)"
+            )
+        node.swap, stage.form = False, ("sequence", "concat")
+        if len(stage.nodes) > 1:
+            stage.residual = False
+        return index, tuple(axes)
+
     def state_stage(self, fake, state):
         for index, stage in enumerate(self.stages):
             if stage.kind != "rnn":
@@ -1152,11 +1242,11 @@ class _Reader:
         # the padding an rnnfast model hands each RNN: lengths until an RNN returns its last
         # output; after a go_backwards RNN's sequence, padding at the start (a general mask)
         live = "lengths" if model_lengths is not None else None
-        h0_stage = None
+        h0_stage, starts = None, ()
         for index, stage in enumerate(self.stages):
             if stage.kind == "emb":
                 pads = set()
-                if model_lengths is not None and model_lengths != "lengths":
+                if model_lengths is not None and model_lengths[0] in ("count", "min"):
                     pads = set(model_lengths[1])
                 emb = Embedding(
                     *stage.table.shape,
@@ -1184,6 +1274,8 @@ class _Reader:
                     if h0_stage is not None:
                         raise OnnxLoadError("onnx graph: two RNNs read the initial state h0")
                     h0_stage = index
+                    n0 = stage.nodes[0]
+                    starts = (n0.init, n0.init_c) if n0.cell == "LSTM" else (n0.init,)
                 layers.append(rnn)
                 if stage.form[0] == "last":
                     live = None
@@ -1192,7 +1284,14 @@ class _Reader:
         for layer in layers:
             layer.train(False)
         # a graph input nothing reads (lengths of a model without an RNN) changes nothing
-        got = [(k, p) for k, p, _ in spec]
+        got = [(k, p) if k == "y" or axes is None else (k, p, axes) for k, p, axes in spec]
+        graph = self.graph_io(model_lengths, starts)
+        if (
+            graph["lengths"] is not None
+            or graph["starts"] is not None
+            or any(len(g) == 3 for g in got)
+        ):
+            return OnnxModel(layers, got, h0_stage, graph=graph).eval()
         if len(layers) == 1 and self.stages[0].kind == "rnn":
             rnn = layers[0]
             if got == [("y", None)] and rnn.return_sequences is None:
@@ -1201,7 +1300,38 @@ class _Reader:
                 return rnn
         if got == [("y", None)] and h0_stage is None:
             return Sequential(layers).eval()
-        return OnnxModel(layers, got, h0_stage).eval()
+        return OnnxModel(layers, got, h0_stage, graph=graph).eval()
+
+    def graph_io(self, model_lengths, starts):
+        """What an ``OnnxModel`` needs of the graph beyond its layers: the graph's input and
+        output names (for ``run``), the lengths it fixes, and its initial states when they are
+        not all graph inputs of rnnfast's (dirs, B, H) (constants, a layout=1 node's (B, dirs,
+        H), an LSTM's h without c): ("input" | a constant (dirs, B, H) | None) per state."""
+        inputs = {"x": self.x_input.name if self.x_input is not None else None}
+        inputs["lengths"] = next(
+            (v.name for v in self.inputs.values() if v.role == "lengths"), None
+        )
+        inputs["h0"] = [s.source for s in starts if s is not None and s.value is None]
+        fixed = None
+        if model_lengths is not None and model_lengths[0] == "const":
+            fixed = np.asarray(model_lengths[1], np.int64)
+        used = [s for s in starts if s is not None]
+        special = any(s.value is not None or s.layout == 1 for s in used)
+        if len(starts) == 2 and len(used) == 1:
+            special = True
+        state = None
+        if special:
+            state = tuple(
+                None if s is None else "input" if s.value is None else s.value for s in starts
+            )
+        layout = 1 if any(s.layout == 1 for s in used) else 0
+        return {
+            "inputs": inputs,
+            "outputs": [o.name for o in self.graph.output],
+            "lengths": fixed,
+            "starts": state,
+            "state_layout": layout,
+        }
 
     def rnn_returns(self, rnn):
         """What a call of ``rnn`` returns, as [(kind, part)]."""
@@ -1331,18 +1461,67 @@ class OnnxModel(Module):
     ``("h_n", index)`` / ``("c_n", index)`` (the final states of ``layers[index]``, c_n an
     LSTM's); ``h0_layer`` is the index of the RNN that reads ``h0`` (an LSTM's: the pair
     ``(h0, c0)``). The training loops, optimizers and ``backward`` take it as any
-    ``Module``."""
+    ``Module``.
 
-    def __init__(self, layers, outputs, h0_layer=None):
+    A graph of ONNX's recurrent nodes as the spec writes them is answered in its own layouts,
+    the arrays onnxruntime returns: ``("Y", index, axes)`` is the node's Y (``axes`` a transpose
+    of ("T", "D", "B", "H"); (T, num_directions, B, H) for layout=0, (B, T, num_directions, H)
+    for layout=1; "F" for dirs*H when the graph reshaped it), computed from ``layers[index]``'s
+    output; ``("h_n", index, axes)`` a final state in a layout=1 node's ("B", "D", "H"). The
+    call takes ``h0`` as the graph's state inputs are (one array, or the pair (initial_h,
+    initial_c), in the node's layout); ``graph["lengths"]`` are lengths the graph fixes
+    (``sequence_lens`` as an initializer: the call takes no ``lengths``), ``graph["starts"]``
+    its initial states ("input", a constant (dirs, B, H) or None for zeros, per state).
+    :meth:`run` takes onnxruntime's ``(output_names, feeds)``."""
+
+    def __init__(self, layers, outputs, h0_layer=None, graph=None):
         super().__init__()
         self.layers = list(layers)
         self.outputs = [tuple(o) for o in outputs]
         self.h0_layer = h0_layer
+        self.graph = dict(graph or {})
+
+    def __call__(self, x, *args, lengths=None, mask=None, **kwargs):
+        fixed = self.graph.get("lengths")
+        if fixed is not None:
+            if lengths is not None or mask is not None:
+                raise ValueError(
+                    "lengths: the graph fixes its sequence_lens (an initializer) to "
+                    f"{fixed.tolist()}; call the model without lengths or mask"
+                )
+            lengths = fixed
+        return super().__call__(x, *args, lengths=lengths, mask=mask, **kwargs)
+
+    def _start(self, h0, x, layer):
+        """The initial state ``layer`` takes, from the call's ``h0`` and the graph's starts."""
+        starts = self.graph.get("starts")
+        if starts is None:
+            return h0
+        given = [None] * len(starts)
+        wanted = [i for i, s in enumerate(starts) if isinstance(s, str)]
+        if h0 is not None:
+            parts = list(h0) if len(wanted) > 1 else [h0]
+            if len(parts) != len(wanted):
+                raise ValueError(
+                    f"h0: the graph takes {len(wanted)} initial states "
+                    f"{self.graph['inputs']['h0']}, got {len(parts)}"
+                )
+            for i, part in zip(wanted, parts):
+                given[i] = part
+        x = np.asarray(x)
+        batch = x.shape[0 if layer.batch_first else 1]
+        rows = layer.num_layers * (2 if layer.bidirectional else 1)
+        shape = (rows, batch, layer.hidden_size)
+        layout = self.graph.get("state_layout", 0)
+        states = [spec_nodes.state_in(g, s, layout, shape, x.dtype) for g, s in zip(given, starts)]
+        return states[0] if len(states) == 1 else tuple(states)
 
     def forward(self, x, h0=None):
         out = x
-        states = {}
+        states, ys = {}, {}
         for i, layer in enumerate(self.layers):
+            if i == self.h0_layer:
+                h0 = self._start(h0, out, layer)
             if i == self.h0_layer and h0 is not None:
                 result = layer(out, h0)
             else:
@@ -1355,22 +1534,66 @@ class OnnxModel(Module):
                 rest = result[2:]
                 states[i] = rest[0] if len(rest) == 1 else tuple(rest)
                 result = result[:2]
-            out = result
+            out = ys[i] = result
         values = []
-        for kind, which in self.outputs:
+        for kind, which, *axes in self.outputs:
             if kind == "y":
                 values.append(out if which is None else out[which])
+            elif kind == "Y":
+                layer = self.layers[which]
+                values.append(
+                    spec_nodes.raw_y(
+                        ys[which],
+                        axes[0],
+                        layer.batch_first,
+                        layer.go_backwards,
+                        2 if layer.bidirectional else 1,
+                        layer.hidden_size,
+                    )
+                )
             else:
                 state = states[which]
                 if isinstance(state, tuple):  # an LSTM's (h_n, c_n)
                     state = state[0] if kind == "h_n" else state[1]
-                values.append(state)
+                values.append(spec_nodes.state_out(state, axes[0] if axes else None))
         return values[0] if len(values) == 1 else tuple(values)
 
+    def run(self, output_names, feeds):
+        """onnxruntime's ``InferenceSession.run``: ``feeds`` maps the graph's input names to
+        arrays; returns the list of the outputs named in ``output_names`` (None: all), in the
+        graph's layouts."""
+        inputs = self.graph.get("inputs")
+        if inputs is None:
+            raise ValueError("run: this model was not read from an ONNX graph")
+        known = [n for n in [inputs["x"], inputs["lengths"], *inputs["h0"]] if n is not None]
+        unknown = sorted(set(feeds) - set(known))
+        if unknown or inputs["x"] not in feeds:
+            raise ValueError(
+                f"feeds: the graph's inputs are {known} ({inputs['x']!r} required), got "
+                f"{sorted(feeds)}"
+            )
+        states = [feeds.get(n) for n in inputs["h0"]]
+        h0 = None
+        if any(s is not None for s in states):
+            if any(s is None for s in states):
+                raise ValueError(f"feeds: give all the initial states {inputs['h0']} or none")
+            h0 = states[0] if len(states) == 1 else tuple(states)
+        lengths = feeds.get(inputs["lengths"]) if inputs["lengths"] else None
+        out = self(feeds[inputs["x"]], h0, lengths=lengths)
+        out = list(out) if len(self.outputs) > 1 else [out]
+        names = self.graph["outputs"]
+        if output_names is None:
+            return out
+        missing = sorted(set(output_names) - set(names))
+        if missing:
+            raise ValueError(f"output_names: {missing} are not outputs of the graph ({names})")
+        return [out[names.index(n)] for n in output_names]
 
-def load_model(source):
+
+def load_model(source, initializers=None):
     """The rnnfast model of the ONNX graph in ``source`` (a path, a binary file or an
-    ``onnx.ModelProto``).
+    ``onnx.ModelProto``); ``initializers`` (name -> array) binds graph inputs to arrays (the
+    weights of a graph that takes them as inputs).
 
     Raises
     ------
@@ -1394,4 +1617,6 @@ def load_model(source):
     else:
         model, where, folder = parse_model(source)
     check_model(model, where, folder)
+    if initializers:
+        model = spec_nodes.bind_initializers(model, initializers, onnx)
     return _Reader(model).read()

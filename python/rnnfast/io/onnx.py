@@ -123,7 +123,7 @@ def export(model, path, *, lengths=False, h0=False, opset=None, padding_at_end=F
     )
 
 
-def load(path):
+def load(path, *, initializers=None):
     """An rnnfast model computing the ONNX graph at ``path`` (or an ``onnx.ModelProto``);
     see the module's documentation for the graphs it reads.
 
@@ -133,6 +133,10 @@ def load(path):
         A file may come from anyone: it is parsed from its bytes and every tensor checked
         before any is read. External data is read only from files inside the model's folder
         (so only for a path).
+    initializers : dict of str to array_like, optional
+        Graph inputs to read as initializers of these arrays: the weights (W, R, B) of a
+        graph that takes them as inputs, as ONNX's own node tests do. rnnfast builds its
+        layers from the weights at load time.
 
     Raises
     ------
@@ -150,4 +154,4 @@ def load(path):
     """
     from ._onnx_load import load_model
 
-    return load_model(path)
+    return load_model(path, initializers=initializers)
