@@ -1,4 +1,4 @@
-"""Keras's functional API: ``Model(inputs, outputs)`` over layers called on symbolic tensors,
+"""Keras's functional API: ``Model(inputs, outputs)`` over layers called on symbolic tensors::
 
     encoder_inputs = Input((None, 8))
     _, h, c = LSTM(32, return_state=True)(encoder_inputs)

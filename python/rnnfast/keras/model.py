@@ -11,7 +11,10 @@ from .. import nn, optim, training
 from .._validation import check_real_in, type_error
 from . import optimizers
 from ._compile import Objective, loss_name
+from ._graph import chain_graph, predict_outputs
+from ._inputs import model_input, model_targets
 from ._summary import summary_text
+from ._trainable import follow_trainable
 from .layers import Input, Layer, describe_layer
 
 __all__ = ["History", "Sequential"]
@@ -53,6 +56,7 @@ class Sequential:
         self._layers = []
         self._input_shape = None  # (None, ...) once known
         self._model = None
+        self._graph = None  # the graph runner, where Keras's behaviour needs it (_build_for)
         self._compiled = None
         self.optimizer = None  # the rnnfast.optim optimizer fit uses, once built
         self.history = None
@@ -86,12 +90,19 @@ class Sequential:
             raise type_error("layer", "a layer of rnnfast.keras (SimpleRNN, Dense, ...)", layer)
         if any(layer is other for other in self._layers):
             raise ValueError(f"layer: {describe_layer(layer)} is already in the model")
+        if self._layers and _several_outputs(self._layers[-1]):
+            raise ValueError(
+                f"layer: {describe_layer(self._layers[-1])} returns several arrays "
+                "(return_state=True, or a Bidirectional with merge_mode=None), and a layer "
+                "after it in a Sequential would get them all (Keras raises too); use the "
+                "functional API: outputs = layer(...)(inputs) and Model(inputs, outputs)"
+            )
         if not self._layers and self._input_shape is None and layer.input_shape_arg is not None:
             self._input_shape = (None, *layer.input_shape_arg)
         if layer.name is None:
             layer.name = self._unique_name(layer.keras_name)
         self._layers.append(layer)
-        self._model = None
+        self._model = self._graph = None
         if self._input_shape is not None:
             self._build_layers(self._input_shape)
 
@@ -136,13 +147,31 @@ class Sequential:
         return self._model
 
     def _build_for(self, x):
-        """Build from the first data ``x`` (batch first) when no shape was given."""
+        """Build from the first data ``x`` (batch first) when no shape was given. The model to
+        run: the rnnfast.Sequential, or the graph runner of ``_graph`` where Keras's
+        behaviour needs it (stateful layers carry their state across calls; a last layer with
+        several outputs)."""
         if not self._layers:
             raise ValueError(f"{self.name}: the model has no layers; add some first")
         if not self.built:
             self._input_shape = (None, *np.shape(x)[1:])
             self._build_layers(self._input_shape)
+        if any(getattr(layer, "stateful", False) for layer in self._layers) or _several_outputs(
+            self._layers[-1]
+        ):
+            if self._graph is None:
+                self._graph = chain_graph(self._layers, self._input_shape, self.name)
+            return self._graph
         return self.model
+
+    def _several_outputs(self, what):
+        """fit and evaluate train one output; Keras's Sequential fails on such a model too."""
+        if _several_outputs(self._layers[-1]):
+            raise ValueError(
+                f"{what}: the last layer, {describe_layer(self._layers[-1])}, returns several "
+                "arrays (return_state=True, or merge_mode=None), so there is no one output to "
+                "train; use the functional API (Model(inputs, output) of the output to train)"
+            )
 
     # ---- description and weights -------------------------------------------------------------
 
@@ -201,10 +230,10 @@ class Sequential:
         """The weights Keras trains, as the rnnfast model names them (``"0.weight_ih_l0"``,
         ...): every parameter but the second bias of PyTorch's layout where Keras has one
         (held at zero, see ``SimpleRNN.fixed_parameters``)."""
-        fixed = {
+        fixed = {  # and the weights of frozen layers (trainable=False)
             f"{i}.{name}"
             for i, layer in enumerate(self._layers)
-            for name in layer.fixed_parameters()
+            for name in (*layer.fixed_parameters(), *layer.frozen_parameters())
         }
         return [(n, p) for n, p in self.model.named_parameters() if n not in fixed]
 
@@ -251,12 +280,15 @@ class Sequential:
     def _objective(self, what):
         if self._compiled is None:
             raise RuntimeError(f"{what}: compile the model first (model.compile(...))")
+        if self._layers:
+            self._several_outputs(what)
         _, loss, metrics = self._compiled
         return Objective(loss, metrics, self._layers[-1])
 
     def _built_optimizer(self):
         """The rnnfast optimizer of the compiled spec, made once (its state carries from one
         fit to the next, as Keras's)."""
+        self.optimizer = follow_trainable(self, self.optimizer, self._compiled[0])
         if self.optimizer is None:
             spec = self._compiled[0]
             if isinstance(spec, optim.Optimizer):
@@ -354,8 +386,13 @@ class Sequential:
 
     def predict(self, x, batch_size=None, verbose="auto"):
         """Keras's ``predict``: the outputs for ``x`` in inference mode, batch by batch, in
-        order. ``verbose`` is accepted; nothing is printed."""
+        order (a tuple of arrays when the last layer returns several, as Keras's).
+        ``verbose`` is accepted; nothing is printed."""
+        x = self._input(x)
         model = self._build_for(x)
+        if model is self._graph:  # stateful layers keep their state; several outputs
+            outs = predict_outputs(model, x, 32 if batch_size is None else batch_size, len(x))
+            return tuple(outs) if len(outs) > 1 else outs[0]
         return training.predict(
             model,
             x,
@@ -367,6 +404,7 @@ class Sequential:
     def __call__(self, x, training=False):
         """The output for one batch ``x``: in inference mode, or with ``training=True`` in
         training mode (dropout on)."""
+        x = self._input(x)
         model = self._build_for(x)
         model.train(bool(training))
         return model(x)
@@ -374,13 +412,22 @@ class Sequential:
     def _data(self, x, y):
         if x is None or y is None:
             raise ValueError("x, y: expected the inputs and the targets, got None")
-        x, y = np.asarray(x), np.asarray(y)
+        x = self._input(x)
+        y = model_targets(y, self._layers[-1].dtype if self._layers else np.float32)
         if len(x) != len(y):
             raise ValueError(
                 f"y: expected as many samples as x ({len(x)}), got {len(y)} (shapes "
                 f"{x.shape} and {y.shape})"
             )
         return x, y
+
+    def _input(self, x):
+        """``x`` cast as Keras casts it (float32 data from float64 or ints) and its number of
+        dimensions checked against the model's input shape (``_inputs``)."""
+        first = self._layers[0] if self._layers else None
+        if first is None:
+            return np.asarray(x)
+        return model_input(x, first, self._input_shape)
 
     def _validation(self, validation_data):
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
@@ -397,3 +444,10 @@ class Sequential:
 
     def __repr__(self):
         return f"<Sequential name={self.name!r}, layers={[layer.name for layer in self._layers]}>"
+
+
+def _several_outputs(layer):
+    """Whether a layer returns several arrays: Keras's states, or two directions."""
+    return bool(getattr(layer, "return_state", False)) or (
+        getattr(layer, "output_merge_mode", "concat") is None
+    )
