@@ -41,7 +41,7 @@ GatedShape gated_shape(const std::string& cell_name, const py::array& x, const p
     s.H = s.GH / G;
     s.P = 0;
     if (!w_hr.is_none()) {
-        RNNFAST_CHECK(s.cell == GatedCell::lstm, "weight_hr", "None for a GRU",
+        RNNFAST_CHECK(gated_cell_counts(s.cell).projects, "weight_hr", "None for a GRU",
                       "an array (a projection is the LSTM's)");
         require_ndim(w_hr, "weight_hr", 2, "(P, H)");
         s.P = py::reinterpret_borrow<py::array>(w_hr).shape(0);
@@ -68,7 +68,7 @@ struct GatedInputs {
 template <class T, class Args>
 SequenceInput<T> set_shared(Args& a, const GatedShape& s, const GatedInputs& in) {
     const index T_ = s.steps, B = s.batch, H = s.H, R = s.R, G = gate_count(s.cell);
-    const bool lstm = s.cell == GatedCell::lstm;
+    const bool lstm = gated_cell_counts(s.cell).states == 2;
     a.cell = s.cell;
     a.steps = T_;
     a.batch = B;
@@ -120,7 +120,7 @@ py::tuple forward_impl(const GatedShape& s, const GatedInputs& in, const py::obj
                   "return_sequences=True with it (the backward reads every h_t)",
                   "return_sequences=False");
     py::object h_n = output<T>({B, R}, a.h_n), c_n = py::none(), y = py::none(), ws = py::none();
-    if (s.cell == GatedCell::lstm) c_n = output<T>({B, H}, a.c_n);
+    if (gated_cell_counts(s.cell).states == 2) c_n = output<T>({B, H}, a.c_n);
     if (return_sequences) y = output<T>({T_, B, R}, a.y);
     if (keep_workspace) ws = output<T>({T_, B, workspace_width(s.cell, H)}, a.workspace);
     {
@@ -138,7 +138,7 @@ py::tuple backward_impl(const GatedShape& s, const GatedInputs& in, const py::ar
                         const py::array& workspace, const py::object& dy, const py::object& dh_n,
                         const py::object& dc_n, bool input_gradient) {
     const index T_ = s.steps, B = s.batch, D = s.D, H = s.H, R = s.R, GH = s.GH, P = s.P;
-    const bool lstm = s.cell == GatedCell::lstm;
+    const bool lstm = gated_cell_counts(s.cell).states == 2;
     GatedBackwardArgs<T> a;
     const SequenceInput<T> seq = set_shared<T>(a, s, in);
     RNNFAST_CHECK(lstm || dc_n.is_none(), "dc_n", "None for a GRU", "an array");
@@ -169,7 +169,7 @@ template <class T>
 py::object step_impl(GatedCell cell, const py::array& x, const py::array& h, const py::object& c,
                      const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
                      const py::object& b_hh, const py::object& w_hr, Pointwise act, Pointwise rec) {
-    const bool lstm = cell == GatedCell::lstm;
+    const bool lstm = gated_cell_counts(cell).states == 2;
     require_ndim(x, "x_t", 2, "(B, D)");
     require_ndim(w_ih, "weight_ih", 2, "(G*H, D)");
     const index G = gate_count(cell);

@@ -22,7 +22,7 @@ q::GatedWeights gated_weights(GatedForwardArgs<float>& a, const py::object& w_ih
                               const py::object& w_hh_obj, const py::object& w_hn_obj,
                               const py::object& w_hr_obj) {
     const int G = gate_count(a.cell);
-    const bool reset_before = a.cell == GatedCell::gru_reset_before;
+    const bool reset_before = gated_cell_counts(a.cell).second_product;
     q::GatedWeights w;
     w.w_ih = &matrix_arg(w_ih_obj, "weight_ih");
     w.w_hh = &matrix_arg(w_hh_obj, "weight_hh");
@@ -41,7 +41,7 @@ q::GatedWeights gated_weights(GatedForwardArgs<float>& a, const py::object& w_ih
                       "(H, H) with H = " + std::to_string(H), dims(*w.w_hn));
     }
     if (!w_hr_obj.is_none()) {
-        RNNFAST_CHECK(a.cell == GatedCell::lstm, "weight_hr", "None for a GRU",
+        RNNFAST_CHECK(gated_cell_counts(a.cell).projects, "weight_hr", "None for a GRU",
                       "a matrix (a projection is the LSTM's)");
         w.w_hr = &matrix_arg(w_hr_obj, "weight_hr");
         require_gates(*w.w_hr, "weight_hr", 1);
@@ -72,7 +72,7 @@ py::tuple forward(const std::string& cell, const py::object& x, const py::object
     a.act = parse_activation_fn(activation);
     a.rec = parse_recurrent_activation(recurrent_activation);
     const q::GatedWeights w = gated_weights(a, w_ih, w_hh, w_hn, w_hr);
-    const bool lstm = a.cell == GatedCell::lstm;
+    const bool lstm = gated_cell_counts(a.cell).states == 2;
     const index D = a.input_size, H = a.hidden_size, GH = gate_count(a.cell) * H;
     const index R = a.proj_size > 0 ? a.proj_size : H;
     require_ndim(x, "x", 3, "(T, B, D)");

@@ -63,8 +63,8 @@ class StepFunction {
             act_ = parse_activation_fn(activation);
             rec_ = parse_recurrent_activation(recurrent_activation);
         }
-        RNNFAST_CHECK(P_ == 0 || cell_ == GatedCell::lstm, "proj_size", "0 but for an LSTM",
-                      std::to_string(P_));
+        RNNFAST_CHECK(P_ == 0 || gated_cell_counts(cell_).projects, "proj_size",
+                      "0 but for an LSTM", std::to_string(P_));
         GH_ = (elman_ ? 1 : gate_count(cell_)) * H_;
     }
 
@@ -118,7 +118,7 @@ class StepFunction {
             return declined();
 
         // The state: None (zeros), the array (1, B, R), or the LSTM's pair of them.
-        const bool lstm = !elman_ && cell_ == GatedCell::lstm;
+        const bool lstm = !elman_ && gated_cell_counts(cell_).states == 2;
         std::vector<T>& zeros = zeros_of<T>();
         const auto zero_size = static_cast<size_t>(B * std::max(R_, H_));
         if (state == Py_None && zeros.size() < zero_size) zeros.assign(zero_size, T(0));
@@ -249,7 +249,7 @@ class StepFunction {
     bool elman_;
     Activation elman_act_ = Activation::tanh;
     double alpha_ = 1.0;
-    GatedCell cell_ = GatedCell::gru;
+    GatedCell cell_{};
     Pointwise act_ = Pointwise::tanh, rec_ = Pointwise::sigmoid;
     index D_, H_, P_, R_, GH_ = 0;
     bool double_;

@@ -11,13 +11,8 @@
 namespace rnnfast::bindings {
 
 inline GatedCell parse_cell(const std::string& name) {
-    if (name == "gru") return GatedCell::gru;
-    if (name == "gru_reset_before") return GatedCell::gru_reset_before;
-    if (name == "lstm") return GatedCell::lstm;
-    throw std::invalid_argument("cell: expected 'gru', 'gru_reset_before' or 'lstm', got '" + name +
-                                "'");
+    return parse_gated_cell(name);
 }
-
 inline Pointwise parse_activation_fn(const std::string& name) {
     if (name == "tanh") return Pointwise::tanh;
     if (name == "relu") return Pointwise::relu;

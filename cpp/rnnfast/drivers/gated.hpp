@@ -4,30 +4,19 @@
 // and gate order (GRU r, z, n; LSTM i, f, g, o); the callers (bindings) have checked every shape.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "rnnfast/cells/gated_cells.hpp"
 #include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
 
-// GRU: PyTorch's form (reset gate after the recurrent product; Keras's reset_after=True,
-// ONNX's linear_before_reset=1) or Keras's reset_after=False (the reset gate scales h_{t-1}
-// before its product). LSTM: PyTorch's, with an optional projection h_t = W_hr (o * act(c_t)).
-enum class GatedCell { gru, gru_reset_before, lstm };
-
-// The cells the gated drivers run, by the names the bindings take.
-constexpr const char* kGatedCellNames[] = {"gru", "gru_reset_before", "lstm"};
-
-// Gate groups of a cell (3 or 4): the width of the input projection is gates * H.
-int gate_count(GatedCell cell);
-// What the forward keeps per step and row for the backward, in units of H: the gates after
-// their activations, and the GRU's recurrent n-term (reset_after) or the LSTM's c_t.
-index workspace_width(GatedCell cell, index hidden);
-
 template <class T>
 struct GatedForwardArgs {
-    GatedCell cell = GatedCell::gru;
+    GatedCell cell{};
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0;
     index proj_size = 0;                // LSTM only: P > 0 projects h_t to P values (R = P)
     const T* x = nullptr;               // (T, B, D), or the table (vocab, D) with ids
@@ -67,7 +56,7 @@ struct GatedForwardArgs {
 
 template <class T>
 struct GatedBackwardArgs {
-    GatedCell cell = GatedCell::gru;
+    GatedCell cell{};
     index steps = 0, batch = 0, input_size = 0, hidden_size = 0, proj_size = 0;
     const T* x = nullptr;               // as given to the forward
     const std::int64_t* ids = nullptr;  // as given to the forward
@@ -103,7 +92,7 @@ struct GatedBackwardArgs {
 // are read as stored, on one thread, as rnn_step does.
 template <class T>
 struct GatedStepArgs {
-    GatedCell cell = GatedCell::gru;
+    GatedCell cell{};
     index batch = 0, input_size = 0, hidden_size = 0, proj_size = 0;
     const T* x = nullptr;     // (B, D)
     const T* h = nullptr;     // (B, R)
@@ -123,10 +112,31 @@ template <class T>
 void gated_forward(const GatedForwardArgs<T>& args);
 
 // The bias the input projection adds, in PyTorch's order (G*H; empty without biases): b_ih plus
-// b_hh wherever b_hh adds to the pre-activation, everywhere but the n gate of a reset_after GRU
-// (there r scales it: the recurrent product adds b_hn). The quantized forward shares it.
-template <class T>
-std::vector<T> projection_bias(const GatedForwardArgs<T>& args);
+// b_hh wherever b_hh adds to the pre-activation, everywhere but inside the reset gate's product
+// (Cell::kInnerBias: the recurrent product adds b_hn). The quantized forward shares it.
+template <class Cell, class T>
+std::vector<T> projection_bias(const GatedForwardArgs<T>& a) {
+    if (!a.b_ih && !a.b_hh) return {};
+    const index H = a.hidden_size, GH = Cell::kGates * H;
+    std::vector<T> sum(static_cast<size_t>(GH), T(0));
+    for (index c = 0; c < GH; ++c) {
+        const bool inside_reset = Cell::kInnerBias && c >= 2 * H;
+        sum[c] = (a.b_ih ? a.b_ih[c] : T(0)) + (a.b_hh && !inside_reset ? a.b_hh[c] : T(0));
+    }
+    return sum;
+}
+
+// The bias the recurrent product adds, in PyTorch's order (G*H; empty where there is none):
+// b_hn alone, of a Cell::kInnerBias cell with b_hh, inside r * (W_hn h + b_hn).
+template <class Cell, class T>
+std::vector<T> recurrent_bias(const GatedForwardArgs<T>& a) {
+    if (!Cell::kInnerBias || !a.b_hh) return {};
+    const index H = a.hidden_size;
+    std::vector<T> inner(static_cast<size_t>(Cell::kGates * H), T(0));
+    std::copy(a.b_hh + 2 * H, a.b_hh + 3 * H, inner.begin() + 2 * H);
+    return inner;
+}
+
 // The initial states of a forward (zeros where the caller gave none), already written to h_n
 // and c_n: the final states of sequences of length 0 (the others overwrite theirs when they
 // end). The quantized forward shares it.
@@ -136,13 +146,19 @@ struct GatedStart {
     const T* h0 = nullptr;
     const T* c0 = nullptr;
 };
-template <class T>
-GatedStart<T> start_states(const GatedForwardArgs<T>& args);
-
-// The bias the recurrent product adds, in PyTorch's order (G*H; empty where there is none):
-// b_hn alone, of a reset_after GRU with b_hh, inside r * (W_hn h + b_hn).
-template <class T>
-std::vector<T> recurrent_bias(const GatedForwardArgs<T>& args);
+template <class Cell, class T>
+GatedStart<T> start_states(const GatedForwardArgs<T>& a) {
+    const index B = a.batch, H = a.hidden_size;
+    const index R = a.proj_size > 0 ? a.proj_size : H;
+    constexpr bool two = Cell::kStates == 2;
+    GatedStart<T> s;
+    if (!a.h0 || (two && !a.c0)) s.zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
+    s.h0 = a.h0 ? a.h0 : s.zeros.data();
+    s.c0 = a.c0 ? a.c0 : s.zeros.data();
+    if (B * R > 0) std::memcpy(a.h_n, s.h0, sizeof(T) * static_cast<size_t>(B * R));
+    if (two && B * H > 0) std::memcpy(a.c_n, s.c0, sizeof(T) * static_cast<size_t>(B * H));
+    return s;
+}
 
 template <class T>
 void gated_step(const GatedStepArgs<T>& args);

@@ -22,10 +22,9 @@
 namespace rnnfast {
 namespace {
 
-template <class T>
+template <class T, class Cell>
 struct GatedBackwardPass : TimeLoopPass {
     const GatedBackwardArgs<T>& a;
-    const GatedCell cell;
     const index B, D, H, P, R, GH, S;
     const KernelTable<T>& kt;
     const GateLayout rec_layout;  // the recurrent product's columns (as the forward's)
@@ -54,16 +53,15 @@ struct GatedBackwardPass : TimeLoopPass {
 
     GatedBackwardPass(const GatedBackwardArgs<T>& args, const T* h_start, const T* c_start)
         : a(args),
-          cell(args.cell),
           B(args.batch),
           D(args.input_size),
           H(args.hidden_size),
           P(args.proj_size),
           R(args.proj_size > 0 ? args.proj_size : args.hidden_size),
-          GH(gate_count(args.cell) * args.hidden_size),
-          S(workspace_width(args.cell, args.hidden_size)),
+          GH(Cell::kGates * args.hidden_size),
+          S(Cell::kStored * args.hidden_size),
           kt(kernels<T>()),
-          rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), kt.nr},
+          rec_layout{H, Cell::kStepGates, kt.nr},
           masked(args.keep != nullptr),
           dropout(args.recurrent_mask != nullptr),
           h0(h_start),
@@ -79,7 +77,7 @@ struct GatedBackwardPass : TimeLoopPass {
                     const T* from = s < 0 ? h0 + b * R : a.y + (s * B + b) * R;
                     std::copy(from, from + R, states.begin() + (t * B + b) * R);
                 }
-            if (cell == GatedCell::lstm) skip_carry.assign(static_cast<size_t>(B * R), T(0));
+            if constexpr (Cell::kStates == 2) skip_carry.assign(static_cast<size_t>(B * R), T(0));
         }
         active = active_rows(masked ? nullptr : a.lengths, T_, B);
         threads = threads_for(2.0 * double(B) * double(R) * double(GH),
@@ -95,7 +93,7 @@ struct GatedBackwardPass : TimeLoopPass {
                     pack_whole(kt, MatView<T>{a.w_hh + g * H * R, R, 1}, H, R, threads));
             gate_product.resize(static_cast<size_t>(B * R));
         }
-        if (cell == GatedCell::gru_reset_before) {
+        if constexpr (Cell::kSecondProduct) {
             packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, H, 1}, H, H, threads);
             d_n.resize(static_cast<size_t>(B * H));
             d_rh.resize(static_cast<size_t>(B * H));
@@ -107,7 +105,8 @@ struct GatedBackwardPass : TimeLoopPass {
             d_m.resize(static_cast<size_t>(B * H));
         }
         dA.assign(static_cast<size_t>(T_ * B * GH), T(0));
-        if (cell != GatedCell::lstm) extra.assign(static_cast<size_t>(T_ * B * H), T(0));
+        if constexpr (Cell::kInnerBias || Cell::kSecondProduct)
+            extra.assign(static_cast<size_t>(T_ * B * H), T(0));
         for (auto& d : d_rec)
             d.resize(static_cast<size_t>(B * rec_layout.columns()));
         product.resize(static_cast<size_t>(B * H));
@@ -125,7 +124,7 @@ struct GatedBackwardPass : TimeLoopPass {
     const T* all_states() const { return masked ? states.data() : a.y; }
     const T* h_prev(index t) const { return t == 0 ? h0 : all_states() + (t - 1) * B * R; }
     const T* c_prev(index t, index b) const {
-        return t == 0 ? c0 + b * H : a.workspace + ((t - 1) * B + b) * S + 4 * H;
+        return t == 0 ? c0 + b * H : a.workspace + ((t - 1) * B + b) * S + Cell::kStoredState * H;
     }
 
     struct Member {
@@ -143,7 +142,7 @@ struct GatedBackwardPass : TimeLoopPass {
             for (const auto& packed : p.packed_gates)
                 gate_tasks.push_back(
                     packed_task<T>(p.B, p.R, p.H, packed.data(), p.gate_product.data(), p.R));
-            if (p.cell == GatedCell::gru_reset_before) {
+            if constexpr (Cell::kSecondProduct) {
                 n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.d_rh.data(), p.H);
                 n_term.A = {p.d_n.data(), p.H, 1};
             }
@@ -211,11 +210,11 @@ struct GatedBackwardPass : TimeLoopPass {
             const T* store = p.a.workspace + t * B * S;
             T* dA = p.dA.data() + t * B * GH;
             T* d_rec = p.d_rec[t & 1].data();
-            const bool lstm = p.cell == GatedCell::lstm;
+            constexpr bool two = Cell::kStates == 2;  // the carry is dL/dc
             // dL/dh_t (dL/dm_t for the LSTM) of this member's units
             const T* g_units = p.product.data();
             if (p.P == 0) {
-                state_gradient(st, m0, m1, hp0, hp1, p.product.data(), !lstm);
+                state_gradient(st, m0, m1, hp0, hp1, p.product.data(), !two);
             } else {
                 const Share sp =
                     share_of(st.rows, panel_count(p.P, nr), p.kt.mr, team.me, stepping);
@@ -226,48 +225,44 @@ struct GatedBackwardPass : TimeLoopPass {
                 run_block(p.kt, to_m, m0, m1, hp0, hp1);
                 g_units = p.d_m.data();
             }
-            if (lstm) {  // rows ending here start from dc_n
+            if constexpr (two) {  // rows ending here start from dc_n
                 const index c0 = std::min(H, u0 * Lr.block), c1 = std::min(H, u1 * Lr.block);
                 for (index b = std::max(m0, st.ending); b < m1; ++b)
                     for (index j = c0; j < c1; ++j)
                         p.carry[b * H + j] = p.a.dc_n ? p.a.dc_n[b * H + j] : T(0);
             }
-            T* extra = lstm ? nullptr : p.extra.data() + t * B * H;
+            T* extra = p.extra.empty() ? nullptr : p.extra.data() + t * B * H;
             const auto skipped = [&](index b) { return st.keep && !st.keep[b]; };
             for (index b = m0; b < m1; ++b)
                 for (index u = u0; u < u1; ++u) {
                     const index j0 = Lr.first_unit(u), w = Lr.width(u);
                     if (skipped(b)) {  // no gate ran: dA stays zero, the states pass through
-                        if (!lstm)     // dL/dh_{t-1} = dL/dh_t (an LSTM's dc carries as it is)
+                        if (!two)      // dL/dh_{t-1} = dL/dh_t (an LSTM's dc carries as it is)
                             std::copy(g_units + b * H + j0, g_units + b * H + j0 + w,
                                       p.carry.data() + b * H + j0);
-                        if (p.cell == GatedCell::gru_reset_before)
+                        if (Cell::kSecondProduct)
                             std::fill(p.d_n.begin() + b * H + j0, p.d_n.begin() + b * H + j0 + w,
                                       T(0));
                         continue;
                     }
-                    if (lstm)
-                        LstmCell<T>::grad_block(
-                            p.kt, g_units + b * H, p.carry.data() + b * H, store + b * S,
-                            p.c_prev(t, b), dA + b * GH,
-                            p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, H, j0, w, p.a.act,
-                            p.a.rec);
-                    else
-                        GruCell<T>::grad_block(p.kt, g_units + b * H, store + b * S, h_prev + b * H,
-                                               dA + b * GH, extra + b * H, p.carry.data() + b * H,
-                                               H, j0, w, p.a.act, p.a.rec,
-                                               p.cell == GatedCell::gru);
-                    if (p.cell == GatedCell::gru_reset_before)
+                    Cell::grad_block(
+                        p.kt,
+                        GatedGradBlock<T>{g_units + b * H, p.carry.data() + b * H, store + b * S,
+                                          h_prev + b * H, two ? p.c_prev(t, b) : nullptr,
+                                          dA + b * GH, extra ? extra + b * H : nullptr,
+                                          p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, H,
+                                          j0, w, p.a.act, p.a.rec});
+                    if (Cell::kSecondProduct)
                         for (index k = 0; k < w; ++k)
                             p.d_n[b * H + j0 + k] = dA[b * GH + 2 * H + j0 + k];
                 }
-            if (p.cell == GatedCell::gru_reset_before) {
+            if constexpr (Cell::kSecondProduct) {
                 st.barrier->wait();  // every unit's da_n is in d_n
                 run_block(p.kt, n_term, m0, m1, hp0, hp1);
                 for (index b = m0; b < m1; ++b)
                     for (index u = u0; u < u1 && !skipped(b); ++u)
                         with_gate_functions(p.a.act, p.a.rec, [&](auto, auto rec) {
-                            GruCell<T>::template rz_grad<rec()>(
+                            Cell::template second_grad<rec()>(
                                 p.d_rh.data() + b * H, store + b * S, h_prev + b * H,
                                 p.dropout ? p.a.recurrent_mask + (2 * B + b) * H : nullptr,
                                 dA + b * GH, p.carry.data() + b * H, extra + b * H,
@@ -283,7 +278,7 @@ struct GatedBackwardPass : TimeLoopPass {
                         // recurrent dropout (each gate's product apart)
                         T* out =
                             p.dropout ? d_rec + (g * B + b) * H + j0 : d_rec + b * GR + g * H + j0;
-                        const T* src = (p.cell == GatedCell::gru && g == 2)
+                        const T* src = (Cell::kInnerBias && g == 2)
                                            ? extra + b * H + j0  // da_n * r
                                            : dA + b * GH + g * H + j0;
                         if (skipped(b))
@@ -331,14 +326,12 @@ void column_sums(const T* A, index rows, index cols, index lda, T* out) {
             out[c] += A[r * lda + c];
 }
 
-}  // namespace
-
-template <class T>
-void gated_backward(const GatedBackwardArgs<T>& a) {
+template <class T, class Cell>
+void backward(const GatedBackwardArgs<T>& a) {
     const index T_ = a.steps, B = a.batch, D = a.input_size, H = a.hidden_size;
     const index P = a.proj_size, R = P > 0 ? P : H;
-    const index GH = gate_count(a.cell) * H;
-    const bool lstm = a.cell == GatedCell::lstm;
+    const index GH = Cell::kGates * H;
+    constexpr bool lstm = Cell::kStates == 2;
     std::fill(a.dw_ih, a.dw_ih + GH * D, T(0));
     std::fill(a.dw_hh, a.dw_hh + GH * R, T(0));
     std::fill(a.db_ih, a.db_ih + GH, T(0));
@@ -356,7 +349,7 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
     const T *h0 = a.h0, *c0 = a.c0;
     if (!h0 || (lstm && !c0)) zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
     if (!c0) c0 = zeros.data();
-    GatedBackwardPass<T> pass(a, h0 ? h0 : zeros.data(), c0);
+    GatedBackwardPass<T, Cell> pass(a, h0 ? h0 : zeros.data(), c0);
     run_time_loop(pass.shape(), pass);
 
     const KernelTable<T>& kt = pass.kt;
@@ -414,7 +407,7 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
                  fork);
     } else {  // input dropout: gate g's projection read x * input_mask[g]
         std::vector<T> masked(static_cast<size_t>(rows * D));
-        for (int g = 0; g < gate_count(a.cell); ++g) {
+        for (int g = 0; g < Cell::kGates; ++g) {
             const T* mask = a.input_mask + g * B * D;
             mask_every_step(masked.data(), a.x, mask, T_, B, D);
             gemm(kt, H, D, rows, MatView<T>{dA + g * H, 1, GH}, MatView<T>{masked.data(), D, 1},
@@ -435,35 +428,38 @@ void gated_backward(const GatedBackwardArgs<T>& a) {
     if (pass.dropout) {  // each gate's rows through its mask (reset_before's n: below, as always)
         std::vector<T> read(static_cast<size_t>(T_ * B * R));
         for (int g = 0; g < pass.rec_layout.gates; ++g) {
-            const bool n_term = a.cell == GatedCell::gru && g == 2;  // da_n * r
+            const bool n_term = Cell::kInnerBias && g == 2;  // da_n * r
             gradient_against_masked_previous(kt, H, n_term ? extra : dA + g * H, n_term ? H : GH,
                                              states, a.h0, a.recurrent_mask + g * B * R, T_, B, R,
                                              a.dw_hh + g * H * R, fork, read.data());
         }
-        if (a.cell == GatedCell::gru) column_sums(extra, rows, H, H, a.db_hh + 2 * H);
-        if (a.cell == GatedCell::gru_reset_before)
+        if (Cell::kInnerBias) column_sums(extra, rows, H, H, a.db_hh + 2 * H);
+        if (Cell::kSecondProduct)
             gemm(kt, H, H, rows, MatView<T>{dA + 2 * H, 1, GH}, MatView<T>{extra, H, 1},
                  a.dw_hh + 2 * H * H, H, false, fork);
-    } else
-        switch (a.cell) {
-            case GatedCell::lstm:
-                gradient_against_previous(kt, GH, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
-                break;
-            case GatedCell::gru:  // the n rows read r * (W_hn h): their gradient is da_n * r
-                gradient_against_previous(kt, 2 * H, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
-                gradient_against_previous(kt, H, extra, H, states, a.h0, T_, B, R,
-                                          a.dw_hh + 2 * H * R, fork);
-                column_sums(extra, rows, H, H, a.db_hh + 2 * H);
-                break;
-            case GatedCell::gru_reset_before:  // the n rows read r * h_{t-1}, kept in extra
-                gradient_against_previous(kt, 2 * H, dA, GH, states, a.h0, T_, B, R, a.dw_hh, fork);
-                gemm(kt, H, H, rows, MatView<T>{dA + 2 * H, 1, GH}, MatView<T>{extra, H, 1},
-                     a.dw_hh + 2 * H * H, H, false, fork);
-                break;
+    } else {
+        // the rows whose product read h_{t-1} as it is
+        gradient_against_previous(kt, Cell::kDirectGates * H, dA, GH, states, a.h0, T_, B, R,
+                                  a.dw_hh, fork);
+        if (Cell::kInnerBias) {  // the n rows read r * (W_hn h): their gradient is da_n * r
+            gradient_against_previous(kt, H, extra, H, states, a.h0, T_, B, R, a.dw_hh + 2 * H * R,
+                                      fork);
+            column_sums(extra, rows, H, H, a.db_hh + 2 * H);
         }
+        if (Cell::kSecondProduct)  // the n rows read r * h_{t-1}, kept in extra
+            gemm(kt, H, H, rows, MatView<T>{dA + 2 * H, 1, GH}, MatView<T>{extra, H, 1},
+                 a.dw_hh + 2 * H * H, H, false, fork);
+    }
     if (P > 0)
         gemm(kt, P, H, rows, MatView<T>{pass.dh_all.data(), 1, P},
              MatView<T>{pass.m_all.data(), H, 1}, a.dw_hr, H, false, fork);
+}
+
+}  // namespace
+
+template <class T>
+void gated_backward(const GatedBackwardArgs<T>& a) {
+    with_gated_cell<T>(a.cell, [&](auto cell) { backward<T, decltype(cell)>(a); });
 }
 
 template void gated_backward(const GatedBackwardArgs<float>&);

@@ -22,53 +22,12 @@
 
 namespace rnnfast {
 
-int gate_count(GatedCell cell) {
-    return cell == GatedCell::lstm ? 4 : 3;
-}
-
-index workspace_width(GatedCell cell, index hidden) {
-    switch (cell) {
-        case GatedCell::gru:
-            return 4 * hidden;  // r, z, n, W_hn h + b_hn
-        case GatedCell::gru_reset_before:
-            return 3 * hidden;  // r, z, n
-        case GatedCell::lstm:
-            return 5 * hidden;  // i, f, g, o, c
-    }
-    return 0;
-}
-
-template <class T>
-std::vector<T> projection_bias(const GatedForwardArgs<T>& a) {
-    if (!a.b_ih && !a.b_hh) return {};
-    const index H = a.hidden_size, GH = gate_count(a.cell) * H;
-    std::vector<T> sum(static_cast<size_t>(GH), T(0));
-    for (index c = 0; c < GH; ++c) {
-        const bool inside_reset = a.cell == GatedCell::gru && c >= 2 * H;
-        sum[c] = (a.b_ih ? a.b_ih[c] : T(0)) + (a.b_hh && !inside_reset ? a.b_hh[c] : T(0));
-    }
-    return sum;
-}
-template std::vector<float> projection_bias(const GatedForwardArgs<float>&);
-template std::vector<double> projection_bias(const GatedForwardArgs<double>&);
-
-template <class T>
-std::vector<T> recurrent_bias(const GatedForwardArgs<T>& a) {
-    if (a.cell != GatedCell::gru || !a.b_hh) return {};
-    const index H = a.hidden_size;
-    std::vector<T> inner(static_cast<size_t>(3 * H), T(0));
-    std::copy(a.b_hh + 2 * H, a.b_hh + 3 * H, inner.begin() + 2 * H);
-    return inner;
-}
-template std::vector<float> recurrent_bias(const GatedForwardArgs<float>&);
-template std::vector<double> recurrent_bias(const GatedForwardArgs<double>&);
-
 namespace {
 
 // The same in the layout's order.
-template <class T>
+template <class Cell, class T>
 std::vector<T> projection_bias(const GatedForwardArgs<T>& a, const GateLayout& layout) {
-    const std::vector<T> natural = projection_bias(a);
+    const std::vector<T> natural = projection_bias<Cell>(a);
     return natural.empty() ? natural : rows_in_layout(natural.data(), layout, 1);
 }
 
@@ -84,11 +43,11 @@ bool batch_of_one(const GatedForwardArgs<T>& a) {
 // its step has no rows to amortise a block's calls over (the cell's gate functions, one product
 // per gate), and a block per thread leaves the split as it was. LSTM 200x1x32x64: 5 calls of
 // the gate functions on 64 units a step instead of 20 on 16 (AVX2).
-template <class T>
+template <class Cell, class T>
 index unit_block(const GatedForwardArgs<T>& a, const KernelTable<T>& kt) {
     if (!batch_of_one(a)) return kt.nr;
     const index H = a.hidden_size, R = a.proj_size > 0 ? a.proj_size : H;
-    const double flops = 2.0 * double(R) * double(gate_count(a.cell) * H);
+    const double flops = 2.0 * double(R) * double(Cell::kGates * H);
     const int threads = threads_for(flops, panel_count(H, kt.nr), Sync::barrier);
     return panel_count((H + threads - 1) / threads, kt.nr) * kt.nr;
 }
@@ -109,10 +68,9 @@ inline index unit_panel_end(const GateLayout& layout, index u1, int nr) {
     return panel_count(std::min(layout.hidden, layout.first_unit(u1)), nr);
 }
 
-template <class T>
+template <class T, class Cell>
 struct GatedForwardPass : TimeLoopPass {
     const GatedForwardArgs<T>& a;
-    const GatedCell cell;
     const index B, D, H, P, R, GH;
     const KernelTable<T>& kt;
     const GateLayout layout;      // the projection's and the stored gates' columns
@@ -152,16 +110,15 @@ struct GatedForwardPass : TimeLoopPass {
 
     GatedForwardPass(const GatedForwardArgs<T>& args, const T* h0, const T* c0)
         : a(args),
-          cell(args.cell),
           B(args.batch),
           D(args.input_size),
           H(args.hidden_size),
           P(args.proj_size),
           R(args.proj_size > 0 ? args.proj_size : args.hidden_size),
-          GH(gate_count(args.cell) * args.hidden_size),
+          GH(Cell::kGates * args.hidden_size),
           kt(kernels<T>()),
-          layout{H, gate_count(cell), unit_block(args, kt)},
-          rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), layout.block},
+          layout{H, Cell::kGates, unit_block<Cell>(args, kt)},
+          rec_layout{H, Cell::kStepGates, layout.block},
           masked(args.keep != nullptr),
           dropout(args.recurrent_mask != nullptr),
           by_rows(batch_of_one(args)),
@@ -187,10 +144,10 @@ struct GatedForwardPass : TimeLoopPass {
         // plain path by the team, in its first chunk: here only the room).
         if (in_region) {
             packed_ih.resize(static_cast<size_t>(kt.packed_b_size(D, GH)));
-            bias_x = projection_bias(a, layout);
+            bias_x = projection_bias<Cell>(a, layout);
         } else if (!a.input_mask) {
             packed_ih = pack_in_layout(kt, a.w_ih, layout, D);
-            bias_x = projection_bias(a, layout);
+            bias_x = projection_bias<Cell>(a, layout);
             if (a.ids) {  // the table projected once; each chunk gathers its rows
                 projected_table.resize(static_cast<size_t>(a.vocab * GH));
                 project(a.x, a.vocab, projected_table.data());
@@ -199,7 +156,7 @@ struct GatedForwardPass : TimeLoopPass {
             for (int g = 0; g < layout.gates; ++g)
                 packed_gates_ih.push_back(
                     pack_whole(kt, MatView<T>{a.w_ih + g * H * D, 1, D}, D, H, threads));
-            bias_natural = projection_bias(a);
+            bias_natural = projection_bias<Cell>(a);
             masked_x.resize(static_cast<size_t>(chunk * B * D));
             gate_x.resize(static_cast<size_t>(chunk * B * H));
         }
@@ -217,10 +174,10 @@ struct GatedForwardPass : TimeLoopPass {
             dropped.resize(static_cast<size_t>(threads * layout.gates * B * R));
         }
         if (!dropout) {  // b_hn, inside r * (W_hn h + b_hn)
-            const std::vector<T> inner = recurrent_bias(a);
+            const std::vector<T> inner = recurrent_bias<Cell>(a);
             if (!inner.empty()) bias_h = rows_in_layout(inner.data(), layout, 1);
         }
-        if (cell == GatedCell::gru_reset_before) {
+        if constexpr (Cell::kSecondProduct) {
             packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, 1, H}, H, H, threads);
             rh.resize(static_cast<size_t>(B * H));
             hn.resize(static_cast<size_t>(B * H));
@@ -232,7 +189,7 @@ struct GatedForwardPass : TimeLoopPass {
         gx.resize(static_cast<size_t>(chunk * B * GH));
         if (!dropout) gh.resize(static_cast<size_t>(B * rec_layout.columns()));
         if (!keep_all) h_ring.resize(static_cast<size_t>(2 * B * R));
-        if (cell == GatedCell::lstm) c_ring.resize(static_cast<size_t>(2 * B * H));
+        if constexpr (Cell::kStates == 2) c_ring.resize(static_cast<size_t>(2 * B * H));
         if (dropout)
             dropout_gates.resize(static_cast<size_t>(threads * layout.gates * layout.block));
     }
@@ -251,6 +208,29 @@ struct GatedForwardPass : TimeLoopPass {
     }
     T* h_at(index t) { return const_cast<T*>(static_cast<const GatedForwardPass&>(*this).h_at(t)); }
     const T* c_at(index t) const { return t < 0 ? c_start : c_ring.data() + (t & 1) * B * H; }
+
+    // Row b's block of unit j0.. at step t for the cell's epilogue: `x` and `hh` its projected
+    // input and product terms, the states' rows, `reads` what r scales (reset_before).
+    GatedBlock<T> block(index t, index b, T* x, const T* hh, const T* h_prev, const T* reads,
+                        T* store, index j0, index w) {
+        const index S = Cell::kStored * H;
+        T* h = h_at(t) + b * R;
+        return GatedBlock<T>{x,
+                             hh,
+                             h_prev + b * R,
+                             reads + b * R,
+                             h,
+                             Cell::kStates == 2 ? c_at(t - 1) + b * H : nullptr,
+                             Cell::kStates == 2 ? const_cast<T*>(c_at(t)) + b * H : nullptr,
+                             P > 0 ? m.data() + b * H : h,
+                             Cell::kSecondProduct ? rh.data() + b * H : nullptr,
+                             store ? store + b * S : nullptr,
+                             H,
+                             j0,
+                             w,
+                             a.act,
+                             a.rec};
+    }
 
     void before_region(const Chunk& c) {
         const index rows = c.steps * B;
@@ -337,14 +317,14 @@ struct GatedForwardPass : TimeLoopPass {
                 GemmTask<T> task = packed_task<T>(p.B, p.H, p.R, p.packed_gates[g].data(),
                                                   p.gh_gates.data() + g * p.B * p.H, p.H);
                 // b_hn, inside r * (W_hn h + b_hn): the n gate's product adds it
-                if (g == 2 && p.cell == GatedCell::gru && p.a.b_hh) task.bias = p.a.b_hh + 2 * p.H;
+                if (g == 2 && Cell::kInnerBias && p.a.b_hh) task.bias = p.a.b_hh + 2 * p.H;
                 gate_tasks.push_back(task);
             }
             rec = packed_task<T>(p.B, p.rec_layout.columns(), p.R,
                                  p.dropout ? nullptr : p.packed_rec.data(), p.gh.data(),
                                  p.rec_layout.columns());
             rec.bias = p.bias_h.empty() ? nullptr : p.bias_h.data();
-            if (p.cell == GatedCell::gru_reset_before) {
+            if constexpr (Cell::kSecondProduct) {
                 n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.hn.data(), p.H);
                 n_term.A = {p.rh.data(), p.H, 1};
             }
@@ -392,7 +372,7 @@ struct GatedForwardPass : TimeLoopPass {
 
         void step(const Chunk& c, const Step& st) {
             const index t = st.t, B = p.B, H = p.H, R = p.R, GH = p.GH;
-            const index S = workspace_width(p.cell, H);
+            const index S = Cell::kStored * H;
             const index u0 = st.share.p0, u1 = st.share.p1, m0 = st.share.m0, m1 = st.share.m1;
             const int nr = p.kt.nr;
             const GateLayout& L = p.layout;
@@ -418,7 +398,7 @@ struct GatedForwardPass : TimeLoopPass {
                     run_block(p.kt, gate_tasks[g], m0, m1, unit_panel_begin(L, u0, nr),
                               unit_panel_end(L, u1, nr));
                 }
-                if (p.cell == GatedCell::gru_reset_before) n_reads = mine + 2 * B * R;
+                if constexpr (Cell::kSecondProduct) n_reads = mine + 2 * B * R;
             }
             for (index b = m0; b < m1; ++b)
                 for (index u = u0; u < u1; ++u) {
@@ -432,47 +412,38 @@ struct GatedForwardPass : TimeLoopPass {
                         }
                         row_h = gates;
                     }
-                    T* row_store = store ? store + b * S : nullptr;
-                    if (p.cell == GatedCell::gru)
-                        GruCell<T>::after_block(p.kt, row_x, row_h, h_prev + b * R, h + b * R,
-                                                row_store, H, j0, w, p.a.act, p.a.rec);
-                    else if (p.cell == GatedCell::gru_reset_before)
-                        GruCell<T>::rz_block(p.kt, row_x, row_h, n_reads + b * H,
-                                             p.rh.data() + b * H, j0, w, p.a.rec);
-                    else
-                        LstmCell<T>::forward_block(p.kt, row_x, row_h, p.c_at(t - 1) + b * H,
-                                                   const_cast<T*>(p.c_at(t)) + b * H,
-                                                   (p.P > 0 ? p.m.data() : h) + b * H, row_store, H,
-                                                   j0, w, p.a.act, p.a.rec);
+                    Cell::forward_block(p.kt,
+                                        p.block(t, b, row_x, row_h, h_prev, n_reads, store, j0, w));
                 }
-            if (p.cell == GatedCell::gru_reset_before) {
+            if constexpr (Cell::kSecondProduct) {
                 st.barrier->wait();  // every unit's r * h_{t-1} is in rh
                 run_block(p.kt, n_term, m0, m1, unit_panel_begin(L, u0, nr),
                           unit_panel_end(L, u1, nr));
                 for (index b = m0; b < m1; ++b)
                     for (index u = u0; u < u1; ++u) {
                         const index j0 = L.first_unit(u), w = L.width(u);
-                        GruCell<T>::n_block(p.kt, gx + b * GH + L.base(u), p.hn.data() + b * H + j0,
-                                            h_prev + b * H, h + b * H,
-                                            store ? store + b * S : nullptr, H, j0, w, p.a.act);
+                        Cell::second_block(
+                            p.kt, p.block(t, b, gx + b * GH + L.base(u), p.hn.data() + b * H + j0,
+                                          h_prev, n_reads, store, j0, w));
                     }
             }
             const index c0 = std::min(H, u0 * L.block), c1 = std::min(H, u1 * L.block);
             const Block own{m0, m1, c0, c1};  // this member's units, on its rows
             if (st.keep) {  // skipped rows keep their states (c_t = c_{t-1}, as stored)
                 if (p.P == 0) carry_skipped_rows(h, h_prev, st.keep, R, own);
-                if (p.cell == GatedCell::lstm) {
+                if constexpr (Cell::kStates == 2) {
                     T* c_now = const_cast<T*>(p.c_at(t));
                     carry_skipped_rows(c_now, p.c_at(t - 1), st.keep, H, own);
                     if (store)
                         for (index b = m0; b < m1; ++b)
                             if (!st.keep[b])
                                 std::copy(c_now + b * H + c0, c_now + b * H + c1,
-                                          store + b * S + 4 * H + c0);
+                                          store + b * S + Cell::kStoredState * H + c0);
                 }
             }
             // Sequences whose last step this is keep their state.
-            if (p.cell == GatedCell::lstm) keep_final_state(p.a.c_n, p.c_at(t), H, own, st.ending);
+            if constexpr (Cell::kStates == 2)
+                keep_final_state(p.a.c_n, p.c_at(t), H, own, st.ending);
             if (p.P > 0) {
                 st.barrier->wait();  // every unit's m_t is in m
                 const Share sp =
@@ -492,32 +463,18 @@ struct GatedForwardPass : TimeLoopPass {
 }  // namespace
 
 template <class T>
-GatedStart<T> start_states(const GatedForwardArgs<T>& a) {
-    const index B = a.batch, H = a.hidden_size;
-    const index R = a.proj_size > 0 ? a.proj_size : H;
-    GatedStart<T> s;
-    if (!a.h0 || (a.cell == GatedCell::lstm && !a.c0))
-        s.zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
-    s.h0 = a.h0 ? a.h0 : s.zeros.data();
-    s.c0 = a.c0 ? a.c0 : s.zeros.data();
-    if (B * R > 0) std::memcpy(a.h_n, s.h0, sizeof(T) * static_cast<size_t>(B * R));
-    if (a.cell == GatedCell::lstm && B * H > 0)
-        std::memcpy(a.c_n, s.c0, sizeof(T) * static_cast<size_t>(B * H));
-    return s;
-}
-template GatedStart<float> start_states(const GatedForwardArgs<float>&);
-template GatedStart<double> start_states(const GatedForwardArgs<double>&);
-
-template <class T>
 void gated_forward(const GatedForwardArgs<T>& a) {
-    const GatedStart<T> start = start_states(a);
-    if (a.workspace)  // rows past a sequence's end are never read; zeros keep it deterministic
-        std::memset(a.workspace, 0,
-                    sizeof(T) * static_cast<size_t>(a.steps * a.batch *
-                                                    workspace_width(a.cell, a.hidden_size)));
-    if (a.steps == 0 || a.batch == 0 || a.hidden_size == 0) return;
-    GatedForwardPass<T> pass(a, start.h0, start.c0);
-    run_time_loop(pass.shape(), pass);
+    with_gated_cell<T>(a.cell, [&](auto cell) {
+        using Cell = decltype(cell);
+        const GatedStart<T> start = start_states<Cell>(a);
+        if (a.workspace)  // rows past a sequence's end are never read; zeros keep it deterministic
+            std::memset(
+                a.workspace, 0,
+                sizeof(T) * static_cast<size_t>(a.steps * a.batch * Cell::kStored * a.hidden_size));
+        if (a.steps == 0 || a.batch == 0 || a.hidden_size == 0) return;
+        GatedForwardPass<T, Cell> pass(a, start.h0, start.c0);
+        run_time_loop(pass.shape(), pass);
+    });
 }
 
 template void gated_forward(const GatedForwardArgs<float>&);

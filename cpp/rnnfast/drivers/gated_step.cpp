@@ -6,8 +6,6 @@
 #include <vector>
 
 #include "gated.hpp"
-#include "rnnfast/cells/gru.hpp"
-#include "rnnfast/cells/lstm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 
 namespace rnnfast {
@@ -24,13 +22,12 @@ void affine(const KernelTable<T>& kt, const T* w, const T* bias, index rows, ind
     kt.dot_rows(w, rows, cols, v, out);
 }
 
-}  // namespace
-
-template <class T>
-void gated_step(const GatedStepArgs<T>& a) {
+// The step of one row per b, with the cell's policy.
+template <class T, class Cell>
+void step(const GatedStepArgs<T>& a) {
     const index B = a.batch, D = a.input_size, H = a.hidden_size, P = a.proj_size;
     const index R = P > 0 ? P : H;
-    const index GH = gate_count(a.cell) * H;
+    const index GH = Cell::kGates * H, SH = Cell::kStepGates * H;
     if (B == 0 || H == 0) return;
     const KernelTable<T>& kt = kernels<T>();
     // per call: the two products and r * h or m (reused across calls)
@@ -39,28 +36,39 @@ void gated_step(const GatedStepArgs<T>& a) {
     T *gx = buffer.data(), *gh = gx + GH, *mid = gh + GH;
     for (index b = 0; b < B; ++b) {
         const T *x = a.x + b * D, *h = a.h + b * R;
+        T* h_next = a.h_next + b * R;
+        constexpr bool two = Cell::kStates == 2;
+        const GatedBlock<T> block{gx,
+                                  gh,
+                                  h,
+                                  h,
+                                  h_next,
+                                  two ? a.c + b * H : nullptr,
+                                  two ? a.c_next + b * H : nullptr,
+                                  P > 0 ? mid : h_next,
+                                  mid,
+                                  nullptr,
+                                  H,
+                                  0,
+                                  H,
+                                  a.act,
+                                  a.rec};
         affine(kt, a.w_ih, a.b_ih, GH, D, x, gx);
-        switch (a.cell) {
-            case GatedCell::gru:
-                affine(kt, a.w_hh, a.b_hh, GH, H, h, gh);
-                GruCell<T>::after_block(kt, gx, gh, h, a.h_next + b * H, nullptr, H, 0, H, a.act,
-                                        a.rec);
-                break;
-            case GatedCell::gru_reset_before:
-                affine(kt, a.w_hh, a.b_hh, 2 * H, H, h, gh);
-                GruCell<T>::rz_block(kt, gx, gh, h, mid, 0, H, a.rec);
-                affine(kt, a.w_hh + 2 * H * H, a.b_hh ? a.b_hh + 2 * H : nullptr, H, H, mid, gh);
-                GruCell<T>::n_block(kt, gx, gh, h, a.h_next + b * H, nullptr, H, 0, H, a.act);
-                break;
-            case GatedCell::lstm:
-                affine(kt, a.w_hh, a.b_hh, GH, R, h, gh);
-                LstmCell<T>::forward_block(kt, gx, gh, a.c + b * H, a.c_next + b * H,
-                                           P > 0 ? mid : a.h_next + b * H, nullptr, H, 0, H, a.act,
-                                           a.rec);
-                if (P > 0) affine<T>(kt, a.w_hr, nullptr, P, H, mid, a.h_next + b * P);
-                break;
+        affine(kt, a.w_hh, a.b_hh, SH, R, h, gh);
+        Cell::forward_block(kt, block);
+        if constexpr (Cell::kSecondProduct) {  // the remaining gates' rows, on r * h
+            affine(kt, a.w_hh + SH * H, a.b_hh ? a.b_hh + SH : nullptr, GH - SH, H, mid, gh);
+            Cell::second_block(kt, block);
         }
+        if (P > 0) affine<T>(kt, a.w_hr, nullptr, P, H, mid, h_next);
     }
+}
+
+}  // namespace
+
+template <class T>
+void gated_step(const GatedStepArgs<T>& a) {
+    with_gated_cell<T>(a.cell, [&](auto cell) { step<T, decltype(cell)>(a); });
 }
 
 template void gated_step(const GatedStepArgs<float>&);

@@ -15,8 +15,7 @@
 #include "qops.hpp"
 #include "qproducts.hpp"
 #include "rnnfast/cells/gate_layout.hpp"
-#include "rnnfast/cells/gru.hpp"
-#include "rnnfast/cells/lstm.hpp"
+#include "rnnfast/cells/gated_cells.hpp"
 #include "rnnfast/drivers/rnn.hpp"
 #include "rnnfast/drivers/time_loop.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
@@ -41,10 +40,10 @@ std::vector<float> in_layout(const std::vector<float>& natural, const GateLayout
     return natural.empty() ? natural : rows_in_layout(natural.data(), layout, 1);
 }
 
+template <class Cell>
 struct GatedPass : TimeLoopPass {
     const GatedForwardArgs<float>& a;
     const GatedWeights& w;
-    const GatedCell cell;
     const index B, D, H, P, R, GH;
     const KernelTable<float>& kt;  // the gate functions of the float epilogue
     const QuantKernels& k;
@@ -68,17 +67,16 @@ struct GatedPass : TimeLoopPass {
               const float* c0)
         : a(args),
           w(weights),
-          cell(args.cell),
           B(args.batch),
           D(args.input_size),
           H(args.hidden_size),
           P(args.proj_size),
           R(args.proj_size > 0 ? args.proj_size : args.hidden_size),
-          GH(gate_count(args.cell) * args.hidden_size),
+          GH(Cell::kGates * args.hidden_size),
           kt(kernels<float>()),
           k(active_kernels(weights.w_hh->kind)),
-          layout{H, gate_count(cell), kPanel},
-          rec_layout{H, cell == GatedCell::gru_reset_before ? 2 : gate_count(cell), kPanel},
+          layout{H, Cell::kGates, kPanel},
+          rec_layout{H, Cell::kStepGates, kPanel},
           tanh_state(args.act == Pointwise::tanh && args.proj_size == 0),
           active(active_rows(args.lengths, args.steps, args.batch)),
           threads(threads_for(2.0 * double(B) * double(R) * double(GH),
@@ -89,13 +87,13 @@ struct GatedPass : TimeLoopPass {
           h_start(h0),
           c_start(c0),
           projection(*weights.w_ih, k, chunk * B) {
-        bias_x = in_layout(projection_bias(a), layout);
-        bias_h = in_layout(recurrent_bias(a), layout);
+        bias_x = in_layout(projection_bias<Cell>(a), layout);
+        bias_h = in_layout(recurrent_bias<Cell>(a), layout);
         gx.resize(static_cast<size_t>(chunk * B * GH));
         gh.resize(static_cast<size_t>(B * rec_layout.columns()));
         if (!keep_all) h_ring.resize(static_cast<size_t>(2 * B * R));
-        if (cell == GatedCell::lstm) c_ring.resize(static_cast<size_t>(2 * B * H));
-        if (cell == GatedCell::gru_reset_before) {
+        if (Cell::kStates == 2) c_ring.resize(static_cast<size_t>(2 * B * H));
+        if (Cell::kSecondProduct) {
             rh.resize(static_cast<size_t>(B * H));
             hn.resize(static_cast<size_t>(B * H));
         }
@@ -109,7 +107,7 @@ struct GatedPass : TimeLoopPass {
         for (int i = 0; i < threads; ++i) {
             own_h.emplace_back(*w.w_hh, k, B);
             own_rec.emplace_back(*w.w_hh, B);
-            if (cell == GatedCell::gru_reset_before) {
+            if (Cell::kSecondProduct) {
                 own_rh.emplace_back(*w.w_hn, k, B);
                 own_hn.emplace_back(*w.w_hn, B);
             }
@@ -134,6 +132,27 @@ struct GatedPass : TimeLoopPass {
     float* h_at(index t) { return const_cast<float*>(std::as_const(*this).h_at(t)); }
     const float* c_at(index t) const { return t < 0 ? c_start : c_ring.data() + (t & 1) * B * H; }
     float* c_at(index t) { return const_cast<float*>(std::as_const(*this).c_at(t)); }
+
+    // Row b's block of units j0.. at step t for the cell's epilogue.
+    GatedBlock<float> block(index t, index b, float* x, const float* hh, index j0, index width) {
+        float* h = h_at(t) + b * R;
+        const float* h_prev = h_at(t - 1) + b * R;
+        return GatedBlock<float>{x,
+                                 hh,
+                                 h_prev,
+                                 h_prev,
+                                 h,
+                                 Cell::kStates == 2 ? c_at(t - 1) + b * H : nullptr,
+                                 Cell::kStates == 2 ? c_at(t) + b * H : nullptr,
+                                 P > 0 ? m.data() + b * H : h,
+                                 Cell::kSecondProduct ? rh.data() + b * H : nullptr,
+                                 nullptr,
+                                 H,
+                                 j0,
+                                 width,
+                                 a.act,
+                                 a.rec};
+    }
 
     void before_region(const Chunk& c) {
         project(projection, a.x + c.t0 * B * D, c.steps * B,
@@ -189,20 +208,10 @@ struct GatedPass : TimeLoopPass {
                     const index j0 = L.first_unit(u), width = L.width(u);
                     float* row_x = gx + b * GH + L.base(u);
                     const float* row_h = p.gh.data() + b * GR + Lr.base(u);
-                    if (p.cell == GatedCell::gru)
-                        GruCell<float>::after_block(p.kt, row_x, row_h, h_prev + b * R, h + b * R,
-                                                    nullptr, H, j0, width, p.a.act, p.a.rec);
-                    else if (p.cell == GatedCell::gru_reset_before)
-                        GruCell<float>::rz_block(p.kt, row_x, row_h, h_prev + b * H,
-                                                 p.rh.data() + b * H, j0, width, p.a.rec);
-                    else
-                        LstmCell<float>::forward_block(p.kt, row_x, row_h, p.c_at(t - 1) + b * H,
-                                                       p.c_at(t) + b * H,
-                                                       (p.P > 0 ? p.m.data() : h) + b * H, nullptr,
-                                                       H, j0, width, p.a.act, p.a.rec);
+                    Cell::forward_block(p.kt, p.block(t, b, row_x, row_h, j0, width));
                 }
             const index c0 = std::min(H, u0 * L.block), c1 = std::min(H, u1 * L.block);
-            if (p.cell == GatedCell::gru_reset_before) {
+            if constexpr (Cell::kSecondProduct) {
                 st.barrier->wait();  // every unit's r * h_{t-1} is in rh
                 // W_hn's panels are its units' blocks (one panel each)
                 product(p.own_rh[me], p.own_hn[me], p.rh.data(), H, false, m0, m1, u0, u1, nullptr,
@@ -210,14 +219,14 @@ struct GatedPass : TimeLoopPass {
                 for (index b = m0; b < m1; ++b)
                     for (index u = u0; u < u1; ++u) {
                         const index j0 = L.first_unit(u);
-                        GruCell<float>::n_block(p.kt, gx + b * GH + L.base(u),
-                                                p.hn.data() + b * H + j0, h_prev + b * H, h + b * H,
-                                                nullptr, H, j0, L.width(u), p.a.act);
+                        Cell::second_block(p.kt, p.block(t, b, gx + b * GH + L.base(u),
+                                                         p.hn.data() + b * H + j0, j0, L.width(u)));
                     }
             }
             // Sequences whose last step this is keep their states.
             const Block own{m0, m1, c0, c1};
-            if (p.cell == GatedCell::lstm) keep_final_state(p.a.c_n, p.c_at(t), H, own, st.ending);
+            if constexpr (Cell::kStates == 2)
+                keep_final_state(p.a.c_n, p.c_at(t), H, own, st.ending);
             if (p.P > 0) {
                 st.barrier->wait();  // every unit's m_t is in m
                 const Share sp =
@@ -236,10 +245,13 @@ struct GatedPass : TimeLoopPass {
 }  // namespace
 
 void gated_forward(const GatedForwardArgs<float>& a, const GatedWeights& w) {
-    const GatedStart<float> start = start_states(a);
-    if (a.steps == 0 || a.batch == 0 || a.hidden_size == 0) return;
-    GatedPass pass(a, w, start.h0, start.c0);
-    run_time_loop(pass.shape(), pass);
+    with_gated_cell<float>(a.cell, [&](auto cell) {
+        using Cell = decltype(cell);
+        const GatedStart<float> start = start_states<Cell>(a);
+        if (a.steps == 0 || a.batch == 0 || a.hidden_size == 0) return;
+        GatedPass<Cell> pass(a, w, start.h0, start.c0);
+        run_time_loop(pass.shape(), pass);
+    });
 }
 
 }  // namespace rnnfast::quantized

@@ -1,0 +1,68 @@
+// The one place where a gated cell's name becomes a policy: the bindings parse a name into a
+// GatedCell, and with_gated_cell turns it into the cell's type, with which each driver
+// instantiates its pass. Nothing else tests which cell runs (cells/gated_cell.hpp lists what
+// the passes ask a cell instead).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "gru.hpp"
+#include "lstm.hpp"
+#include "rnnfast/runtime/types.hpp"
+
+namespace rnnfast {
+
+// GRU: PyTorch's form (reset gate after the recurrent product; Keras's reset_after=True,
+// ONNX's linear_before_reset=1) or Keras's reset_after=False (the reset gate scales h_{t-1}
+// before its product). LSTM: PyTorch's, with an optional projection h_t = W_hr (o * act(c_t)).
+enum class GatedCell { gru, gru_reset_before, lstm };
+
+// The cells the gated drivers run, by the names the bindings take (kGatedCellNames[cell]).
+constexpr const char* kGatedCellNames[] = {"gru", "gru_reset_before", "lstm"};
+
+inline GatedCell parse_gated_cell(const std::string& name) {
+    for (int i = 0; i < 3; ++i)
+        if (name == kGatedCellNames[i]) return static_cast<GatedCell>(i);
+    throw std::invalid_argument("cell: expected 'gru', 'gru_reset_before' or 'lstm', got '" + name +
+                                "'");
+}
+
+// f(Cell{}) with the policy of `cell` for elements T.
+template <class T, class F>
+decltype(auto) with_gated_cell(GatedCell cell, F&& f) {
+    switch (cell) {
+        case GatedCell::gru_reset_before:
+            return f(GruResetBeforeCell<T>{});
+        case GatedCell::lstm:
+            return f(LstmCell<T>{});
+        case GatedCell::gru:
+            break;
+    }
+    return f(GruCell<T>{});
+}
+
+// A cell's counts, for the bindings' shape checks (any element type gives the same).
+struct GatedCellCounts {
+    int states, gates, step_gates, stored;
+    bool projects, second_product;
+};
+inline GatedCellCounts gated_cell_counts(GatedCell cell) {
+    return with_gated_cell<float>(cell, [](auto c) {
+        using C = decltype(c);
+        return GatedCellCounts{C::kStates, C::kGates,    C::kStepGates,
+                               C::kStored, C::kProjects, C::kSecondProduct};
+    });
+}
+
+// Gate groups of a cell (3 or 4): the width of the input projection is gates * H.
+inline int gate_count(GatedCell cell) {
+    return gated_cell_counts(cell).gates;
+}
+// What the forward keeps per step and row for the backward (the gates after their activations,
+// and the GRU's recurrent n-term (reset_after) or the LSTM's c_t).
+inline index workspace_width(GatedCell cell, index hidden) {
+    return gated_cell_counts(cell).stored * hidden;
+}
+
+}  // namespace rnnfast
