@@ -318,6 +318,38 @@ def test_spec_node_without_hidden_size_takes_it_from_w():
         np.testing.assert_allclose(a, b, atol=TOL, rtol=TOL)
 
 
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("cell", ["RNN", "GRU", "LSTM"])
+def test_spec_node_empty_sequences_end_in_zeros_as_in_onnxruntime(cell, direction, layout):
+    """An empty sequence's Y_h / Y_c are the op's zeros (rnnfast's own h_n would be h0, which
+    rnnfast's and torch's exporters write as a Where after the node)."""
+    model, feeds = _spec_node(cell, direction, layout, lengths="input", starts="input")
+    feeds["seq"] = np.array([T, 0, 3], np.int32)
+    _, ours = _compare(model, feeds)
+    for state in ours[1:]:
+        assert not (state[:, 1] if layout == 0 else state[1]).any()
+
+
+def test_spec_node_in_float64():
+    """onnxruntime has no float64 recurrent kernels: the float64 graph equals its float32
+    twin in onnxruntime, and stays float64."""
+    model, feeds = _spec_node("LSTM", "bidirectional", lengths="input", starts="input")
+    theirs = _ort(model, feeds)
+    for t in model.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype == np.float32:
+            t.CopyFrom(numpy_helper.from_array(a.astype(np.float64), t.name))
+    for v in list(model.graph.input) + list(model.graph.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    feeds = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    ours = rx.load(model).run(None, feeds)
+    for a, b in zip(ours, theirs):
+        assert a.dtype == np.float64
+        np.testing.assert_allclose(a, b, atol=TOL, rtol=TOL)
+
+
 def test_spec_node_call_takes_and_returns_the_graphs_layouts():
     model, feeds = _spec_node("LSTM", "bidirectional", 1, lengths="input", starts="input")
     loaded = rx.load(model)

@@ -92,11 +92,13 @@ class _RawY:
 class _State:
     """Final states: rows (node, ONNX direction index), (rows, B, H); ``which``: "h" (Y_h)
     or "c" (an LSTM's Y_c); ``axes``: a transpose of ("D", "B", "H") (a layout=1 node's
-    ("B", "D", "H")), None for (D, B, H)."""
+    ("B", "D", "H")), None for (D, B, H); ``empty_zero``: the node's own output, zeros for an
+    empty sequence (onnxruntime's; rnnfast's h_n is then h0, as a ``Where`` makes it)."""
 
-    def __init__(self, rows, which="h", axes=None):
+    def __init__(self, rows, which="h", axes=None, empty_zero=False):
         self.rows, self.which = list(rows), which
         self.axes = None if axes == spec_nodes.STATE_AXES[0] else axes
+        self.empty_zero = empty_zero
 
 
 class _H0:
@@ -497,10 +499,11 @@ class _Reader:
             for a in args:
                 items.extend(self._ints(a).items)
             return _Ints(items)
-        if all(isinstance(a, _State) for a in args) and axis == 0:
+        if all(isinstance(a, _State) and a.axes is None for a in args) and axis == 0:
             if len({a.which for a in args}) != 1:
                 self.fail(node, "a Concat of an LSTM's h and c states")
-            return _State([row for a in args for row in a.rows], args[0].which)
+            rows = [row for a in args for row in a.rows]
+            return _State(rows, args[0].which, None, any(a.empty_zero for a in args))
         xs = [a for a in args if isinstance(a, _X)]
         if len(xs) == len(args):
             rank = len(xs[0].axes)
@@ -533,8 +536,9 @@ class _Reader:
             picked = [int(i) for i in index.value.reshape(-1)]
             rows = picked if data.rows is None else [data.rows[i] for i in picked]
             return _H0(rows, data.source)
-        if isinstance(data, _State) and axis == 0 and isinstance(index, _Const):
-            return _State([data.rows[int(i)] for i in index.value.reshape(-1)], data.which)
+        if isinstance(data, _State) and axis == 0 and isinstance(index, _Const) and not data.axes:
+            rows = [data.rows[int(i)] for i in index.value.reshape(-1)]
+            return _State(rows, data.which, None, data.empty_zero)
         if isinstance(data, _RawY) and isinstance(index, _Const):
             if data.axes[axis] == "D" and index.value.tolist() == [1, 0] and data.node.dirs == 2:
                 return _RawY(data.node, data.axes, not data.swap)
@@ -570,7 +574,7 @@ class _Reader:
             return _RawY(v.node, tuple(v.axes[p] for p in perm), v.swap)
         if isinstance(v, _State) and sorted(perm) == [0, 1, 2]:
             axes = v.axes or spec_nodes.STATE_AXES[0]
-            return _State(v.rows, v.which, tuple(axes[p] for p in perm))
+            return _State(v.rows, v.which, tuple(axes[p] for p in perm), v.empty_zero)
         self.fail(node, "a Transpose of a value rnnfast does not track")
 
     def _sequence_of(self, node, raw):
@@ -625,7 +629,7 @@ class _Reader:
         if isinstance(v, _State) and len(v.rows) == 1 and len(axes) == 1:
             have = v.axes or spec_nodes.STATE_AXES[0]
             if -len(have) <= axes[0] < len(have) and have[axes[0]] == "D":  # (B, H): tf2onnx's
-                return _State(v.rows, v.which, tuple(a for a in have if a != "D"))
+                return _State(v.rows, v.which, tuple(a for a in have if a != "D"), v.empty_zero)
         ints = self._ints(v)
         if ints is not None and len(ints.items) == 1 and axes in ([0], []):
             return _Ints(ints.items, scalar=True)
@@ -819,7 +823,7 @@ class _Reader:
             start = node_.init if state.which == "h" else node_.init_c
             if start is None or start.rows != init.rows or start.source != init.source:
                 self.fail(node, "a Where that is not the final state of empty sequences")
-            return state
+            return _State(state.rows, state.which, state.axes)  # rnnfast's h_n: h0 there
         self.fail(node, "a Where rnnfast does not read")
 
     def op_ReverseSequence(self, node, args):
@@ -1037,9 +1041,12 @@ class _Reader:
         n.init_c = starts[1]
         self.nodes.append(n)
         self.place_rnn(node, n, x)
-        outs = [_RawY(n, y_axes), _State([(n, d) for d in range(dirs)], "h", state_axes)]
+        # an empty sequence's Y_h / Y_c are zeros (onnxruntime), where rnnfast's are h0 / c0
+        zero = lengths is not None and any(s is not None for s in starts)
+        rows = [(n, d) for d in range(dirs)]
+        outs = [_RawY(n, y_axes), _State(rows, "h", state_axes, zero)]
         if cell == "LSTM":
-            outs.append(_State([(n, d) for d in range(dirs)], "c", state_axes))
+            outs.append(_State(rows, "c", state_axes, zero))
         return outs
 
     def inputs_batch(self, x_axes):
@@ -1148,7 +1155,9 @@ class _Reader:
                 part = self.resolve(fake, v.tree, last, part_ok=True)
                 spec.append(("y", part, v.axes))
             elif isinstance(v, _State):
-                spec.append((f"{v.which}_n", self.state_stage(fake, v), v.axes))
+                kind = f"{v.which}_n" if not v.empty_zero else f"Y_{v.which}"
+                axes = v.axes or (spec_nodes.STATE_AXES[0] if v.empty_zero else None)
+                spec.append((kind, self.state_stage(fake, v), axes))
             else:
                 raise OnnxLoadError(
                     f"onnx graph: output {name!r} is neither the model's output nor an RNN's "
@@ -1467,7 +1476,8 @@ class OnnxModel(Module):
     the arrays onnxruntime returns: ``("Y", index, axes)`` is the node's Y (``axes`` a transpose
     of ("T", "D", "B", "H"); (T, num_directions, B, H) for layout=0, (B, T, num_directions, H)
     for layout=1; "F" for dirs*H when the graph reshaped it), computed from ``layers[index]``'s
-    output; ``("h_n", index, axes)`` a final state in a layout=1 node's ("B", "D", "H"). The
+    output; ``("h_n", index, axes)`` a final state in a layout=1 node's ("B", "D", "H");
+    ``("Y_h", index, axes)`` / ``("Y_c", ...)`` the node's own, zeros for an empty sequence. The
     call takes ``h0`` as the graph's state inputs are (one array, or the pair (initial_h,
     initial_c), in the node's layout); ``graph["lengths"]`` are lengths the graph fixes
     (``sequence_lens`` as an initializer: the call takes no ``lengths``), ``graph["starts"]``
@@ -1516,7 +1526,7 @@ class OnnxModel(Module):
         states = [spec_nodes.state_in(g, s, layout, shape, x.dtype) for g, s in zip(given, starts)]
         return states[0] if len(states) == 1 else tuple(states)
 
-    def forward(self, x, h0=None):
+    def forward(self, x, h0=None, lengths=None):
         out = x
         states, ys = {}, {}
         for i, layer in enumerate(self.layers):
@@ -1554,7 +1564,9 @@ class OnnxModel(Module):
             else:
                 state = states[which]
                 if isinstance(state, tuple):  # an LSTM's (h_n, c_n)
-                    state = state[0] if kind == "h_n" else state[1]
+                    state = state[0] if kind in ("h_n", "Y_h") else state[1]
+                if kind in ("Y_h", "Y_c") and lengths is not None:  # the op's zeros
+                    state = np.where((np.asarray(lengths) == 0)[:, None], 0, state)
                 values.append(spec_nodes.state_out(state, axes[0] if axes else None))
         return values[0] if len(values) == 1 else tuple(values)
 
