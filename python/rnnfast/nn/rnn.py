@@ -681,12 +681,16 @@ class RNN(RecurrentLayer):
         over the whole sequence gives.
     alpha : float in (0, 1], or a list of one per layer
         Leak rate of leaky units.
-    dilation : int >= 1, or a list of one per layer
+    dilation : int in [1, 2**31], or a list of one per layer
         ``h_t`` reads ``h_{t-d}`` (temporal skip connections; ``[1, 2, 4, 8]``: a stack over
-        multiple time scales), run as d interleaved sequences of ceil(T/d) steps. Its state
+        multiple time scales), run as min(d, T) interleaved sequences: a call costs
+        O(T * B * H) whatever d (a d at or beyond T reads only the initial state). Its state
         (``h0``, ``step``'s ``h``, a stateful layer's carry) may be one ring per layer and
         direction: ``ring[j]`` (B, H) is h_{j-d}, the state chain j starts from (``ring[-1]``
-        the newest); a plain (layers*dirs, B, H) h0 starts every chain from it.
+        the newest); a plain (layers*dirs, B, H) h0 starts every chain from it. A ring may be
+        shorter than d, (m, B, H) with 1 <= m <= d: its first entry then stands for the
+        d - m + 1 oldest. Rings grow as steps arrive: ``step`` and a stateful layer keep at
+        most min(d, 1 + steps seen) states, never d of them up front.
     input_to_all : bool
         Dense skips from the input: every layer k > 0 reads the stack's input concatenated
         with the output of the layer below, ``[x_t, y^(k-1)_t]`` (``weight_ih_l{k}`` is then
