@@ -244,19 +244,29 @@ def _zip_sizes(rng, data):
     return bytes(data)
 
 
-def _npz_member(rng, data):
-    """One member of the archive edited (its .npy header, its JSON or its bytes) and the
-    archive written again, CRCs right: the edit reaches the reader's checks past zip's."""
+def _read_archive(data):
+    """The members of a zip archive's bytes, by name."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        members = {info.filename: archive.read(info) for info in archive.infolist()}
-    name = rng.choice(sorted(members))
-    edit = rng.choice([_npy_header, _npy_header, _json_fields, _numbers, _flip, _truncate])
-    members[name] = edit(rng, members[name])
+        return {info.filename: archive.read(info) for info in archive.infolist()}
+
+
+def _write_archive(members):
+    """A zip archive (bytes, CRCs right) of ``members`` by name."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
         for key, value in members.items():
             archive.writestr(key, value)
     return out.getvalue()
+
+
+def _npz_member(rng, data):
+    """One member of the archive edited (its .npy header, its JSON or its bytes) and the
+    archive written again, CRCs right: the edit reaches the reader's checks past zip's."""
+    members = _read_archive(data)
+    name = rng.choice(sorted(members))
+    edit = rng.choice([_npy_header, _npy_header, _json_fields, _numbers, _flip, _truncate])
+    members[name] = edit(rng, members[name])
+    return _write_archive(members)
 
 
 # what a config field is set to: sizes far past any array, the bounds' edges, nonsense types
@@ -318,8 +328,7 @@ def config_field_cases(seed_file, values=None):
     sizes and types of ``_FIELD_VALUES``), one at a time: ``[(path, value, file bytes)]``, the
     field by field sweep of a saved class."""
     values = _FIELD_VALUES if values is None else values
-    with zipfile.ZipFile(io.BytesIO(seed_file)) as archive:
-        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    members = _read_archive(seed_file)
     name = "__rnnfast_config__.npy"
     count = len(_fields(_config_of(members[name])))
     cases = []
@@ -328,29 +337,21 @@ def config_field_cases(seed_file, values=None):
             config = _config_of(members[name])
             node, key = _fields(config)[i]
             node[key] = value
-            out = io.BytesIO()
-            with zipfile.ZipFile(out, "w") as archive:
-                for member, content in members.items():
-                    archive.writestr(member, _config_member(config) if member == name else content)
-            cases.append((f"{key!r}", value, out.getvalue()))
+            edited = _write_archive({**members, name: _config_member(config)})
+            cases.append((f"{key!r}", value, edited))
     return cases
 
 
 def _npz_config(rng, data):
     """The archive's config member edited field by field (:func:`_config_field`), the archive
     written again with its CRCs right."""
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    members = _read_archive(data)
     name = "__rnnfast_config__.npy"
     if name not in members:
         return _npz_member(rng, data)
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         members[name] = _config_field(rng, members[name])
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as archive:
-        for key, value in members.items():
-            archive.writestr(key, value)
-    return out.getvalue()
+    return _write_archive(members)
 
 
 def _json_fields(rng, data):
