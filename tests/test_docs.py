@@ -286,7 +286,8 @@ assert isinstance(back, torch.nn.RNN) and back.bidirectional and back.num_layers
 """,
     "deploying-1": "assert y_ort.shape == expected.shape == (12, 3, 5)",
     "deploying-2": "assert isinstance(model, rnnfast.Sequential) and y.shape == (3, 50, 1)",
-    "deploying-3": """
+    "deploying-3": "assert y.shape == (T, 2, B, H) and h.shape == c.shape == (2, B, H)",
+    "deploying-4": """
 assert type(plain) is torch.nn.RNN
 assert torch.equal(plain.weight_hh_l0, net.rnn.weight_hh_l0)
 assert all(p.grad is not None for p in net.rnn.parameters())

@@ -71,6 +71,13 @@ Gather, Shape, Unsqueeze, Constant, ConstantOfShape). It returns an ``rnnfast.RN
 that is one RNN, a ``Sequential`` for a chain with one output, else an ``OnnxModel`` (a
 ``Module``) whose call returns the graph's outputs in order; in eval mode. Any other op, or a
 use of these that is not an rnnfast layer, raises a ValueError naming the node.
+
+It reads ``RNN`` / ``GRU`` / ``LSTM`` nodes as the operator's spec writes them too (ONNX's node
+tests, tf2onnx, ``onnx.helper``): ``layout`` 0 or 1, ``Y`` / ``Y_h`` / ``Y_c`` as graph outputs in
+the node's layout, ``sequence_lens`` and initial states as graph inputs or initializers, weights
+given as graph inputs with ``load(path, initializers={...})``. Such a graph loads as an
+``OnnxModel`` that takes and returns the graph's arrays in the graph's layouts (``run(names,
+feeds)`` as onnxruntime's); see ``_onnx_spec_nodes``.
 """
 
 from __future__ import annotations
