@@ -29,11 +29,12 @@ def _as_list(value):
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _check_call_keywords(layer, training, mask):
-    if mask is not None:
+def _check_call_keywords(layer, training, mask, symbolic=True):
+    if mask is not None and symbolic:
         raise NotImplementedError(
-            f"mask: {layer._who()} takes no explicit mask here; put a Masking layer (or an "
-            "Embedding with mask_zero=True) before it and the mask reaches it, as in Keras"
+            f"mask: {layer._who()} takes no explicit mask tensor in a functional model; put a "
+            "Masking layer (or an Embedding with mask_zero=True) before it and the mask "
+            "reaches it, as in Keras (a layer called on arrays takes mask=)"
         )
     if training not in (None, False, True):
         raise TypeError(f"training: expected None, True or False, got {training!r}")
@@ -79,17 +80,25 @@ def symbolic_call(layer, inputs, initial_state, training=None, mask=None):
 def eager_call(layer, x, initial_state, training=None, mask=None):
     """``layer(x)`` on a NumPy array: the output (or Keras's list of outputs) at once, in
     inference mode unless ``training=True``."""
-    _check_call_keywords(layer, training, mask)
-    x = np.asarray(x)
-    if x.dtype.kind == "f" or (x.dtype.kind in "iub" and not layer.reads_ids):
+    _check_call_keywords(layer, training, mask, symbolic=False)
+    x = np.asarray(getattr(x, "value", x))
+    if hasattr(x, "detach"):  # a torch tensor (Keras's backend)
+        x = x.detach().cpu().numpy()
+    if layer.reads_ids:
+        if x.dtype.kind == "f":
+            x = x.astype(np.int64)  # Keras's Embedding casts float ids to ints (truncates)
+    elif x.dtype.kind in "fiub":
         x = x.astype(layer.dtype, copy=False)  # Keras casts float (and int) data
-    layer.build((None, *x.shape[1:]))
+    # Keras builds a layer called on data for the data's shape: a stateful layer's batch
+    batch = x.shape[0] if getattr(layer, "stateful", False) and not layer.built else None
+    layer.build((batch, *x.shape[1:]))
+    valid = None if mask is None else layer.call_mask(x, mask)
     states = [] if initial_state is None else _as_list(initial_state)
     core = layer.layer
     was = core.training
     core.train(bool(training))
     try:
-        outputs, _, _ = layer.run(x, states, None, None, layer._who())
+        outputs, _, _ = layer.run(x, states, valid, None, layer._who())
     finally:
         core.train(was)
     return outputs[0] if len(outputs) == 1 else outputs

@@ -26,7 +26,8 @@ def model_input(x, first_layer, input_shape, name="x"):
             f"{tuple(input_shape)} (the first is the batch), got shape {x.shape}{fix}"
         )
     if getattr(first_layer, "reads_ids", False):
-        return x
+        # Keras's Embedding casts float ids to ints (truncating), as astype does
+        return x.astype(np.int64) if x.dtype.kind == "f" else x
     return x.astype(first_layer.dtype, copy=False)  # astype: a new array, never the user's
 
 

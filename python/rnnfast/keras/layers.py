@@ -37,7 +37,7 @@ from ._calls import (
     recurrent_call,
     symbolic_call,
 )
-from ._initializers import glorot_uniform, recurrent_weights
+from ._initializers import initializer, recurrent_weights
 from ._masking import MaskingCore
 from ._symbolic import KerasTensor, is_symbolic
 
@@ -73,6 +73,35 @@ def as_array(value):
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     return np.asarray(value)
+
+
+# Keras arguments the front does not compute: accepted at Keras's default (None), refused
+# otherwise, naming the argument (never taken and ignored)
+_UNSUPPORTED = {
+    "kernel_regularizer": "regularization losses are not computed",
+    "recurrent_regularizer": "regularization losses are not computed",
+    "bias_regularizer": "regularization losses are not computed",
+    "activity_regularizer": "regularization losses are not computed",
+    "embeddings_regularizer": "regularization losses are not computed",
+    "kernel_constraint": "weight constraints are not applied",
+    "recurrent_constraint": "weight constraints are not applied",
+    "bias_constraint": "weight constraints are not applied",
+    "embeddings_constraint": "weight constraints are not applied",
+    "lora_rank": "LoRA is not supported",
+    "quantization_config": "quantized Keras layers are not supported",
+}
+
+
+def refuse_unsupported(class_name, kwargs):
+    """Take Keras's arguments that the front does not compute out of ``kwargs``: each at its
+    Keras default (None) is dropped, any other value is a NotImplementedError naming it."""
+    for key in [k for k in kwargs if k in _UNSUPPORTED]:
+        value = kwargs.pop(key)
+        if value is not None:
+            raise NotImplementedError(
+                f"{key}: {class_name} of rnnfast.keras does not support {key}={value!r} "
+                f"({_UNSUPPORTED[key]}); leave it None, or use keras itself for this layer"
+            )
 
 
 class Input(KerasTensor):
@@ -148,10 +177,12 @@ class Layer:
 
     keras_name = "layer"  # the stem of default names
     reads_ids = False  # an Embedding reads integer ids: they are not cast to floats
+    supports_masking = True  # Keras's: a mask coming in passes through (or is read)
 
     def __init__(
         self, *, input_shape=None, name=None, dtype=None, seed=None, trainable=True, **unknown
     ):
+        refuse_unsupported(type(self).__name__, unknown)
         if unknown:
             # Keras 3 refuses these too (a ValueError); say where the batch size goes now
             hint = ""
@@ -207,13 +238,20 @@ class Layer:
         """Keras's layer call: on a symbolic tensor (``Input`` or a layer's output) it records
         the call for ``Model(inputs, outputs)`` and returns the output tensor (Keras's list of
         them with ``return_state``); on a NumPy array it returns the output at once."""
-        if is_symbolic(inputs) or is_symbolic(initial_state or ()):
+        states = () if initial_state is None else initial_state  # one array, or a list
+        if is_symbolic(inputs) or is_symbolic(states):
             return symbolic_call(self, inputs, initial_state, training, mask)
         return eager_call(self, inputs, initial_state, training, mask)
 
     def output_shapes(self, input_shape, states):
         """The shapes of the outputs of a call (Keras's list), ``states`` initial states given."""
         return [self.compute_output_shape(tuple(input_shape))]
+
+    def call_mask(self, x, mask):
+        """The valid mask that ``layer(x, mask=mask)`` on arrays runs with: None here, as
+        Keras's layers that read no mask (Dense, Dropout, Embedding, Masking) give the same
+        output with one; a recurrent layer's skips the masked steps."""
+        return None
 
     def run(self, x, states, valid, suspect, who):
         """A functional model's call of the layer on arrays: ``(outputs, their valid masks,
@@ -329,12 +367,35 @@ def check_stateful_batch(layer, x):
         )
 
 
+def check_use_cudnn(value):
+    """Keras's ``use_cudnn`` of a GRU / LSTM: "auto" or False (the CPU kernels run either
+    way); True asks for NVIDIA's cuDNN, which Keras refuses without it too."""
+    if value is True:
+        raise ValueError(
+            "use_cudnn: True asks for NVIDIA's cuDNN kernels, and rnnfast.keras runs on the "
+            "CPU; pass use_cudnn='auto' (Keras's default) or False"
+        )
+    if value not in ("auto", False):
+        raise value_error("use_cudnn", "'auto', True or False", value)
+    return value
+
+
+def check_implementation(value):
+    """Keras's ``implementation`` (0, 1 or 2) changes only how Keras batches the gates'
+    products: the same result; kept for Keras code and configs that give it."""
+    if not is_int(value) or value not in (0, 1, 2):
+        raise value_error("implementation", "0, 1 or 2", value)
+    return int(value)
+
+
 class _Recurrent(Layer):
     """SimpleRNN, GRU and LSTM: Keras's recurrent arguments, the rnnfast layer of the cell."""
 
     core_class = None
-    gates = 1
-    num_states = 1  # Keras's states per direction: h (an LSTM's h and c)
+    # the cell's gate blocks and Keras's states per direction (h; an LSTM's h and c), from
+    # the rnnfast layer's cell description (nn.cells)
+    gates = property(lambda self: self.core_class.cell.num_gates)
+    num_states = property(lambda self: self.core_class.cell.num_states)
     output_merge_mode = "concat"  # one output (a Bidirectional with merge_mode=None has two)
 
     def __init__(
@@ -348,10 +409,27 @@ class _Recurrent(Layer):
         return_state=False,
         go_backwards=False,
         stateful=False,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
+        unroll=False,
+        zero_output_for_mask=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.units = check_positive_int("units", units)
+        # Keras's initializers: names, Keras objects (Constant(0.01), ...) or functions
+        for key, value in (
+            ("kernel_initializer", kernel_initializer),
+            ("recurrent_initializer", recurrent_initializer),
+            ("bias_initializer", bias_initializer),
+        ):
+            initializer(key, value, self.dtype)  # checked now, called when built
+            setattr(self, key, value)
+        # Keras's unroll changes only how the loop is compiled: the kernels run one loop
+        self.unroll = check_bool("unroll", unroll)
+        # Keras's: the output of a step a mask skips is zeros (True) or the previous one
+        self.zero_output_for_mask = check_bool("zero_output_for_mask", zero_output_for_mask)
         self.activation = check_choice("activation", activation, ("tanh", "relu"))
         self.use_bias = check_bool("use_bias", use_bias)
         # Keras's dropout: on the inputs of each step (rnnfast's input_dropout)
@@ -379,9 +457,11 @@ class _Recurrent(Layer):
             stateful=self.stateful,
             input_dropout=self.dropout,
             recurrent_dropout=self.recurrent_dropout,
-            # Keras: a step a mask skips repeats the previous output (zeros for a
-            # Bidirectional's sequences, which rnnfast's default, None, gives)
-            zero_output_for_mask=None if bidirectional else False,
+            # Keras: a step a mask skips repeats the previous output unless
+            # zero_output_for_mask (Keras's Bidirectional sets it to return_sequences)
+            zero_output_for_mask=(
+                self.return_sequences if bidirectional else self.zero_output_for_mask
+            ),
             **self._cell_options(),
         )
 
@@ -392,7 +472,7 @@ class _Recurrent(Layer):
 
     def output_shapes(self, input_shape, states):
         """The output's shape, then with ``return_state`` each state's (batch, units)."""
-        shapes = [self.compute_output_shape(tuple(input_shape))]
+        shapes = [self._sequence_shape(tuple(input_shape))]
         if self.return_state:
             shapes += [(input_shape[0], self.units)] * self.num_states
         return shapes
@@ -401,19 +481,50 @@ class _Recurrent(Layer):
         check_stateful_batch(self, x)
         return recurrent_call(self, x, states, valid, suspect, who)
 
+    def call_mask(self, x, mask):
+        """Keras's ``mask`` of a call on arrays: (batch, timesteps) booleans, True on the
+        steps to run; a masked step keeps the state (see ``zero_output_for_mask``)."""
+        mask = np.asarray(getattr(mask, "value", mask))
+        if hasattr(mask, "detach"):
+            mask = mask.detach().cpu().numpy()
+        if mask.shape != x.shape[:2]:
+            raise ValueError(
+                f"mask: {self._who()} expected a mask of shape {x.shape[:2]} (the inputs' "
+                f"batch and timesteps), got shape {mask.shape}"
+            )
+        return mask.astype(bool)
+
     def run_backward(self, d_outputs):
         return recurrent_backward(self, d_outputs)
 
-    def compute_output_shape(self, input_shape, width=None):
+    def _sequence_shape(self, input_shape, width=None):
         """The output's shape (the sequence, or the last step) for ``input_shape``."""
         width = self.units if width is None else width
         if self.return_sequences:
             return (input_shape[0], input_shape[1], width)
         return (input_shape[0], width)
 
+    def compute_output_shape(self, input_shape):
+        """Keras's: the output's shape, or with ``return_state`` the tuple of it and each
+        state's (batch, units)."""
+        shapes = self.output_shapes(input_shape, 0)
+        return shapes[0] if len(shapes) == 1 else tuple(shapes)
+
+    def _initializers(self):
+        """The keywords of ``recurrent_weights`` for this layer's three initializers."""
+        return {
+            "kernel": initializer("kernel_initializer", self.kernel_initializer, self.dtype),
+            "recurrent": initializer(
+                "recurrent_initializer", self.recurrent_initializer, self.dtype
+            ),
+            "bias_init": initializer("bias_initializer", self.bias_initializer, self.dtype),
+        }
+
     def direction_weights(self, rng, input_size):
         """Keras's initial weights of one direction."""
-        return recurrent_weights(rng, input_size, self.units, self.gates, self.use_bias)
+        return recurrent_weights(
+            rng, input_size, self.units, self.gates, self.use_bias, **self._initializers()
+        )
 
     def _initial_weights(self, rng):
         return self.direction_weights(rng, self.input_shape[-1])
@@ -425,9 +536,13 @@ class _Recurrent(Layer):
         interop.load_keras(self.layer, weights)
 
     def reset_states(self):
-        """Forget the carried state of a ``stateful`` layer (Keras's name)."""
+        """Forget the carried state of a ``stateful`` layer (Keras 2's name, kept by Keras 3)."""
         if self.built:
             self.layer.reset_state()
+
+    def reset_state(self):
+        """Forget the carried state of a ``stateful`` layer (Keras 3's name)."""
+        self.reset_states()
 
     def fixed_parameters(self):
         """Keras's SimpleRNN and LSTM (and a GRU without ``reset_after``) have one bias where
@@ -460,14 +575,23 @@ class GRU(_Recurrent):
 
     core_class = nn.GRU
     keras_name = "gru"
-    gates = 3
 
-    def __init__(self, units, recurrent_activation="sigmoid", reset_after=True, **kwargs):
+    def __init__(
+        self,
+        units,
+        recurrent_activation="sigmoid",
+        reset_after=True,
+        use_cudnn="auto",
+        implementation=2,
+        **kwargs,
+    ):
         super().__init__(units, **kwargs)
         self.recurrent_activation = check_choice(
             "recurrent_activation", recurrent_activation, ("sigmoid", "hard_sigmoid")
         )
         self.reset_after = check_bool("reset_after", reset_after)
+        self.use_cudnn = check_use_cudnn(use_cudnn)
+        self.implementation = check_implementation(implementation)
 
     def _cell_options(self):
         return {
@@ -478,7 +602,15 @@ class GRU(_Recurrent):
 
     def direction_weights(self, rng, input_size):
         rows = 2 if self.reset_after else 1  # reset_after: the input and the recurrent bias
-        return recurrent_weights(rng, input_size, self.units, 3, self.use_bias, bias_rows=rows)
+        return recurrent_weights(
+            rng,
+            input_size,
+            self.units,
+            self.gates,
+            self.use_bias,
+            bias_rows=rows,
+            **self._initializers(),
+        )
 
 
 class LSTM(_Recurrent):
@@ -488,15 +620,23 @@ class LSTM(_Recurrent):
 
     core_class = nn.LSTM
     keras_name = "lstm"
-    gates = 4
-    num_states = 2
 
-    def __init__(self, units, recurrent_activation="sigmoid", unit_forget_bias=True, **kwargs):
+    def __init__(
+        self,
+        units,
+        recurrent_activation="sigmoid",
+        unit_forget_bias=True,
+        use_cudnn="auto",
+        implementation=2,
+        **kwargs,
+    ):
         super().__init__(units, **kwargs)
         self.recurrent_activation = check_choice(
             "recurrent_activation", recurrent_activation, ("sigmoid", "hard_sigmoid")
         )
         self.unit_forget_bias = check_bool("unit_forget_bias", unit_forget_bias)
+        self.use_cudnn = check_use_cudnn(use_cudnn)
+        self.implementation = check_implementation(implementation)
 
     def _cell_options(self):
         return {
@@ -506,8 +646,46 @@ class LSTM(_Recurrent):
 
     def direction_weights(self, rng, input_size):
         return recurrent_weights(
-            rng, input_size, self.units, 4, self.use_bias, forget_bias=self.unit_forget_bias
+            rng,
+            input_size,
+            self.units,
+            4,
+            self.use_bias,
+            forget_bias=self.unit_forget_bias,
+            **self._initializers(),
         )
+
+
+def check_backward_layer(layer, backward):
+    """Keras's ``backward_layer``: a layer of the same kind as ``layer`` that runs backwards
+    (``go_backwards=True``) with its own initializers; rnnfast runs the two directions as one
+    layer, so every other setting must be ``layer``'s (a ValueError naming the first that
+    differs, as Keras's for go_backwards, return_sequences, return_state and stateful)."""
+    if type(backward) is not type(layer):
+        raise type_error(
+            "backward_layer", f"a {type(layer).__name__} of rnnfast.keras, as layer", backward
+        )
+    if not backward.go_backwards:
+        raise ValueError(
+            "backward_layer: expected go_backwards=True (Keras: the forward and the backward "
+            "layer must have different go_backwards), got go_backwards=False"
+        )
+    if backward.built:
+        raise ValueError("backward_layer: already built; wrap a new layer")
+    skip = {"go_backwards", "name", "trainable", "_trainable", "layer", "input_shape_arg"}
+    skip |= {"kernel_initializer", "recurrent_initializer", "bias_initializer", "seed"}
+    skip |= {"use_cudnn", "implementation", "unroll"}  # speed only (use_cudnn: layer's wins)
+    for key, value in vars(layer).items():
+        if key in skip:
+            continue
+        other = vars(backward).get(key)
+        if type(other) is not type(value) or other != value:
+            raise ValueError(
+                f"backward_layer: {key}={other!r}, but layer has {key}={value!r}; rnnfast runs "
+                "both directions as one layer, so they differ only in their initializers, "
+                "seed, name and trainable"
+            )
+    return backward
 
 
 class Bidirectional(Layer):
@@ -522,12 +700,6 @@ class Bidirectional(Layer):
     def __init__(self, layer, merge_mode="concat", backward_layer=None, **kwargs):
         if not isinstance(layer, _Recurrent):
             raise type_error("layer", "a SimpleRNN, GRU or LSTM of rnnfast.keras", layer)
-        if backward_layer is not None:
-            raise value_error(
-                "backward_layer",
-                "None (the backward direction is a copy of layer, as Keras's default)",
-                backward_layer,
-            )
         if layer.go_backwards:
             raise ValueError(
                 "layer: go_backwards=True inside Bidirectional would run the forward direction "
@@ -541,12 +713,17 @@ class Bidirectional(Layer):
             kwargs.setdefault("input_shape", layer.input_shape_arg)
         kwargs.setdefault("trainable", layer.trainable)
         self.forward_layer = layer
-        # Keras's backward_layer: a copy of layer's settings, run backwards; its trainable
-        # (and forward_layer's) freezes one direction
-        self.backward_layer = copy.copy(layer)
-        self.backward_layer.go_backwards = True
-        if layer.name is not None:
-            self.backward_layer.name = f"backward_{layer.name}"
+        # Keras's backward_layer: by default a copy of layer's settings, run backwards; its
+        # trainable (and forward_layer's) freezes one direction
+        if backward_layer is None:
+            self.backward_layer = copy.copy(layer)
+            self.backward_layer.go_backwards = True
+            if layer.name is not None:
+                self.backward_layer.name = f"backward_{layer.name}"
+        else:
+            self.backward_layer = check_backward_layer(layer, backward_layer)
+        if hasattr(layer, "use_cudnn"):  # Keras keeps the wrapped layer's for both
+            self.backward_layer.use_cudnn = layer.use_cudnn
         super().__init__(**kwargs)
         # None (the two directions' outputs as a list) is one of Keras's choices
         self.merge_mode = (
@@ -559,6 +736,7 @@ class Bidirectional(Layer):
     return_state = property(lambda self: self.forward_layer.return_state)
     stateful = property(lambda self: self.forward_layer.stateful)
     output_merge_mode = property(lambda self: self.merge_mode)
+    call_mask = _Recurrent.call_mask
     run = _Recurrent.run
     run_backward = _Recurrent.run_backward
 
@@ -599,15 +777,22 @@ class Bidirectional(Layer):
         check_static_batch(self, input_shape)
         return self.forward_layer.core_layer(input_shape[-1], True, self.merge_mode)
 
-    def compute_output_shape(self, input_shape):
+    def _sequence_shape(self, input_shape):
+        """The shape of the merged output (of each direction's with merge_mode=None)."""
         units = self.forward_layer.units
         width = 2 * units if self.merge_mode == "concat" else units
-        return self.forward_layer.compute_output_shape(input_shape, width)
+        return self.forward_layer._sequence_shape(input_shape, width)
+
+    def compute_output_shape(self, input_shape):
+        """Keras's: the merged output's shape; a tuple of the outputs' shapes with
+        merge_mode=None (two) or ``return_state`` (then the states')."""
+        shapes = self.output_shapes(input_shape, 0)
+        return shapes[0] if len(shapes) == 1 else tuple(shapes)
 
     def output_shapes(self, input_shape, states):
         """Keras's outputs: the merged output (the two directions' with merge_mode=None),
         then with ``return_state`` the forward direction's states and the backward's."""
-        first = self.compute_output_shape(tuple(input_shape))
+        first = self._sequence_shape(tuple(input_shape))
         shapes = [first] * (2 if self.merge_mode is None else 1)
         if self.return_state:
             shapes += [(input_shape[0], self.units)] * (2 * self.num_states)
@@ -617,7 +802,7 @@ class Bidirectional(Layer):
         d = self.input_shape[-1]
         return [
             *self.forward_layer.direction_weights(rng, d),
-            *self.forward_layer.direction_weights(rng, d),
+            *self.backward_layer.direction_weights(rng, d),
         ]
 
     def _get_weights(self):
@@ -627,9 +812,11 @@ class Bidirectional(Layer):
         interop.load_keras(self.layer, weights)
 
     def reset_states(self):
-        """Forget the carried state of a ``stateful`` layer (Keras's name)."""
+        """Forget the carried state of a ``stateful`` layer (Keras 2's name, kept by Keras 3)."""
         if self.built:
             self.layer.reset_state()
+
+    reset_state = _Recurrent.reset_state
 
     def fixed_parameters(self):
         """As the wrapped layer's (see ``SimpleRNN.fixed_parameters``)."""
@@ -650,11 +837,25 @@ class Dense(Layer):
 
     keras_name = "dense"
 
-    def __init__(self, units, activation=None, use_bias=True, **kwargs):
+    def __init__(
+        self,
+        units,
+        activation=None,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.units = check_positive_int("units", units)
         self.activation = check_activation(activation)
         self.use_bias = check_bool("use_bias", use_bias)
+        for key, value in (
+            ("kernel_initializer", kernel_initializer),
+            ("bias_initializer", bias_initializer),
+        ):
+            initializer(key, value, self.dtype)  # checked now, called when built
+            setattr(self, key, value)
 
     def _make(self, input_shape):
         if len(input_shape) < 2 or input_shape[-1] is None:
@@ -676,8 +877,12 @@ class Dense(Layer):
         return (*input_shape[:-1], self.units)
 
     def _initial_weights(self, rng):
-        kernel = glorot_uniform(rng, (self.input_shape[-1], self.units))
-        return [kernel, np.zeros(self.units)] if self.use_bias else [kernel]
+        kernel_init = initializer("kernel_initializer", self.kernel_initializer, self.dtype)
+        kernel = kernel_init(rng, (self.input_shape[-1], self.units))
+        if not self.use_bias:
+            return [kernel]
+        bias_init = initializer("bias_initializer", self.bias_initializer, self.dtype)
+        return [kernel, bias_init(rng, (self.units,))]
 
     def _get_weights(self):
         p = dict(self.layer.named_parameters())
@@ -749,6 +954,11 @@ class Embedding(Layer):
             return
         super().build(input_shape)
 
+    @property
+    def supports_masking(self):
+        """Keras's: an Embedding makes a mask with ``mask_zero`` (and reads none)."""
+        return self.mask_zero
+
     def compute_output_shape(self, input_shape):
         """The ids' shape with an axis ``output_dim`` wide."""
         return (*input_shape, self.output_dim)
@@ -780,6 +990,12 @@ class Masking(Layer):
     def _make(self, input_shape):
         self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
         return MaskingCore(self.mask_value, dtype=self.dtype)
+
+    def compute_mask(self, inputs, mask=None):
+        """Keras's: the mask this layer hands on for ``inputs``, True on a step with a
+        feature other than ``mask_value`` (a mask coming in is not read, as in Keras)."""
+        x = np.asarray(getattr(inputs, "value", inputs))
+        return np.any(x != self.mask_value, axis=-1)
 
     def compute_output_shape(self, input_shape):
         """The input's shape."""
@@ -825,6 +1041,23 @@ class TimeDistributed(Layer):
 
     def _initial_weights(self, rng):
         return []  # the inner layer built with its own initial weights
+
+    def call_mask(self, x, mask):
+        """Keras's check of a ``mask`` (its batch and timesteps those of the inputs); the
+        Dense inside reads no mask, so the output is the same with it, as in Keras."""
+        shape = np.shape(mask)
+        if len(shape) < 2:
+            raise ValueError(
+                "mask: The `mask` passed to the `TimeDistributed` layer must be at least 2D "
+                f"(e.g., `(batch_size, timesteps)`), but it has shape {shape}"
+            )
+        if shape[:2] != x.shape[:2]:
+            raise ValueError(
+                f"The `mask` passed to the `TimeDistributed` layer has a shape {shape} that is "
+                f"incompatible with the input shape {x.shape}: its first two dimensions (batch "
+                f"size and timesteps) must be the input's, {x.shape[:2]}"
+            )
+        return None
 
     def _get_weights(self):
         return self.inner.get_weights()
