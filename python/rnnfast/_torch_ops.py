@@ -20,10 +20,10 @@ kernels, and the forward has its autograd formula (``register_autograd``: the ba
 ``layer_backward``). :func:`forward` composes a module's call of them (layers, directions,
 batch_first, unbatched input, dropout between layers with ``torch.nn.functional.dropout``).
 
-In eager mode ``rnnfast.torch`` keeps its ``torch.autograd.Function`` route (a few tens of
-microseconds less per call: the dispatcher and the generated autograd wrapper of a Python
-custom operator cost more than the whole plain stack at T = 1, B = 1; see
-``bench/layers/compile_vs_eager.py``); :func:`compiling` says which route a call takes.
+In eager mode ``rnnfast.torch`` keeps its ``torch.autograd.Function`` route: the dispatcher and
+the generated autograd wrapper of a Python custom operator made an eager call 2-2.5x slower at
+T = 1, B = 1, H = 64 (``bench/layers/compile_vs_eager.py``'s second table). :func:`compiling`
+says which route a call takes.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ _JIT_MESSAGE = (
 )
 
 
+def _name(module):
+    """RNN, GRU or LSTM (``mode`` tells the RNN's nonlinearity too)."""
+    return "RNN" if module.mode.startswith("RNN") else module.mode
+
+
 def compiling(module):
     """True when ``module``'s call is traced by ``torch.compile`` or ``torch.export`` (the
     operators' route); False in eager mode. Under ``torch.jit.trace`` it raises: the trace
@@ -56,14 +61,16 @@ def compiling(module):
     if torch.compiler.is_compiling():
         return True
     if torch._C._get_tracing_state() is not None:
-        raise RuntimeError(_JIT_MESSAGE.format(name=module.mode, what="traced by torch.jit.trace"))
+        raise RuntimeError(
+            _JIT_MESSAGE.format(name=_name(module), what="traced by torch.jit.trace")
+        )
     return False
 
 
 def refuse_scripting(module):
     """``__prepare_scriptable__`` of the bridge's modules: ``torch.jit.script`` says what to use
     instead (its own error would point into the bridge's Python)."""
-    raise RuntimeError(_JIT_MESSAGE.format(name=module.mode, what="scripted by torch.jit.script"))
+    raise RuntimeError(_JIT_MESSAGE.format(name=_name(module), what="scripted by torch.jit.script"))
 
 
 # TorchDynamo (torch.compile) refuses to trace into any torch.nn.RNN / GRU / LSTM, subclasses
@@ -313,7 +320,7 @@ def forward(module, input, hx, fallback):
     ``fallback`` is torch's own forward, for what rnnfast's kernels do not take."""
     if isinstance(input, PackedSequence):
         if _eager_packed is None or torch.compiler.is_exporting():
-            raise RuntimeError(f"{_PACKED_REASON} (rnnfast.torch.{module.mode})")
+            raise RuntimeError(f"{_PACKED_REASON} (rnnfast.torch.{_name(module)})")
         return _eager_packed(module, input, hx)
     states, weights = module._states(hx), _weights(module)
     if not _on_kernels(input, weights, states) or torch.is_autocast_enabled("cpu"):
