@@ -280,6 +280,35 @@ class Layer:
         if initial:
             self.set_weights(initial)
 
+    _config_keys = ()  # the constructor's arguments that get_config gives, Keras's names
+
+    def get_config(self):
+        """Keras's ``get_config()``: the constructor's arguments (with ``name``,
+        ``trainable``, ``dtype``), from which :meth:`from_config` makes the same layer (not its
+        weights); a wrapped layer as ``{"class_name", "config"}``."""
+        config = {"name": self.name, "trainable": self.trainable, "dtype": self.dtype.name}
+        for key in self._config_keys:
+            value = getattr(self, key)
+            if isinstance(value, Layer):
+                value = {"class_name": type(value).__name__, "config": value.get_config()}
+            config[key] = value
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        """Keras's ``from_config``: the layer of a :meth:`get_config` dict (Keras's legacy
+        keys, such as a GRU's ``implementation``, as the constructor takes them)."""
+        config = dict(config)
+        for key, value in config.items():
+            if isinstance(value, dict) and "class_name" in value and "config" in value:
+                inner = globals().get(value["class_name"])
+                if not (isinstance(inner, type) and issubclass(inner, Layer)):
+                    raise ValueError(
+                        f"{key}: {value['class_name']!r} is not a layer of rnnfast.keras"
+                    )
+                config[key] = inner.from_config(value["config"])
+        return cls(**config)
+
     def get_weights(self):
         """The weights as Keras lists them (``[kernel, bias]``, ``[kernel, recurrent_kernel,
         bias]``, ...): new arrays; empty before the layer is built."""
@@ -397,6 +426,23 @@ class _Recurrent(Layer):
     gates = property(lambda self: self.core_class.cell.num_gates)
     num_states = property(lambda self: self.core_class.cell.num_states)
     output_merge_mode = "concat"  # one output (a Bidirectional with merge_mode=None has two)
+    _config_keys = (
+        "units",
+        "activation",
+        "use_bias",
+        "kernel_initializer",
+        "recurrent_initializer",
+        "bias_initializer",
+        "dropout",
+        "recurrent_dropout",
+        "return_sequences",
+        "return_state",
+        "go_backwards",
+        "stateful",
+        "unroll",
+        "zero_output_for_mask",
+        "seed",
+    )
 
     def __init__(
         self,
@@ -575,6 +621,7 @@ class GRU(_Recurrent):
 
     core_class = nn.GRU
     keras_name = "gru"
+    _config_keys = (*_Recurrent._config_keys, "recurrent_activation", "reset_after")
 
     def __init__(
         self,
@@ -620,6 +667,7 @@ class LSTM(_Recurrent):
 
     core_class = nn.LSTM
     keras_name = "lstm"
+    _config_keys = (*_Recurrent._config_keys, "recurrent_activation", "unit_forget_bias")
 
     def __init__(
         self,
@@ -696,6 +744,14 @@ class Bidirectional(Layer):
     the wrapper's unless given here."""
 
     keras_name = "bidirectional"
+    _config_keys = ("merge_mode",)
+
+    def get_config(self):
+        """Keras's: the merge mode and the two wrapped layers' configs."""
+        config = super().get_config()
+        for key, layer in (("layer", self.forward_layer), ("backward_layer", self.backward_layer)):
+            config[key] = {"class_name": type(layer).__name__, "config": layer.get_config()}
+        return config
 
     def __init__(self, layer, merge_mode="concat", backward_layer=None, **kwargs):
         if not isinstance(layer, _Recurrent):
@@ -836,6 +892,7 @@ class Dense(Layer):
     "softmax". Weights ``[kernel (features, units), bias (units,)]``."""
 
     keras_name = "dense"
+    _config_keys = ("units", "activation", "use_bias", "kernel_initializer", "bias_initializer")
 
     def __init__(
         self,
@@ -900,6 +957,7 @@ class Dropout(Layer):
     with probability ``rate`` and the rest scaled by 1 / (1 - rate)."""
 
     keras_name = "dropout"
+    _config_keys = ("rate", "seed")
 
     def __init__(self, rate, noise_shape=None, **kwargs):
         super().__init__(**kwargs)
@@ -931,6 +989,7 @@ class Embedding(Layer):
     initialised U(-0.05, 0.05) as Keras."""
 
     keras_name = "embedding"
+    _config_keys = ("input_dim", "output_dim", "mask_zero")
     reads_ids = True
 
     def __init__(self, input_dim, output_dim, mask_zero=False, **kwargs):
@@ -980,6 +1039,7 @@ class Masking(Layer):
     in a Bidirectional), the loss leaves it out. No weights."""
 
     keras_name = "masking"
+    _config_keys = ("mask_value",)
 
     def __init__(self, mask_value=0.0, **kwargs):
         super().__init__(**kwargs)
@@ -1013,6 +1073,15 @@ class TimeDistributed(Layer):
     it is that Dense itself; the padding passes through to the loss."""
 
     keras_name = "time_distributed"
+
+    def get_config(self):
+        """Keras's: the wrapped layer's config."""
+        config = super().get_config()
+        config["layer"] = {
+            "class_name": type(self.inner).__name__,
+            "config": self.inner.get_config(),
+        }
+        return config
 
     def __init__(self, layer, **kwargs):
         if not isinstance(layer, (Dense, Dropout)):
