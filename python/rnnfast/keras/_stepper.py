@@ -1,0 +1,91 @@
+"""What Keras's optimizers do to the gradients and weights around the update rule, for the
+front's optimizers: ``clipnorm`` (each gradient's own norm), ``global_clipnorm`` (all of them
+together), ``clipvalue`` (each element) and ``weight_decay`` (decoupled: every weight shrinks
+by ``learning_rate * weight_decay`` before the step), in Keras 3's order; and
+``learning_rate`` as a settable attribute, which Keras's callbacks (``ReduceLROnPlateau``,
+``LearningRateScheduler``) read and write.
+
+The update rule itself is ``rnnfast.optim``'s (built without weight decay: Keras's decay is
+applied here, the same for every optimizer, as Keras's ``BaseOptimizer.apply`` does).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._validation import check_real_at_least
+
+__all__ = ["KerasStep"]
+
+
+class KerasStep:
+    """An ``rnnfast.optim`` optimizer (``inner``) run as a Keras optimizer: the gradients
+    clipped and the weights decayed before each of its steps.
+
+    Everything else (``zero_grad``, ``state_dict``, ``slots``, ``lr``, ...) is the inner
+    optimizer's.
+    """
+
+    def __init__(
+        self,
+        inner,
+        *,
+        clipnorm=None,
+        global_clipnorm=None,
+        clipvalue=None,
+        weight_decay=None,
+        name="optimizer",
+    ):
+        self.inner = inner
+        self.clipnorm = clipnorm
+        self.global_clipnorm = global_clipnorm
+        self.clipvalue = clipvalue
+        self.weight_decay = weight_decay
+        self.name = name
+
+    @property
+    def learning_rate(self):
+        """The learning rate (Keras's name for ``lr``); set it between steps as Keras's
+        callbacks do."""
+        return self.inner.lr
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        value = getattr(value, "item", lambda: value)()  # a NumPy or torch scalar
+        self.inner.lr = check_real_at_least("learning_rate", value, 0)
+
+    def step(self):
+        grads = [np.asarray(g) for g in self.inner.current_grads()]
+        self._clip(grads)
+        if self.weight_decay:
+            shrink = 1.0 - self.inner.lr * self.weight_decay
+            for slot in self.inner.slots:
+                slot.param *= slot.param.dtype.type(shrink)
+        self.inner.step()
+
+    def _clip(self, grads):
+        # Keras's _clip_gradients: the first of clipnorm, global_clipnorm, clipvalue that is set
+        if self.clipnorm:
+            for g in grads:
+                norm = math.sqrt(float(np.sum(np.square(g, dtype=np.float64))))
+                if norm > self.clipnorm:
+                    g *= g.dtype.type(self.clipnorm / norm)
+        elif self.global_clipnorm:
+            norm = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads))
+            if norm > self.global_clipnorm:
+                for g in grads:
+                    g *= g.dtype.type(self.global_clipnorm / norm)
+        elif self.clipvalue:
+            for g in grads:
+                np.clip(g, -self.clipvalue, self.clipvalue, out=g)
+
+    def __getattr__(self, name):
+        # only reached for what this wrapper does not define: the inner optimizer's
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self):
+        return f"<KerasStep {self.name} over {type(self.inner).__name__}>"
