@@ -94,7 +94,8 @@ def export(model, path, *, lengths=False, h0=False, opset=None, padding_at_end=F
     ----------
     model : layer or container
         RNN, Embedding, Linear, Dropout or a layer that defines ``onnx_emit``; or a
-        Sequential or Module (a chain of those)
+        Sequential or Module (a chain of those); or an object with ``rnnfast_model()`` that
+        returns one (an ``rnnfast.keras.Sequential``)
     path : str or os.PathLike, or None (do not write)
     lengths : bool
         Add the graph input ``lengths`` (int64, (B,)): each sequence's length, as
@@ -119,6 +120,10 @@ def export(model, path, *, lengths=False, h0=False, opset=None, padding_at_end=F
     """
     from ._onnx_export import export_model
 
+    # a front's model (rnnfast.keras.Sequential) stands for the rnnfast model that computes it
+    unwrap = getattr(model, "rnnfast_model", None)
+    if callable(unwrap):
+        model = unwrap()
     return export_model(
         model,
         path,

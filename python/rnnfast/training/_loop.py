@@ -285,6 +285,24 @@ class Loop:
         return value
 
 
+def _checked_optimizer(optimizer):
+    """The optimizer, or a TypeError that says what fit expects: a name such as "adam" is
+    Keras's habit, and without this it failed at the first step as "'str' object has no
+    attribute 'step'"."""
+    if callable(getattr(optimizer, "step", None)):
+        return optimizer
+    got = f"str {optimizer!r}" if isinstance(optimizer, str) else type(optimizer).__name__
+    raise TypeError(
+        f"optimizer: expected an rnnfast.optim optimizer built over the model's parameters, "
+        f"e.g. optimizer=rnnfast.optim.Adam(model, lr=1e-3), got {got}"
+        + (
+            " (a name is what rnnfast.keras's compile(optimizer=...) takes)"
+            if isinstance(optimizer, str)
+            else ""
+        )
+    )
+
+
 class LossLoop(Loop):
     """A loop whose step trains a loss: forward, the loss with the padding left out, backward,
     the gradient norm clipped, the optimizer's step (skipped when the norm is not finite).
@@ -293,7 +311,7 @@ class LossLoop(Loop):
     def __init__(self, model, options):
         super().__init__(model, options)
         self.loss_fn = resolve_loss(options.loss)
-        self.optimizer, self.clip_norm = options.optimizer, options.clip_norm
+        self.optimizer, self.clip_norm = _checked_optimizer(options.optimizer), options.clip_norm
 
     def train_step(self, xb, yb, lengths=None, metrics=None):
         """One batch: ``(loss, counted positions, whether it stepped)``; the training metrics
