@@ -35,7 +35,8 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from . import _core
+from .nn.cells import cell_by
+from .nn.stack import PlainRecord
 
 __all__ = ["allow_in_dynamo", "compiling", "forward", "refuse_scripting"]
 
@@ -152,22 +153,19 @@ _FORWARD_SCHEMA = (
 def layer_forward(
     cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr, keep
 ):
-    xa, h0a = _array(x), _array(h0)
-    w_ih, w_hh = _array(weight_ih), _array(weight_hh)
-    b_ih, b_hh = _array(bias_ih), _array(bias_hh)
-    if cell == "elman":
-        y, h = _core.rnn_forward(xa, h0a, w_ih, w_hh, b_ih, b_hh, None, nonlinearity, 1.0, True)
-        c, workspace = None, None
-    else:
-        y, h, c, workspace = _core.gated_forward(
-            cell, xa, h0a, _array(c0), w_ih, w_hh, b_ih, b_hh, _array(weight_hr), None, "tanh",
-            "sigmoid", True, keep,
-        )  # fmt: skip
+    weights = (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)
+    y, h, c, workspace = cell_by(kernel_cell=cell).plain_layer_forward(
+        nonlinearity, _array(x), _array(h0), _array(c0), tuple(map(_array, weights)), keep
+    )  # the stack runner's fast path, one layer (nn.cells)
     return _tensor(y, x), _tensor(h, x), _tensor(c, x), _tensor(workspace, x)
 
 
+def _two_states(cell):
+    return cell_by(kernel_cell=cell).num_states == 2
+
+
 def _workspace_width(cell, hidden):
-    return {"gru": 4, "lstm": 5}.get(cell, 0) * hidden
+    return cell_by(kernel_cell=cell).stored_per_step * hidden
 
 
 @layer_forward.register_fake
@@ -177,7 +175,7 @@ def _(cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, wei
     out = hidden if weight_hr is None else weight_hr.shape[0]
     y = x.new_empty((steps, batch, out))
     h_n = x.new_empty((batch, out))
-    c_n = x.new_empty((batch, hidden)) if cell == "lstm" else x.new_empty(0)
+    c_n = x.new_empty((batch, hidden)) if _two_states(cell) else x.new_empty(0)
     width = _workspace_width(cell, hidden)
     workspace = x.new_empty((steps, batch, width)) if keep and width else x.new_empty(0)
     return y, h_n, c_n, workspace
@@ -198,25 +196,13 @@ def layer_backward(
 ):  # fmt: skip
     """``(dx, dh0, dc0, dweight_ih, dweight_hh, dbias_ih, dbias_hh, dweight_hr)``, empty
     tensors for what the layer has not (dx without input_gradient)."""
-    xa, h0a, ya = _array(x), _array(h0), _array(y)
-    w_ih, w_hh = _array(weight_ih), _array(weight_hh)
-    d_y, d_h = _array(dy), _array(dh_n)
-    if cell == "elman":
-        dx, dh0, dw_ih, dw_hh, db = _core.rnn_backward(
-            xa, h0a, w_ih, w_hh, ya, d_y, d_h, None, nonlinearity, 1.0,
-            input_gradient=input_gradient,
-        )  # fmt: skip
-        dc0, dw_hr = None, None
-        # one gradient for both biases (they enter the same sum); torch has two tensors
-        db_ih, db_hh = (db, db.copy()) if has_bias else (None, None)
-    else:
-        dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr = _core.gated_backward(
-            cell, xa, h0a, _array(c0), w_ih, w_hh, _array(weight_hr), ya, _array(workspace),
-            d_y, d_h, _array(dc_n), None, "tanh", "sigmoid", input_gradient,
-        )  # fmt: skip
-        if not has_bias:
-            db_ih, db_hh = None, None
-    return tuple(_tensor(a, x) for a in (dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr))
+    record = PlainRecord(_array(x), _array(h0), _array(c0), _array(y), _array(workspace))
+    # the biases' values are not read, only whether the layer has them
+    weights = (_array(weight_ih), _array(weight_hh), has_bias or None, None, _array(weight_hr))
+    dx, dh0, dc0, grads = cell_by(kernel_cell=cell).plain_layer_backward(
+        nonlinearity, record, weights, _array(dy), _array(dh_n), _array(dc_n), input_gradient
+    )
+    return tuple(_tensor(a, x) for a in (dx, dh0, dc0, *grads))
 
 
 @layer_backward.register_fake
@@ -230,7 +216,7 @@ def _(
     return (
         torch.empty_like(x, memory_format=torch.contiguous_format) if input_gradient else empty,
         x.new_empty((batch, y.shape[2])),
-        x.new_empty((batch, hidden)) if cell == "lstm" else empty.clone(),
+        x.new_empty((batch, hidden)) if _two_states(cell) else empty.clone(),
         torch.empty_like(weight_ih, memory_format=torch.contiguous_format),
         torch.empty_like(weight_hh, memory_format=torch.contiguous_format),
         x.new_empty(gates) if has_bias else empty.clone(),
@@ -246,7 +232,7 @@ def _setup_context(ctx, inputs, output):
     y, _, c_n, workspace = output
     ctx.cell, ctx.nonlinearity, ctx.has_bias = cell, nonlinearity, b_ih is not None
     ctx.mark_non_differentiable(workspace)
-    if cell != "lstm":
+    if not _two_states(cell):
         ctx.mark_non_differentiable(c_n)
     ctx.save_for_backward(x, h0, c0, w_ih, w_hh, w_hr, y, workspace)
 
@@ -256,7 +242,7 @@ def _backward(ctx, dy, dh_n, dc_n, _):
     needs = ctx.needs_input_grad
     dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr = layer_backward(
         ctx.cell, ctx.nonlinearity, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy, dh_n,
-        dc_n if ctx.cell == "lstm" else None, needs[2], ctx.has_bias,
+        dc_n if _two_states(ctx.cell) else None, needs[2], ctx.has_bias,
     )  # fmt: skip
 
     def given(grad, i, present=True):
@@ -357,11 +343,10 @@ def forward(module, input, hx, fallback):
 
 
 def _cell(module):
-    if module.mode == "RNN_TANH":
-        return "elman", "tanh"
-    if module.mode == "RNN_RELU":
-        return "elman", "relu"
-    return module.mode.lower(), "tanh"
+    """``(the kernels' name of the cell, the Elman cell's nonlinearity)`` of a torch module,
+    by its mode (RNN_TANH, RNN_RELU, GRU, LSTM) from the cell registry (``nn.cells``)."""
+    name, _, nonlinearity = module.mode.partition("_")
+    return cell_by(torch_name=name).kernel_cell, nonlinearity.lower() or "tanh"
 
 
 def _stack(module, weights, x, h0, c0):
@@ -397,4 +382,4 @@ def _stack(module, weights, x, h0, c0):
         inp = outs[0] if directions == 1 else torch.cat(outs, dim=2)
         if dropout > 0 and k < layers - 1:
             inp = torch.nn.functional.dropout(inp, dropout, training=True)
-    return inp, torch.stack(h_n), torch.stack(c_n) if cell == "lstm" else None
+    return inp, torch.stack(h_n), torch.stack(c_n) if _two_states(cell) else None

@@ -22,7 +22,8 @@ import warnings
 
 import numpy as np
 
-from ..nn import GRU, LSTM, RNN, Embedding, Linear, Module, Sequential
+from ..nn import Embedding, Linear, Module, Sequential
+from ..nn.cells import cell_by
 from . import _onnx_spec_nodes as spec_nodes
 
 __all__ = ["OnnxLoadError", "OnnxModel", "load_model"]
@@ -911,7 +912,7 @@ class _Reader:
         """An ONNX ``RNN``, ``GRU`` or ``LSTM`` node: its weights, options, lengths and initial
         states, as a layer of an rnnfast RNN / GRU / LSTM."""
         a = self.attrs(node)
-        G = {"RNN": 1, "GRU": 3, "LSTM": 4}[cell]
+        G = cell_by(onnx_op=cell).num_gates
         if "clip" in a:
             self.fail(node, f"the attribute clip: rnnfast's {cell} has no such option")
         if a.get("input_forget", 0):
@@ -922,7 +923,7 @@ class _Reader:
             )
         layout = spec_nodes.node_layout(a, cell, lambda why: self.fail(node, why))
         x_axes, y_axes, state_axes = spec_nodes.node_axes(layout)
-        n_in = 8 if cell == "LSTM" else 6
+        n_in = cell_by(onnx_op=cell).onnx_inputs
         args = list(args) + [None] * (n_in - len(args))
         x, w, r, b, seq_lens, init = args[:6]
         init_c = args[6] if cell == "LSTM" else None
@@ -1390,10 +1391,10 @@ class _Reader:
         if any(bool(n.swap) != bool(n0.swap) for n in nodes):
             raise OnnxLoadError("onnx graph: stacked RNN nodes read in different direction orders")
         keras = ret == "last" or merge is None
+        cls = cell_by(onnx_op=n0.cell).layer_class
         if n0.cell == "RNN":
-            cls, options = RNN, {"nonlinearity": n0.activation}
+            options = {"nonlinearity": n0.activation}
         else:
-            cls = GRU if n0.cell == "GRU" else LSTM
             options = {"activation": n0.activation[0], "recurrent_activation": n0.activation[1]}
             if n0.cell == "GRU":
                 options["reset_after"] = n0.activation[2]

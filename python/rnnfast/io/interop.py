@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..nn.cells import ELMAN, GRU_SPEC, LSTM_SPEC
-from ..nn.gated import GRU, LSTM
+from ..nn.cells import CELLS, ELMAN, GRU_SPEC, LSTM_SPEC, cell_by
 from ..nn.gated_cells import GRUCell, LSTMCell
 from ..nn.rnn import RNN
 from ..nn.rnn_torch import from_torch as _from_torch
@@ -85,8 +84,10 @@ def from_torch(module, cls=None):
     if cls is None:
         kind = type(module).__mro__
         names = [c.__name__ for c in kind if c.__module__.startswith("torch.nn")]
-        by_name = {"GRU": GRU, "LSTM": LSTM, "GRUCell": GRUCell, "LSTMCell": LSTMCell}
-        cls = by_name.get(names[0], RNN) if names else RNN
+        # the cell registry (nn.cells): torch's module or one-step module of a cell
+        name = names[0] if names else ""
+        spec, one_step = cell_by(torch_name=name), cell_by(torch_cell_name=name)
+        cls = (spec and spec.layer_class) or (one_step and one_step.cell_class) or RNN
     if cls in (GRUCell, LSTMCell) or issubclass(cls, (GRUCell, LSTMCell)):
         return cls.from_torch(module)
     return _from_torch(module, cls)
@@ -94,8 +95,6 @@ def from_torch(module, cls=None):
 
 # ---- Keras ---------------------------------------------------------------------------------------
 
-# the Keras layers of rnnfast's cells, and the class names of their Keras cells
-_KERAS_CELLS = {"SimpleRNN": "SimpleRNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
 _ACTIVATIONS = ("tanh", "relu")
 _RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")
 
@@ -341,9 +340,9 @@ def _keras_kind(obj):
     if not hasattr(obj, "get_weights"):
         return None
     cell = type(getattr(obj, "cell", None)).__name__
-    for name, cell_name in _KERAS_CELLS.items():
-        if type(obj).__name__ == name or cell == cell_name:
-            return name
+    for spec in CELLS:  # the Keras layers of rnnfast's cells, and their Keras cells
+        if type(obj).__name__ == spec.keras_name or cell == spec.keras_cell_name:
+            return spec.keras_name
     return None
 
 

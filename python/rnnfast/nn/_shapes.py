@@ -26,7 +26,7 @@ def constructor_arguments(cls, config):
     if not isinstance(config, dict):
         raise TypeError(f"config: expected a dict of {cls.__name__}'s arguments, got "
                         f"{type(config).__name__}")  # fmt: skip
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls).parameters
     args = {
         name: p.default
         for name, p in params.items()

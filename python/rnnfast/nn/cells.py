@@ -21,7 +21,17 @@ import numpy as np
 from .. import _core, functional
 from .._parameters import aligned_copy
 
-__all__ = ["ELMAN", "GRU_SPEC", "LSTM_SPEC", "CellSpec", "ElmanSpec", "GRUSpec", "LSTMSpec"]
+__all__ = [
+    "CELLS",
+    "ELMAN",
+    "GRU_SPEC",
+    "LSTM_SPEC",
+    "CellSpec",
+    "ElmanSpec",
+    "GRUSpec",
+    "LSTMSpec",
+    "cell_by",
+]
 
 # the parameter kinds in PyTorch's order within one (layer, direction)
 _KINDS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
@@ -32,9 +42,31 @@ class CellSpec:
 
     Attributes
     ----------
+    name : str
+        The cell's name where rnnfast takes one (``Seq2Seq(cell=...)``): "rnn", "gru", "lstm".
     torch_name, keras_name, onnx_op : str
         The cell's module in PyTorch (``torch.nn.<torch_name>``), its layer in Keras and its
         ONNX operator.
+    torch_cell_name, keras_cell_name : str
+        The one-step module of the cell in PyTorch (``torch.nn.GRUCell``) and its cell class
+        in Keras (``keras.layers.GRUCell``).
+    torch_options : tuple of str
+        The constructor arguments of PyTorch's module that are the cell's own (beside the
+        sizes, bias, batch_first, dropout and bidirectional every one has).
+    kernel_cell : str
+        The cell as the kernels (``_core``) name it: "elman", "gru" (PyTorch's form), "lstm".
+    stored_per_step : int
+        The width of the workspace the kernels' forward keeps per step for the backward, in
+        units of H (0: none, the Elman cell's backward reads its outputs).
+    onnx_inputs : int
+        The inputs of the ONNX operator (6, the LSTM's 8: initial_c and the peepholes P).
+    activation_option : str
+        The layer's keyword for the cell's activation: the Elman layer's ``nonlinearity``,
+        the gated layers' ``activation``.
+    layer_class, cell_class : type or None
+        rnnfast's layer of the cell (``rnnfast.RNN``, ``GRU``, ``LSTM``) and its one-step
+        layer (``rnnfast.GRUCell``, ``LSTMCell``; None: the Elman cell has none): the first
+        class of each kind that names the cell (``claim``).
     num_states : int
         1 (h) or 2 (h and c).
     num_gates : int
@@ -44,13 +76,26 @@ class CellSpec:
         uses (``"torch"``, ``"keras"``, ``"onnx"``).
     """
 
-    torch_name = keras_name = onnx_op = ""
+    name = torch_name = keras_name = onnx_op = ""
+    torch_cell_name = keras_cell_name = kernel_cell = ""
+    torch_options = ()
+    onnx_inputs = 6
+    stored_per_step = 0  # the forward's workspace per step for the backward, in units of H
+    activation_option = "activation"
+    layer_class = cell_class = None
     num_states = 1
     num_gates = 1
     gate_orders = {"torch": ("h",), "keras": ("h",), "onnx": ("h",)}
     # the candidate gate's other names, by PyTorch's: the GRU's n is Keras's and ONNX's h, the
     # LSTM's g their c
     gate_aliases = {}
+
+    def claim(self, cls, role):
+        """Record ``cls`` as the cell's ``role`` ("layer_class" or "cell_class") unless a class
+        holds it already (a subclass of rnnfast's layer, a quantized copy, a user's, names the
+        cell after it). The classes call this as they are defined (``__init_subclass__``)."""
+        if self.__dict__.get(role) is None:
+            setattr(self, role, cls)
 
     def gate_permutation(self, source, target="torch"):
         """Where the gate blocks of layout ``target`` are in layout ``source`` (``"torch"``,
@@ -147,6 +192,19 @@ class CellSpec:
 
     # ---- kernels -------------------------------------------------------------------------------
 
+    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
+        """The stack runner's fast path (``nn.stack.plain_forward``): one layer over x (T, B,
+        D) on ``_core``, weights ``(weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)``:
+        ``(y, h_n, c_n or None, workspace or None)``."""
+        raise NotImplementedError
+
+    def plain_layer_backward(self, nonlinearity, record, weights, dy, dh_n, dc_n, needed):
+        """Its backward from the forward's ``record`` (``nn.stack.PlainRecord``): ``(dx or
+        None, dh0, dc0 or None, (dweight_ih, dweight_hh, dbias_ih, dbias_hh, dweight_hr))``,
+        None where the layer has no such parameter (of the weights, the biases are only
+        tested for None)."""
+        raise NotImplementedError
+
     def forward(
         self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask, input_mask=None
     ):
@@ -164,7 +222,10 @@ class CellSpec:
 class ElmanSpec(CellSpec):
     """The Elman cell (tanh or relu, leaky units): one gate, one state."""
 
-    torch_name, keras_name, onnx_op = "RNN", "SimpleRNN", "RNN"
+    name, torch_name, keras_name, onnx_op = "rnn", "RNN", "SimpleRNN", "RNN"
+    torch_cell_name, keras_cell_name, kernel_cell = "RNNCell", "SimpleRNNCell", "elman"
+    torch_options = ("nonlinearity",)
+    activation_option = "nonlinearity"
 
     def bind_step(self, layer):
         """Layer 0's step bound once on the live parameters (``_core.StepFunction``, step()'s
@@ -180,6 +241,22 @@ class ElmanSpec(CellSpec):
 
     def summary_kind(self, layer):
         return f"{self.torch_name}, {layer.nonlinearity}"
+
+    # ---- the stack runner's fast path (nn.stack.plain_forward): one layer on ``_core`` ------
+
+    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
+        w_ih, w_hh, b_ih, b_hh, _ = weights
+        y, h = _core.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, None, nonlinearity, 1.0, True)
+        return y, h, None, None
+
+    def plain_layer_backward(self, nonlinearity, r, weights, dy, dh_n, dc_n, needed):
+        w_ih, w_hh, b_ih, _, _ = weights
+        dx, dh0, dw_ih, dw_hh, db = _core.rnn_backward(
+            r.x, r.h0, w_ih, w_hh, r.y, dy, dh_n, None, nonlinearity, 1.0, input_gradient=needed
+        )
+        # one gradient for both biases (they enter the same sum); torch gets two tensors
+        biases = (None, None) if b_ih is None else (db, db.copy())
+        return dx, dh0, None, (dw_ih, dw_hh, *biases, None)
 
     def forward(
         self, layer, run, k, idx, x, h0, lengths, ids, step_mask, recurrent_mask, input_mask=None
@@ -268,6 +345,25 @@ class _GatedSpec(CellSpec):
             self._projection(layer, 0), layer._activation, layer._recurrent_activation,
         )  # fmt: skip
         return new if type(new) is tuple else (new,)
+
+    # ---- the stack runner's fast path (nn.stack.plain_forward): one layer on ``_core`` ------
+    # PyTorch's form of the cell (the GRU's reset_after), its tanh and sigmoid
+
+    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
+        w_ih, w_hh, b_ih, b_hh, w_hr = weights
+        return _core.gated_forward(
+            self.kernel_cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, None, "tanh", "sigmoid",
+            True, keep,
+        )  # fmt: skip
+
+    def plain_layer_backward(self, nonlinearity, r, weights, dy, dh_n, dc_n, needed):
+        w_ih, w_hh, b_ih, _, w_hr = weights
+        dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr = _core.gated_backward(
+            self.kernel_cell, r.x, r.h0, r.c0, w_ih, w_hh, w_hr, r.y, r.workspace, dy, dh_n,
+            dc_n, None, "tanh", "sigmoid", needed,
+        )  # fmt: skip
+        biases = (None, None) if b_ih is None else (db_ih, db_hh)
+        return dx, dh0, dc0, (dw_ih, dw_hh, *biases, dw_hr)
 
     def _cell_options(self, run):
         """The forward's keyword options (``run.cell_options``: read from the layer when the
@@ -371,7 +467,9 @@ class GRUSpec(_GatedSpec):
     chooses PyTorch's form (True: the reset gate after the recurrent product) or Keras's
     other one."""
 
-    torch_name, keras_name, onnx_op = "GRU", "GRU", "GRU"
+    name, torch_name, keras_name, onnx_op = "gru", "GRU", "GRU", "GRU"
+    torch_cell_name, keras_cell_name, kernel_cell = "GRUCell", "GRUCell", "gru"
+    stored_per_step = 4
     num_gates = 3
     gate_orders = {"torch": ("r", "z", "n"), "keras": ("z", "r", "h"), "onnx": ("z", "r", "h")}
     gate_aliases = {"n": "h"}
@@ -410,7 +508,11 @@ class LSTMSpec(_GatedSpec):
     """The LSTM cell: gates i, f, g, o (PyTorch's order), states h (R wide: ``proj_size`` when
     the layer projects, as PyTorch's ``weight_hr_l{k}`` (P, H), else H) and c (H wide)."""
 
-    torch_name, keras_name, onnx_op = "LSTM", "LSTM", "LSTM"
+    name, torch_name, keras_name, onnx_op = "lstm", "LSTM", "LSTM", "LSTM"
+    torch_cell_name, keras_cell_name, kernel_cell = "LSTMCell", "LSTMCell", "lstm"
+    torch_options = ("proj_size",)
+    onnx_inputs = 8
+    stored_per_step = 5
     num_states = 2
     num_gates = 4
     gate_orders = {
@@ -503,3 +605,12 @@ class LSTMSpec(_GatedSpec):
 ELMAN = ElmanSpec()
 GRU_SPEC = GRUSpec()
 LSTM_SPEC = LSTMSpec()
+# the registry: every cell rnnfast's recurrent layers run, asked by name (``cell_by``)
+CELLS = (ELMAN, GRU_SPEC, LSTM_SPEC)
+
+
+def cell_by(**name):
+    """The cell whose attribute has the value given, ``cell_by(onnx_op="GRU")``,
+    ``cell_by(torch_name="LSTM")``, ``cell_by(name="rnn")``; None where no cell has it."""
+    ((attribute, value),) = name.items()
+    return next((c for c in CELLS if getattr(c, attribute) == value), None)

@@ -211,45 +211,12 @@ class DeepTransitionRNN(RNN):
     cell = DEEP_TRANSITION
     transition_layers = _read_only("transition_layers", "the parameters depend on it")
 
-    def __init__(
-        self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        nonlinearity="tanh",
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        dtype=np.float32,
-        seed=None,
-        *,
-        transition_layers=2,
-        residual=False,
-        merge_mode="concat",
-        go_backwards=False,
-        return_sequences=None,
-        return_state=None,
-        stateful=False,
-        alpha=1.0,
-        input_dropout=0.0,
-        recurrent_dropout=0.0,
-        zero_output_for_mask=None,
-        dilation=1,
-        input_to_all=False,
-        all_to_output=False,
-    ):
-        # read by the cell's layout when RNN's constructor draws the parameters
-        self._transition_layers = check_positive_int("transition_layers", transition_layers)
-        super().__init__(
-            input_size, hidden_size, num_layers, nonlinearity, bias, batch_first, dropout,
-            bidirectional, dtype, seed, residual=residual, merge_mode=merge_mode,
-            go_backwards=go_backwards, return_sequences=return_sequences,
-            return_state=return_state, stateful=stateful, alpha=alpha,
-            input_dropout=input_dropout, recurrent_dropout=recurrent_dropout,
-            zero_output_for_mask=zero_output_for_mask, dilation=dilation,
-            input_to_all=input_to_all, all_to_output=all_to_output,
-        )  # fmt: skip
+    _cell_options_declared = (("transition_layers", 2),)
+    _fixed_options = ("transition_layers",)
+
+    def _init_cell(self, a):
+        # read by the cell's layout when the constructor draws the parameters
+        self._transition_layers = check_positive_int("transition_layers", a["transition_layers"])
 
     # ---- RNN's options this layer refuses, but at their neutral values ----------------------
 

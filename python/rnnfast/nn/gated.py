@@ -24,6 +24,7 @@ from .._validation import (
     is_real,
 )
 from . import dilation as dil
+from . import rnn_rings
 from .cells import GRU_SPEC, LSTM_SPEC
 from .rnn import RecurrentLayer
 from .rnn_options import _read_only
@@ -46,8 +47,9 @@ def _unsupported(layer_name, option, value, why):
 
 
 class GatedActivations:
-    """Mixin of the gated layers and cells: ``activation`` and ``recurrent_activation``,
-    checked on assignment."""
+    """Mixin of the gated cells (``nn.gated_cells``): ``activation`` and
+    ``recurrent_activation``, checked on assignment (the gated layers hold the same
+    properties)."""
 
     @property
     def activation(self):
@@ -73,9 +75,22 @@ class GatedActivations:
         self._stepper = None  # bound with the old one
 
 
-class GatedOptions(GatedActivations):
-    """Mixin of the gated layers: their own options (``activation``, ``recurrent_activation``)
-    and the Elman layer's options they refuse (anything but the value that changes nothing)."""
+_KERAS_NOOPS = (
+    ("unroll", False),
+    ("use_cudnn", "auto"),
+    ("implementation", 2),
+    ("time_major", False),
+)
+
+
+class _GatedLayer(RecurrentLayer):
+    """What GRU and LSTM share: their options (``activation``, ``recurrent_activation``; the
+    Elman layer's refused but at the value that changes nothing), construction, step(),
+    configuration."""
+
+    # the activations, checked on assignment: the gated cells' (nn.gated_cells) properties
+    activation = GatedActivations.activation
+    recurrent_activation = GatedActivations.recurrent_activation
 
     @property
     def nonlinearity(self):
@@ -110,48 +125,16 @@ class GatedOptions(GatedActivations):
             )
         self._alpha, self._alphas = 1.0, [1.0] * self.num_layers
 
+    # the constructor's declaration (nn.rnn_options): the options both gated cells have, and
+    # Keras's scheduling options, accepted and ignored (repr and get_config leave them out)
+    _cell_options_declared = (("activation", "tanh"), ("recurrent_activation", "sigmoid"))
+    _ignored_options = _KERAS_NOOPS
 
-_KERAS_NOOPS = ("unroll", "use_cudnn", "implementation", "time_major")
-
-
-class _GatedLayer(GatedOptions, RecurrentLayer):
-    """What GRU and LSTM share: construction, step(), configuration."""
-
-    # the Keras-only options accepted and ignored: repr and get_config leave them out
-    _not_options = _KERAS_NOOPS
-
-    # the options the constructors pass through their setters (checked as on assignment), in
-    # this order
-    _set_options = (
-        "activation",
-        "recurrent_activation",
-        "residual",
-        "merge_mode",
-        "all_to_output",
-        "go_backwards",
-        "return_sequences",
-        "return_state",
-        "stateful",
-        "input_dropout",
-        "recurrent_dropout",
-        "zero_output_for_mask",
-        "alpha",
-        "dilation",
-    )
-
-    def _common_init(self, a):
-        """The construction GRU and LSTM share, from the constructor's arguments ``a`` (its
-        ``locals()``: every parameter by name)."""
-        self._init_fixed(
-            a["input_size"],
-            a["hidden_size"],
-            a["num_layers"],
-            a["bias"],
-            a["bidirectional"],
-            a["dtype"],
-            a["seed"],
-        )
-        self._nonlinearity = None  # the Elman cell's option (nn.stack's Run carries it)
+    def _init_cell(self, a):
+        """The Keras options checked (``unroll``, ``time_major``: the others are how Keras
+        schedules the same arithmetic, nothing here to change) and the Elman cell's
+        nonlinearity absent (``nn.stack``'s Run carries it)."""
+        self._nonlinearity = None
         check_bool("unroll", a["unroll"])
         check_bool("time_major", a["time_major"])
         if a["time_major"]:
@@ -159,14 +142,6 @@ class _GatedLayer(GatedOptions, RecurrentLayer):
                 f"time_major=True: not supported for {type(self).__name__} (Keras 2's layout "
                 "option); rnnfast's is batch_first: time-major is batch_first=False"
             )
-        # unroll, use_cudnn, implementation: how Keras schedules the same arithmetic; nothing
-        # here to change
-        self.batch_first = a["batch_first"]
-        self._dropout = self._checked_dropout(a["dropout"])
-        self._input_to_all = self._checked_input_to_all(a["input_to_all"])
-        for name in self._set_options:
-            setattr(self, name, a[name])
-        self._init_parameters(np.random.default_rng(a["seed"]))
 
     # ---- masks ---------------------------------------------------------------------------------
 
@@ -488,42 +463,12 @@ class GRU(_GatedLayer):
 
     cell = GRU_SPEC
     reset_after = _read_only("reset_after", "it chooses the cell's equations")
+    _cell_options_declared = (("reset_after", True), *_GatedLayer._cell_options_declared)
+    _fixed_options = ("reset_after",)
 
-    def __init__(
-        self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        dtype=np.float32,
-        seed=None,
-        *,
-        reset_after=True,
-        activation="tanh",
-        recurrent_activation="sigmoid",
-        residual=False,
-        merge_mode="concat",
-        go_backwards=False,
-        return_sequences=None,
-        return_state=None,
-        stateful=False,
-        input_dropout=0.0,
-        recurrent_dropout=0.0,
-        zero_output_for_mask=None,
-        alpha=1.0,
-        dilation=1,
-        input_to_all=False,
-        all_to_output=False,
-        unroll=False,
-        use_cudnn="auto",
-        implementation=2,
-        time_major=False,
-    ):
-        self._reset_after = check_bool("reset_after", reset_after)
-        self._common_init(locals())
+    def _init_cell(self, a):
+        self._reset_after = check_bool("reset_after", a["reset_after"])
+        super()._init_cell(a)
 
     def _cell_options(self):
         return {"reset_after": self._reset_after, **super()._cell_options()}
@@ -576,50 +521,24 @@ class LSTM(_GatedLayer):
     cell = LSTM_SPEC
     proj_size = _read_only("proj_size", "the parameters' shapes depend on it")
     unit_forget_bias = _read_only("unit_forget_bias", "it set the initial forget-gate bias")
+    _cell_options_declared = (
+        ("proj_size", 0),
+        ("unit_forget_bias", False),
+        *_GatedLayer._cell_options_declared,
+    )
+    _fixed_options = ("proj_size", "unit_forget_bias")
 
-    def __init__(
-        self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        dtype=np.float32,
-        seed=None,
-        *,
-        proj_size=0,
-        unit_forget_bias=False,
-        activation="tanh",
-        recurrent_activation="sigmoid",
-        residual=False,
-        merge_mode="concat",
-        go_backwards=False,
-        return_sequences=None,
-        return_state=None,
-        stateful=False,
-        input_dropout=0.0,
-        recurrent_dropout=0.0,
-        zero_output_for_mask=None,
-        alpha=1.0,
-        dilation=1,
-        input_to_all=False,
-        all_to_output=False,
-        unroll=False,
-        use_cudnn="auto",
-        implementation=2,
-        time_major=False,
-    ):
-        hidden = check_positive_int("hidden_size", hidden_size)
+    def _init_cell(self, a):
+        hidden = check_positive_int("hidden_size", a["hidden_size"])
+        proj_size = a["proj_size"]
         self._proj_size = check_int("proj_size", proj_size, 0)
         if self._proj_size >= hidden:
             raise ValueError(
                 f"proj_size: expected 0 <= proj_size < hidden_size = {hidden}, got "
                 f"{describe(proj_size)}"
             )
-        self._unit_forget_bias = check_bool("unit_forget_bias", unit_forget_bias)
-        self._common_init(locals())
+        self._unit_forget_bias = check_bool("unit_forget_bias", a["unit_forget_bias"])
+        super()._init_cell(a)
 
     def get_config(self):
         """The constructor arguments: ``LSTM(**layer.get_config())`` builds the same
@@ -683,7 +602,7 @@ class LSTM(_GatedLayer):
         parts = []
         for i, (part, width, what) in enumerate(zip(value, self.cell.state_widths(self), "RH")):
             if part is None:  # zeros: a ring of one (nn.dilation's short form)
-                sizes = self._ring_sizes(directions)
+                sizes = rnn_rings.ring_sizes(self, directions)
                 parts.append([np.zeros((1, batch, width), dtype=self.dtype) for _ in sizes])
             elif not isinstance(part, (list, tuple)):
                 other = f"{name}[{1 - i}]"
@@ -694,7 +613,9 @@ class LSTM(_GatedLayer):
                 )
             else:
                 label = f"{name}[{i}]"
-                parts.append(self._ring_arg(label, part, batch, directions, unbatched, width, what))
+                parts.append(
+                    rnn_rings.ring_arg(self, label, part, batch, directions, unbatched, width, what)
+                )
         # h's and c's rings of one layer may differ in length (short forms): the longer's
         return [
             np.concatenate([dil.widen(r, max(len(r) for r in pair)) for r in pair], axis=-1)

@@ -48,6 +48,11 @@ class _GatedCell(GatedActivations, Layer):
     _plain_options = None
     proj_size = 0  # no projection: the cell descriptions read it (R = H)
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "spec" in cls.__dict__:  # the cell registry's one-step layer of its cell (nn.cells)
+            cls.spec.claim(cls, "cell_class")
+
     @classmethod
     def parameter_shapes(cls, config):
         """``{name: shape}`` of a cell built from ``config``, from its description

@@ -21,14 +21,14 @@ from .._validation import (
     check_positive_int,
     layer_dtype,
 )
-from . import rnn_summary, rnn_torch
+from . import rnn_forms, rnn_options, rnn_rings, rnn_summary, rnn_torch
 from ._layer import Layer
 from ._shapes import MAX_DILATION, constructor_arguments, flag, size
 from .cells import ELMAN
 from .masking import call_rnn
-from .rnn_forms import RNNForms, output_batch_axis, without_axis
+from .rnn_forms import output_batch_axis, without_axis
 from .rnn_options import RNNOptions
-from .rnn_rings import RNNRings, map_state
+from .rnn_rings import map_state
 from .rnn_streaming import RNNStreaming
 from .stack import BatchOrder as _BatchOrder
 from .stack import Reverser as _Reverser
@@ -51,7 +51,7 @@ def _arrays(value):
     return [] if value is None else [value]
 
 
-class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
+class RecurrentLayer(RNNOptions, RNNStreaming, Layer):
     """The recurrent layer machinery shared by ``RNN``, ``GRU`` and ``LSTM``: API forms, batch
     order, reversal, lengths, stateful layers, token input, the stack runner (``nn.stack``),
     its gradients, description and padding. What differs between the cells it asks the
@@ -68,6 +68,51 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
     # a Module names a call's positional arguments after x so, and routes dh0 to h0
     call_arguments = ("h0", "lengths", "mask")
     cell = ELMAN
+
+    # The constructor's declaration (nn.rnn_options.signature, one for every cell): the cell's
+    # positional options after num_layers (torch's), its keyword options, the options it
+    # accepts and ignores, and those of them fixed at construction (``_init_cell`` checks
+    # them; the others go through their setters).
+    _torch_options = _cell_options_declared = _ignored_options = _fixed_options = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "cell" in cls.__dict__:  # the cell registry's layer of its cell (nn.cells)
+            cls.cell.claim(cls, "layer_class")
+        cls._constructor = rnn_options.signature(cls)
+        # what help() and inspect show; a subclass with a constructor of its own shows that
+        cls.__signature__ = None if "__init__" in cls.__dict__ else cls._constructor
+
+    def __init__(self, *args, **kwargs):
+        """See the class (``help(type(layer))``): the signature is the class's."""
+        try:
+            bound = self._constructor.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{type(self).__name__}(): {e}") from None
+        bound.apply_defaults()
+        a = bound.arguments
+        self._init_cell(a)
+        self._init_fixed(
+            a["input_size"], a["hidden_size"], a["num_layers"], a["bias"], a["bidirectional"],
+            a["dtype"], a["seed"],
+        )  # fmt: skip
+        self._input_to_all = self._checked_input_to_all(a["input_to_all"])
+        self._dropout = self._checked_dropout(a["dropout"])
+        # the other options through their setters: the same checks now and on assignment
+        rnn_options.set_options(self, a)
+        self._init_parameters(np.random.default_rng(a["seed"]))
+
+    def _init_cell(self, arguments):
+        """The cell's options fixed at construction (``_fixed_options``), checked first."""
+
+    def _is_dilated(self):
+        return rnn_rings.is_dilated(self)
+
+    def _rings_input(self, name, value, batch, directions, unbatched=False):
+        """A state argument in the ring form, checked, as the runner takes it (a list of rings
+        (d_i, B, S)); None when ``value`` is not in the ring form (``nn.rnn_rings``; the
+        LSTM's pair of ring lists overrides this)."""
+        return rnn_rings.rings_input(self, name, value, batch, directions, unbatched)
 
     @classmethod
     def parameter_shapes(cls, config):
@@ -225,7 +270,7 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             self._state = h_n.copy() if rings is None else [reorder.unsort(r, 1) for r in rings]
 
         last = o.keras and not o.return_sequences
-        result, out, o_last = self._returned_output(out, last, reorder, rev, lengths, o)
+        result, out, o_last = rnn_forms.returned_output(self, out, last, reorder, rev, lengths, o)
         out_shape = result.shape
         if training:
             merge_src = (o_last if last else out) if o.merge_mode == "mul" else None
@@ -239,7 +284,7 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
         if unbatched:  # views: a training output stays read-only
             result = without_axis(result, output_batch_axis(o.batch_first, last))
             h_n = h_n[:, 0]
-        return self._output_form(result, self._state_output(h_n), o)
+        return rnn_forms.output_form(self, result, self._state_output(h_n), o)
 
     def _processing_order(self, x, x_user, h0, h0_user, lengths, step_mask, o, training):
         """``(x, h0, step_mask, reorder, rev)`` in the order the stack runs: go_backwards's
@@ -383,12 +428,13 @@ class RecurrentLayer(RNNOptions, RNNForms, RNNStreaming, RNNRings, Layer):
             tokens,
             unbatched,
         ) = self._cache
-        d_output = self._output_gradient(d_output, o, out_shape, last, unbatched)
+        d_output = rnn_forms.output_gradient(self, d_output, o, out_shape, last, unbatched)
         dh_n = self._state_input("dh_n", dh_n, batch, unbatched)
 
         # go_backwards reverses the caller's batch (its order), as in forward.
         rev = _Reverser(lengths, steps, batch) if o.go_backwards else None
-        d_out, dh_n = self._top_gradient(
+        d_out, dh_n = rnn_forms.top_gradient(
+            self,
             d_output,
             reorder.sort(dh_n, 1),
             last,
@@ -715,53 +761,8 @@ class RNN(RecurrentLayer):
     a padded batch; ``mask`` is the same as a Keras (B, T) prefix mask.
     """
 
-    def __init__(
-        self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        nonlinearity="tanh",
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        dtype=np.float32,
-        seed=None,
-        *,
-        residual=False,
-        merge_mode="concat",
-        go_backwards=False,
-        return_sequences=None,
-        return_state=None,
-        stateful=False,
-        alpha=1.0,
-        input_dropout=0.0,
-        recurrent_dropout=0.0,
-        zero_output_for_mask=None,
-        dilation=1,
-        input_to_all=False,
-        all_to_output=False,
-    ):
-        self._init_fixed(input_size, hidden_size, num_layers, bias, bidirectional, dtype, seed)
-        self._input_to_all = self._checked_input_to_all(input_to_all)
-        # The options below go through their setters: the same checks now and on assignment.
-        self.nonlinearity = nonlinearity
-        self.batch_first = batch_first
-        self._dropout = self._checked_dropout(dropout)
-        self.residual = residual
-        self.merge_mode = merge_mode
-        self.all_to_output = all_to_output
-        self.go_backwards = go_backwards
-        self.return_sequences = return_sequences
-        self.return_state = return_state
-        self.stateful = stateful
-        self.alpha = alpha
-        self.input_dropout = input_dropout
-        self.recurrent_dropout = recurrent_dropout
-        self.zero_output_for_mask = zero_output_for_mask
-        self.dilation = dilation
-
-        self._init_parameters(np.random.default_rng(seed))
+    cell = ELMAN
+    _torch_options = (("nonlinearity", "tanh"),)
 
     # The kernels of one (layer, direction) over a sequence and of one step, on this layer's
     # weights: the stack runner and step() call them; rnnfast.quantize's copies replace them.
@@ -844,7 +845,7 @@ def _option_defaults(cls):
     """The options repr compares with their defaults, read from the constructor: one source."""
     return {
         name: param.default
-        for name, param in inspect.signature(cls.__init__).parameters.items()
+        for name, param in inspect.signature(cls).parameters.items()
         if name not in ("self", "input_size", "hidden_size", "dtype", "seed")
-        and name not in getattr(cls, "_not_options", ())
+        and name not in {n for n, _ in getattr(cls, "_ignored_options", ())}
     }

@@ -5,6 +5,7 @@ make the gradient differ from the forward it differentiates."""
 
 from __future__ import annotations
 
+import inspect
 import operator
 import warnings
 from typing import NamedTuple
@@ -35,9 +36,66 @@ def _check_dilation(value):
     return d
 
 
-__all__ = ["MERGE_MODES", "RNNOptions", "RecurrentOptions"]
+__all__ = ["MERGE_MODES", "RNNOptions", "RecurrentOptions", "signature"]
 
 MERGE_MODES = ("concat", "sum", "mul", "ave", None)
+
+# The recurrent layers' constructor, declared once for RNN, GRU, LSTM and DeepTransitionRNN:
+# torch's positional arguments (a class adds its cell's after num_layers: the Elman layer's
+# nonlinearity, ``_torch_options``), then keyword-only the cell's own options
+# (``_cell_options_declared``), the options every recurrent layer has, and the options a class
+# accepts and ignores (``_ignored_options``: Keras's scheduling options). A class's signature
+# (help(), inspect, the docs, repr's defaults, get_config's checks) is built from these.
+_REQUIRED = inspect.Parameter.empty
+POSITIONAL = (("input_size", _REQUIRED), ("hidden_size", _REQUIRED), ("num_layers", 1))
+POSITIONAL_TAIL = (
+    ("bias", True),
+    ("batch_first", False),
+    ("dropout", 0.0),
+    ("bidirectional", False),
+    ("dtype", np.float32),
+    ("seed", None),
+)
+KEYWORDS = (
+    ("residual", False),
+    ("merge_mode", "concat"),
+    ("go_backwards", False),
+    ("return_sequences", None),
+    ("return_state", None),
+    ("stateful", False),
+    ("alpha", 1.0),
+    ("input_dropout", 0.0),
+    ("recurrent_dropout", 0.0),
+    ("zero_output_for_mask", None),
+    ("dilation", 1),
+    ("input_to_all", False),
+    ("all_to_output", False),
+)
+# fixed at construction (checked there, read-only after) or set apart, never by their setters
+_NOT_SET = ("input_size", "hidden_size", "num_layers", "bias", "bidirectional", "dtype", "seed")
+_NOT_SET += ("input_to_all", "dropout")
+
+
+def signature(cls):
+    """The constructor's signature of a recurrent layer class, from the declaration above and
+    the class's ``_torch_options``, ``_cell_options_declared`` and ``_ignored_options``."""
+    kind = inspect.Parameter
+    positional = POSITIONAL + cls._torch_options + POSITIONAL_TAIL
+    keywords = cls._cell_options_declared + KEYWORDS + cls._ignored_options
+    return inspect.Signature(
+        [kind(n, kind.POSITIONAL_OR_KEYWORD, default=d) for n, d in positional]
+        + [kind(n, kind.KEYWORD_ONLY, default=d) for n, d in keywords]
+    )
+
+
+def set_options(layer, arguments):
+    """The options a constructor passes through their setters (the checks of assignment), in
+    the signature's order; the fixed ones and the ignored ones are the caller's."""
+    ignored = {n for n, _ in type(layer)._ignored_options}
+    fixed = set(type(layer)._fixed_options)
+    for name, value in arguments.items():
+        if name not in _NOT_SET and name not in ignored and name not in fixed:
+            setattr(layer, name, value)
 
 
 class _Options(NamedTuple):
@@ -96,8 +154,13 @@ class RecurrentOptions:
         self._batch_first = check_bool("batch_first", value)
 
 
-class RNNOptions(RecurrentOptions):
-    """Mixin of rnnfast.RNN: its options as checked properties."""
+class RNNOptions:
+    """Mixin of the recurrent layers (``nn.rnn.RecurrentLayer``): their options as checked
+    properties."""
+
+    # the options every recurrent layer has, JordanRNN's too
+    nonlinearity = RecurrentOptions.nonlinearity
+    batch_first = RecurrentOptions.batch_first
 
     # ---- options ------------------------------------------------------------------------------
     # What shapes the parameters (or their initialisation) is fixed; every other option may be
@@ -142,7 +205,7 @@ class RNNOptions(RecurrentOptions):
     def dropout(self, value):
         self._dropout = self._checked_dropout(value)
 
-    def _checked_dropout(self, value):
+    def _checked_dropout(self, value, stacklevel=3):
         """dropout checked; with one layer, torch's warning that it has nothing to act on
         (pointed at the user's line: the constructor and the setter call this alike)."""
         value = check_probability("dropout", value)
@@ -152,7 +215,7 @@ class RNNOptions(RecurrentOptions):
                 f"dropout expects num_layers greater than 1, but got dropout={value} and "
                 f"num_layers={self.num_layers}",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
         return value
 

@@ -11,6 +11,7 @@ from .._validation import (
     as_float_array,
 )
 from . import dilation as dil
+from . import rnn_rings
 
 __all__ = ["RNNStreaming"]
 
@@ -184,11 +185,13 @@ class RNNStreaming:
                     "over)"
                 )
         elif h is None:
-            rings = self._zero_rings(batch)
+            rings = rnn_rings.zero_rings(self, batch)
         else:
             rings = self._rings_input(name, h, batch, 1, unbatched)
             if rings is None:
-                rings = self._broadcast_rings(self._state_input(name, h, batch, unbatched))
+                rings = rnn_rings.broadcast_rings(
+                    self, self._state_input(name, h, batch, unbatched)
+                )
         out, states = self._step_layers(x_t, [ring[0] for ring in rings])
         h_next = [dil.push(ring, s, d) for ring, s, d in zip(rings, states, self._dilations)]
         if self._stateful:

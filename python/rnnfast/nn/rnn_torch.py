@@ -10,6 +10,8 @@ import warnings
 
 import numpy as np
 
+from .cells import ELMAN
+
 __all__ = ["from_torch", "to_torch"]
 
 # the constructor arguments that torch's recurrent modules and rnnfast's layers share, in
@@ -23,11 +25,10 @@ _TORCH_CONFIG = (
     "dropout",
     "bidirectional",
 )
-_CELL_CONFIG = {"RNN": ("nonlinearity",), "GRU": (), "LSTM": ("proj_size",)}
 
 
 def _config_names(cell):
-    return _TORCH_CONFIG + _CELL_CONFIG[cell.torch_name]
+    return _TORCH_CONFIG + cell.torch_options
 
 
 def from_torch(module, cls):
@@ -65,7 +66,7 @@ def from_torch(module, cls):
             f"module: expected a torch.nn.{name} (for rnnfast.{cls.__name__}), got "
             f"{type(module).__name__}"
         )
-    if "proj_size" not in _CELL_CONFIG[name] and getattr(module, "proj_size", 0):
+    if "proj_size" not in cls.cell.torch_options and getattr(module, "proj_size", 0):
         raise ValueError(f"module: proj_size={module.proj_size} has no rnnfast equivalent")
     dtypes = {p.dtype for p in module.parameters()}
     if len(dtypes) != 1 or next(iter(dtypes)) not in (torch.float32, torch.float64):
@@ -138,7 +139,7 @@ def to_torch(layer):
     problems = _torch_incompatibilities(layer)
     if problems:
         raise ValueError(f"layer: torch.nn.{name} has no equivalent of {', '.join(problems)}")
-    config = {n: getattr(layer, n) for n in _TORCH_CONFIG + _CELL_CONFIG[name]}
+    config = {n: getattr(layer, n) for n in _config_names(cell or ELMAN)}
     with warnings.catch_warnings():
         # torch warns that dropout with one layer has nothing to act on; rnnfast agrees, and the
         # value is kept so that the configuration round-trips unchanged.

@@ -32,20 +32,21 @@ import numpy as np
 from .. import decoding
 from .._validation import check_finite_real, check_int_array
 from ..losses import cross_entropy, log_softmax
+from . import cells as cell_registry
+from . import gated  # noqa: F401 (defines the gated cells' layers: the registry's layer_class)
 from ._children import ChildOwner
 from ._inference_only import refuse_training
 from ._layer import quantize_layer
 from ._shapes import constructor_arguments, prefixed, size
 from .embedding import Embedding
-from .gated import GRU, LSTM
 from .linear import Linear
-from .rnn import RNN
 from .sequential import embedding_feeds_rnn
 
 __all__ = ["CELLS", "CONTEXT_MODES", "SCHEDULES", "Seq2Seq", "teacher_forcing_schedule"]
 
 CONTEXT_MODES = ("init", "input", "both")
-CELLS = ("rnn", "gru", "lstm")
+# the cells Seq2Seq builds its encoder and decoder of, by name (the cell registry, nn.cells)
+CELLS = tuple(spec.name for spec in cell_registry.CELLS)
 SCHEDULES = ("linear", "exponential", "inverse_sigmoid")
 METHODS = ("greedy", "sample", "beam")
 
@@ -231,17 +232,19 @@ class Seq2Seq(ChildOwner):
 
     def _recurrent(self, input_size, hidden_size, dtype, seed):
         """The encoder's or the decoder's layer of ``cell``."""
-        if self.cell == "rnn":
-            return RNN(
-                input_size, hidden_size, nonlinearity=self.nonlinearity, dtype=dtype, seed=seed
-            )
-        layer = GRU if self.cell == "gru" else LSTM
-        return layer(input_size, hidden_size, dtype=dtype, seed=seed, activation=self.nonlinearity)
+        spec = cell_registry.cell_by(name=self.cell)
+        return spec.layer_class(
+            input_size,
+            hidden_size,
+            dtype=dtype,
+            seed=seed,
+            **{spec.activation_option: self.nonlinearity},
+        )
 
     @property
     def is_lstm(self):
         """Does the state come in two parts (the LSTM's (h, c))?"""
-        return self.cell == "lstm"
+        return cell_registry.cell_by(name=self.cell).num_states == 2
 
     def _context_h(self, c):
         """The part of the context read as input: h ((B, H))."""
@@ -559,7 +562,8 @@ class Seq2Seq(ChildOwner):
         args = constructor_arguments(cls, config)
         src, tgt = size(args, "src_vocab"), size(args, "tgt_vocab")
         embed, hidden = size(args, "embed_dim"), size(args, "hidden_size")
-        recurrent = {"rnn": RNN, "gru": GRU, "lstm": LSTM}.get(args.get("cell"))
+        spec = cell_registry.cell_by(name=args.get("cell"))
+        recurrent = None if spec is None else spec.layer_class
         if recurrent is None:
             raise ValueError(f"config['cell']: expected one of {CELLS}, got {args.get('cell')!r}")
         dec_in = embed + (hidden if args.get("context") in ("input", "both") else 0)

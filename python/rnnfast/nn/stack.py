@@ -7,6 +7,14 @@ Keras's returns, merge modes, batch_first, go_backwards, stateful layers and ``s
 
 Everything here is in processing order: ``x`` (T, B, D) time-major, the batch sorted as
 ``run.lengths`` says, already reversed when the layer reads backwards.
+
+The fast path (``plain_forward`` / ``plain_backward``) runs the simple case straight on the
+cells' kernels: unidirectional layers over a batch of equal lengths, no dropout, nothing
+between the layers, PyTorch's form of each cell. The PyTorch bridge (``rnnfast.torch``) takes
+it for most training loops, where the layer's per-call machinery (API forms, state joins,
+sorting, masks, gradient accumulation) would cost more than the kernels at small T and B.
+Arrays C-contiguous, the weights of layer k the tuple ``(weight_ih, weight_hh, bias_ih,
+bias_hh, weight_hr)`` (None where absent); every shape and dtype is checked by the kernels.
 """
 
 from __future__ import annotations
@@ -22,10 +30,14 @@ from . import dilation as dil
 
 __all__ = [
     "BatchOrder",
+    "PlainCell",
+    "PlainRecord",
     "Reverser",
     "Run",
     "StackCache",
     "float_direction_kernel",
+    "plain_backward",
+    "plain_forward",
     "stack_backward",
     "stack_forward",
 ]
@@ -372,3 +384,71 @@ def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens, input_grad
     if record.per_chain:
         return grads, dx, dil.ring_gradient(dh0, record.ring_index, record.ring_length)
     return grads, dx, dh0.sum(axis=0)
+
+
+# ---- the fast path ------------------------------------------------------------------------------
+
+
+class PlainCell(NamedTuple):
+    """The fast path's cell: its description (``nn.cells``) and the Elman cell's nonlinearity
+    ("tanh" or "relu"; the gated cells run PyTorch's tanh and sigmoid)."""
+
+    spec: object
+    nonlinearity: str = "tanh"
+
+    @property
+    def kind(self):
+        """The cell as the kernels name it ("elman", "gru", "lstm")."""
+        return self.spec.kernel_cell
+
+
+class PlainRecord(NamedTuple):
+    """What a layer's backward reads: its input, initial states, output and workspace."""
+
+    x: np.ndarray
+    h0: object
+    c0: object
+    y: np.ndarray
+    workspace: object
+
+
+def _row(s, k):
+    return None if s is None else s[k]
+
+
+def _stacked(states):
+    """Per-layer states as one (L, B, ·) array: one layer's as a view."""
+    return states[0][None] if len(states) == 1 else np.stack(states)
+
+
+def plain_forward(cell, x, h0, c0, weights, keep):
+    """The fast path over x (T, B, D): ``(y (T, B, R), h_n (L, B, R), c_n (L, B, H) or None,
+    records)``. h0 (L, B, R) and c0 (L, B, H) (a two-state cell's) or None for zeros.
+    ``keep``: training, the records for :func:`plain_backward` (else None)."""
+    spec, h_n, c_n, records = cell.spec, [], [], [] if keep else None
+    inp = x
+    for k, w in enumerate(weights):
+        h0_k, c0_k = _row(h0, k), _row(c0, k)
+        y, h, c, workspace = spec.plain_layer_forward(cell.nonlinearity, inp, h0_k, c0_k, w, keep)
+        if keep:
+            records.append(PlainRecord(inp, h0_k, c0_k, y, workspace))
+        h_n.append(h)
+        c_n.append(c)
+        inp = y
+    return inp, _stacked(h_n), _stacked(c_n) if spec.num_states == 2 else None, records
+
+
+def plain_backward(cell, records, weights, dy, dh_n, dc_n, input_gradient):
+    """Gradients of one :func:`plain_forward` from those of y (T, B, R), h_n and c_n (each
+    None for zeros): ``(dx (T, B, D) or None without input_gradient, dh0 (L, B, R), dc0 (L, B,
+    H) or None, grads)``, grads[k] the tuple ``(dweight_ih, dweight_hh, dbias_ih, dbias_hh,
+    dweight_hr)`` of layer k (None where the layer has no such parameter), each a new array."""
+    spec, layers = cell.spec, len(weights)
+    dh0, dc0, grads = [None] * layers, [None] * layers, [None] * layers
+    d_out = dy
+    for k in reversed(range(layers)):
+        needed = input_gradient or k > 0  # a lower layer reads this one's dx as its dy
+        d_out, dh0[k], dc0[k], grads[k] = spec.plain_layer_backward(
+            cell.nonlinearity, records[k], weights[k], d_out, _row(dh_n, k), _row(dc_n, k), needed
+        )
+    return d_out, _stacked(dh0), _stacked(dc0) if spec.num_states == 2 else None, grads
