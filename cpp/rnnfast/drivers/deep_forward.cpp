@@ -12,6 +12,7 @@
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
+#include "step_masks.hpp"
 #include "time_loop.hpp"
 
 namespace rnnfast {
@@ -125,13 +126,7 @@ template <class T>
 void deep_forward(const DeepForwardArgs<T>& a) {
     const index step_size = a.batch * a.hidden_size;
     std::vector<T> zeros;
-    const T* h0 = a.h0;
-    if (h0 == nullptr) {
-        zeros.assign(static_cast<size_t>(step_size), T(0));
-        h0 = zeros.data();
-    }
-    // h_n starts as h0: a sequence of length 0 ends before the first step.
-    if (step_size > 0) std::memcpy(a.h_n, h0, sizeof(T) * static_cast<size_t>(step_size));
+    const T* h0 = start_state(a.h0, a.h_n, step_size, zeros);
     if (a.steps == 0 || step_size == 0) return;
     DeepForwardPass<T> pass(a, h0);
     run_time_loop(pass.shape(), pass);

@@ -111,6 +111,20 @@ struct GatedStepArgs {
 template <class T>
 void gated_forward(const GatedForwardArgs<T>& args);
 
+// The sizes of one gated layer, read from its arguments: B, D, H, P (0 without a projection),
+// R (the state's width: P or H) and GH (the projection's columns, gates * H).
+struct GatedSizes {
+    index B, D, H, P, R, GH;
+    template <class Args>
+    GatedSizes(const Args& a, int gates)
+        : B(a.batch),
+          D(a.input_size),
+          H(a.hidden_size),
+          P(a.proj_size),
+          R(a.proj_size > 0 ? a.proj_size : a.hidden_size),
+          GH(gates * a.hidden_size) {}
+};
+
 // The bias the input projection adds, in PyTorch's order (G*H; empty without biases): b_ih plus
 // b_hh wherever b_hh adds to the pre-activation, everywhere but inside the reset gate's product
 // (Cell::kInnerBias: the recurrent product adds b_hn). The quantized forward shares it.

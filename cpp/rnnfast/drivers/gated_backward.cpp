@@ -23,9 +23,9 @@ namespace rnnfast {
 namespace {
 
 template <class T, class Cell>
-struct GatedBackwardPass : TimeLoopPass {
+struct GatedBackwardPass : TimeLoopPass, GatedSizes {
     const GatedBackwardArgs<T>& a;
-    const index B, D, H, P, R, GH, S;
+    const index S;
     const KernelTable<T>& kt;
     const GateLayout rec_layout;  // the recurrent product's columns (as the forward's)
     const bool masked;            // a general mask: every row runs every step
@@ -52,13 +52,8 @@ struct GatedBackwardPass : TimeLoopPass {
     std::vector<T> gate_product;
 
     GatedBackwardPass(const GatedBackwardArgs<T>& args, const T* h_start, const T* c_start)
-        : a(args),
-          B(args.batch),
-          D(args.input_size),
-          H(args.hidden_size),
-          P(args.proj_size),
-          R(args.proj_size > 0 ? args.proj_size : args.hidden_size),
-          GH(Cell::kGates * args.hidden_size),
+        : GatedSizes(args, Cell::kGates),
+          a(args),
           S(Cell::kStored * args.hidden_size),
           kt(kernels<T>()),
           rec_layout{H, Cell::kStepGates, kt.nr},

@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include "elman_pass.hpp"
 #include "rnn.hpp"
 #include "rnnfast/cells/elman.hpp"
 #include "rnnfast/gemm/gemm.hpp"
@@ -10,8 +11,6 @@
 #include "rnnfast/gemm/team_gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
-#include "step_masks.hpp"
-#include "time_loop.hpp"
 
 namespace rnnfast {
 namespace {
@@ -37,33 +36,29 @@ void gather_block(const T* table, const std::int64_t* ids, index width, const Bl
                     sizeof(T) * static_cast<size_t>(block.c1 - block.c0));
 }
 
-// The forward as a pass of the time loop: per chunk, the input projection of its steps (a GEMM
-// outside the team, before its region), then the recurrence: each step one product of h_{t-1}
-// with W_hh^T onto the projection in place, the activation in its epilogue.
+// The Elman forward's float products, the Product of the one Elman pass (elman_pass.hpp): the
+// input projection of a chunk (one GEMM, biases in its epilogue) and each step's h_{t-1} W_hh^T
+// onto it in place, the activation fused in the GEMM's epilogue; variants for token input (the
+// table projected once, each step gathers its rows), recurrent dropout and a small batch of one
+// (W_hh^T streamed, matvec).
 template <class T, class Cell>
-struct ForwardPass : TimeLoopPass {
-    static_assert(single_product_cell<Cell>(), "a cell of one state, gate group and product");
+struct GemmElmanProducts {
     const ForwardArgs<T>& a;
     const index B, D, H, step_size;
     const KernelTable<T>& kt;
     const index panels;
-    const bool masked;  // a general mask or recurrent dropout: every row runs every step
-    StepMasks masks;
-    std::vector<index> active;
-    int threads;
-    int project_threads;
+    int threads, team;
+    static constexpr bool region_per_chunk = false;  // one region: the projections inside it
+    LoopShape::Columns columns;
     std::vector<T> bias;
     std::unique_ptr<T[]> packed_ih, packed_hh;  // packed inside the region, every value written
     std::vector<T> stream_w;
     bool stream;
     MatView<T> w_hh_t;
-    bool keep_all;
     index chunk;
-    std::vector<T> workspace;  // without y: two chunks of steps, used in turn
-    const T* h_prev0;
     std::vector<T> dropped, projected_table;
 
-    ForwardPass(const ForwardArgs<T>& args, const T* h_start)
+    explicit GemmElmanProducts(const ForwardArgs<T>& args)
         : a(args),
           B(args.batch),
           D(args.input_size),
@@ -71,29 +66,23 @@ struct ForwardPass : TimeLoopPass {
           step_size(B * H),
           kt(kernels<T>()),
           panels(panel_count(H, kt.nr)),
-          masked(args.keep != nullptr || args.recurrent_mask != nullptr),
-          w_hh_t{args.w_hh, 1, H},
-          h_prev0(h_start) {
+          columns(kernel_columns(kt, Cell::columns(H))),
+          w_hh_t{args.w_hh, 1, H} {
         const index T_ = a.steps;
-        // Masked: lengths folded into the step masks; a skipped row is selected back to its
-        // state in the epilogue.
-        if (masked) masks = step_masks(a.keep, a.lengths, a.zero_output_for_mask, T_, B);
-        active = active_rows(masked ? nullptr : a.lengths, T_, B);
+        const bool masked = a.keep != nullptr || a.recurrent_mask != nullptr;
         threads = threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
                               Sync::barrier);
         bias = combined_bias(a.b_ih, a.b_hh, H);
-        // Every h_t goes straight into y, a chunk at a time (projection_chunk_steps; a general
-        // mask: one chunk of all T steps, see after_region); without y, two chunks used in
-        // turn (a chunk's first step reads the other's last).
-        keep_all = a.y != nullptr;
-        chunk = keep_all && masked ? T_ : projection_chunk_steps(T_, step_size * index(sizeof(T)));
-        if (!keep_all) workspace.resize(static_cast<size_t>(2 * chunk * step_size));
+        // Chunks of projection_chunk_steps; a general mask with y: one chunk of all T steps
+        // (the pass's after_region zeros outputs once every step has run).
+        chunk = a.y && masked ? T_ : projection_chunk_steps(T_, step_size * index(sizeof(T)));
         // The projection of a chunk runs inside the step region (one fork/join per call), on
         // a team as large as it is worth: the members beyond the step's threads project and
         // pack, then wait while the others step.
-        project_threads = a.ids ? 1
-                                : threads_for(2.0 * double(chunk * B) * double(D) * double(H),
-                                              std::max(panels, chunk * B), Sync::fork_join);
+        team =
+            std::max(threads, a.ids ? 1
+                                    : threads_for(2.0 * double(chunk * B) * double(D) * double(H),
+                                                  std::max(panels, chunk * B), Sync::fork_join));
         // W_ih^T (D x H) and W_hh^T (H x H), packed once per call by the team (the members'
         // first chunk_begin). A small batch of one (streams()) streams W_hh^T instead
         // (matvec), each stepping thread packing the columns it owns in its first step.
@@ -121,13 +110,6 @@ struct ForwardPass : TimeLoopPass {
         }
     }
 
-    LoopShape shape() const {
-        return {{a.steps, chunk, false, false},  // one region: the projections inside it
-                {std::max(threads, project_threads), threads},
-                {B, active.data(), masked ? masks.keep.data() : nullptr},
-                kernel_columns(kt, Cell::columns(H))};
-    }
-
     // Input projection of `rows` rows of inputs: one GEMM, biases added in its epilogue.
     GemmTask<T> projection(const T* packed, const T* inputs, index rows, T* out) const {
         GemmTask<T> proj = packed_task<T>(rows, H, D, packed, out, H);
@@ -136,47 +118,16 @@ struct ForwardPass : TimeLoopPass {
         return proj;
     }
 
-    // Where chunk c's steps live, and the state its first step reads.
-    T* chunk_buffer(const Chunk& c) const {
-        if (keep_all) return a.y + c.t0 * step_size;
-        const index slot = (c.t0 / chunk) & 1;
-        return const_cast<T*>(workspace.data()) + slot * chunk * step_size;
-    }
-    const T* state_before(const Chunk& c) const {
-        if (c.t0 == 0) return h_prev0;
-        if (keep_all) return a.y + (c.t0 - 1) * step_size;
-        const index slot = ((c.t0 / chunk) & 1) ^ 1;  // the other chunk's last step
-        return workspace.data() + (slot * chunk + chunk - 1) * step_size;
-    }
+    void before_region(const Chunk&, T*) {}
 
-    void after_region(const Chunk& c) {
-        if (keep_all) {  // padded steps output zeros (their rows hold the projection or nothing)
-            for (index t = 0; t < c.t0 + c.steps; ++t) {  // the one region ran every chunk
-                const index rows = active[static_cast<size_t>(t)];
-                std::memset(a.y + t * step_size + rows * H, 0,
-                            sizeof(T) * static_cast<size_t>((B - rows) * H));
-            }
-            // Masked: y held every state for the recurrence; now the outputs that are not the
-            // state become zeros (every step has run: keep_all is one chunk of all T steps).
-            if (masked)
-                for (index i = 0; i < a.steps * B; ++i)
-                    if (!masks.out[static_cast<size_t>(i)])
-                        std::memset(a.y + i * H, 0, sizeof(T) * static_cast<size_t>(H));
-        }
-    }
-
-    // The recurrence: each thread owns the same hidden units at every step (its slice of packed
-    // W_hh stays in its cache); the loop's barrier after each step publishes h_t to all threads.
     struct Member {
-        ForwardPass& p;
+        GemmElmanProducts& p;
         const Team team;
         const int stepping;
         GemmTask<T> task;
-        T* buffer = nullptr;            // the chunk's steps
-        const T* first_prev = nullptr;  // the state its first step reads
 
-        Member(ForwardPass& pass, const Team& t, int stepping_members)
-            : p(pass),
+        Member(GemmElmanProducts& products, const Team& t, int stepping_members)
+            : p(products),
               team(t),
               stepping(stepping_members),
               task(packed_task<T>(p.B, p.H, p.H, p.packed_hh.get(), nullptr, p.H)) {
@@ -186,9 +137,7 @@ struct ForwardPass : TimeLoopPass {
 
         // The team packs the weights (first chunk) and projects the chunk's inputs, each member
         // its panels, then meets: a step reads every column of the packed W_hh^T.
-        void chunk_begin(const Chunk& c) {
-            buffer = p.chunk_buffer(c);
-            first_prev = p.state_before(c);
+        void chunk_begin(const Chunk& c, T* buffer) {
             const index H = p.H, D = p.D;
             if (c.t0 == 0) {
                 if (!p.a.ids)
@@ -209,12 +158,10 @@ struct ForwardPass : TimeLoopPass {
             team.barrier->wait();
         }
 
-        void step(const Chunk&, const Step& st) {
-            const index H = p.H, i = st.i, t = st.t;
+        void step(const Step& st, const T* h_prev, T* h) {
+            const index H = p.H, t = st.t;
             const Share& s = st.share;
             const Block& own = st.own;
-            const T* h_prev = i == 0 ? first_prev : buffer + (i - 1) * p.step_size;
-            T* h = buffer + i * p.step_size;
             if (p.a.recurrent_mask) {
                 T* mine = p.dropped.data() + team.me * p.step_size;
                 apply_recurrent_mask(mine, h_prev, p.a.recurrent_mask, H, Block{s.m0, s.m1, 0, H});
@@ -229,11 +176,7 @@ struct ForwardPass : TimeLoopPass {
             else if (s.m1 > s.m0)  // the sequence is still running
                 p.kt.matvec(p.stream_w.data() + own.c0 * H, H, task.A.p, h + own.c0,
                             own.c1 - own.c0, task.op, nullptr);
-            Cell::finish_step(h, h_prev, H, own, p.a.alpha);  // the same block: no barrier
-            if (st.keep) carry_skipped_rows(h, h_prev, st.keep, H, own);
-            keep_final_state(p.a.h_n, h, H, own, st.ending);  // h_n of sequences ending here
         }
-        void chunk_end(const Chunk&) {}
     };
 };
 
@@ -241,20 +184,7 @@ struct ForwardPass : TimeLoopPass {
 
 template <class T>
 void rnn_forward(const ForwardArgs<T>& a) {
-    const index T_ = a.steps, B = a.batch, H = a.hidden_size;
-    const index step_size = B * H;
-    std::vector<T> zeros;
-    const T* h_prev0 = a.h0;
-    if (h_prev0 == nullptr) {
-        zeros.assign(static_cast<size_t>(step_size), T(0));
-        h_prev0 = zeros.data();
-    }
-    // h_n starts as h0: a sequence of length 0 ends before the first step; the others
-    // overwrite their rows when they end.
-    if (step_size > 0) std::memcpy(a.h_n, h_prev0, sizeof(T) * static_cast<size_t>(step_size));
-    if (T_ == 0 || B == 0 || H == 0) return;  // nothing to compute (and no null memcpys)
-    ForwardPass<T, ElmanCell<T>> pass(a, h_prev0);
-    run_time_loop(pass.shape(), pass);
+    run_elman_forward<T, ElmanCell<T>, GemmElmanProducts<T, ElmanCell<T>>>(a);
 }
 
 template void rnn_forward(const ForwardArgs<float>&);

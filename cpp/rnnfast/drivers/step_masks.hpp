@@ -32,6 +32,33 @@ std::vector<index> state_sources(const StepMasks& masks, index steps, index batc
 
 // Forward: a skipped row keeps its state, h_t = h_{t-1} (the GEMM computed it anyway: the
 // step is one dense GEMM over every row, and the select is cheaper than compacting rows).
+// A forward's outputs y (steps, B, width) once steps [t0, t1) have run: the rows past the
+// running ones (active[t], padded steps) become zeros, and under a general mask (masks not
+// null: every step has run) the outputs that are not the state.
+template <class T>
+void finish_outputs(T* y, const index* active, index t0, index t1, index B, index width,
+                    const StepMasks* masks, index steps) {
+    for (index t = t0; t < t1; ++t)
+        std::memset(y + (t * B + active[t]) * width, 0,
+                    sizeof(T) * static_cast<size_t>((B - active[t]) * width));
+    if (masks)
+        for (index i = 0; i < steps * B; ++i)
+            if (!masks->out[static_cast<size_t>(i)])
+                std::memset(y + i * width, 0, sizeof(T) * static_cast<size_t>(width));
+}
+
+// The state before the first step, already written to h_n (the final state of a sequence of
+// length 0; the others overwrite theirs when they end): h0, or zeros (kept in `zeros`).
+template <class T>
+const T* start_state(const T* h0, T* h_n, index size, std::vector<T>& zeros) {
+    if (h0 == nullptr) {
+        zeros.assign(static_cast<size_t>(size), T(0));
+        h0 = zeros.data();
+    }
+    if (size > 0) std::memcpy(h_n, h0, sizeof(T) * static_cast<size_t>(size));
+    return h0;
+}
+
 template <class T>
 void carry_skipped_rows(T* h, const T* h_prev, const std::uint8_t* keep_t, index ld, Block b) {
     for (index r = b.m0; r < b.m1; ++r)

@@ -1,21 +1,28 @@
 // The one time loop of the recurrent drivers: the chunks of steps, the thread team and its one
-// OpenMP parallel region, the barrier after each step, the lengths and the step masks. The float
-// forward (rnn_forward.cpp), the backward (rnn_backward.cpp), the masked backward
-// (rnn_backward_masked.cpp) and the quantized forward (quantized/qdriver.cpp) are passes that
-// instantiate it with what differs; nothing else in the drivers opens a region for the steps.
+// OpenMP parallel region, the barrier after each step, the lengths and the step masks. Every
+// pass over time instantiates it with what differs; nothing else opens a region for the steps:
+//   elman_pass.hpp   ElmanForwardPass<T, Cell, Product>: the Elman forward, on the float GEMMs
+//                    (rnn_forward.cpp) or the int8 / bf16 products (quantized/qdriver.cpp)
+//   gated_pass.hpp   GatedForwardPass<T, Cell, Product>: the GRU / LSTM forward, on the float
+//                    GEMMs (gated_forward.cpp) or the int8 / bf16 products (quantized/qgated.cpp)
+//   rnn_backward.cpp, rnn_backward_masked.cpp, gated_backward.cpp: the backwards (float only)
+//   deep_forward.cpp, deep_backward.cpp: the deep transition's k layers per step
+// Files under quantized/ hold products, never a pass.
 //
 // What the loop does. It walks time in chunks of `chunk` steps, from step 0 up or (reverse, the
 // backward) from T - 1 down, the chunks aligned to the end it starts from. One team of `team`
 // threads runs the walk in one region, or one region per chunk when the pass has serial work
-// between chunks (region_per_chunk: the forward's input projection is a GEMM with its own
-// thread count). Of the team, the first `stepping` members run the steps (a step's B x H x H
-// may be worth fewer threads than the chunk's gradient GEMMs); the others wait for them at the
-// team barrier. At step t the running rows are [0, active[t]) (lengths: sequences sorted longest
-// first, so each step is one dense product over them; active[t + 1] says which end at t), and
-// keep[t * B + b] says whether row b runs step t at all (the general mask; a skipped row keeps
-// its state). Each stepping member gets the same column panels at every step (weight-stationary:
-// its slice of the packed recurrent weights stays in its cache), splitting rows instead when
-// there are fewer panels than members, and the members meet at one barrier after each step.
+// between chunks (region_per_chunk: an input projection with its own thread count, as the
+// quantized products' and the gated forward's under token input or input dropout). Of the
+// team, the first `stepping` members run the steps (a step's B x H x H may be worth fewer
+// threads than the chunk's projection or gradient GEMMs); the others wait for them at the
+// team barrier. At step t the running rows are [0, active[t]) (lengths: sequences sorted
+// longest first, so each step is one dense product over them; active[t + 1] says which end at
+// t), and keep[t * B + b] says whether row b runs step t at all (the general mask; a skipped
+// row keeps its state). Each stepping member gets the same column panels at every step
+// (weight-stationary: its slice of the packed recurrent weights stays in its cache), splitting
+// rows instead when there are fewer panels than members, and the members meet at one barrier
+// after each step.
 //
 // How a pass plugs in. A pass is a struct with a nested Member, built once per thread inside the
 // region from (pass, team, stepping). The loop calls, all statically (templates, inlined: no
@@ -28,35 +35,40 @@
 //                                                         the chunk, on its block `step.own`
 // TimeLoopPass gives empty serial hooks to a pass that has none.
 //
-// How a cell plugs in (cells/elman.hpp, ElmanCell, is the first). The loop knows nothing of
-// the cell; a pass takes the cell as a template argument and calls it, statically, for:
-//   - its states, kStates: what is carried from step to step (Elman: h; LSTM: h and c). The
-//     pass keeps one (B, H) slot per state per step, and a skipped or finished row carries each.
+// How a cell plugs in. The loop knows nothing of the cell; a pass takes the cell as a template
+// argument and calls it statically: cells/elman.hpp (ElmanCell) and cells/gated_cell.hpp (what
+// GruCell, GruResetBeforeCell and LstmCell give) list the members. In short:
+//   - its states, kStates: what is carried from step to step (Elman, GRU: h; LSTM: h and c).
+//     The pass keeps one (B, H) slot per state per step, and a skipped or finished row carries
+//     each.
 //   - its gate groups, kGates (Elman 1, GRU 3, LSTM 4): the step's product has kGates * H
-//     columns (columns(H), which the pass gives LoopShape::Columns::count), and the packed
-//     recurrent weights order their columns so that a member's panels hold every gate of its
-//     hidden units: the epilogue then combines a unit's gates in registers, with no barrier.
-//   - its per-step products, kStepGemms: what a member runs on its block each step, in order.
-//     Elman has one (h_{t-1} W_hh^T onto the projected input). A product that reads what other
-//     members wrote in the same step (LSTM's projection r W_hr^T with proj_size, a deep
-//     transition's k layers) is preceded by step.barrier->wait(), which every stepping member
-//     calls the same number of times per step; the loop's own barrier still ends the step.
-//   - its epilogue after the products, on the member's block (step_epilogue, finish_step):
-//     Elman's activation (fused into the product) and leaky mix; a gated cell's sigmoids, tanh
-//     and state update.
-//   - what its backward needs stored per step, kStoredSteps: Elman nothing beyond y (act' is
-//     recovered from h_t); a gated cell its gates, (B, kGates * H) per step, in a workspace the
-//     forward's step writes and the backward's step reads for its block.
+//     columns, and the packed recurrent weights order their columns so that a member's panels
+//     hold every gate of its hidden units (cells/gate_layout.hpp): the epilogue then combines a
+//     unit's gates in registers, with no barrier.
+//   - its sub-steps: a product that reads what other members wrote in the same step (the GRU
+//     reset_before's W_hn (r * h), kSecondProduct; the LSTM's projection W_hr m, kProjects; a
+//     deep transition's k layers) is preceded by step.barrier->wait(), which every stepping
+//     member calls the same number of times per step; the loop's own barrier still ends the
+//     step.
+//   - its epilogue after the products, on the member's block: Elman's activation (fused into
+//     the product) and leaky mix (finish_step); a gated cell's forward_block (sigmoids, tanh,
+//     state update) and second_block.
+//   - what its backward needs stored per step: Elman nothing beyond y (act' is recovered from
+//     h_t; kStoredSteps = 0); a gated cell kStored * H values per row (its gates, and c_t or
+//     the n-term), in a workspace the forward's step writes and the backward's step reads.
 //   - its backward step: from the state gradients of step t + 1 and the stored step, the
 //     gradient of the pre-activations (Elman: carry_state_grad, delta_from_state_grad,
-//     masked_backward_step), whose product with W_hh is the recurrent term of step t - 1 and
-//     which the chunk's gradient GEMMs turn into dW and dX.
+//     masked_backward_step; gated: grad_block, second_grad), whose product with W_hh is the
+//     recurrent term of step t - 1 and which the chunk's gradient GEMMs turn into dW and dX.
 //   - per-gate recurrent masks: Keras's recurrent dropout on a gated cell masks h_{t-1} once per
-//     gate; the member forms kGates masked copies of its rows (apply_recurrent_mask per gate)
-//     and its product list has one product per gate, each on its gate's columns.
-// Today's passes run cells with one state, one gate group, one product and nothing stored
-// (single_product_cell, asserted); a gated cell's passes add the state slots, the gate
-// workspace and the product list, on this same loop.
+//     gate; the float product forms kStepGates masked copies of its rows and runs one product
+//     per gate, each on its gate's columns.
+// The string a binding receives becomes a cell type in one place (cells/gated_cells.hpp).
+//
+// How a product plugs in. The forward passes take the product as a third template argument:
+// the projection of a chunk, the step's product(s) on a member's block, their thread counts
+// and chunking (elman_pass.hpp and gated_pass.hpp list what it gives). The float GEMM and the
+// quantized int8 / bf16 products give the same members, so a cell runs on either with one pass.
 #pragma once
 
 #include <algorithm>
@@ -116,8 +128,8 @@ LoopShape::Columns kernel_columns(const KernelTable<T>& kt, index count) {
     return {count, panel_count(count, kt.nr), kt.nr, kt.mr};
 }
 
-// Whether a cell is of the kind the passes run today: one state, one gate group, one product per
-// step and nothing stored beyond y (see the top of this file for what a gated cell adds).
+// Whether a cell is of the Elman passes' kind: one state, one gate group, one product per step and
+// nothing stored beyond y (the gated cells have passes of their own: gated_pass.hpp).
 template <class Cell>
 constexpr bool single_product_cell() {
     return Cell::kStates == 1 && Cell::kGates == 1 && Cell::kStepGemms == 1 &&

@@ -1,9 +1,5 @@
-// The quantized recurrent forward over a whole sequence, a pass of the float drivers' time loop
-// (drivers/time_loop.hpp) as the float forward is, on the products of qproducts.hpp: the input
-// projection of a chunk of steps is one product, then each step is one product over the running
-// sequences (sorted longest first) whose epilogue dequantizes, adds the projection and applies
-// the activation; each thread owns the same column panels of W_hh at every step, with one
-// barrier per step.
+// The quantized Elman forward over a whole sequence: the one Elman pass (drivers/elman_pass.hpp)
+// on the products of qproducts.hpp (ElmanProducts below), int8 or bf16.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -11,8 +7,8 @@
 
 #include "qproducts.hpp"
 #include "rnnfast/cells/elman.hpp"
+#include "rnnfast/drivers/elman_pass.hpp"
 #include "rnnfast/drivers/rnn.hpp"
-#include "rnnfast/drivers/time_loop.hpp"
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 
@@ -36,100 +32,68 @@ void activate(float* h, index ld, const Block& b, Activation act) {
     kt.gemm_block(t, 0, t.M, 0, panel_count(t.N, kt.nr));
 }
 
-// The recurrent forward as a pass of the time loop (drivers/time_loop.hpp), a region per chunk:
-// the chunk's input projection is a product with its own thread count, run before the region.
-struct ForwardPass : TimeLoopPass {
-    const ForwardArgs& a;
-    const index B, D, H, step_size;
+// The Product of the one Elman pass (drivers/elman_pass.hpp) on quantized weights: the input
+// projection of a chunk is one product run before the chunk's region, and each step's product
+// over the running rows dequantizes, adds the projection in place and applies the activation.
+template <class Cell>
+struct ElmanProducts {
+    const ForwardArgs& q;
+    const index B, D, H;
     const PackedMatrix& w_hh;
     const QuantKernels& k;
-    const std::vector<index> active;
     const bool tanh_state;
-    const index panels;
-    const int threads;
+    const int threads, team;
     const index chunk;
-    // Steps t live in y, or in a ring of one chunk of steps when only h_T is kept.
-    const bool keep_all;
-    std::vector<float> carry, ring;
+    static constexpr bool region_per_chunk = true;  // the projection runs before each region
+    const LoopShape::Columns columns;
     Prepared projection;
     // Each thread prepares the h_{t-1} rows its product reads, in buffers of its own.
     std::vector<Prepared> own_input;
     std::vector<Products> own_products;
-    float* buffer = nullptr;
 
-    ForwardPass(const ForwardArgs& args, std::vector<float> start)
-        : a(args),
+    ElmanProducts(const rnnfast::ForwardArgs<float>& args, const ForwardArgs& quantized)
+        : q(quantized),
           B(args.batch),
           D(args.input_size),
           H(args.hidden_size),
-          step_size(B * H),
-          w_hh(*args.w_hh),
+          w_hh(*quantized.w_hh),
           k(active_kernels(w_hh.kind)),
-          active(active_rows(args.lengths, args.steps, B)),
           tanh_state(args.act == Activation::tanh),
-          panels(w_hh.panels()),
-          threads(threads_for(2.0 * double(B) * double(H) * double(H), std::max(panels, B),
+          threads(threads_for(2.0 * double(B) * double(H) * double(H), std::max(w_hh.panels(), B),
                               Sync::barrier)),
-          chunk(std::min(args.steps, std::max(kChunkSteps, kChunkValues / step_size))),
-          keep_all(args.y != nullptr),
-          carry(std::move(start)),
-          ring(keep_all ? 0 : static_cast<size_t>(chunk * step_size)),
-          projection(*args.w_ih, k, chunk * B) {
+          team(threads),
+          chunk(std::min(args.steps, std::max(kChunkSteps, kChunkValues / (B * H)))),
+          columns{Cell::columns(H), w_hh.panels(), kPanel, kShareRows},
+          projection(*quantized.w_ih, k, chunk * B) {
         for (int i = 0; i < threads; ++i) {
             own_input.emplace_back(w_hh, k, B);
             own_products.emplace_back(w_hh, B);
         }
     }
 
-    LoopShape shape() const {
-        return {{a.steps, chunk, false, true},  // a region per chunk
-                {threads, threads},
-                {B, active.data(), nullptr},
-                {ElmanCell<float>::columns(H), panels, kPanel, kShareRows}};
-    }
-
-    void before_region(const Chunk& c) {
-        buffer = keep_all ? a.y + c.t0 * step_size : ring.data();
-        project(projection, a.x + c.t0 * B * D, c.steps * B, a.bias, 0, buffer, H);
-    }
-
-    void after_region(const Chunk& c) {
-        if (keep_all)  // padded steps output zeros
-            for (index t = c.t0; t < c.t0 + c.steps; ++t) {
-                const index rows = active[static_cast<size_t>(t)];
-                std::memset(a.y + t * step_size + rows * H, 0,
-                            sizeof(float) * static_cast<size_t>((B - rows) * H));
-            }
-        std::memcpy(carry.data(), buffer + (c.steps - 1) * step_size,
-                    sizeof(float) * static_cast<size_t>(step_size));
+    void before_region(const Chunk& c, float* out) {
+        project(projection, q.x + c.t0 * B * D, c.steps * B, q.bias, 0, out, H);
     }
 
     struct Member {
-        ForwardPass& p;
+        ElmanProducts& p;
         Prepared& mine;
         Products& products;
 
-        Member(ForwardPass& pass, const Team& team, int)
+        Member(ElmanProducts& pass, const Team& team, int)
             : p(pass),
               mine(pass.own_input[static_cast<size_t>(team.me)]),
               products(pass.own_products[static_cast<size_t>(team.me)]) {}
+        void chunk_begin(const Chunk&, float*) {}
 
-        void chunk_begin(const Chunk&) {}
-        void chunk_end(const Chunk&) {}
-
-        void step(const Chunk&, const Step& st) {
+        void step(const Step& st, const float* h_prev, float* h) {
             const index H = p.H;
             const Share& s = st.share;
-            const Block& own = st.own;
-            const float* h_prev = st.i == 0 ? p.carry.data() : p.buffer + (st.i - 1) * p.step_size;
-            float* h = p.buffer + st.i * p.step_size;
             if (s.m0 < s.m1 && s.p0 < s.p1) {
                 mine.prepare(h_prev, H, s.m0, s.m1, p.tanh_state);
                 products.compute(mine, s.m0, s.m1, s.p0, s.p1);
-                products.finish(mine, s.m0, h, H, h, H, own);  // pre = projection + product
-                activate(h, H, own, p.a.act);
-                ElmanCell<float>::finish_step(h, h_prev, H, own, p.a.alpha);
-                keep_final_state(p.a.h_n, h, H, own, st.ending);
+                products.finish(mine, s.m0, h, H, h, H, st.own);  // pre = projection + product
+                activate(h, H, st.own, p.q.act);
             }
         }
     };
@@ -137,15 +101,20 @@ struct ForwardPass : TimeLoopPass {
 
 }  // namespace
 
-void rnn_forward(const ForwardArgs& a) {
-    const index T_ = a.steps, B = a.batch, H = a.hidden_size;
-    const index step_size = B * H;
-    std::vector<float> carry(static_cast<size_t>(step_size), 0.0f);
-    if (a.h0 && step_size > 0) std::memcpy(carry.data(), a.h0, sizeof(float) * carry.size());
-    if (step_size > 0) std::memcpy(a.h_n, carry.data(), sizeof(float) * carry.size());
-    if (T_ == 0 || B == 0 || H == 0) return;
-    ForwardPass pass(a, std::move(carry));
-    run_time_loop(pass.shape(), pass);
+void rnn_forward(const ForwardArgs& q) {
+    rnnfast::ForwardArgs<float> a;  // what the pass reads besides the weights
+    a.steps = q.steps;
+    a.batch = q.batch;
+    a.input_size = q.input_size;
+    a.hidden_size = q.hidden_size;
+    a.x = q.x;
+    a.h0 = q.h0;
+    a.lengths = q.lengths;
+    a.act = q.act;
+    a.alpha = q.alpha;
+    a.y = q.y;
+    a.h_n = q.h_n;
+    run_elman_forward<float, ElmanCell<float>, ElmanProducts<ElmanCell<float>>>(a, q);
 }
 
 }  // namespace rnnfast::quantized
