@@ -11,9 +11,11 @@ initial ones).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-__all__ = ["from_config", "to_config", "weight_paths"]
+__all__ = ["from_config", "layer_keys", "to_config", "weight_paths"]
 
 _RECURRENT = ("SimpleRNN", "GRU", "LSTM")
 # keys whose Keras default is all the front supports
@@ -94,7 +96,7 @@ def to_config(layer):
         "dtype": np.dtype(layer.dtype).name,
     }
     for key in _ARGS[class_name]:
-        config[key] = getattr(layer, key)
+        config[key] = getattr(layer, key, None)  # noise_shape: only None is accepted
     if class_name == "Dense" and config["activation"] is None:
         config["activation"] = "linear"
     if class_name == "Bidirectional":
@@ -178,10 +180,28 @@ def _check_rest(config, who):
         )
 
 
-def weight_paths(layer):
-    """The paths of a front layer's weights in Keras's weights file, in ``get_weights``
-    order, and the groups Keras writes with no weights in them."""
-    base = f"layers/{layer.name}"
+def _snake(name):
+    """Keras's ``naming.to_snake_case`` of a class name (SimpleRNN -> simple_rnn)."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def layer_keys(layers):
+    """Each layer's key in Keras's weights file: not its name but its class in snake case,
+    numbered within the model (``dense``, ``dense_1``, ...), as Keras's saving walks a list."""
+    used, keys = {}, []
+    for layer in layers:
+        stem = _snake(type(layer).__name__)
+        used[stem] = used.get(stem, -1) + 1
+        keys.append(stem if used[stem] == 0 else f"{stem}_{used[stem]}")
+    return keys
+
+
+def weight_paths(layer, key):
+    """The paths of a front layer's weights in Keras's weights file (under ``layers/<key>``,
+    see :func:`layer_keys`), in ``get_weights`` order, and the groups Keras writes with no
+    weights in them."""
+    base = f"layers/{key}"
     count = len(layer.get_weights())
     class_name = type(layer).__name__
     if class_name in _RECURRENT:

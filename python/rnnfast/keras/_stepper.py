@@ -65,13 +65,32 @@ class KerasStep:
                 slot.param *= slot.param.dtype.type(shrink)
         self.inner.step()
 
+    def _variables(self, grads):
+        """The gradients grouped as Keras's variables: a GRU with ``reset_after`` keeps its two
+        biases in one Keras variable (2, 3H), rnnfast in two arrays (``bias_ih_*``,
+        ``bias_hh_*``), and clipnorm clips a variable by its own norm."""
+        names = [slot.name for slot in self.inner.slots]
+        index = {name: i for i, name in enumerate(names)}
+        groups, taken = [], set()
+        for i, name in enumerate(names):
+            if i in taken:
+                continue
+            group = [i]
+            partner = index.get(name.replace("bias_ih", "bias_hh")) if "bias_ih" in name else None
+            if partner is not None:
+                group.append(partner)
+            taken.update(group)
+            groups.append([grads[j] for j in group])
+        return groups
+
     def _clip(self, grads):
         # Keras's _clip_gradients: the first of clipnorm, global_clipnorm, clipvalue that is set
         if self.clipnorm:
-            for g in grads:
-                norm = math.sqrt(float(np.sum(np.square(g, dtype=np.float64))))
+            for group in self._variables(grads):
+                norm = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in group))
                 if norm > self.clipnorm:
-                    g *= g.dtype.type(self.clipnorm / norm)
+                    for g in group:
+                        g *= g.dtype.type(self.clipnorm / norm)
         elif self.global_clipnorm:
             norm = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads))
             if norm > self.global_clipnorm:

@@ -59,12 +59,12 @@ def _check_overwrite(path, overwrite):
 
 def _write_weights(model, handle, optimizer=None):
     """Each layer's weights at Keras's paths (``layers/<name>/...``) into an open h5 file."""
-    from ._layer_configs import weight_paths
+    from ._layer_configs import layer_keys, weight_paths
 
     handle.create_group("vars").attrs["name"] = model.name
     handle.create_group("layers")
-    for layer in model.layers:
-        paths, groups = weight_paths(layer)
+    for layer, key in zip(model.layers, layer_keys(model.layers)):
+        paths, groups = weight_paths(layer, key)
         for group in groups:
             handle.require_group(group)
         for path, value in zip(paths, layer.get_weights()):
@@ -77,11 +77,11 @@ def _write_weights(model, handle, optimizer=None):
 
 def _read_weights(model, handle, source):
     """Load each layer's weights from Keras's paths (all layers checked before any is set)."""
-    from ._layer_configs import weight_paths
+    from ._layer_configs import layer_keys, weight_paths
 
     loaded = []
-    for layer in model.layers:
-        paths, _ = weight_paths(layer)
+    for layer, key in zip(model.layers, layer_keys(model.layers)):
+        paths, _ = weight_paths(layer, key)
         missing = [p for p in paths if p not in handle]
         if missing:
             raise ValueError(
