@@ -33,9 +33,7 @@ struct ElmanForwardPass : TimeLoopPass {
     const ForwardArgs<T>& a;
     const index B, H, step_size;
     Product& product;
-    const bool masked;  // a general mask or recurrent dropout: every row runs every step
-    StepMasks masks;
-    std::vector<index> active;
+    const ForwardRows rows;  // a general mask or recurrent dropout: every row runs every step
     // Every h_t goes straight into y, a chunk at a time; without y, two chunks used in turn (a
     // chunk's first step reads the other's last).
     const bool keep_all;
@@ -49,21 +47,18 @@ struct ElmanForwardPass : TimeLoopPass {
           H(args.hidden_size),
           step_size(B * H),
           product(products),
-          masked(args.keep != nullptr || args.recurrent_mask != nullptr),
+          rows(args.keep != nullptr || args.recurrent_mask != nullptr, args.keep, args.lengths,
+               args.zero_output_for_mask, args.steps, args.batch),
           keep_all(args.y != nullptr),
           chunk(products.chunk),
           h_prev0(h_start) {
-        // Masked: lengths folded into the step masks; a skipped row is selected back to its
-        // state in the epilogue.
-        if (masked) masks = step_masks(a.keep, a.lengths, a.zero_output_for_mask, a.steps, B);
-        active = active_rows(masked ? nullptr : a.lengths, a.steps, B);
         if (!keep_all) workspace.resize(static_cast<size_t>(2 * chunk * step_size));
     }
 
     LoopShape shape() const {
         return {{a.steps, chunk, false, product.region_per_chunk},
                 {product.team, product.threads},
-                {B, active.data(), masked ? masks.keep.data() : nullptr},
+                {B, rows.active.data(), rows.keep()},
                 product.columns};
     }
 
@@ -84,13 +79,9 @@ struct ElmanForwardPass : TimeLoopPass {
         if (product.region_per_chunk) product.before_region(c, chunk_buffer(c));
     }
 
-    void after_region(const Chunk& c) {
-        if (!keep_all) return;
-        // Padded steps' rows hold the projection or nothing. One region ran every chunk up to
-        // c; else a region is one chunk. Masked, y held every state for the recurrence
-        // (keep_all is one chunk of all T steps).
-        finish_outputs(a.y, active.data(), product.region_per_chunk ? c.t0 : 0, c.t0 + c.steps, B,
-                       H, masked ? &masks : nullptr, a.steps);
+    void after_region(const Chunk& c) {  // (padded rows hold the projection or nothing)
+        rows.finish(keep_all ? a.y : nullptr, product.region_per_chunk ? c.t0 : 0, c.t0 + c.steps,
+                    B, H, a.steps);
     }
 
     // The recurrence: each thread owns the same hidden units at every step (its slice of the

@@ -48,10 +48,8 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
     Product& product;
     const GateLayout& layout;      // the projection's and the stored gates' columns
     const GateLayout& rec_layout;  // the first product's: all gates, or those of kStepGates
-    const bool masked;             // a general mask: every row runs every step
+    const ForwardRows rows;        // a general mask: every row runs every step
     const bool keep_all;           // every h_t kept in y
-    StepMasks masks;
-    std::vector<index> active;
     std::vector<T> gx, rh, m, h_ring, c_ring;
     const T *h_start, *c_start;
 
@@ -62,14 +60,11 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
           product(products),
           layout(products.layout),
           rec_layout(products.rec_layout),
-          masked(args.keep != nullptr),
+          rows(args.keep != nullptr, args.keep, args.lengths, args.zero_output_for_mask, args.steps,
+               args.batch),
           keep_all(args.y != nullptr),
           h_start(h0),
           c_start(c0) {
-        // Masked: lengths folded into the step masks; a skipped row is selected back to its
-        // states after the cell's epilogue.
-        if (masked) masks = step_masks(a.keep, a.lengths, a.zero_output_for_mask, a.steps, B);
-        active = active_rows(masked ? nullptr : a.lengths, a.steps, B);
         gx.resize(static_cast<size_t>(product.chunk * B * GH));
         if constexpr (Cell::kSecondProduct) rh.resize(static_cast<size_t>(B * H));
         if (P > 0) m.resize(static_cast<size_t>(B * H));
@@ -80,7 +75,7 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
     LoopShape shape() const {
         return {{a.steps, product.chunk, false, product.region_per_chunk},
                 {product.team, product.threads},
-                {B, active.data(), masked ? masks.keep.data() : nullptr},
+                {B, rows.active.data(), rows.keep()},
                 {GH, layout.blocks(), layout.gates * layout.block, product.row_granule}};
     }
 
@@ -119,11 +114,8 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
     }
 
     void after_region(const Chunk& c) {
-        if (!keep_all) return;
-        // One region ran every chunk up to c; else a region is one chunk. Masked, y held
-        // every state for the recurrence (keep_all is one chunk of all T steps).
-        finish_outputs(a.y, active.data(), product.region_per_chunk ? c.t0 : 0, c.t0 + c.steps, B,
-                       R, masked ? &masks : nullptr, a.steps);
+        rows.finish(keep_all ? a.y : nullptr, product.region_per_chunk ? c.t0 : 0, c.t0 + c.steps,
+                    B, R, a.steps);
     }
 
     struct Member {

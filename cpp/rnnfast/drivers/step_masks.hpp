@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "rnn.hpp"
 #include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
@@ -46,6 +47,33 @@ void finish_outputs(T* y, const index* active, index t0, index t1, index B, inde
             if (!masks->out[static_cast<size_t>(i)])
                 std::memset(y + i * width, 0, sizeof(T) * static_cast<size_t>(width));
 }
+
+// The rows a forward pass runs. Masked (a general mask, or the Elman cell's recurrent dropout):
+// every row at every step, by the mask's tables with the lengths folded in (a skipped row is
+// selected back to its state after the cell's epilogue); else the running rows of each step
+// (lengths sorted longest first).
+struct ForwardRows {
+    bool masked;
+    StepMasks masks;
+    std::vector<index> active;
+
+    ForwardRows(bool masked_rows, const std::uint8_t* keep, const index* lengths,
+                bool zero_output_for_mask, index steps, index batch)
+        : masked(masked_rows) {
+        if (masked) masks = step_masks(keep, lengths, zero_output_for_mask, steps, batch);
+        active = active_rows(masked ? nullptr : lengths, steps, batch);
+    }
+    const std::uint8_t* keep() const { return masked ? masks.keep.data() : nullptr; }
+    // After a region: finish_outputs of its steps [t0, t1) where the pass keeps every output in
+    // y (else y is null: nothing to do). A region per chunk gives t0 the chunk's first step;
+    // one region for all chunks, 0. Masked, y held every state for the recurrence, and the
+    // pass's one chunk holds all steps.
+    template <class T>
+    void finish(T* y, index t0, index t1, index batch, index width, index steps) const {
+        if (y == nullptr) return;
+        finish_outputs(y, active.data(), t0, t1, batch, width, masked ? &masks : nullptr, steps);
+    }
+};
 
 // The state before the first step, already written to h_n (the final state of a sequence of
 // length 0; the others overwrite theirs when they end): h0, or zeros (kept in `zeros`).
