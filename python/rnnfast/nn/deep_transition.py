@@ -21,7 +21,7 @@ from .. import functional
 from .._validation import check_positive_int, describe, is_real
 from .cells import ElmanSpec
 from .rnn import RNN
-from .rnn_options import _read_only
+from .rnn_options import fixed
 
 __all__ = ["DEEP_TRANSITION", "DeepTransitionRNN", "DeepTransitionSpec"]
 
@@ -209,7 +209,7 @@ class DeepTransitionRNN(RNN):
     """
 
     cell = DEEP_TRANSITION
-    transition_layers = _read_only("transition_layers", "the parameters depend on it")
+    transition_layers = fixed("transition_layers", "the parameters depend on it")
 
     _cell_options_declared = (("transition_layers", 2),)
     _fixed_options = ("transition_layers",)

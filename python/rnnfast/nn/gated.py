@@ -24,10 +24,10 @@ from .._validation import (
     is_real,
 )
 from . import dilation as dil
-from . import rnn_rings
+from . import rnn_rings, rnn_streaming
 from .cells import GRU_SPEC, LSTM_SPEC
 from .rnn import RecurrentLayer
-from .rnn_options import _read_only
+from .rnn_options import fixed, option, unbinding
 
 __all__ = ["GRU", "LSTM"]
 
@@ -46,33 +46,27 @@ def _unsupported(layer_name, option, value, why):
     return ValueError(f"{option}={value!r}: not supported for {layer_name} ({why})")
 
 
-class GatedActivations:
-    """Mixin of the gated cells (``nn.gated_cells``): ``activation`` and
-    ``recurrent_activation``, checked on assignment (the gated layers hold the same
-    properties)."""
+def _check_activation(layer, name, value):
+    return check_choice(name, value, ACTIVATIONS)
 
-    @property
-    def activation(self):
-        """The cell's activation (Keras's ``activation``): "tanh" (PyTorch's) or "relu"."""
-        return self._activation
 
-    @activation.setter
-    def activation(self, value):
-        self._activation = check_choice("activation", value, ACTIVATIONS)
-        self._stepper = None  # bound with the old one
+def _check_recurrent_activation(layer, name, value):
+    return check_choice(name, value, RECURRENT_ACTIVATIONS)
 
-    @property
-    def recurrent_activation(self):
-        """The gates' activation (Keras's ``recurrent_activation``): "sigmoid" (PyTorch's) or
-        "hard_sigmoid" (Keras 3's: clip(x / 6 + 0.5, 0, 1))."""
-        return self._recurrent_activation
 
-    @recurrent_activation.setter
-    def recurrent_activation(self, value):
-        self._recurrent_activation = check_choice(
-            "recurrent_activation", value, RECURRENT_ACTIVATIONS
-        )
-        self._stepper = None  # bound with the old one
+# the gated cells' activations, checked on assignment: properties of the gated layers and of
+# their one-step cells (nn.gated_cells)
+ACTIVATION = option(
+    "activation",
+    unbinding(_check_activation),
+    """The cell's activation (Keras's ``activation``): "tanh" (PyTorch's) or "relu".""",
+)
+RECURRENT_ACTIVATION = option(
+    "recurrent_activation",
+    unbinding(_check_recurrent_activation),
+    """The gates' activation (Keras's ``recurrent_activation``): "sigmoid" (PyTorch's) or
+    "hard_sigmoid" (Keras 3's: clip(x / 6 + 0.5, 0, 1)).""",
+)
 
 
 _KERAS_NOOPS = (
@@ -88,9 +82,7 @@ class _GatedLayer(RecurrentLayer):
     Elman layer's refused but at the value that changes nothing), construction, step(),
     configuration."""
 
-    # the activations, checked on assignment: the gated cells' (nn.gated_cells) properties
-    activation = GatedActivations.activation
-    recurrent_activation = GatedActivations.recurrent_activation
+    activation, recurrent_activation = ACTIVATION, RECURRENT_ACTIVATION
 
     @property
     def nonlinearity(self):
@@ -168,9 +160,9 @@ class _GatedLayer(RecurrentLayer):
         The fastest form is the Elman layer's (``RNN.step``): one undilated layer, not stateful,
         x_t a C-contiguous array of the layer's dtype and the state as the last step returned it.
         """
-        bound = self._stepper  # the hot path: one call into the kernels (RNN._bind_step)
+        bound = self._stepper  # the hot path: one call into the kernels (nn.rnn_streaming)
         if bound is None:
-            bound = self._stepper = self._bind_step()
+            bound = self._stepper = rnn_streaming.bind_step(self)
         out = bound(x_t, state)
         if out is not None:
             return out
@@ -185,7 +177,7 @@ class _GatedLayer(RecurrentLayer):
         x = as_float_array("x_t", x_t, self._dtype)
         unbatched = x.ndim == 1
         if self._is_dilated():
-            return self._step_dilated(x, state, unbatched, name="state")
+            return rnn_streaming.step_dilated(self, x, state, unbatched, name="state")
         if unbatched:
             x = x[None]
         if x.ndim != 2 or x.shape[1] != self._input_size:
@@ -290,7 +282,7 @@ class _GatedLayer(RecurrentLayer):
             h_k = s_k[:, :R]
             inp = h_k + inp if (self._residual and k > 0) else h_k
             outputs.append(inp)
-        return self._stack_step_output(inp, outputs), states
+        return rnn_streaming.stack_step_output(self, inp, outputs), states
 
     def _cell_options(self):
         """The cell kernels' keyword options (GRU adds ``reset_after``)."""
@@ -462,7 +454,7 @@ class GRU(_GatedLayer):
     """
 
     cell = GRU_SPEC
-    reset_after = _read_only("reset_after", "it chooses the cell's equations")
+    reset_after = fixed("reset_after", "it chooses the cell's equations")
     _cell_options_declared = (("reset_after", True), *_GatedLayer._cell_options_declared)
     _fixed_options = ("reset_after",)
 
@@ -519,8 +511,8 @@ class LSTM(_GatedLayer):
     """
 
     cell = LSTM_SPEC
-    proj_size = _read_only("proj_size", "the parameters' shapes depend on it")
-    unit_forget_bias = _read_only("unit_forget_bias", "it set the initial forget-gate bias")
+    proj_size = fixed("proj_size", "the parameters' shapes depend on it")
+    unit_forget_bias = fixed("unit_forget_bias", "it set the initial forget-gate bias")
     _cell_options_declared = (
         ("proj_size", 0),
         ("unit_forget_bias", False),

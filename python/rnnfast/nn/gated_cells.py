@@ -24,8 +24,8 @@ from .._validation import (
 from ._layer import Layer
 from ._shapes import constructor_arguments, flag, size
 from .cells import GRU_SPEC, LSTM_SPEC
-from .gated import GatedActivations
-from .rnn_options import _read_only
+from .gated import ACTIVATION, RECURRENT_ACTIVATION
+from .rnn_options import fixed
 
 __all__ = ["GRUCell", "LSTMCell"]
 
@@ -37,7 +37,7 @@ _NO_MASKS = {
 }
 
 
-class _GatedCell(GatedActivations, Layer):
+class _GatedCell(Layer):
     """What GRUCell and LSTMCell share: parameters, options, input checks, forward and
     backward on the cell's kernels, interop."""
 
@@ -76,9 +76,10 @@ class _GatedCell(GatedActivations, Layer):
         for name, value in params.items():
             self.add_parameter(name, value)
 
-    input_size = _read_only("input_size", "the parameters' shapes depend on it")
-    hidden_size = _read_only("hidden_size", "the parameters' shapes depend on it")
-    bias = _read_only("bias", "the parameters depend on it")
+    input_size = fixed("input_size", "the parameters' shapes depend on it")
+    hidden_size = fixed("hidden_size", "the parameters' shapes depend on it")
+    bias = fixed("bias", "the parameters depend on it")
+    activation, recurrent_activation = ACTIVATION, RECURRENT_ACTIVATION  # checked on assignment
 
     def __call__(self, x, *args, **kwargs):
         return self.forward(x, *args, **kwargs)
@@ -317,7 +318,7 @@ class GRUCell(_GatedCell):
     _forward_kernel = staticmethod(functional.gru_forward)
     _backward_kernel = staticmethod(functional.gru_backward)
     _plain_options = _NO_MASKS
-    reset_after = _read_only("reset_after", "it chooses the cell's equations")
+    reset_after = fixed("reset_after", "it chooses the cell's equations")
     _defaults = {"reset_after": True, "activation": "tanh", "recurrent_activation": "sigmoid"}
 
     def __init__(
@@ -385,7 +386,7 @@ class LSTMCell(_GatedCell):
     _forward_kernel = staticmethod(functional.lstm_forward)
     _backward_kernel = staticmethod(functional.lstm_backward)
     _plain_options = {**_NO_MASKS, "weight_hr": None}  # no projection: R = H
-    unit_forget_bias = _read_only("unit_forget_bias", "it set the initial forget-gate bias")
+    unit_forget_bias = fixed("unit_forget_bias", "it set the initial forget-gate bias")
     _defaults = {"activation": "tanh", "recurrent_activation": "sigmoid"}
 
     def __init__(

@@ -39,7 +39,7 @@ from ..data import mask_to_lengths
 from ._layer import Layer
 from ._shapes import constructor_arguments, flag, size
 from .masking import pass_padding_on, prefix_lengths, valid_from_lengths
-from .rnn_options import RecurrentOptions
+from .rnn_options import BATCH_FIRST, NONLINEARITY
 
 __all__ = ["JordanRNN", "previous_targets", "teacher_forcing_inputs"]
 
@@ -172,7 +172,7 @@ class _Run:
             setattr(self, k, kw.get(k))
 
 
-class JordanRNN(RecurrentOptions, Layer):
+class JordanRNN(Layer):
     """Output-to-hidden recurrence: ``h_t = act(W_ih x_t + W_yh y_{t-1} + b_h)``,
     ``y_t = V h_t + c`` (Jordan's network; the lecture notes' "RNN B").
 
@@ -224,6 +224,9 @@ class JordanRNN(RecurrentOptions, Layer):
     free-running. ``layer.step(x_t, y_prev)`` runs one step (decoding); ``layer.decoder()``
     makes a step function for ``rnnfast.decoding``.
     """
+
+    # the options every recurrent layer has (nn.rnn_options), checked on assignment
+    nonlinearity, batch_first = NONLINEARITY, BATCH_FIRST
 
     def __init__(
         self,

@@ -21,15 +21,14 @@ from .._validation import (
     check_positive_int,
     layer_dtype,
 )
-from . import rnn_forms, rnn_options, rnn_rings, rnn_summary, rnn_torch
+from . import rnn_forms, rnn_options, rnn_rings, rnn_streaming, rnn_summary, rnn_torch
 from ._layer import Layer
 from ._shapes import MAX_DILATION, constructor_arguments, flag, size
 from .cells import ELMAN
 from .masking import call_rnn
 from .rnn_forms import output_batch_axis, without_axis
-from .rnn_options import RNNOptions
+from .rnn_options import FLAG, OPTIONAL_FLAG, PROBABILITY, fixed, option
 from .rnn_rings import map_state
-from .rnn_streaming import RNNStreaming
 from .stack import BatchOrder as _BatchOrder
 from .stack import Reverser as _Reverser
 from .stack import Run, float_direction_kernel, stack_backward, stack_forward
@@ -51,7 +50,7 @@ def _arrays(value):
     return [] if value is None else [value]
 
 
-class RecurrentLayer(RNNOptions, RNNStreaming, Layer):
+class RecurrentLayer(Layer):
     """The recurrent layer machinery shared by ``RNN``, ``GRU`` and ``LSTM``: API forms, batch
     order, reversal, lengths, stateful layers, token input, the stack runner (``nn.stack``),
     its gradients, description and padding. What differs between the cells it asks the
@@ -62,7 +61,7 @@ class RecurrentLayer(RNNOptions, RNNStreaming, Layer):
     # itself (rnnfast.torch: torch's version check of saved tensors), so they are kept as given
     # instead of copied. A class default, so that layers pickled before it existed load.
     _inputs_guarded = False
-    # step()'s hot path, bound at the first step (_bind_step); None: not bound yet. A class
+    # step()'s hot path, bound at the first step (nn.rnn_streaming.bind_step); None: not bound yet. A class
     # default for the same reason; the setters of the options it reads set it back to None.
     _stepper = None
     # a Module names a call's positional arguments after x so, and routes dh0 to h0
@@ -74,6 +73,149 @@ class RecurrentLayer(RNNOptions, RNNStreaming, Layer):
     # accepts and ignores, and those of them fixed at construction (``_init_cell`` checks
     # them; the others go through their setters).
     _torch_options = _cell_options_declared = _ignored_options = _fixed_options = ()
+
+    # ---- options --------------------------------------------------------------------------------
+    # What shapes the parameters (or their initialisation) is fixed; every other option may be
+    # assigned later and is checked exactly as the constructor checks it (nn.rnn_options).
+
+    input_size = fixed("input_size", "the parameters' shapes depend on it")
+    hidden_size = fixed("hidden_size", "the parameters' shapes depend on it")
+    num_layers = fixed("num_layers", "the parameters depend on it")
+    bidirectional = fixed("bidirectional", "the reverse direction has its own parameters")
+    bias = fixed("bias", "the bias parameters exist or not")
+    dtype = fixed("dtype", "the parameters are stored in it")
+    seed = fixed("seed", "it drew the initial parameters")
+    input_to_all = fixed("input_to_all", "the input width of the layers k > 0 depends on it")
+
+    nonlinearity = rnn_options.NONLINEARITY
+    batch_first = rnn_options.BATCH_FIRST
+    dropout = option(
+        "dropout",
+        rnn_options.check_dropout,
+        "Drop probability in [0, 1] between stacked layers, in training mode.",
+    )
+    residual = option(
+        "residual", rnn_options.check_residual, "Skip connections around the layers k > 0."
+    )
+    all_to_output = option(
+        "all_to_output",
+        rnn_options.check_all_to_output,
+        """Dense skips to the output: the stack's output is every layer's output sequence
+        concatenated on the feature axis, layer 0 first (num_layers * dirs * R wide).""",
+    )
+    merge_mode = option(
+        "merge_mode",
+        rnn_options.check_merge_mode,
+        """How the last layer's two directions are combined: "concat", "sum", "mul", "ave",
+        or None (Keras's: the two returned separately, [forward, backward]).""",
+    )
+    go_backwards = option(
+        "go_backwards",
+        FLAG,
+        "Keras's: read the sequences in reverse, return the outputs in that order.",
+    )
+    return_sequences = option(
+        "return_sequences",
+        OPTIONAL_FLAG,
+        "Keras's: True, False, or None (with return_state None too: PyTorch's forms).",
+    )
+    return_state = option(
+        "return_state",
+        OPTIONAL_FLAG,
+        "Keras's: True, False, or None (with return_sequences None too: PyTorch's forms).",
+    )
+    stateful = option(
+        "stateful", rnn_options.check_stateful, "Carry h_n from one call to the next as its h0."
+    )
+    alpha = option(
+        "alpha", rnn_options.check_alpha, "Leak rate in (0, 1], or a list of one per layer."
+    )
+    input_dropout = option(
+        "input_dropout",
+        PROBABILITY,
+        """Keras's ``dropout``: the probability of dropping each input unit, one mask per
+        sequence shared by every step (variational), each layer of the stack its own; in
+        training mode only.""",
+    )
+    recurrent_dropout = option(
+        "recurrent_dropout",
+        PROBABILITY,
+        """Keras's ``recurrent_dropout``: drops units of h_{t-1} in the recurrent product
+        ``W_hh (h_{t-1} * m)``, one mask per sequence shared by every step, inside the
+        kernels; in training mode only.""",
+    )
+    zero_output_for_mask = option(
+        "zero_output_for_mask",
+        OPTIONAL_FLAG,
+        """Keras's: the output of a step a ``mask`` skips is zeros (True) or the previous
+        output (False). None: Keras's choice, False but for a bidirectional layer returning
+        sequences (Keras's Bidirectional sets it).""",
+    )
+    dilation = option(
+        "dilation",
+        rnn_options.check_dilation,
+        """Temporal skip of the recurrence: ``h_t`` reads ``h_{t-d}`` (d interleaved sequences,
+        run as one batch on the same kernels). An int, or a list of one per layer (for
+        example ``[1, 2, 4, 8]``, a stack over multiple time scales).""",
+    )
+
+    # class defaults: layers pickled (or copied) before the dense skips existed read False
+    _input_to_all = False
+    _all_to_output = False
+
+    @property
+    def num_directions(self):
+        return 2 if self.bidirectional else 1
+
+    @property
+    def output_size(self):
+        """Width of the output sequence: R (H, or an LSTM's proj_size), or 2R for
+        concatenated directions; num_layers times that with ``all_to_output``."""
+        concat = self.bidirectional and self.merge_mode == "concat"
+        layers = self.num_layers if self._all_to_output else 1
+        return self.cell.output_width(self) * (2 if concat else 1) * layers
+
+    @property
+    def state(self):
+        """The state carried to the next call of a stateful layer (layers*dirs, B, H), or None;
+        for a dilated layer, the list of its rings (d_k, B, H), one per layer and direction
+        (``dilation``), which ``h0`` and ``step`` take back."""
+        return self._state_output(map_state(np.copy, self._state))
+
+    def reset_state(self):
+        """Forget the carried state of a stateful layer: the next call starts from zeros."""
+        self._state = None
+
+    def _options(self):
+        """The options as they are now, for one forward and its backward."""
+        return rnn_options.ForwardOptions(
+            self._nonlinearity,  # the Elman cell's (None for the gated cells)
+            list(self._alphas),
+            self.batch_first,
+            self.go_backwards,
+            self.residual,
+            self.merge_mode,
+            self._keras(),
+            self.return_sequences,
+            self.return_state,
+            self.zero_output_for_mask,
+            self._cell_options(),
+            self._all_to_output,
+        )
+
+    def _cell_options(self):
+        """The keyword options of a gated cell's kernels (``nn.cells``), None for the Elman
+        cell (its nonlinearity and alphas travel apart)."""
+        return None
+
+    def _keras(self):
+        return self.return_sequences is not None or self.return_state is not None
+
+    def _zero_output(self, o):
+        if o.zero_output_for_mask is not None:
+            return o.zero_output_for_mask
+        sequences = not o.keras or bool(o.return_sequences)
+        return self.bidirectional and sequences
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -96,8 +238,8 @@ class RecurrentLayer(RNNOptions, RNNStreaming, Layer):
             a["input_size"], a["hidden_size"], a["num_layers"], a["bias"], a["bidirectional"],
             a["dtype"], a["seed"],
         )  # fmt: skip
-        self._input_to_all = self._checked_input_to_all(a["input_to_all"])
-        self._dropout = self._checked_dropout(a["dropout"])
+        self._input_to_all = rnn_options.check_input_to_all(self, "input_to_all", a["input_to_all"])
+        self._dropout = rnn_options.check_dropout(self, "dropout", a["dropout"])
         # the other options through their setters: the same checks now and on assignment
         rnn_options.set_options(self, a)
         self._init_parameters(np.random.default_rng(a["seed"]))
@@ -600,11 +742,11 @@ class RecurrentLayer(RNNOptions, RNNStreaming, Layer):
         every time step) and for dropout masks in training mode (the inference graph draws
         none)."""
         op = self.cell.onnx_op
-        for option in ("input_to_all", "all_to_output"):
-            if getattr(self, option):
+        for skip in ("input_to_all", "all_to_output"):
+            if getattr(self, skip):
                 raise ValueError(
-                    f"{who}: {option}=True (dense skips): the exporter writes a stack of ONNX "
-                    f"{op} nodes each reading the one below; export a layer without {option}"
+                    f"{who}: {skip}=True (dense skips): the exporter writes a stack of ONNX "
+                    f"{op} nodes each reading the one below; export a layer without {skip}"
                 )
         if self._is_dilated():
             raise ValueError(
@@ -774,6 +916,42 @@ class RNN(RecurrentLayer):
         p = self._params
         n_ih, n_hh, n_bi, n_bh = self._names[layer]
         return p[n_ih], p[n_hh], p[n_bi] if n_bi else None, p[n_bh] if n_bh else None
+
+    def step(self, x_t, h=None):
+        """One time step for streaming inference: ``out_t, h_next = layer.step(x_t, h)``.
+
+        x_t (B, input_size); h and h_next (num_layers, B, H) (zeros, or a stateful layer's
+        carried state, when h is None); out_t (B, H) is the last layer's output (plus its input
+        with ``residual``; every layer's, (B, num_layers*H), with ``all_to_output``). Unbatched, as torch: x_t (input_size,) with h (num_layers, H) gives
+        out_t (H,) and h_next (num_layers, H) (a stateful layer carries it as a batch of one).
+        No dropout, nothing kept for backward; unidirectional layers only.
+        A stateful layer carries h_next to its next call. The parameters are read live: an
+        in-place update (an optimizer's) is what the next step reads. out_t and h_next[-1] may
+        be the same memory (copy before writing into either).
+
+        The fastest form: a one-layer, undilated layer that is not stateful, called with x_t a
+        C-contiguous (B, input_size) array of its dtype and the state as it came back from the
+        last step (or None). That call goes straight to the layer's bound step
+        (``_core.StepFunction``: no Python between the call and the kernel); any other runs the
+        general path, with the same results.
+
+        A dilated layer (``dilation``) reads h_{t-d}: its state is a list of one ring
+        (d_k, B, H) per layer, ``ring[-1]`` the newest state (see ``RNN``), and h_next is
+        such a list; h may also be (num_layers, B, H), every chain starting from it, as a
+        forward's h0. Steps over a sequence then give the forward's outputs.
+        """
+        bound = self._stepper  # the hot path: one call into the kernels (nn.rnn_streaming)
+        if bound is None:
+            bound = self._stepper = rnn_streaming.bind_step(self)
+        out = bound(x_t, h)
+        if out is not None:
+            return out
+        return rnn_streaming.elman_step(self, x_t, h)
+
+    def _step_layers(self, x_t, previous):
+        """One step of every layer from the states its recurrences read (``nn.rnn_streaming``:
+        a dilated layer's step asks this of every cell)."""
+        return rnn_streaming.elman_step_layers(self, x_t, previous)
 
     def get_config(self):
         """The constructor arguments: ``RNN(**layer.get_config())`` builds the same architecture
