@@ -92,7 +92,7 @@ def test_keras_loads_our_file_and_we_load_keras_file(keras, tmp_path, data):
     np.testing.assert_allclose(
         loaded.predict(x), keras_model.predict(x, verbose=0), rtol=1e-5, atol=1e-6
     )
-    assert isinstance(loaded.get_layer("bidirectional"), rk.Bidirectional)
+    assert isinstance(loaded.get_layer(keras_model.layers[1].name), rk.Bidirectional)
 
 
 def test_keras_file_with_embedding_and_compile_config(keras, tmp_path, rng):

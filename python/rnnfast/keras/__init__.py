@@ -17,10 +17,10 @@ import os
 # Keras 3 picks its backend when it is first imported, and TensorFlow (its default) is rarely
 # installed beside rnnfast: code that imports rnnfast.keras before keras (for Keras's
 # callbacks, optimizers or losses) gets the torch backend without setting KERAS_BACKEND. A
-# value already set wins; the front itself never imports keras.
+# value already set wins. The front imports keras only to read Keras objects it is given.
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
-from . import callbacks, layers, models, optimizers  # noqa: E402
+from . import callbacks, layers, models, optimizers
 from .functional import Model
 from .layers import (
     GRU,
@@ -34,8 +34,8 @@ from .layers import (
     SimpleRNN,
     TimeDistributed,
 )
-from .model import History, Sequential  # noqa: E402
-from .saving import load_model  # noqa: E402
+from .model import History, Sequential
+from .saving import load_model
 
 __all__ = [
     "GRU",

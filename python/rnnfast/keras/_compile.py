@@ -21,7 +21,7 @@ from .. import losses
 from ._keras_objects import is_keras_object, loss_from_config, loss_from_keras, metric_from_keras
 from ._losses import REGRESSION, position_values, regression
 
-__all__ = ["Objective", "loss_name", "parse_loss"]
+__all__ = ["Objective", "check_compile_extras", "loss_name", "parse_loss"]
 
 _LOSSES = {
     "mse": "mse",
@@ -81,6 +81,41 @@ def parse_loss(loss):
         "differentiation; for a loss with its gradient use rnnfast.training.fit), got "
         f"{type(loss).__name__}"
     )
+
+
+def check_compile_extras(
+    *,
+    loss_weights,
+    weighted_metrics,
+    run_eagerly,
+    steps_per_execution,
+    jit_compile,
+    auto_scale_loss,
+):
+    """Keras's compile keywords beyond optimizer, loss and metrics: those that only change how
+    Keras runs (eager or compiled graphs, steps per call, loss scaling for float16) change
+    nothing here and are accepted; those that change the result are refused unless unset."""
+    if loss_weights is not None:
+        raise NotImplementedError(
+            "loss_weights: the front trains one output with one loss; leave it None (scale the "
+            "loss with sample_weight in fit)"
+        )
+    if weighted_metrics:
+        raise NotImplementedError(
+            "weighted_metrics: not supported; the front's metrics are unweighted (as Keras's "
+            "metrics=); leave it None"
+        )
+    for name, value in (("run_eagerly", run_eagerly), ("auto_scale_loss", auto_scale_loss)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
+    if jit_compile not in ("auto", True, False):
+        raise ValueError(f"jit_compile: expected 'auto', True or False, got {jit_compile!r}")
+    if steps_per_execution != "auto" and (
+        not isinstance(steps_per_execution, int) or steps_per_execution < 1
+    ):
+        raise ValueError(
+            f"steps_per_execution: expected an int >= 1 or 'auto', got {steps_per_execution!r}"
+        )
 
 
 def loss_name(loss):

@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import itertools
 import math
+import warnings
 
 import numpy as np
 
@@ -294,6 +295,14 @@ def _generator_loop(
                 f"{name}: with a generator as x, give no {name} (the generator yields (x, y) or "
                 "(x, y, sample_weight)), as Keras"
             )
+    if shuffle:  # as Keras: said, not silently dropped
+        warnings.warn(
+            "shuffle=True was passed, but will be ignored since the data x was provided as a "
+            "generator; the generator is expected to yield already-shuffled data (pass "
+            "shuffle=False)",
+            UserWarning,
+            stacklevel=4,
+        )
     _refuse(
         "validation_split",
         validation_split,

@@ -84,9 +84,9 @@ class _Pulled:
 
 class _FromGenerator(LossLoop):
     """Epochs of ``steps_per_epoch`` batches drawn from a generator of ``(x, y)`` (or ``(x,
-    y, sample_weight)``, ``prepare``d to ``(x, y)``); validation on arrays
-    (``validation_data=(x, y)``) or on ``validation_steps`` batches of a generator, drawn
-    anew each epoch, as Keras does."""
+    y, sample_weight)``, ``prepare``d to ``(x, y)``), the generator continuing from one epoch
+    to the next; validation on arrays (``validation_data=(x, y)``) or on ``validation_steps``
+    batches of a generator, drawn once and evaluated at every epoch, as Keras 3 does."""
 
     def __init__(
         self, model, source, steps, options, prepare, validation_steps=None, prepare_val=None
@@ -96,6 +96,7 @@ class _FromGenerator(LossLoop):
         self.source, self.steps, self.prepare = source, steps, prepare
         self.validation_steps = validation_steps
         self.prepare_val = prepare if prepare_val is None else prepare_val
+        self.validation_batches = None  # drawn at the first validation
         self.train_metrics = Metrics(())
 
     def batches(self, epoch):
@@ -128,9 +129,14 @@ class _FromGenerator(LossLoop):
         self.model.eval()
         reset_stateful(self.model)
         totals, total, counted_total = Metrics(o.metrics), 0.0, 0
-        for xb, yb in _Pulled(
-            validation, self.validation_steps, self.prepare_val, "validation_steps"
-        ):
+        if self.validation_batches is None:
+            # Keras 3 draws validation_steps batches from a validation generator once and
+            # evaluates those same batches at every epoch
+            pulled = _Pulled(
+                validation, self.validation_steps, self.prepare_val, "validation_steps"
+            )
+            self.validation_batches = list(pulled)
+        for xb, yb in self.validation_batches:
             out, valid = forward(self.model, xb, None)
             value, _, counted = call_loss(self.loss_fn, out, yb, valid, "sum")
             total += value

@@ -3,16 +3,15 @@ compile, fit, evaluate, predict, summary and the weights in Keras's layout."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import nn, optim, training
-from .._validation import check_real_in, type_error
+from .._validation import type_error
 from . import optimizers
-from ._compile import Objective, loss_name
+from ._compile import Objective, check_compile_extras, loss_name
 from ._graph import chain_graph, predict_outputs
 from ._inputs import model_input, model_targets
+from ._stepper import KerasStep
 from ._summary import summary_text
 from ._trainable import follow_trainable
 from .layers import Input, Layer, describe_layer
@@ -60,6 +59,7 @@ class Sequential:
         self._compiled = None
         self.optimizer = None  # the rnnfast.optim optimizer fit uses, once built
         self.history = None
+        self.stop_training = False  # Keras's flag, which a callback sets to stop fit
         for layer in layers or ():
             self.add(layer)
 
@@ -251,23 +251,50 @@ class Sequential:
 
     # ---- compile, fit, evaluate, predict ------------------------------------------------------
 
-    def compile(self, optimizer="rmsprop", loss=None, metrics=None):
+    def compile(
+        self,
+        optimizer="rmsprop",
+        loss=None,
+        loss_weights=None,
+        metrics=None,
+        weighted_metrics=None,
+        run_eagerly=False,
+        steps_per_execution=1,
+        jit_compile="auto",
+        auto_scale_loss=True,
+    ):
         """Keras's ``compile``.
 
         Parameters
         ----------
         optimizer : str or optimizer
-            "adam", "sgd", "rmsprop" (Keras's defaults), an optimizer of
-            ``rnnfast.keras.optimizers``, or an ``rnnfast.optim`` optimizer built over this
-            model (``rnnfast.optim.Adam(model, lr=...)``).
-        loss : str
-            "mse" (or "mean_squared_error"), "sparse_categorical_crossentropy",
-            "categorical_crossentropy" or "binary_crossentropy". After a softmax (sigmoid)
-            Dense, a categorical (binary) cross-entropy is computed from the logits.
-        metrics : list of str, optional
+            "adam", "adamw", "sgd", "rmsprop" (Keras's defaults), a ``keras.optimizers``
+            object of those (read through its config: clipnorm, clipvalue, global_clipnorm,
+            weight_decay included), an optimizer of ``rnnfast.keras.optimizers``, or an
+            ``rnnfast.optim`` optimizer built over this model (``rnnfast.optim.Adam(model,
+            lr=...)``).
+        loss : str or keras.losses object
+            "mse", "mae", "mape", "msle", "huber", "log_cosh" (and Keras's long names),
+            "sparse_categorical_crossentropy", "categorical_crossentropy",
+            "binary_crossentropy", or a ``keras.losses`` object or function of those
+            (``from_logits``, ``label_smoothing``, Huber's ``delta``). After a softmax
+            (sigmoid) Dense, a categorical (binary) cross-entropy is computed from the logits.
+        metrics : list of str or keras.metrics objects, optional
             "accuracy" (Keras's accuracy for the loss), "sparse_categorical_accuracy",
-            "categorical_accuracy", "binary_accuracy".
+            "categorical_accuracy", "binary_accuracy", "mae", "mse".
+        loss_weights, weighted_metrics
+            Refused unless None (NotImplementedError).
+        run_eagerly, steps_per_execution, jit_compile, auto_scale_loss
+            How Keras runs its steps: accepted, and change nothing here.
         """
+        check_compile_extras(
+            loss_weights=loss_weights,
+            weighted_metrics=weighted_metrics,
+            run_eagerly=run_eagerly,
+            steps_per_execution=steps_per_execution,
+            jit_compile=jit_compile,
+            auto_scale_loss=auto_scale_loss,
+        )
         loss_name(loss)
         if metrics is None:
             metrics = []
@@ -298,7 +325,7 @@ class Sequential:
                         "optimizer: it updates arrays that are not this model's weights; build "
                         "it over the model once it is built (rnnfast.optim.Adam(model, ...))"
                     )
-                self.optimizer = spec
+                self.optimizer = KerasStep(spec)  # Keras's learning_rate, for callbacks
             else:
                 self.optimizer = spec.build(self)
         return self.optimizer
@@ -314,80 +341,94 @@ class Sequential:
         validation_split=0.0,
         validation_data=None,
         shuffle=True,
+        class_weight=None,
+        sample_weight=None,
+        initial_epoch=0,
+        steps_per_epoch=None,
+        validation_steps=None,
+        validation_batch_size=None,
+        validation_freq=1,
     ):
         """Keras's ``fit``: train for ``epochs`` over batches of ``batch_size`` (32) samples
-        (``rnnfast.training.fit``); returns a :class:`History`.
+        (``rnnfast.training``'s loop); returns a :class:`History`.
 
-        ``validation_split`` holds out the last fraction of the samples (before shuffling),
-        as Keras; ``validation_data`` is ``(x_val, y_val)``. ``callbacks`` are
-        ``rnnfast.training``'s (``EarlyStopping``, ``ModelCheckpoint``, or any object with
-        ``on_epoch_end(epoch, logs, model)``). ``verbose`` is passed to
-        ``rnnfast.training.fit`` as given.
+        ``x``, ``y``: arrays, or ``x`` a Python generator of ``(x, y)`` or ``(x, y,
+        sample_weight)`` batches with ``steps_per_epoch`` (and ``validation_data`` arrays, or
+        a generator with ``validation_steps``). ``sample_weight``: one weight per sample, as
+        Keras weights the loss (not the metrics). ``validation_split`` holds out the last
+        fraction of the samples (before shuffling), as Keras; ``validation_data`` is ``(x_val,
+        y_val)`` or ``(x_val, y_val, sample_weight_val)``. ``callbacks``: Keras's
+        (``keras.callbacks.EarlyStopping``, ``ModelCheckpoint``, ``ReduceLROnPlateau``,
+        ``CSVLogger``, ``LambdaCallback``, ..., see ``rnnfast.keras.callbacks``) and
+        ``rnnfast.training``'s. ``verbose`` is ``rnnfast.training.fit``'s (Keras's values).
+        ``class_weight``, ``initial_epoch``, ``validation_batch_size`` and
+        ``validation_freq`` other than their defaults raise NotImplementedError.
         """
-        objective = self._objective("fit")
-        x, y = self._data(x, y)
-        split = check_real_in("validation_split", validation_split, 0, 1, high_open=True)
-        if split and validation_data is None:
-            n = len(x)
-            at = int(math.floor(n * (1.0 - split)))
-            if at in (0, n):
-                raise ValueError(
-                    f"validation_split: {split} of {n} samples leaves no training or no "
-                    "validation samples"
-                )
-            validation_data = (x[at:], y[at:])
-            x, y = x[:at], y[:at]
-        if validation_data is not None:
-            validation_data = self._validation(validation_data)
-        model = self._build_for(x)
-        objective = self._objective("fit")  # now that the last layer is built
-        with objective.logits_output():
-            history = training.fit(
-                model,
-                x,
-                y,
-                loss=objective.loss,
-                optimizer=self._built_optimizer(),
-                epochs=epochs,
-                batch_size=32 if batch_size is None else batch_size,
-                shuffle=shuffle,
-                validation_data=validation_data,
-                metrics=objective.metrics,
-                callbacks=objective.callbacks(callbacks or ()),
-                verbose=verbose,
-                batch_axis=0,
-            )
-        params = {"verbose": verbose, "epochs": epochs, "steps": None}
+        from ._fit import fit
+
+        history, params = fit(
+            self,
+            x,
+            y,
+            batch_size=batch_size,
+            epochs=epochs,
+            verbose=verbose,
+            callbacks=callbacks,
+            validation_split=validation_split,
+            validation_data=validation_data,
+            shuffle=shuffle,
+            sample_weight=sample_weight,
+            class_weight=class_weight,
+            initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch,
+            validation_steps=validation_steps,
+            validation_batch_size=validation_batch_size,
+            validation_freq=validation_freq,
+        )
         self.history = History(history, params, self)
         return self.history
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", return_dict=False):
+    def evaluate(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        verbose="auto",
+        sample_weight=None,
+        steps=None,
+        callbacks=None,
+        return_dict=False,
+    ):
         """Keras's ``evaluate``: the loss (and the metrics) over ``(x, y)`` in inference mode:
         the loss alone without metrics, else ``[loss, metric, ...]`` (a dict with
-        ``return_dict``). ``verbose`` is accepted; nothing is printed."""
-        self._objective("evaluate")
-        x, y = self._data(x, y)
-        model = self._build_for(x)
-        objective = self._objective("evaluate")
-        with objective.logits_output():
-            result = training.evaluate(
-                model,
-                x,
-                y,
-                loss=objective.loss,
-                metrics=objective.metrics,
-                batch_size=32 if batch_size is None else batch_size,
-                batch_axis=0,
-            )
+        ``return_dict``); ``sample_weight`` weights the loss as in fit. ``verbose`` is
+        accepted; nothing is printed. ``steps`` and ``callbacks`` raise NotImplementedError."""
+        from ._fit import evaluate
+
+        result, objective = evaluate(
+            self,
+            x,
+            y,
+            batch_size=batch_size,
+            sample_weight=sample_weight,
+            steps=steps,
+            callbacks=callbacks,
+        )
         if return_dict:
             return result
         values = [result["loss"], *(result[m.__name__] for m in objective.metrics)]
         return values[0] if len(values) == 1 else values
 
-    def predict(self, x, batch_size=None, verbose="auto"):
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras's ``predict``: the outputs for ``x`` in inference mode, batch by batch, in
         order (a tuple of arrays when the last layer returns several, as Keras's).
         ``verbose`` is accepted; nothing is printed."""
+        for name, value in (("steps", steps), ("callbacks", callbacks)):
+            if value is not None:  # Keras's, for generators and predict hooks: not here
+                raise NotImplementedError(
+                    f"{name}={value!r}: the front's predict runs over all of x (arrays) and calls "
+                    "no callbacks; leave it None"
+                )
         x = self._input(x)
         model = self._build_for(x)
         if model is self._graph:  # stateful layers keep their state; several outputs
@@ -441,6 +482,64 @@ class Sequential:
                 )
             )
         return self._data(*validation_data)
+
+    # ---- Keras's files, layers by name, export ------------------------------------------------
+
+    def save(self, filepath, overwrite=True, zipped=None, **kwargs):
+        """Keras's ``save``: the model to a ``.keras`` file (Keras 3's format, which
+        ``keras.models.load_model`` and ``rnnfast.keras.models.load_model`` read)."""
+        from .saving import save_model
+
+        if kwargs:
+            raise TypeError(f"save(): unexpected keyword arguments {sorted(kwargs)}")
+        save_model(self, filepath, overwrite=overwrite, zipped=zipped)
+
+    def save_weights(self, filepath, overwrite=True):
+        """Keras's ``save_weights``: the weights to a ``.weights.h5`` file (Keras's layout)."""
+        from .saving import save_weights
+
+        save_weights(self, filepath, overwrite=overwrite)
+
+    def load_weights(self, filepath, skip_mismatch=False):
+        """Keras's ``load_weights``: from a ``.weights.h5`` or ``.keras`` file, by layer name."""
+        from .saving import load_weights
+
+        if skip_mismatch:
+            raise NotImplementedError(
+                "skip_mismatch=True: the front loads every layer's weights or none; fix the "
+                "model or the file so that they match"
+            )
+        load_weights(self, filepath)
+
+    def get_layer(self, name=None, index=None):
+        """Keras's ``get_layer``: the layer called ``name``, or at ``index`` (not both).
+
+        Raises
+        ------
+        ValueError
+            Neither or both given, no such name, or an index out of range.
+        """
+        if (name is None) == (index is None):
+            raise ValueError("get_layer: give a name or an index (one of them)")
+        if index is not None:
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise type_error("index", "an int", index)
+            if not -len(self._layers) <= index < len(self._layers):
+                raise ValueError(
+                    f"index: {index} is out of range: the model has {len(self._layers)} layers"
+                )
+            return self._layers[index]
+        for layer in self._layers:
+            if layer.name == name:
+                return layer
+        raise ValueError(
+            f"name: no layer named {name!r}; the layers are {[lay.name for lay in self._layers]}"
+        )
+
+    def rnnfast_model(self):
+        """The ``rnnfast.Sequential`` that computes this model, for what takes rnnfast models
+        (``rnnfast.onnx.export``, ``rnnfast.quantize``, ``rnnfast.save``)."""
+        return self.model
 
     def __repr__(self):
         return f"<Sequential name={self.name!r}, layers={[layer.name for layer in self._layers]}>"
