@@ -6,7 +6,19 @@ The hidden state does not feed itself: the only recurrence goes through the outp
 teacher forcing the fed outputs ``y_{t-1}`` are the targets of the step before, known in
 advance, so the time steps decouple: forward and backward are each a couple of large GEMMs over
 all T*B rows, with no loop over time and no BPTT. Free-running (each step feeds its own output)
-and scheduled sampling are sequential.
+and scheduled sampling are sequential: Python loops over time (``_free_output``, ``_own_fed``,
+``_backward_free``), each step a few NumPy products.
+
+Why this layer is not a cell of the shared stack runner (``nn.stack``, the kernels' one time
+loop), as RNN, GRU and LSTM are: the state its recurrence carries is its *output* y_t (O wide),
+made from h_t by a second product with a bias after a barrier (``V h_t + c``, each thread owning
+a block of h_t), then, with ``feedback="onehot"``, a row-wide argmax (another barrier, no
+gradient); its backward's step is two products (``dy_t + dz_{t+1} W_yh``, then ``(. V) *
+act'(h_t)``). No C++ cell policy carries such a state yet; the cell interface of issue 39
+(steps with parts after a barrier: a second product, a row-wide reduction) is where one goes.
+The docs'
+"Choosing a cell" page (docs/choosing_a_cell.rst) gives the whole argument, and why folding
+``W_yh V`` into an Elman cell is not taken.
 
 How to train it with ``rnnfast.training.fit`` (which calls ``model(x)`` with one input): build
 the layer with ``teacher_forced=True`` and give fit the *packed* input
