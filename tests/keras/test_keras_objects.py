@@ -246,3 +246,23 @@ def test_unsupported_keras_callbacks_are_refused(keras, tmp_path, rng):
         )
     with pytest.raises(TypeError, match=r"callbacks\[0\]"):
         ours.fit(x, y, callbacks=[object()], verbose=0)
+
+
+def test_a_callback_sees_the_model_as_compiled(keras, data):
+    """A callback that predicts gets probabilities (the softmax the loss reads logits before
+    is back while it runs), and sets the learning rate of an rnnfast.optim optimizer too."""
+    import rnnfast
+
+    x, y = data
+    _, ours = _twins(keras)
+    ours.compile(optimizer=rnnfast.optim.SGD(ours, lr=0.1), loss="sparse_categorical_crossentropy")
+    sums = []
+    callbacks = [
+        keras.callbacks.LambdaCallback(
+            on_epoch_end=lambda epoch, logs: sums.append(ours.predict(x[:4]).sum(axis=-1))
+        ),
+        keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr / 2),
+    ]
+    ours.fit(x, y, epochs=2, batch_size=8, callbacks=callbacks, verbose=0)
+    np.testing.assert_allclose(np.concatenate(sums), 1.0, rtol=1e-5)
+    assert ours.optimizer.lr == pytest.approx(0.025)

@@ -501,7 +501,8 @@ class Sequential:
         save_weights(self, filepath, overwrite=overwrite)
 
     def load_weights(self, filepath, skip_mismatch=False):
-        """Keras's ``load_weights``: from a ``.weights.h5`` or ``.keras`` file, by layer name."""
+        """Keras's ``load_weights``: from a ``.weights.h5`` or ``.keras`` file, each layer's
+        weights found as Keras finds them (by class and position in the model, not by name)."""
         from .saving import load_weights
 
         if skip_mismatch:

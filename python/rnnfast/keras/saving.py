@@ -115,7 +115,8 @@ def save_weights(model, filepath, overwrite=True):
 
 def load_weights(model, filepath):
     """Keras's ``model.load_weights(filepath)``: a ``.weights.h5`` file or the weights of a
-    ``.keras`` file, by layer name, into the built model."""
+    ``.keras`` file into the built model, each layer's weights found as Keras finds them (by
+    class and position, see ``_layer_configs.layer_keys``)."""
     path = _path(filepath, "filepath")
     model.model  # noqa: B018 - built, or the error that says how
     if path.endswith(".keras"):
