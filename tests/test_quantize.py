@@ -14,7 +14,7 @@ import pytest
 
 import rnnfast
 from rnnfast import _core, decoding, optim, training
-from rnnfast.nn.quantized import QuantizedLayer
+from rnnfast.nn.quantized.layers import QuantizedLayer
 from rnnfast.quantize import ERROR_BOUND
 
 MODES = ("bf16", "int8")

@@ -13,7 +13,8 @@ import pytest
 
 import rnnfast
 from rnnfast import _core
-from rnnfast.nn import QuantizedGRU, QuantizedLSTM, quantized_gated
+from rnnfast.nn import QuantizedGRU, QuantizedLSTM
+from rnnfast.nn.quantized import gated as quantized_gated
 from rnnfast.quantize import ERROR_BOUND
 
 MODES = ("bf16", "int8")

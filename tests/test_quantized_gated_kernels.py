@@ -16,7 +16,7 @@ import quantized_model as qm
 
 import rnnfast
 from rnnfast import _core, functional
-from rnnfast.nn.quantized_formats import bf16_bits, int8_rows
+from rnnfast.nn.quantized.formats import bf16_bits, int8_rows
 
 PATHS = _core.quantized_paths()
 

@@ -182,7 +182,7 @@ def test_is_a_torch_rnn_with_its_parameters_and_state_dict():
 
 def kernel_parameters(module, y):
     """The arrays the kernels read as ``module``'s parameters in the call that gave ``y``:
-    the plain stack's (its autograd node keeps them, ``rnnfast.nn.stack``'s fast path) or the
+    the plain stack's (its autograd node keeps them, ``rnnfast.nn.recurrent.stack``'s fast path) or the
     general layer's."""
     node = y.grad_fn
     if hasattr(node, "arrays"):

@@ -19,7 +19,7 @@ rt = pytest.importorskip("rnnfast.torch")
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 from rnnfast import _core  # noqa: E402
-from rnnfast.nn import cells  # noqa: E402
+from rnnfast.nn.recurrent import cells  # noqa: E402
 
 # torch's own float32 LSTM with proj_size (the reference) says it leaves oneDNN
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
@@ -42,7 +42,7 @@ SHAPES = {
 def kernel_calls(monkeypatch):
     """Counts the gated kernels' calls (forward and backward per cell, one per layer and
     direction) made through the rnnfast layers' cells or the bridge's plain stack
-    (the stack runner's fast path, ``rnnfast.nn.stack``: its cells call ``_core``)."""
+    (the stack runner's fast path, ``rnnfast.nn.recurrent.stack``: its cells call ``_core``)."""
     calls = {}
     for spec in (cells.GRUSpec, cells.LSTMSpec):
         for attr in ("_forward_function", "_backward_function"):
@@ -288,7 +288,7 @@ def test_parameters_are_handed_to_the_kernels_without_copies(bidirectional):
     y, (h_n, c_n) = mine(x, states(ref, 2, torch.float32))
     if bidirectional:  # the general layer's parameters
         params = next(iter(mine._rnnfast_layers.values()))._params
-    else:  # the plain stack's (rnnfast.nn.stack's fast path), kept by its autograd node
+    else:  # the plain stack's (rnnfast.nn.recurrent.stack's fast path), kept by its autograd node
         names, node = mine._flat_weights_names, y.grad_fn
         params = {
             names[i]: a

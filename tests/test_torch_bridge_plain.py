@@ -1,4 +1,4 @@
-"""rnnfast.torch's plain stack (``rnnfast.nn.stack``'s fast path): which calls take it, and
+"""rnnfast.torch's plain stack (``rnnfast.nn.recurrent.stack``'s fast path): which calls take it, and
 that it reads the module's parameters as they are at every call (an optimizer's in-place step,
 a replaced parameter, ``.double()``, ``flatten_parameters()``), guards what its backward reads
 by torch's version check and leaves unused outputs' gradients out, all checked against

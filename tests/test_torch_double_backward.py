@@ -14,7 +14,7 @@ torch = import_torch()
 rt = pytest.importorskip("rnnfast.torch")
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
-from rnnfast.nn import stack as _plain_stack  # noqa: E402
+from rnnfast.nn.recurrent import stack as _plain_stack  # noqa: E402
 
 CELLS = {
     "rnn-tanh": (torch.nn.RNN, rt.RNN, {}),

@@ -557,7 +557,7 @@ def target_load(fb: Bytes):
         # A well-formed archive with a fuzzed JSON config and parameters.
         import json
 
-        from rnnfast.nn import _file_format as persistence  # the format's own keys
+        from rnnfast.nn.files import _file_format as persistence  # the format's own keys
 
         buf = io.BytesIO()
         raw = fb.rest()

@@ -530,7 +530,7 @@ def _exercise(layer):
     a config's sizes that no array carries (a dilation) must not make a call allocate by them
     either. The call may refuse its input (ValueError, TypeError: a mutated option, such as
     Keras's return forms, may not take it); nothing else."""
-    from rnnfast.nn.rnn import RecurrentLayer
+    from rnnfast.nn.recurrent.rnn import RecurrentLayer
 
     if not isinstance(layer, RecurrentLayer):
         return

@@ -28,7 +28,7 @@ import rnnfast
 from bench import RESULTS
 from bench._common import parse_cases, thread_count, time_alternating, write_json
 from rnnfast import _core
-from rnnfast.nn.quantized_formats import QuantizedWeight
+from rnnfast.nn.quantized.formats import QuantizedWeight
 
 # The float ISA under which each quantized path is the automatic choice ("auto" runs on the
 # best one, as the float32 row of the machine's best ISA).

@@ -50,7 +50,7 @@ from bench._common import (
 )
 from bench.kernels.quantized import FLOAT_ISA_OF
 from rnnfast import _core, functional
-from rnnfast.nn.quantized_formats import MODES, QuantizedWeight
+from rnnfast.nn.quantized.formats import MODES, QuantizedWeight
 from rnnfast.quantize import ERROR_BOUND
 
 # per cell: its gates, rnnfast's float32 forward, torch's layer

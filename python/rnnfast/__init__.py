@@ -63,7 +63,7 @@ from .nn import (  # noqa: E402
     Sequential,
     seq2seq,
 )
-from .nn.persistence import load, save  # noqa: E402
+from .nn.files.persistence import load, save  # noqa: E402
 from .quantize import quantize  # noqa: E402  (the function: rnnfast.quantize(model, mode))
 
 _register_with_threadpoolctl()

@@ -35,8 +35,8 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from .nn.cells import cell_by
-from .nn.stack import PlainRecord
+from .nn.recurrent.cells import cell_by
+from .nn.recurrent.stack import PlainRecord
 
 __all__ = ["allow_in_dynamo", "compiling", "forward", "refuse_scripting"]
 
@@ -156,7 +156,7 @@ def layer_forward(
     weights = (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)
     y, h, c, workspace = cell_by(kernel_cell=cell).plain_layer_forward(
         nonlinearity, _array(x), _array(h0), _array(c0), tuple(map(_array, weights)), keep
-    )  # the stack runner's fast path, one layer (nn.cells)
+    )  # the stack runner's fast path, one layer (nn.recurrent.cells)
     return _tensor(y, x), _tensor(h, x), _tensor(c, x), _tensor(workspace, x)
 
 
@@ -344,7 +344,7 @@ def forward(module, input, hx, fallback):
 
 def _cell(module):
     """``(the kernels' name of the cell, the Elman cell's nonlinearity)`` of a torch module,
-    by its mode (RNN_TANH, RNN_RELU, GRU, LSTM) from the cell registry (``nn.cells``)."""
+    by its mode (RNN_TANH, RNN_RELU, GRU, LSTM) from the cell registry (``nn.recurrent.cells``)."""
     name, _, nonlinearity = module.mode.partition("_")
     return cell_by(torch_name=name).kernel_cell, nonlinearity.lower() or "tanh"
 

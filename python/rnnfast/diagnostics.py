@@ -27,7 +27,7 @@ layer's own training backward keeps its deltas to itself (for them to come free,
 backward would have to return them, an optional (T, B, H) output). Full-length sequences only (no
 ``lengths`` or masks); unidirectional layers; no dropout of any kind (the eval-mode
 trajectory). A dilated layer (h_t reads h_{t-d}) is run as the layer runs it, d interleaved
-chains (rnnfast.nn.dilation): its Jacobians are products along each chain,
+chains (rnnfast.nn.recurrent.dilation): its Jacobians are products along each chain,
 ``dh_t / dh_0 = A_t A_{t-d} ... A_{t mod d}``, and its gradients reach back d steps per factor.
 
 Gated layers (``rnnfast.GRU``, ``rnnfast.LSTM``: any layer whose ``cell`` has more than one
@@ -54,7 +54,7 @@ import numpy as np
 
 from . import functional
 from ._validation import check_int
-from .nn import dilation as dil
+from .nn.recurrent import dilation as dil
 
 __all__ = [
     "for_layer",
@@ -180,7 +180,7 @@ def set_spectral_radius(rnn, radius):
 
 class _LayerRun:
     """One layer of the stack along a forward: its input, h0, outputs (time-major) and
-    parameters, its dilation d and the same in the chain layout the kernels ran (nn.dilation:
+    parameters, its dilation d and the same in the chain layout the kernels ran (nn.recurrent.dilation:
     input, h0, chain lengths (None when all are full), outputs; for d = 1 the sequence itself)."""
 
     __slots__ = (
@@ -269,7 +269,7 @@ def _trajectory(rnn, x, h0):
         run.alpha = float(alphas[k])
         run.inp = inp
         run.h0 = np.zeros((batch, H), rnn.dtype) if h0 is None else h0[k]
-        # as many chains as there are steps at most: each then holds one step (nn.dilation)
+        # as many chains as there are steps at most: each then holds one step (nn.recurrent.dilation)
         run.d = d = dil.effective_dilation(int(dilations[k]), steps)
         run.chain_inp, run.chain_h0 = dil.to_chains(inp, d), dil.chain_h0(run.h0, d)
         full = steps % d == 0
@@ -514,7 +514,7 @@ _ALONE = {
 
 class _CellRun:
     """One layer of a gated stack along a forward, in float64: a one-layer copy of it
-    (``alone``), its input (T, B, D), its joined states s_t (T, B, S) (nn.cells: the LSTM's h
+    (``alone``), its input (T, B, D), its joined states s_t (T, B, S) (nn.recurrent.cells: the LSTM's h
     and c side by side), its initial state (B, S) and its dilation."""
 
     __slots__ = ("alone", "d", "inp", "s", "s0")

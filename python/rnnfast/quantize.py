@@ -2,7 +2,7 @@
 bfloat16 or int8 weights (per output row symmetric scales), float32 activations in and out.
 
 The copy has the model's structure, with every layer replaced by its quantized class
-(``nn.quantized``, ``nn.quantized_rnn``, ``nn.quantized_gated``): containers (Sequential, rnnfast.Module subclasses,
+(``nn.quantized.layers``, ``nn.quantized.rnn``, ``nn.quantized.gated``): containers (Sequential, rnnfast.Module subclasses,
 Seq2Seq) are copied with their children quantized recursively. The original is not changed.
 Each layer makes its own copy (``quantized_copy``, the layer protocol's): a float layer's is made
 by the quantized class that names the layer's class as its ``float_class``.
@@ -11,7 +11,7 @@ by the quantized class that names the layer's class as its ``float_class``.
 from __future__ import annotations
 
 from .nn._layer import quantize_layer
-from .nn.quantized_formats import MODES
+from .nn.quantized.formats import MODES
 
 __all__ = ["ERROR_BOUND", "MODES", "quantize"]
 

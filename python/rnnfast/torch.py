@@ -21,7 +21,7 @@ so that the caller may change it in place. ``flatten_parameters()``, ``.double()
 
 Two routes to the kernels: a call without lengths to a unidirectional module, with no dropout
 masks between its layers (most training loops), runs the stack runner's
-fast path (``nn.stack.plain_forward``: each layer's kernels called straight, the per-call cost a
+fast path (``nn.recurrent.stack.plain_forward``: each layer's kernels called straight, the per-call cost a
 few tens of microseconds); anything else (PackedSequence, bidirectional, training dropout between
 layers, an empty batch) runs rnnfast's general layer (``rnnfast.nn``), whose API forms cost
 more per call.
@@ -65,13 +65,13 @@ from torch.nn.utils.rnn import PackedSequence
 
 from . import _torch_ops
 from ._torch_recompute import differentiable_grads
-from .nn.cells import ELMAN, GRU_SPEC, LSTM_SPEC
-from .nn.stack import PlainCell, plain_backward, plain_forward
+from .nn.recurrent.cells import ELMAN, GRU_SPEC, LSTM_SPEC
+from .nn.recurrent.stack import PlainCell, plain_backward, plain_forward
 
 __all__ = ["GRU", "LSTM", "RNN", "AutocastFallbackWarning", "convert", "from_torch", "to_torch"]
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
-# the cells of the stack runner's fast path (``nn.stack.plain_forward``), made once
+# the cells of the stack runner's fast path (``nn.recurrent.stack.plain_forward``), made once
 _ELMAN_CELLS = {f: PlainCell(ELMAN, f) for f in ("tanh", "relu")}
 _GRU_CELL, _LSTM_CELL = PlainCell(GRU_SPEC), PlainCell(LSTM_SPEC)
 
@@ -194,7 +194,7 @@ def _layer_weights(weights, layout):
 
 
 class _PlainFunction(torch.autograd.Function):
-    """One call of the plain stack (the stack runner's fast path, ``nn.stack``): inputs (module, cell, layout,
+    """One call of the plain stack (the stack runner's fast path, ``nn.recurrent.stack``): inputs (module, cell, layout,
     batch_first, x, hx, cx, *weights), layout[k] the positions in weights of layer k's
     (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr), module the bridge module (for double
     backward); outputs (y, h_n), and the LSTM's (y, h_n, c_n)."""
@@ -374,7 +374,7 @@ class _Bridge:
         return hx if batched else hx.unsqueeze(1)
 
     def _plain_cell(self):
-        """The cell of the plain stack (``nn.stack.plain_forward``), None where the kernels
+        """The cell of the plain stack (``nn.recurrent.stack.plain_forward``), None where the kernels
         cannot run this module's configuration there."""
         raise NotImplementedError
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import rnnfast
-from rnnfast.nn import _file_format
+from rnnfast.nn.files import _file_format
 
 
 def _npy(descr, shape, data, fortran=False):

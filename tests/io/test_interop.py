@@ -9,7 +9,7 @@ from conftest import ACTIVATIONS, DTYPES, assert_close
 
 import rnnfast
 from rnnfast import interop, reference
-from rnnfast.nn import rnn_torch
+from rnnfast.nn.recurrent import rnn_torch
 
 T, B, D, H = 6, 3, 5, 7
 

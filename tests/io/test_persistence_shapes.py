@@ -15,7 +15,7 @@ import pytest
 import rnnfast
 from rnnfast import nn
 from rnnfast.nn._shapes import MAX_DILATION
-from rnnfast.nn.persistence import layer_config
+from rnnfast.nn.files.persistence import layer_config
 
 LAYERS = {
     "rnn": lambda: rnnfast.RNN(2, 3, num_layers=2, dilation=[1, 4], bidirectional=True),
@@ -128,7 +128,7 @@ def test_a_quantized_copy_s_weights_are_checked_before_building(monkeypatch):
 
 
 def test_the_dilation_bound(tmp_path):
-    """A dilation is at most MAX_DILATION = 2**31 (its cost is the call's, nn.dilation): the
+    """A dilation is at most MAX_DILATION = 2**31 (its cost is the call's, nn.recurrent.dilation): the
     bound loads and runs; one past it is refused at construction, naming the fix."""
     assert MAX_DILATION == 2**31
     layer = rnnfast.RNN(2, 3, dilation=MAX_DILATION, stateful=True, seed=0)

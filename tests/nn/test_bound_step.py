@@ -1,4 +1,4 @@
-"""step()'s hot path, the layer's step bound once (``_core.StepFunction``, nn.rnn_streaming's
+"""step()'s hot path, the layer's step bound once (``_core.StepFunction``, nn.recurrent.rnn_streaming's
 ``_bind_step``): the same results as the general path and the NumPy reference for every cell and
 option it takes, the weights read live (in place and rebound), options changed after the first
 step, copies and pickles, quantized copies, and every argument it declines handed to the

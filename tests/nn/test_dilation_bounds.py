@@ -1,4 +1,4 @@
-"""A dilation's cost is bounded by the call, not by d (nn/dilation.py, issue 43): when d >= T no
+"""A dilation's cost is bounded by the call, not by d (nn/recurrent/dilation.py, issue 43): when d >= T no
 step reads another step's state, so a forward and its backward over T steps at d = 10**9 are
 those at d = T, allocation for allocation (tracemalloc) and bit for bit; ``step`` and stateful
 layers keep rings that grow as steps arrive (the short form: ``ring[0]`` stands for the oldest

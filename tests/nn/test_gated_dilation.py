@@ -1,8 +1,8 @@
-"""Dilated GRU and LSTM layers (``dilation``, as the Elman layer's: nn/dilation.py, nn/stack.py):
+"""Dilated GRU and LSTM layers (``dilation``, as the Elman layer's: nn/recurrent/dilation.py, nn/recurrent/stack.py):
 the layer against the same cell run by hand on each interleaved chain (``functional.gru_forward``
 / ``lstm_forward`` on x[j::d] with the chains' lengths), over d, lengths, directions, stacked
 per-layer dilations and proj_size; gradients by finite differences in float64; the rings of
-stateful layers and ``step`` (nn/rnn_rings.py, nn/rnn_streaming.py), the LSTM's ring form the
+stateful layers and ``step`` (nn/recurrent/rnn_rings.py, nn/recurrent/rnn_streaming.py), the LSTM's ring form the
 pair (h, c) of ring lists; input and recurrent dropout (one mask per gate and sequence, every
 chain of a sequence reading it); bad rings refused by name."""
 
@@ -331,7 +331,7 @@ def test_stateful_step_continues_a_call(cell, rng):
 
 
 def _drawn_masks(layer, rng, batch):
-    """The masks a training forward draws (nn.stack's order: per (layer, direction) the input
+    """The masks a training forward draws (nn.recurrent.stack's order: per (layer, direction) the input
     masks, then the recurrent ones), from a copy of the layer's generator, for the batch in
     processing order (sorted by length)."""
     G, R = layer.cell.num_gates, layer.cell.output_width(layer)

@@ -12,7 +12,7 @@ from conftest import ACTIVATIONS, DTYPES, assert_close_any_dtype, numerical_grad
 
 import rnnfast
 from rnnfast import JordanRNN, decoding, training
-from rnnfast.nn.jordan import previous_targets, teacher_forcing_inputs
+from rnnfast.nn.recurrent.jordan import previous_targets, teacher_forcing_inputs
 from rnnfast.optim import Adam
 
 F64 = np.float64

@@ -1,4 +1,4 @@
-"""The quantized layers (nn.quantized, nn.quantized_rnn) against the NumPy model of the contract
+"""The quantized layers (nn.quantized.layers, nn.quantized.rnn) against the NumPy model of the contract
 (tests/quantized_model.py), on every quantized path this machine has: int8 bit for bit where no
 tanh is involved (relu layers; a tanh may differ from NumPy's in its last bit, and so move an
 int8 rounding of the next step's state), bf16 within its float32 accumulation order.

@@ -1,4 +1,4 @@
-"""The number formats of rnnfast.quantize (nn.quantized_formats) against their definitions: int8
+"""The number formats of rnnfast.quantize (nn.quantized.formats) against their definitions: int8
 per output row symmetric scales, bfloat16 rounded to nearest even; and the weight holder's packed
 copy (made once, again after a load, never pickled). The NumPy model of the contract
 (tests/quantized_model.py) gives the same arrays bit for bit."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import quantized_model as qm
 
-from rnnfast.nn.quantized_formats import (
+from rnnfast.nn.quantized.formats import (
     QuantizedWeight,
     bf16_bits,
     bf16_to_float32,

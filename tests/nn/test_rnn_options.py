@@ -1,6 +1,6 @@
-"""nn/rnn_options.py: the recurrent layers' options are properties of the layer class itself,
+"""nn/recurrent/rnn_options.py: the recurrent layers' options are properties of the layer class itself,
 each check written once (no mixin classes: ``LSTM.__mro__`` stays short), checked on assignment
-as at construction; the Elman layer's step is a function of the layer (nn/rnn_streaming.py)."""
+as at construction; the Elman layer's step is a function of the layer (nn/recurrent/rnn_streaming.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import rnnfast
-from rnnfast.nn import rnn_options
-from rnnfast.nn.rnn import RecurrentLayer
+from rnnfast.nn.recurrent import rnn_options
+from rnnfast.nn.recurrent.rnn import RecurrentLayer
 
 
 @pytest.mark.parametrize("cls", [rnnfast.RNN, rnnfast.GRU, rnnfast.LSTM, rnnfast.DeepTransitionRNN])

@@ -1,4 +1,4 @@
-"""A dilated RNN layer's streaming state (nn/rnn_rings.py): its last d states per layer, a ring.
+"""A dilated RNN layer's streaming state (nn/recurrent/rnn_rings.py): its last d states per layer, a ring.
 ``step`` and stateful calls over the pieces of a sequence must give the one forward over the
 whole of it, the forward itself being checked against the equation with one initial state per
 chain; the per-chain h0's gradient by finite differences."""

@@ -2,7 +2,7 @@
 kernels) beside float32 rnnfast, torch and ONNX Runtime, on the float32 shapes of the run.
 
 For each float32 shape and thread count, the forward modes (fwd_seq, fwd_last) run on weights
-quantized as ``rnnfast.quantize`` stores them (nn.quantized_formats); each quantized result is
+quantized as ``rnnfast.quantize`` stores them (nn.quantized.formats); each quantized result is
 first checked against float32 rnnfast within the error bound rnnfast.quantize states
 (ERROR_BOUND), then float32 rnnfast, int8 and bf16 are timed with their repeats alternating
 (one thread pool, so the machine's load lands on all three alike). torch's and ORT's times are
@@ -22,7 +22,7 @@ from bench._common import relative_error, thread_count, time_alternating
 from bench.peers.compare.shapes import Problem
 from bench.peers.compare.targets import check
 from rnnfast import _core, functional
-from rnnfast.nn.quantized_formats import MODES, QuantizedWeight
+from rnnfast.nn.quantized.formats import MODES, QuantizedWeight
 from rnnfast.quantize import ERROR_BOUND
 
 FORWARD_MODES = ("fwd_seq", "fwd_last")

@@ -1,5 +1,5 @@
 """Saving and loading (``persistence``: .npz files, no pickle, and the Keras-style summary: the
-functions of ``rnnfast.nn.persistence`` under their older path) and weights from and to PyTorch
+functions of ``rnnfast.nn.files.persistence`` under their older path) and weights from and to PyTorch
 and Keras (``interop``); ONNX export and import (``onnx``, imported on first use:
 ``rnnfast.io.onnx.export``). io reads the layers through their protocol and imports ``rnnfast.nn``;
 ``nn`` never imports io."""

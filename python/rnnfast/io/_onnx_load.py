@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 
 from ..nn import Embedding, Linear, Module, Sequential
-from ..nn.cells import cell_by
+from ..nn.recurrent.cells import cell_by
 from . import _onnx_spec_nodes as spec_nodes
 
 __all__ = ["OnnxLoadError", "OnnxModel", "load_model"]

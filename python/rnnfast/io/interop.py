@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..nn.cells import CELLS, ELMAN, GRU_SPEC, LSTM_SPEC, cell_by
-from ..nn.gated_cells import GRUCell, LSTMCell
-from ..nn.rnn import RNN
-from ..nn.rnn_torch import from_torch as _from_torch
-from ..nn.rnn_torch import to_torch
+from ..nn.recurrent.cells import CELLS, ELMAN, GRU_SPEC, LSTM_SPEC, cell_by
+from ..nn.recurrent.gated_cells import GRUCell, LSTMCell
+from ..nn.recurrent.rnn import RNN
+from ..nn.recurrent.rnn_torch import from_torch as _from_torch
+from ..nn.recurrent.rnn_torch import to_torch
 
 __all__ = [
     "from_torch",
@@ -84,7 +84,7 @@ def from_torch(module, cls=None):
     if cls is None:
         kind = type(module).__mro__
         names = [c.__name__ for c in kind if c.__module__.startswith("torch.nn")]
-        # the cell registry (nn.cells): torch's module or one-step module of a cell
+        # the cell registry (nn.recurrent.cells): torch's module or one-step module of a cell
         name = names[0] if names else ""
         spec, one_step = cell_by(torch_name=name), cell_by(torch_cell_name=name)
         cls = (spec and spec.layer_class) or (one_step and one_step.cell_class) or RNN
@@ -100,7 +100,7 @@ _RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")
 
 
 def _cell_of(layer):
-    """The cell description of an rnnfast layer (``nn.cells``)."""
+    """The cell description of an rnnfast layer (``nn.recurrent.cells``)."""
     return getattr(layer, "cell", ELMAN)
 
 

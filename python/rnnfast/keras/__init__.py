@@ -35,7 +35,7 @@ from .layers import (
     TimeDistributed,
 )
 from .model import History, Sequential
-from .saving import load_model
+from .models import load_model
 
 __all__ = [
     "GRU",

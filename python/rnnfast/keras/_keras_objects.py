@@ -60,14 +60,14 @@ _OWN = {
 
 
 def optimizer_from_keras(optimizer):
-    """The front's optimizer with the settings of a ``keras.optimizers`` object."""
+    """``(class_name, keyword arguments)`` of the front's optimizer with the settings of a
+    ``keras.optimizers`` object."""
     return optimizer_from_config(type(optimizer).__name__, optimizer.get_config())
 
 
 def optimizer_from_config(class_name, config):
-    """The front's optimizer of a Keras optimizer's class name and ``get_config()``."""
-    from . import optimizers
-
+    """``(class_name, keyword arguments)`` of the front's optimizer (``rnnfast.keras.
+    optimizers``) of a Keras optimizer's class name and ``get_config()``."""
     what = f"optimizer ({class_name})"
     if class_name not in _OWN:
         raise NotImplementedError(
@@ -95,7 +95,7 @@ def optimizer_from_config(class_name, config):
     kwargs = {k: config[k] for k in (*_OWN[class_name], *_COMMON) if k in config}
     if class_name == "AdamW" and kwargs.get("weight_decay") is None:
         kwargs["weight_decay"] = 0.0  # None means no decay; AdamW's own default is 0.004
-    return getattr(optimizers, class_name)(**kwargs)
+    return class_name, kwargs
 
 
 # ---- losses -------------------------------------------------------------------------------------

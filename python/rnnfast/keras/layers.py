@@ -28,7 +28,7 @@ from .._validation import (
 )
 from ..io import interop
 from ..nn.activations import check_activation
-from ..nn.rnn_options import MERGE_MODES
+from ..nn.recurrent.rnn_options import MERGE_MODES
 from ._calls import (
     array_backward,
     array_call,
@@ -422,7 +422,7 @@ class _Recurrent(Layer):
 
     core_class = None
     # the cell's gate blocks and Keras's states per direction (h; an LSTM's h and c), from
-    # the rnnfast layer's cell description (nn.cells)
+    # the rnnfast layer's cell description (nn.recurrent.cells)
     gates = property(lambda self: self.core_class.cell.num_gates)
     num_states = property(lambda self: self.core_class.cell.num_states)
     output_merge_mode = "concat"  # one output (a Bidirectional with merge_mode=None has two)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from .. import optim
 from .._validation import check_bool, check_real_at_least, check_real_in
+from ._keras_objects import is_keras_object, optimizer_from_config, optimizer_from_keras
 from ._stepper import KerasStep
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "get"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "from_config", "get"]
 
 
 def _positive_or_none(name, value):
@@ -188,6 +189,13 @@ class AdamW(Adam):
 
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop}
+_BY_CLASS = {cls.__name__: cls for cls in _BY_NAME.values()}
+
+
+def from_config(class_name, config):
+    """The optimizer of a Keras optimizer's class name and config (a ``.keras`` file's)."""
+    class_name, kwargs = optimizer_from_config(class_name, config)
+    return _BY_CLASS[class_name](**kwargs)
 
 
 def get(identifier):
@@ -204,10 +212,9 @@ def get(identifier):
         return _BY_NAME[key]()
     if isinstance(identifier, (Optimizer, optim.Optimizer)):
         return identifier
-    from ._keras_objects import is_keras_object, optimizer_from_keras
-
     if is_keras_object(identifier):  # keras.optimizers.Adam(...): read through its config
-        return optimizer_from_keras(identifier)
+        class_name, kwargs = optimizer_from_keras(identifier)
+        return _BY_CLASS[class_name](**kwargs)
     raise TypeError(
         "optimizer: expected 'adam', 'sgd', 'rmsprop', 'adamw', an optimizer of keras.optimizers, "
         f"rnnfast.keras.optimizers or rnnfast.optim, got {type(identifier).__name__}"

@@ -1,6 +1,6 @@
-"""Keras 3's files for the front's models: ``model.save("m.keras")`` and
-``rnnfast.keras.models.load_model("m.keras")``, ``save_weights("m.weights.h5")`` and
-``load_weights``.
+"""Keras 3's files for the front's models: ``model.save("m.keras")``,
+``save_weights("m.weights.h5")`` and ``load_weights``, and what
+``rnnfast.keras.models.load_model("m.keras")`` reads them with.
 
 The ``.keras`` file is Keras 3's zip: ``metadata.json``, ``config.json`` (the Sequential's
 config with each layer's, in Keras's form, and the compile config: optimizer, loss, metrics)
@@ -23,7 +23,14 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["load_model", "load_weights", "save_model", "save_weights"]
+__all__ = [
+    "compile_from_config",
+    "load_weights",
+    "read_model_file",
+    "read_weights_bytes",
+    "save_model",
+    "save_weights",
+]
 
 _CONFIG, _METADATA, _WEIGHTS = "config.json", "metadata.json", "model.weights.h5"
 
@@ -259,57 +266,29 @@ def _copy(source, path):
         dst.write(src.read())
 
 
-def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
-    """Keras's ``keras.models.load_model`` for a ``.keras`` file: the front's Sequential with
-    the saved layers, weights and (``compile=True``) compile settings."""
-    from .model import Sequential
-
-    path = _path(filepath, "filepath")
-    if custom_objects:
-        raise NotImplementedError(
-            "custom_objects: the front has no custom layers to load; leave it out"
-        )
-    if not isinstance(compile, bool):
-        raise TypeError(f"compile: expected a bool, got {type(compile).__name__}")
-    if not path.endswith(".keras"):
-        raise ValueError(f"filepath: expected a .keras file (Keras 3's format), got {path!r}")
+def read_model_file(path):
+    """``(config, weights bytes)`` of a ``.keras`` file."""
     with zipfile.ZipFile(path) as archive:
-        config = json.loads(archive.read(_CONFIG))
-        weights = archive.read(_WEIGHTS)
-    if config.get("class_name") != "Sequential":
-        raise NotImplementedError(
-            f"load_model: {path!r} holds a {config.get('class_name')}; the front loads a Sequential"
-        )
-    from ._layer_configs import from_config
-
-    inner = config.get("config", {})
-    model = Sequential(name=inner.get("name"))
-    shape = inner.get("build_input_shape") or config.get("build_config", {}).get("input_shape")
-    for entry in inner.get("layers", []):
-        if entry.get("class_name") == "InputLayer":
-            shape = entry["config"].get("batch_shape") or shape
-            continue
-        model.add(from_config(entry))
-    if shape is None:
-        raise ValueError(f"load_model: {path!r} has no input shape; the model cannot be built")
-    model.build(tuple(shape))
-    with _h5py().File(io.BytesIO(weights), "r") as handle:
-        _read_weights(model, handle, path)
-    compiled = config.get("compile_config")
-    if compile and compiled:
-        _compile_from_config(model, compiled)
-    return model
+        return json.loads(archive.read(_CONFIG)), archive.read(_WEIGHTS)
 
 
-def _compile_from_config(model, compiled):
+def read_weights_bytes(model, data, source):
+    """Load the weights of a ``.keras`` file's ``model.weights.h5`` (bytes) into ``model``."""
+    with _h5py().File(io.BytesIO(data), "r") as handle:
+        _read_weights(model, handle, source)
+
+
+def compile_from_config(model, compiled):
+    """Compile ``model`` as a ``.keras`` file's ``compile_config`` says."""
     from .. import optim
-    from ._keras_objects import metric_from_config, optimizer_from_config
+    from . import optimizers
+    from ._keras_objects import metric_from_config
 
     spec = compiled.get("optimizer")
     if isinstance(spec, dict) and spec.get("module") == "rnnfast.optim":
         optimizer = getattr(optim, spec["class_name"])(model, **spec["config"])
     elif isinstance(spec, dict):
-        optimizer = optimizer_from_config(spec["class_name"], spec.get("config", {}))
+        optimizer = optimizers.from_config(spec["class_name"], spec.get("config", {}))
     else:
         optimizer = spec  # a name
     for key in ("loss_weights", "weighted_metrics"):

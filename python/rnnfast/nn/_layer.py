@@ -36,7 +36,7 @@ What a layer says about itself (each with a default here; the layers override wh
     RNN's fused token input); False by default.
 ``quantized_copy(mode, where)``
     Its bf16 / int8 inference copy: by default made by the subclass of the layer's class whose
-    ``float_class`` names it (``nn.quantized``: ``QuantizedLinear.float_class is Linear``), found
+    ``float_class`` names it (``nn.quantized.layers``: ``QuantizedLinear.float_class is Linear``), found
     through the class hierarchy; containers copy their children.
 """
 
@@ -48,7 +48,7 @@ from .._parameters import ParameterOwner
 from .._validation import (
     layer_dtype,
 )
-from ._file_format import save
+from .files._file_format import save
 from .masking import pass_padding_on
 from .storage import storage_summary
 

@@ -4,7 +4,7 @@ allocated, so that no size in a file's configuration can make a load (or the fir
 allocate more than the file's arrays hold.
 
 A size that no parameter carries has a documented bound instead: a dilation is at most
-``MAX_DILATION`` (its cost is the call's, not d's: nn.dilation).
+``MAX_DILATION`` (its cost is the call's, not d's: nn.recurrent.dilation).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .._validation import check_bool, check_int
 __all__ = ["MAX_DILATION", "constructor_arguments", "prefixed", "size", "flag"]
 
 # the largest dilation a layer takes: far more than any sequence, and a call costs O(T) at any
-# dilation (nn.dilation), so the bound only keeps sizes in 32-bit-friendly ranges
+# dilation (nn.recurrent.dilation), so the bound only keeps sizes in 32-bit-friendly ranges
 MAX_DILATION = 2**31
 
 

@@ -32,20 +32,20 @@ import numpy as np
 from .. import decoding
 from .._validation import check_finite_real, check_int_array
 from ..losses import cross_entropy, log_softmax
-from . import cells as cell_registry
-from . import gated  # noqa: F401 (defines the gated cells' layers: the registry's layer_class)
 from ._children import ChildOwner
 from ._inference_only import refuse_training
 from ._layer import quantize_layer
 from ._shapes import constructor_arguments, prefixed, size
 from .embedding import Embedding
 from .linear import Linear
+from .recurrent import cells as cell_registry
+from .recurrent import gated  # noqa: F401 (defines the gated cells' layers: the registry's layer_class)
 from .sequential import embedding_feeds_rnn
 
 __all__ = ["CELLS", "CONTEXT_MODES", "SCHEDULES", "Seq2Seq", "teacher_forcing_schedule"]
 
 CONTEXT_MODES = ("init", "input", "both")
-# the cells Seq2Seq builds its encoder and decoder of, by name (the cell registry, nn.cells)
+# the cells Seq2Seq builds its encoder and decoder of, by name (the cell registry, nn.recurrent.cells)
 CELLS = tuple(spec.name for spec in cell_registry.CELLS)
 SCHEDULES = ("linear", "exponential", "inverse_sigmoid")
 METHODS = ("greedy", "sample", "beam")

@@ -6,8 +6,8 @@ from ._children import ChildOwner
 from ._inference_only import refuse_training
 from ._layer import quantize_layer
 from ._shapes import prefixed
+from .files.persistence import build_layer, layer_class, layer_config
 from .masking import batch_first_of, call_layer, input_suspect, input_valid_mask
-from .persistence import build_layer, layer_class, layer_config
 from .storage import storage_rows, storage_summary
 
 __all__ = ["Sequential"]

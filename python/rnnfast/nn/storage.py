@@ -17,7 +17,7 @@ def storage_rows(model, prefix=""):
             rows += storage_rows(child, f"{prefix}{name}.")
         return rows
     name = prefix[:-1] or type(model).__name__
-    if getattr(model, "quantized", None) is not None:  # a quantized layer (nn.quantized)
+    if getattr(model, "quantized", None) is not None:  # a quantized layer (nn.quantized.layers)
         nbytes, f32 = model.nbytes, model.float32_nbytes
         kind = model.quantized if nbytes else "-"  # Dropout: no weights
     else:

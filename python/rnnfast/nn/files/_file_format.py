@@ -1,5 +1,5 @@
 """The .npz file format of saved layers: writing one (``save``) and reading one back into a
-configuration and arrays (``read``); ``nn.persistence`` builds the layer from them.
+configuration and arrays (``read``); ``nn.files.persistence`` builds the layer from them.
 
 Version 1: an uncompressed ``.npz`` (``np.savez``) of plain arrays only:
 
@@ -24,7 +24,7 @@ import tempfile
 
 import numpy as np
 
-from ..data._json import loads as json_loads
+from ...data._json import loads as json_loads
 from ._npz import read_npz
 
 __all__ = ["FORMAT_VERSION", "QUANTIZED_KEY", "layer_config", "read", "save"]

@@ -1,4 +1,4 @@
-"""Saving and loading layers: ``save`` writes the .npz format (``nn._file_format``), ``load``
+"""Saving and loading layers: ``save`` writes the .npz format (``nn.files._file_format``), ``load``
 rebuilds a layer from it through the layer protocol: the class from the name the file records,
 found among the subclasses of ``Layer`` already defined (or given as ``cls=``), built by its
 ``from_config``, its parameters loaded by ``load_state_dict``. ``load`` never imports a module
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_keys
+from ..._validation import check_keys
+from .._layer import Layer, quantize_layer
+from ..quantized.formats import MODES
 from ._file_format import FORMAT_VERSION, QUANTIZED_KEY, layer_config, read, save
-from ._layer import Layer, quantize_layer
-from .quantized_formats import MODES
 
 __all__ = ["FORMAT_VERSION", "build_layer", "layer_class", "layer_config", "load", "save"]
 

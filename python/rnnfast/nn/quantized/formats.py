@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _core
+from ... import _core
 
 __all__ = [
     "MODES",

@@ -13,11 +13,11 @@ float32 on an AVX-512 machine), and for layers too small to gain (``FALLBACK_WEI
 
 from __future__ import annotations
 
-from .. import _core, functional
-from .cells import GRUSpec, LSTMSpec
-from .gated import GRU, LSTM
-from .quantized_rnn import QuantizedRecurrent
-from .storage import storage_summary
+from ... import _core, functional
+from ..recurrent.cells import GRUSpec, LSTMSpec
+from ..recurrent.gated import GRU, LSTM
+from ..storage import storage_summary
+from .rnn import QuantizedRecurrent
 
 __all__ = ["FALLBACK_WEIGHTS", "QuantizedGRU", "QuantizedLSTM"]
 

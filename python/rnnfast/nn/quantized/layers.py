@@ -1,8 +1,8 @@
 """Quantized inference copies of the layers (``rnnfast.quantize`` makes them): Linear/Dense,
-Embedding and Dropout here, the RNN in ``nn.quantized_rnn``. Each is a subclass of its float
+Embedding and Dropout here, the RNN in ``nn.quantized.rnn``. Each is a subclass of its float
 layer, so everything but the arithmetic is the float layer's own code (options, shapes,
 padding, API forms); what differs is kept in ``QuantizedLayer``: weights stored as bf16 or int8
-(``nn.quantized_formats``), float32 activations in and out, and no training.
+(``nn.quantized.formats``), float32 activations in and out, and no training.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import copy
 
 import numpy as np
 
-from .. import _core
-from .._state_dict import check_state_dict_keys
-from ._inference_only import refuse_training
-from .dropout import Dropout
-from .embedding import Embedding
-from .linear import Linear
-from .quantized_formats import QuantizedWeight, dequantize_rows
-from .storage import storage_summary
+from ... import _core
+from ..._state_dict import check_state_dict_keys
+from .._inference_only import refuse_training
+from ..dropout import Dropout
+from ..embedding import Embedding
+from ..linear import Linear
+from ..storage import storage_summary
+from .formats import QuantizedWeight, dequantize_rows
 
 __all__ = [
     "QuantizedDropout",

@@ -1,6 +1,6 @@
 """The quantized inference copy of the RNN layer (``rnnfast.quantize`` makes it), and what every
 quantized recurrent layer shares (``QuantizedRecurrent``; the GRU's and LSTM's are in
-``nn.quantized_gated``): the float layer's own code for everything around the arithmetic (stack
+``nn.quantized.gated``): the float layer's own code for everything around the arithmetic (stack
 runner over layers, directions, lengths and dilation; API forms; stateful layers; ``step``),
 with the quantized kernels in its two hooks, one direction over a sequence and one step."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import functional
-from .quantized import QuantizedLayer
-from .rnn import RNN, is_embedding
+from ... import functional
+from ..recurrent.rnn import RNN, is_embedding
+from .layers import QuantizedLayer
 
 __all__ = ["QuantizedRNN", "QuantizedRecurrent"]
 

@@ -1,6 +1,6 @@
 """The cell descriptions of the recurrent layers: what differs between the Elman, GRU and LSTM
 layers, said once per cell (OpenVINO's gatesCount / statesCount, oneDNN's cell kinds). The
-layer machinery (``nn.rnn``'s API forms, streaming and stateful layers; ``nn.stack``'s runner
+layer machinery (``nn.recurrent.rnn``'s API forms, streaming and stateful layers; ``nn.recurrent.stack``'s runner
 over layers x directions x batch order x reversal x dilation; the summary, PyTorch's and Keras's
 weights) asks the layer's ``cell`` and never tests for a layer class.
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _core, functional
-from .._parameters import aligned_copy
+from ... import _core, functional
+from ..._parameters import aligned_copy
 
 __all__ = [
     "CELLS",
@@ -193,13 +193,13 @@ class CellSpec:
     # ---- kernels -------------------------------------------------------------------------------
 
     def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
-        """The stack runner's fast path (``nn.stack.plain_forward``): one layer over x (T, B,
+        """The stack runner's fast path (``nn.recurrent.stack.plain_forward``): one layer over x (T, B,
         D) on ``_core``, weights ``(weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)``:
         ``(y, h_n, c_n or None, workspace or None)``."""
         raise NotImplementedError
 
     def plain_layer_backward(self, nonlinearity, record, weights, dy, dh_n, dc_n, needed):
-        """Its backward from the forward's ``record`` (``nn.stack.PlainRecord``): ``(dx or
+        """Its backward from the forward's ``record`` (``nn.recurrent.stack.PlainRecord``): ``(dx or
         None, dh0, dc0 or None, (dweight_ih, dweight_hh, dbias_ih, dbias_hh, dweight_hr))``,
         None where the layer has no such parameter (of the weights, the biases are only
         tested for None)."""
@@ -242,7 +242,7 @@ class ElmanSpec(CellSpec):
     def summary_kind(self, layer):
         return f"{self.torch_name}, {layer.nonlinearity}"
 
-    # ---- the stack runner's fast path (nn.stack.plain_forward): one layer on ``_core`` ------
+    # ---- the stack runner's fast path (nn.recurrent.stack.plain_forward): one layer on ``_core`` ------
 
     def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
         w_ih, w_hh, b_ih, b_hh, _ = weights
@@ -334,7 +334,7 @@ class _GatedSpec(CellSpec):
         )  # fmt: skip
 
     def fast_step(self, layer, x_t, states):
-        """step()'s hot path for a stateful layer (``nn.gated``): layer 0's step straight on the
+        """step()'s hot path for a stateful layer (``nn.recurrent.gated``): layer 0's step straight on the
         step kernel, from its states as the kernels take them, on the live parameters: the new
         states, in the same form. The kernel checks every argument; its TypeError or ValueError
         sends the caller to the general path, which names the problem."""
@@ -346,7 +346,7 @@ class _GatedSpec(CellSpec):
         )  # fmt: skip
         return new if type(new) is tuple else (new,)
 
-    # ---- the stack runner's fast path (nn.stack.plain_forward): one layer on ``_core`` ------
+    # ---- the stack runner's fast path (nn.recurrent.stack.plain_forward): one layer on ``_core`` ------
     # PyTorch's form of the cell (the GRU's reset_after), its tanh and sigmoid
 
     def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):

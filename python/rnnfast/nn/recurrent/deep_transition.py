@@ -6,19 +6,19 @@ hidden-to-hidden step,
     h_t = z_k,
 
 so the path from h_{t-1} to h_t, and the gradient's way back, crosses k nonlinear layers. Its
-cell description (``DeepTransitionSpec``, in ``nn.cells``' style) adds the transition's
+cell description (``DeepTransitionSpec``, in ``nn.recurrent.cells``' style) adds the transition's
 parameters to the Elman cell's and runs ``rnnfast.functional.deep_transition_*``; everything
 around the cell (layers x directions, lengths, batch order, stateful layers, dense skips,
 residual connections, dropout between layers and on the input, the API forms) is the Elman
-layer's machinery, ``nn.rnn`` and ``nn.stack``, unchanged.
+layer's machinery, ``nn.recurrent.rnn`` and ``nn.recurrent.stack``, unchanged.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import functional
-from .._validation import check_positive_int, describe, is_real
+from ... import functional
+from ..._validation import check_positive_int, describe, is_real
 from .cells import ElmanSpec
 from .rnn import RNN
 from .rnn_options import fixed

@@ -11,7 +11,7 @@ Streaming (``step``, stateful layers): step t reads h_{t-d}, so what carries a d
 one call to the next is its last d states, a ring (d, B, S) in age order: ``ring[j]`` is
 h_{t-d+j} when step t comes next (``ring[-1]`` the newest). Chain j of the next call starts from
 ``ring[j]``, which makes the ring exactly the per-chain initial state of the chain layout. S is
-the cell's joined state width (nn.cells: H; an LSTM's h and c side by side, R + H): everything
+the cell's joined state width (nn.recurrent.cells: H; an LSTM's h and c side by side, R + H): everything
 here is cell-agnostic.
 
 A ring may be shorter than d: (m, B, S) with 1 <= m <= d stands for the full ring whose first

@@ -1,12 +1,12 @@
-"""The gated recurrent layers ``GRU`` and ``LSTM``: the recurrent layer machinery of ``nn.rnn``
-(API forms, lengths, stacking, directions, stateful layers, token input; ``nn.stack``'s runner)
-on the gated cells of ``nn.cells``, with PyTorch's constructors, parameter names and gate
+"""The gated recurrent layers ``GRU`` and ``LSTM``: the recurrent layer machinery of ``nn.recurrent.rnn``
+(API forms, lengths, stacking, directions, stateful layers, token input; ``nn.recurrent.stack``'s runner)
+on the gated cells of ``nn.recurrent.cells``, with PyTorch's constructors, parameter names and gate
 orders and Keras's options.
 
 What the gated kernels do not run is refused by name, never ignored: leaky units (``alpha``,
 Elman-only by design). ``recurrent_dropout`` is Keras 3's: one mask per gate on h_{t-1}, inside
-the kernels. ``dilation`` is the Elman layer's (nn.dilation: d interleaved chains on the same
-kernels; stateful layers and ``step`` carry rings, nn.rnn_rings); the LSTM's ring state is the
+the kernels. ``dilation`` is the Elman layer's (nn.recurrent.dilation: d interleaved chains on the same
+kernels; stateful layers and ``step`` carry rings, nn.recurrent.rnn_rings); the LSTM's ring state is the
 pair (h, c) of ring lists.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import (
+from ..._validation import (
     as_float_array,
     check_bool,
     check_choice,
@@ -55,7 +55,7 @@ def _check_recurrent_activation(layer, name, value):
 
 
 # the gated cells' activations, checked on assignment: properties of the gated layers and of
-# their one-step cells (nn.gated_cells)
+# their one-step cells (nn.recurrent.gated_cells)
 ACTIVATION = option(
     "activation",
     unbinding(_check_activation),
@@ -117,7 +117,7 @@ class _GatedLayer(RecurrentLayer):
             )
         self._alpha, self._alphas = 1.0, [1.0] * self.num_layers
 
-    # the constructor's declaration (nn.rnn_options): the options both gated cells have, and
+    # the constructor's declaration (nn.recurrent.rnn_options): the options both gated cells have, and
     # Keras's scheduling options, accepted and ignored (repr and get_config leave them out)
     _cell_options_declared = (("activation", "tanh"), ("recurrent_activation", "sigmoid"))
     _ignored_options = _KERAS_NOOPS
@@ -125,7 +125,7 @@ class _GatedLayer(RecurrentLayer):
     def _init_cell(self, a):
         """The Keras options checked (``unroll``, ``time_major``: the others are how Keras
         schedules the same arithmetic, nothing here to change) and the Elman cell's
-        nonlinearity absent (``nn.stack``'s Run carries it)."""
+        nonlinearity absent (``nn.recurrent.stack``'s Run carries it)."""
         self._nonlinearity = None
         check_bool("unroll", a["unroll"])
         check_bool("time_major", a["time_major"])
@@ -160,7 +160,9 @@ class _GatedLayer(RecurrentLayer):
         The fastest form is the Elman layer's (``RNN.step``): one undilated layer, not stateful,
         x_t a C-contiguous array of the layer's dtype and the state as the last step returned it.
         """
-        bound = self._stepper  # the hot path: one call into the kernels (nn.rnn_streaming)
+        bound = (
+            self._stepper
+        )  # the hot path: one call into the kernels (nn.recurrent.rnn_streaming)
         if bound is None:
             bound = self._stepper = rnn_streaming.bind_step(self)
         out = bound(x_t, state)
@@ -268,7 +270,7 @@ class _GatedLayer(RecurrentLayer):
         return (parts[0][0],) if len(parts) == 1 else (parts[0][0], parts[1][0])
 
     def _step_layers(self, x_t, previous):
-        """One step of every layer on the cell's step kernel (``nn.cells``), layer k from its
+        """One step of every layer on the cell's step kernel (``nn.recurrent.cells``), layer k from its
         joined state ``previous[k]`` (B, S) (the one its recurrence reads: h_{t-d} of a
         dilated layer): ``(out_t (B, R), [the new state (B, S) of each layer])``."""
         options = self._cell_options()
@@ -593,7 +595,7 @@ class LSTM(_GatedLayer):
             return None
         parts = []
         for i, (part, width, what) in enumerate(zip(value, self.cell.state_widths(self), "RH")):
-            if part is None:  # zeros: a ring of one (nn.dilation's short form)
+            if part is None:  # zeros: a ring of one (nn.recurrent.dilation's short form)
                 sizes = rnn_rings.ring_sizes(self, directions)
                 parts.append([np.zeros((1, batch, width), dtype=self.dtype) for _ in sizes])
             elif not isinstance(part, (list, tuple)):

@@ -14,15 +14,15 @@ import types
 
 import numpy as np
 
-from .. import functional
-from .._validation import (
+from ... import functional
+from ..._validation import (
     as_float_array,
     check_bool,
     check_positive_int,
     describe,
 )
-from ._layer import Layer
-from ._shapes import constructor_arguments, flag, size
+from .._layer import Layer
+from .._shapes import constructor_arguments, flag, size
 from .cells import GRU_SPEC, LSTM_SPEC
 from .gated import ACTIVATION, RECURRENT_ACTIVATION
 from .rnn_options import fixed
@@ -41,7 +41,7 @@ class _GatedCell(Layer):
     """What GRUCell and LSTMCell share: parameters, options, input checks, forward and
     backward on the cell's kernels, interop."""
 
-    spec = None  # the cell description (nn.cells): parameter shapes, init, Keras's counts
+    spec = None  # the cell description (nn.recurrent.cells): parameter shapes, init, Keras's counts
     # the cell's kernels (functional.gru_* / lstm_*) and the options a sequence kernel's one
     # step is given at their plain values (no masks; the LSTM's no projection)
     _step_kernel = _forward_kernel = _backward_kernel = None
@@ -50,13 +50,15 @@ class _GatedCell(Layer):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "spec" in cls.__dict__:  # the cell registry's one-step layer of its cell (nn.cells)
+        if (
+            "spec" in cls.__dict__
+        ):  # the cell registry's one-step layer of its cell (nn.recurrent.cells)
             cls.spec.claim(cls, "cell_class")
 
     @classmethod
     def parameter_shapes(cls, config):
         """``{name: shape}`` of a cell built from ``config``, from its description
-        (``nn.cells``), without building it."""
+        (``nn.recurrent.cells``), without building it."""
         args = constructor_arguments(cls, config)
         shape = types.SimpleNamespace(
             hidden_size=size(args, "hidden_size"), proj_size=0, bias=flag(args, "bias", True)
@@ -223,7 +225,7 @@ class _GatedCell(Layer):
         }
 
     def keras_param_count(self):
-        """Keras's count (``keras.layers.GRUCell`` / ``LSTMCell``): see ``nn.cells``."""
+        """Keras's count (``keras.layers.GRUCell`` / ``LSTMCell``): see ``nn.recurrent.cells``."""
         return self.spec.keras_count(self, self._params)
 
     def __repr__(self):

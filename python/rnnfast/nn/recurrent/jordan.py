@@ -9,7 +9,7 @@ all T*B rows, with no loop over time and no BPTT. Free-running (each step feeds 
 and scheduled sampling are sequential: Python loops over time (``_free_output``, ``_own_fed``,
 ``_backward_free``), each step a few NumPy products.
 
-Why this layer is not a cell of the shared stack runner (``nn.stack``, the kernels' one time
+Why this layer is not a cell of the shared stack runner (``nn.recurrent.stack``, the kernels' one time
 loop), as RNN, GRU and LSTM are: the state its recurrence carries is its *output* y_t (O wide),
 made from h_t by a second product with a bias after a barrier (``V h_t + c``, each thread owning
 a block of h_t), then, with ``feedback="onehot"``, a row-wide argmax (another barrier, no
@@ -38,8 +38,8 @@ import math
 
 import numpy as np
 
-from .. import _core
-from .._validation import (
+from ... import _core
+from ..._validation import (
     as_float_array,
     check_bool,
     check_lengths,
@@ -47,10 +47,10 @@ from .._validation import (
     check_probability,
     layer_dtype,
 )
-from ..data import mask_to_lengths
-from ._layer import Layer
-from ._shapes import constructor_arguments, flag, size
-from .masking import pass_padding_on, prefix_lengths, valid_from_lengths
+from ...data import mask_to_lengths
+from .._layer import Layer
+from .._shapes import constructor_arguments, flag, size
+from ..masking import pass_padding_on, prefix_lengths, valid_from_lengths
 from .rnn_options import BATCH_FIRST, NONLINEARITY
 
 __all__ = ["JordanRNN", "previous_targets", "teacher_forcing_inputs"]
@@ -237,7 +237,7 @@ class JordanRNN(Layer):
     makes a step function for ``rnnfast.decoding``.
     """
 
-    # the options every recurrent layer has (nn.rnn_options), checked on assignment
+    # the options every recurrent layer has (nn.recurrent.rnn_options), checked on assignment
     nonlinearity, batch_first = NONLINEARITY, BATCH_FIRST
 
     def __init__(

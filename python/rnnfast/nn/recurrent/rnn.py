@@ -9,9 +9,9 @@ import types
 
 import numpy as np
 
-from .. import functional
-from .._parameters import load_checked
-from .._validation import (
+from ... import functional
+from ..._parameters import load_checked
+from ..._validation import (
     as_float_array,
     check_bool,
     check_bool_mask,
@@ -21,11 +21,11 @@ from .._validation import (
     check_positive_int,
     layer_dtype,
 )
+from .._layer import Layer
+from .._shapes import MAX_DILATION, constructor_arguments, flag, size
+from ..masking import call_rnn
 from . import rnn_forms, rnn_options, rnn_rings, rnn_streaming, rnn_summary, rnn_torch
-from ._layer import Layer
-from ._shapes import MAX_DILATION, constructor_arguments, flag, size
 from .cells import ELMAN
-from .masking import call_rnn
 from .rnn_forms import output_batch_axis, without_axis
 from .rnn_options import FLAG, OPTIONAL_FLAG, PROBABILITY, fixed, option
 from .rnn_rings import map_state
@@ -52,23 +52,23 @@ def _arrays(value):
 
 class RecurrentLayer(Layer):
     """The recurrent layer machinery shared by ``RNN``, ``GRU`` and ``LSTM``: API forms, batch
-    order, reversal, lengths, stateful layers, token input, the stack runner (``nn.stack``),
+    order, reversal, lengths, stateful layers, token input, the stack runner (``nn.recurrent.stack``),
     its gradients, description and padding. What differs between the cells it asks the
-    class's ``cell`` (``nn.cells``); a subclass adds its constructor, configuration and
+    class's ``cell`` (``nn.recurrent.cells``); a subclass adds its constructor, configuration and
     interop."""
 
     # True where the caller guards the inputs a training forward keeps against in-place changes
     # itself (rnnfast.torch: torch's version check of saved tensors), so they are kept as given
     # instead of copied. A class default, so that layers pickled before it existed load.
     _inputs_guarded = False
-    # step()'s hot path, bound at the first step (nn.rnn_streaming.bind_step); None: not bound yet. A class
+    # step()'s hot path, bound at the first step (nn.recurrent.rnn_streaming.bind_step); None: not bound yet. A class
     # default for the same reason; the setters of the options it reads set it back to None.
     _stepper = None
     # a Module names a call's positional arguments after x so, and routes dh0 to h0
     call_arguments = ("h0", "lengths", "mask")
     cell = ELMAN
 
-    # The constructor's declaration (nn.rnn_options.signature, one for every cell): the cell's
+    # The constructor's declaration (nn.recurrent.rnn_options.signature, one for every cell): the cell's
     # positional options after num_layers (torch's), its keyword options, the options it
     # accepts and ignores, and those of them fixed at construction (``_init_cell`` checks
     # them; the others go through their setters).
@@ -76,7 +76,7 @@ class RecurrentLayer(Layer):
 
     # ---- options --------------------------------------------------------------------------------
     # What shapes the parameters (or their initialisation) is fixed; every other option may be
-    # assigned later and is checked exactly as the constructor checks it (nn.rnn_options).
+    # assigned later and is checked exactly as the constructor checks it (nn.recurrent.rnn_options).
 
     input_size = fixed("input_size", "the parameters' shapes depend on it")
     hidden_size = fixed("hidden_size", "the parameters' shapes depend on it")
@@ -204,7 +204,7 @@ class RecurrentLayer(Layer):
         )
 
     def _cell_options(self):
-        """The keyword options of a gated cell's kernels (``nn.cells``), None for the Elman
+        """The keyword options of a gated cell's kernels (``nn.recurrent.cells``), None for the Elman
         cell (its nonlinearity and alphas travel apart)."""
         return None
 
@@ -219,7 +219,7 @@ class RecurrentLayer(Layer):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "cell" in cls.__dict__:  # the cell registry's layer of its cell (nn.cells)
+        if "cell" in cls.__dict__:  # the cell registry's layer of its cell (nn.recurrent.cells)
             cls.cell.claim(cls, "layer_class")
         cls._constructor = rnn_options.signature(cls)
         # what help() and inspect show; a subclass with a constructor of its own shows that
@@ -252,14 +252,14 @@ class RecurrentLayer(Layer):
 
     def _rings_input(self, name, value, batch, directions, unbatched=False):
         """A state argument in the ring form, checked, as the runner takes it (a list of rings
-        (d_i, B, S)); None when ``value`` is not in the ring form (``nn.rnn_rings``; the
+        (d_i, B, S)); None when ``value`` is not in the ring form (``nn.recurrent.rnn_rings``; the
         LSTM's pair of ring lists overrides this)."""
         return rnn_rings.rings_input(self, name, value, batch, directions, unbatched)
 
     @classmethod
     def parameter_shapes(cls, config):
         """``{name: shape}`` of a layer built from ``config``, from its cell's layout
-        (``nn.cells``), without building it (the layer protocol's; ``rnnfast.load`` checks a
+        (``nn.recurrent.cells``), without building it (the layer protocol's; ``rnnfast.load`` checks a
         file's arrays with it first). Its dilation, which no parameter carries, is checked
         against its bound, ``MAX_DILATION``."""
         args = constructor_arguments(cls, config)
@@ -477,7 +477,7 @@ class RecurrentLayer(Layer):
     def _state_input(self, name, value, batch, unbatched):
         """A state argument (h0, dh_n) as the stack runner takes it, (num_layers*dirs, B, S),
         checked (an unbatched one as a batch of one), or None. The Elman and GRU cells' state is
-        h itself; the LSTM's layer joins its (h, c) (``nn.cells``)."""
+        h itself; the LSTM's layer joins its (h, c) (``nn.recurrent.cells``)."""
         if unbatched and value is not None:
             value = self._unbatched_state(name, value, self.num_layers * self.num_directions)
         return self._state_arg(name, value, batch)
@@ -940,7 +940,9 @@ class RNN(RecurrentLayer):
         such a list; h may also be (num_layers, B, H), every chain starting from it, as a
         forward's h0. Steps over a sequence then give the forward's outputs.
         """
-        bound = self._stepper  # the hot path: one call into the kernels (nn.rnn_streaming)
+        bound = (
+            self._stepper
+        )  # the hot path: one call into the kernels (nn.recurrent.rnn_streaming)
         if bound is None:
             bound = self._stepper = rnn_streaming.bind_step(self)
         out = bound(x_t, h)
@@ -949,7 +951,7 @@ class RNN(RecurrentLayer):
         return rnn_streaming.elman_step(self, x_t, h)
 
     def _step_layers(self, x_t, previous):
-        """One step of every layer from the states its recurrences read (``nn.rnn_streaming``:
+        """One step of every layer from the states its recurrences read (``nn.recurrent.rnn_streaming``:
         a dilated layer's step asks this of every cell)."""
         return rnn_streaming.elman_step_layers(self, x_t, previous)
 

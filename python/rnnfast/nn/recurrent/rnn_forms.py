@@ -1,13 +1,13 @@
 """The RNN layer's API forms: what a call returns (PyTorch's ``(y, h_n)``, Keras's last output,
 sequences and states, the two directions merged or, with merge_mode=None, apart) and how the
 gradient of each form goes back to the stack runner's output sequence. Functions of the
-recurrent layer (``nn.rnn``), which it calls on itself."""
+recurrent layer (``nn.recurrent.rnn``), which it calls on itself."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._validation import (
+from ..._validation import (
     as_float_array,
 )
 

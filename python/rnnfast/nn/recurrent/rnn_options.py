@@ -15,17 +15,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import (
+from ..._validation import (
     check_alpha as check_alpha_value,
 )
-from .._validation import (
+from ..._validation import (
     check_bool,
     check_nonlinearity,
     check_optional_bool,
     check_positive_int,
     check_probability,
 )
-from ._shapes import MAX_DILATION
+from .._shapes import MAX_DILATION
 
 
 def _check_dilation(value):
@@ -159,7 +159,7 @@ PROBABILITY = _plain(check_probability)
 
 
 def unbinding(check):
-    """``check``, then drop the layer's bound step (``nn.rnn_streaming.bind_step``), which was
+    """``check``, then drop the layer's bound step (``nn.recurrent.rnn_streaming.bind_step``), which was
     bound with the option's old value."""
 
     def checked(layer, name, value):

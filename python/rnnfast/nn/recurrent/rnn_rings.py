@@ -1,19 +1,19 @@
 """The state a dilated recurrent layer carries: per (layer, direction) its last d states, a ring
-(d, B, S) in age order (nn.dilation), S the cell's joined state width (nn.cells: H, or an
+(d, B, S) in age order (nn.recurrent.dilation), S the cell's joined state width (nn.recurrent.cells: H, or an
 LSTM's h and c side by side, R + H). It is what ``step`` takes and returns and what a stateful
 dilated layer carries from one call to the next, and a forward takes it as ``h0``: one initial
 state per interleaved chain. An undilated layer of a dilated stack has a ring of one.
 
 The API's ring form: for the Elman and GRU layers a list (or tuple) of one ring (d_k, B, H)
 per (layer, direction); for the LSTM the pair ``(h, c)`` as always, each part such a list, of
-rings (d_k, B, R) and (d_k, B, H) (``nn.gated``).
+rings (d_k, B, R) and (d_k, B, H) (``nn.recurrent.gated``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array
+from ..._validation import as_float_array
 
 __all__ = [
     "broadcast_rings",
@@ -77,7 +77,7 @@ def ring_arg(layer, name, value, batch, directions, unbatched=False, width=None,
     for i, (ring, d) in enumerate(zip(value, sizes)):
         arr = as_float_array(f"{name}[{i}]", ring, layer.dtype)
         expected = (d, W) if unbatched else (d, batch, W)
-        # the short form (nn.dilation): m <= d entries, ring[0] standing for the oldest
+        # the short form (nn.recurrent.dilation): m <= d entries, ring[0] standing for the oldest
         if arr.ndim != len(expected) or arr.shape[1:] != expected[1:] or not 1 <= len(arr) <= d:
             layout = f"(d, {what}) with unbatched input" if unbatched else f"(d, B, {what})"
             raise ValueError(
@@ -92,12 +92,12 @@ def ring_arg(layer, name, value, batch, directions, unbatched=False, width=None,
 
 def broadcast_rings(layer, h):
     """Rings from one state per layer (num_layers, B, S): every chain starts from it, a
-    ring of one in the short form (nn.dilation; views, no copy)."""
+    ring of one in the short form (nn.recurrent.dilation; views, no copy)."""
     return [h[k][None] for k in range(len(layer._dilations))]
 
 
 def zero_rings(layer, batch):
-    """Rings of zeros, one entry each (the short form, nn.dilation): a ring grows as steps
+    """Rings of zeros, one entry each (the short form, nn.recurrent.dilation): a ring grows as steps
     arrive, to at most its dilation."""
     shape = (1, batch, layer.cell.state_width(layer))
     return [np.zeros(shape, dtype=layer.dtype) for _ in layer._dilations]

@@ -2,14 +2,14 @@
 h)`` that every cell shares, as functions of the layer. ``bind_step`` binds the hot path (one
 kernel call); ``elman_step`` is the Elman layer's general path (batched or unbatched, carrying a
 stateful layer's state; no dropout, nothing kept for backward). A dilated layer's step (its
-rings, nn.rnn_rings) is one piece of code for every cell, ``step_dilated``: it asks the layer's
+rings, nn.recurrent.rnn_rings) is one piece of code for every cell, ``step_dilated``: it asks the layer's
 ``_step_layers`` for one step of the stack."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._validation import (
+from ..._validation import (
     as_float_array,
 )
 from . import dilation as dil
@@ -117,7 +117,7 @@ def elman_step_layers(layer, x_t, previous):
     """One step of every layer, layer k from its state ``previous[k]`` (B, H) (the one
     its recurrence reads: h_{t-d} of a dilated layer): ``(out_t, [h_t of each layer])``.
     The Elman cell's (``RNN._step_layers``), on ``_step_kernel`` (which rnnfast.quantize's
-    copies replace); the gated layers' runs their cell's step (``nn.gated``)."""
+    copies replace); the gated layers' runs their cell's step (``nn.recurrent.gated``)."""
     states, outputs = [], []
     inp = x_t
     step, weights = layer._step_kernel, layer._step_weights
@@ -140,7 +140,7 @@ def stack_step_output(layer, top, outputs):
 def step_dilated(layer, x_t, h, unbatched, name="h"):
     """step() of a dilated layer, for every cell: each layer steps from the oldest state
     of its ring (h_{t-d}) and pushes its new one. The state ``h`` (the argument ``name``)
-    is None (zeros, or a stateful layer's carried rings), the ring form (nn.rnn_rings) or
+    is None (zeros, or a stateful layer's carried rings), the ring form (nn.recurrent.rnn_rings) or
     a plain state every chain starts from; h_next is the ring form (rings (d_k, B, S),
     (d_k, S) unbatched, in the layer's API form)."""
     x_t = as_float_array("x_t", x_t, layer._dtype)

@@ -10,7 +10,7 @@ from .cells import ELMAN
 
 __all__ = ["keras_param_count", "summary_text"]
 
-# hr: the LSTM projection; tr2, tr3, ...: a deep transition's layers (nn.deep_transition)
+# hr: the LSTM projection; tr2, tr3, ...: a deep transition's layers (nn.recurrent.deep_transition)
 _PARAM = re.compile(r"^(weight|bias)_(ih|hh|hr|tr\d+)_l(\d+)(_reverse)?$")
 
 
@@ -28,7 +28,7 @@ def _groups(layer):
 
 
 def _keras_count(layer, group):
-    """Keras's count for one direction, as the layer's cell says (``nn.cells``): kernel,
+    """Keras's count for one direction, as the layer's cell says (``nn.recurrent.cells``): kernel,
     recurrent kernel and Keras's bias vector(s)."""
     return getattr(layer, "cell", ELMAN).keras_count(layer, group)
 

@@ -1,5 +1,5 @@
 """The recurrent layers to and from PyTorch's ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` (the layer's
-cell names which, ``nn.cells``): they share one layout (``weight_ih_l{k}[_reverse]`` of shape
+cell names which, ``nn.recurrent.cells``): they share one layout (``weight_ih_l{k}[_reverse]`` of shape
 (G*H, D_k) in PyTorch's gate order, and so on), so converting is copying the configuration and
 the weights. torch is imported only inside the functions (``RNN.from_torch``, ``RNN.to_torch``,
 their GRU / LSTM counterparts and ``rnnfast.interop`` call them)."""

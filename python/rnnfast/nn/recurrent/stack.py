@@ -2,7 +2,7 @@
 order the kernels want it (time-major, the batch sorted longest first, each reverse direction
 reversed within its lengths), with what sits between the layers (residual connections,
 dense skips, dropout) and inside them (input and recurrent dropout masks, Keras's step masks), forward and
-backward. The layer (``nn.rnn`` / ``rnnfast.RNN``) owns the API forms around it: PyTorch's and
+backward. The layer (``nn.recurrent.rnn`` / ``rnnfast.RNN``) owns the API forms around it: PyTorch's and
 Keras's returns, merge modes, batch_first, go_backwards, stateful layers and ``step``.
 
 Everything here is in processing order: ``x`` (T, B, D) time-major, the batch sorted as
@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import functional
-from .._validation import dropout_mask
-from ..data import reversal_index
+from ... import functional
+from ..._validation import dropout_mask
+from ...data import reversal_index
 from . import dilation as dil
 
 __all__ = [
@@ -94,9 +94,9 @@ class Run(NamedTuple):
     zero_output: Keras's zero_output_for_mask for the masked steps. table: the embedding
     table of token input (layer 0 reads ids), or None. training: masks are drawn and caches
     kept. dilations: each layer's dilation (h_t reads h_{t-d}; empty: 1 everywhere). rings:
-    also return each (layer, direction)'s last d states (nn.dilation), what a stateful
+    also return each (layer, direction)'s last d states (nn.recurrent.dilation), what a stateful
     dilated layer carries to its next call. cell_options: the keyword options of a gated
-    cell's kernels as the forward read them (``nn.cells``), None for the Elman cell (which
+    cell's kernels as the forward read them (``nn.recurrent.cells``), None for the Elman cell (which
     reads nonlinearity and alphas). input_to_all: every layer k > 0 reads [x, the layer
     below's output] (dense skips from the input). all_to_output: the stack's output is every
     layer's output concatenated, layer 0 first (dense skips to the output)."""
@@ -167,8 +167,8 @@ def _draw_masks(layer, run, batch, width):
 
 def stack_forward(layer, x, h0, run):
     """The stack over ``x`` (T, B, D) (token ids (T, B) when ``run.table`` is set) from ``h0``
-    (layers*dirs, B, S) (S: the cell's joined state width, ``nn.cells``), or a list of one ring
-    (d_k, B, S) per (layer, direction) (one state per chain, nn.dilation), or None:
+    (layers*dirs, B, S) (S: the cell's joined state width, ``nn.recurrent.cells``), or a list of one ring
+    (d_k, B, S) per (layer, direction) (one state per chain, nn.recurrent.dilation), or None:
     ``(out (T, B, dirs*R), h_n, cache, rings)``, cache None
     outside training, rings (a list of one ring per (layer, direction)) None unless
     ``run.rings``."""
@@ -280,7 +280,7 @@ def _layer_blocks(d_out, num_layers):
 
 class _Record(NamedTuple):
     """One (layer, direction) as the kernels ran it: (T, B) shapes for an undilated layer; for
-    a dilated one, its d interleaved chains as d*B rows (nn.dilation). per_chain: h0 was a
+    a dilated one, its d interleaved chains as d*B rows (nn.recurrent.dilation). per_chain: h0 was a
     ring, one state per chain (its gradient is then one per chain too)."""
 
     steps_batch: tuple
@@ -296,7 +296,7 @@ class _Record(NamedTuple):
     workspace: object = None
     input_mask: object = None  # a gated cell's per-gate input masks (gates, B, D)
     ring_index: object = None  # per chain, the entry of the ring h0 it started from
-    ring_length: int = 1  # that ring's length (the short form, nn.dilation)
+    ring_length: int = 1  # that ring's length (the short form, nn.recurrent.dilation)
 
 
 def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in=None):
@@ -310,12 +310,12 @@ def _direction_forward(layer, run, k, idx, fed, mask, h0_d, m_rec, tokens, m_in=
     dilation = run.dilations[k] if run.dilations else 1
     lengths, last, index = run.lengths, None, None
     per_chain = h0_d is not None and h0_d.ndim == 3
-    # the ring a stateful call continues (nn.dilation's short form; a plain h0 is a ring of one)
+    # the ring a stateful call continues (nn.recurrent.dilation's short form; a plain h0 is a ring of one)
     ring_in = None
     if run.rings and dilation > 1:
         ring_in = h0_d if per_chain else _as_ring(h0_d, batch, layer)
     ring_length = h0_d.shape[0] if per_chain else 1
-    # as many chains as the call has steps at most: O(T) whatever the dilation (nn.dilation)
+    # as many chains as the call has steps at most: O(T) whatever the dilation (nn.recurrent.dilation)
     d = dil.effective_dilation(dilation, steps, per_chain)
     if d > 1:
         # chains of equal length need none (the kernels' plain path), else each its own
@@ -390,7 +390,7 @@ def _direction_backward(layer, run, k, idx, record, dy, dh_n, tokens, input_grad
 
 
 class PlainCell(NamedTuple):
-    """The fast path's cell: its description (``nn.cells``) and the Elman cell's nonlinearity
+    """The fast path's cell: its description (``nn.recurrent.cells``) and the Elman cell's nonlinearity
     ("tanh" or "relu"; the gated cells run PyTorch's tanh and sigmoid)."""
 
     spec: object
