@@ -257,8 +257,16 @@ def test_bad_arguments_are_named(tmp_path):
         _fit(_small(), tmp_path, backup_every=2.0)
     model = _small()
     x, y = _data()
-    with pytest.raises(TypeError, match=r"backup_dir: .*no state_dict\(\).*got object"):
-        training.fit(model, x, y, loss="mse", optimizer=object(), backup_dir=tmp_path, verbose=0)
+
+    class Stateless:  # steps and zeroes, but has no state to back up
+        def step(self):
+            pass
+
+        def zero_grad(self):
+            pass
+
+    with pytest.raises(TypeError, match=r"backup_dir: .*no state_dict\(\).*got Stateless"):
+        training.fit(model, x, y, loss="mse", optimizer=Stateless(), backup_dir=tmp_path, verbose=0)
     assert not (tmp_path / "backup.npz").exists()
 
 
