@@ -62,6 +62,7 @@ struct GatedInputs {
     bool zero_output_for_mask;
     py::object recurrent_mask, input_mask;
     Pointwise act, rec;
+    py::object cell_params;  // the cell's own parameters (layer_norm_lstm's norms), or None
 };
 
 // Sets the arguments a forward's and a backward's driver arguments share (Args: either).
@@ -97,6 +98,12 @@ SequenceInput<T> set_shared(Args& a, const GatedShape& s, const GatedInputs& in)
     a.input_mask = optional_data<T>(in.input_mask, "input_mask", {G, B, s.D}, "(G, B, D)");
     a.act = in.act;
     a.rec = in.rec;
+    const index own = gated_cell_counts(s.cell).params * H;
+    RNNFAST_CHECK(own > 0 || in.cell_params.is_none(), "cell_params",
+                  "None for a cell without parameters of its own", "an array");
+    RNNFAST_CHECK(own == 0 || !in.cell_params.is_none(), "cell_params",
+                  "the cell's parameters (" + std::to_string(own) + ",)", "None");
+    a.cell_params = optional_data<T>(in.cell_params, "cell_params", {own}, "(10*H,)");
     return seq;
 }
 
@@ -157,18 +164,24 @@ py::tuple backward_impl(const GatedShape& s, const GatedInputs& in, const py::ar
     py::object dh0 = output<T>({B, R}, a.dh0), dw_ih = output<T>({GH, D}, a.dw_ih),
                dw_hh = output<T>({GH, R}, a.dw_hh), db_ih = output<T>({GH}, a.db_ih),
                db_hh = output<T>({GH}, a.db_hh);
+    const index own = gated_cell_counts(s.cell).params * H;
+    py::object d_own = py::none();
+    if (own > 0) d_own = output<T>({own}, a.dcell_params);
     {
         py::gil_scoped_release release;
         const ThreadShare share;
         gated_backward(a);
     }
+    if (own > 0)  // the cell's own parameters' gradient last
+        return py::make_tuple(dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr, d_own);
     return py::make_tuple(dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr);
 }
 
 template <class T>
 py::object step_impl(GatedCell cell, const py::array& x, const py::array& h, const py::object& c,
                      const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
-                     const py::object& b_hh, const py::object& w_hr, Pointwise act, Pointwise rec) {
+                     const py::object& b_hh, const py::object& w_hr, Pointwise act, Pointwise rec,
+                     const py::object& cell_params) {
     const bool lstm = gated_cell_counts(cell).states == 2;
     require_ndim(x, "x_t", 2, "(B, D)");
     require_ndim(w_ih, "weight_ih", 2, "(G*H, D)");
@@ -197,6 +210,11 @@ py::object step_impl(GatedCell cell, const py::array& x, const py::array& h, con
     a.b_ih = optional_data<T>(b_ih, "bias_ih", {GH}, "(G*H,)");
     a.b_hh = optional_data<T>(b_hh, "bias_hh", {GH}, "(G*H,)");
     a.w_hr = optional_data<T>(w_hr, "weight_hr", {P, H}, "(P, H)");
+    const index own = gated_cell_counts(cell).params * H;
+    RNNFAST_CHECK((own > 0) != cell_params.is_none(), "cell_params",
+                  own > 0 ? "the cell's parameters (10*H,)" : "None for this cell",
+                  cell_params.is_none() ? "None" : "an array");
+    a.cell_params = optional_data<T>(cell_params, "cell_params", {own}, "(10*H,)");
     RNNFAST_CHECK(lstm != c.is_none(), "c", lstm ? "the cell state (B, H)" : "None for a GRU",
                   c.is_none() ? "None" : "an array");
     a.c = optional_data<T>(c, "c", {B, H}, "(B, H)");
@@ -236,7 +254,7 @@ void register_gated(py::module_& m) {
            const std::string& activation, const std::string& recurrent_activation,
            bool return_sequences, bool keep_workspace, const py::object& step_mask,
            bool zero_output_for_mask, const py::object& recurrent_mask,
-           const py::object& input_mask, const py::object& ids) {
+           const py::object& input_mask, const py::object& ids, const py::object& cell_params) {
             const GatedShape s = gated_shape(cell, x, ids, w_ih, w_hh, w_hr);
             const GatedInputs in{x,
                                  ids,
@@ -251,7 +269,8 @@ void register_gated(py::module_& m) {
                                  recurrent_mask,
                                  input_mask,
                                  parse_activation_fn(activation),
-                                 parse_recurrent_activation(recurrent_activation)};
+                                 parse_recurrent_activation(recurrent_activation),
+                                 cell_params};
             return by_dtype(
                 w_ih,
                 [&] {
@@ -268,9 +287,10 @@ void register_gated(py::module_& m) {
         py::arg("return_sequences"), py::arg("keep_workspace"), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
-        py::arg("ids") = py::none(),
+        py::arg("ids") = py::none(), py::arg("cell_params") = py::none(),
         "One gated layer over a sequence: (y or None, h_n, c_n or None, workspace or None). "
-        "cell 'gru', 'gru_reset_before' or 'lstm'; arrays C-contiguous; lengths sorted.");
+        "cell 'gru', 'gru_reset_before', 'lstm' or 'layer_norm_lstm' (its norms in "
+        "cell_params); arrays C-contiguous; lengths sorted.");
     m.def(
         "gated_backward",
         [](const std::string& cell, const py::array& x, const py::object& h0, const py::object& c0,
@@ -279,7 +299,7 @@ void register_gated(py::module_& m) {
            const py::object& dc_n, const py::object& lengths, const std::string& activation,
            const std::string& recurrent_activation, bool input_gradient,
            const py::object& step_mask, bool zero_output_for_mask, const py::object& recurrent_mask,
-           const py::object& input_mask, const py::object& ids) {
+           const py::object& input_mask, const py::object& ids, const py::object& cell_params) {
             const GatedShape s = gated_shape(cell, x, ids, w_ih, w_hh, w_hr);
             const GatedInputs in{x,
                                  ids,
@@ -294,7 +314,8 @@ void register_gated(py::module_& m) {
                                  recurrent_mask,
                                  input_mask,
                                  parse_activation_fn(activation),
-                                 parse_recurrent_activation(recurrent_activation)};
+                                 parse_recurrent_activation(recurrent_activation),
+                                 cell_params};
             return by_dtype(
                 w_ih,
                 [&] {
@@ -312,30 +333,34 @@ void register_gated(py::module_& m) {
         py::arg("recurrent_activation"), py::arg("input_gradient"), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
-        py::arg("ids") = py::none(),
+        py::arg("ids") = py::none(), py::arg("cell_params") = py::none(),
         "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
-        "dbias_ih, dbias_hh, dweight_hr or None); with ids, dx is the table's gradient.");
+        "dbias_ih, dbias_hh, dweight_hr or None), and dcell_params last for a cell with "
+        "cell_params; with ids, dx is the table's gradient.");
     m.def(
         "gated_step",
         [](const std::string& cell, const py::array& x, const py::array& h, const py::object& c,
            const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
            const py::object& b_hh, const py::object& w_hr, const std::string& activation,
-           const std::string& recurrent_activation) {
+           const std::string& recurrent_activation, const py::object& cell_params) {
             const GatedCell kind = parse_cell(cell);
             const Pointwise act = parse_activation_fn(activation);
             const Pointwise rec = parse_recurrent_activation(recurrent_activation);
             return by_dtype(
                 w_ih,
                 [&] {
-                    return step_impl<float>(kind, x, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, act, rec);
+                    return step_impl<float>(kind, x, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, act, rec,
+                                            cell_params);
                 },
                 [&] {
-                    return step_impl<double>(kind, x, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, act, rec);
+                    return step_impl<double>(kind, x, h, c, w_ih, w_hh, b_ih, b_hh, w_hr, act, rec,
+                                             cell_params);
                 });
         },
         py::arg("cell"), py::arg("x_t"), py::arg("h"), py::arg("c"), py::arg("weight_ih"),
         py::arg("weight_hh"), py::arg("bias_ih"), py::arg("bias_hh"), py::arg("weight_hr"),
-        py::arg("activation"), py::arg("recurrent_activation"),
+        py::arg("activation"), py::arg("recurrent_activation"), py::kw_only(),
+        py::arg("cell_params") = py::none(),
         "One gated step: h_next (B, R), or (h_next, c_next) for the LSTM. Arrays C-contiguous.");
 }
 

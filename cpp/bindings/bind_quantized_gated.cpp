@@ -69,6 +69,8 @@ py::tuple forward(const std::string& cell, const py::object& x, const py::object
                   const std::string& recurrent_activation, bool return_sequences) {
     GatedForwardArgs<float> a;
     a.cell = parse_cell(cell);
+    RNNFAST_CHECK(gated_cell_counts(a.cell).params == 0, "cell",
+                  "'gru', 'gru_reset_before' or 'lstm' (no quantized LayerNorm LSTM)", cell);
     a.act = parse_activation_fn(activation);
     a.rec = parse_recurrent_activation(recurrent_activation);
     const q::GatedWeights w = gated_weights(a, w_ih, w_hh, w_hn, w_hr);

@@ -60,6 +60,8 @@ class StepFunction {
             alpha_ = alpha;
         } else {
             cell_ = parse_cell(cell);
+            RNNFAST_CHECK(gated_cell_counts(cell_).params == 0, "cell",
+                          "a cell without parameters of its own", cell);
             act_ = parse_activation_fn(activation);
             rec_ = parse_recurrent_activation(recurrent_activation);
         }

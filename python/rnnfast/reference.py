@@ -52,6 +52,7 @@ __all__ = [
     "lstm_step",
     "deep_transition_forward",
     "deep_transition_backward",
+    "layer_norm_lstm_forward",
 ]
 
 
@@ -888,3 +889,56 @@ def deep_transition_backward(
         dx[t] = delta @ weight_ih
         g = delta @ weight_hh + (1 - n) * g
     return dx, g, dw_ih, dw_hh, db, dw_tr, db_tr
+
+
+def _layer_norm(v, weight, bias, eps=1e-5):
+    """torch.nn.LayerNorm over the last axis: the biased variance, eps inside the root."""
+    mean = v.mean(axis=-1, keepdims=True)
+    var = ((v - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (v - mean) / np.sqrt(var + eps) * weight + bias
+
+
+def layer_norm_lstm_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    g_norm_weight,
+    g_norm_bias,
+    c_norm_weight,
+    c_norm_bias,
+    h0=None,
+    c0=None,
+    lengths=None,
+    *,
+    bias_ih=None,
+    bias_hh=None,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+):
+    """The LayerNorm LSTM (torchaudio's ``_CustomLSTM`` with ``layer_norm=True``) over x (T,
+    B, D), straight from its equations (``rnnfast.functional.layer_norm_lstm``); past a
+    sequence's length the output is zeros and the states stay. Computes in
+    ``np.result_type(x, weight_ih)``. Returns GatedOutput(y (T, B, H), h_n, c_n, None); the
+    gradients are checked against this by finite differences (no hand-written backward)."""
+    dt = np.result_type(x, weight_ih)
+    x, w_ih, w_hh, gw, gb, cw, cb, h, c, b_ih, b_hh = _cast(
+        dt, x, weight_ih, weight_hh, g_norm_weight, g_norm_bias, c_norm_weight, c_norm_bias, h0,
+        c0, bias_ih, bias_hh,
+    )  # fmt: skip
+    T, B, _ = x.shape
+    H = w_hh.shape[1]
+    h = np.zeros((B, H), dt) if h is None else h.copy()
+    c = np.zeros((B, H), dt) if c is None else c.copy()
+    running = np.ones((T, B, 1), dt) if lengths is None else _length_mask(lengths, T, B, dt)
+    y = np.zeros((T, B, H), dt)
+    for t in range(T):
+        z = _linear(x[t], w_ih, b_ih) + _linear(h, w_hh, b_hh)
+        i, f, g, o = np.split(_layer_norm(z, gw, gb), 4, axis=-1)
+        i, f, o = (_gate(recurrent_activation, v) for v in (i, f, o))
+        c_new = _layer_norm(f * c + i * _act(activation, g), cw, cb)
+        h_new = o * _act(activation, c_new)
+        keep = running[t]
+        h = keep * h_new + (1 - keep) * h
+        c = keep * c_new + (1 - keep) * c
+        y[t] = keep * h_new
+    return GatedOutput(y, h, c, None)

@@ -20,9 +20,20 @@
 //   second_block(kt, GatedBlock)       kSecondProduct: the epilogue after the second product
 //   grad_block(kt, GatedGradBlock)     the backward step on one row's block
 //   second_grad<rec>(...)              kSecondProduct: the gradient through r * h_{t-1}
+// A cell with row-wide reductions (the LayerNorm LSTM's norms) also gives
+//   kRowReductions  sub-steps after the epilogue, each after a barrier: forward_block and
+//                 grad_block publish a block's partial statistics of the row into the shared
+//                 scratch (stats), reduced_block / reduced_grad(kt, block, s) for s = 1.. read
+//                 every block's and go on
+//   kParams       its own parameters, in units of H (one array: the arguments' cell_params)
+//   kExtra        the backward's per-row extra, in units of H (else 1: the GRU's (T, B, H))
+//   param_gradients(extra, store, rows, H, d)   their gradients, after the walk
+// Cells without them give none: row_reductions<Cell>() etc. read 0 (1 for kExtra).
 // Per-gate masks (recurrent dropout) need nothing of the cell: each of the kStepGates gates'
 // products reads its own masked h_{t-1} (the second product: the n gate's mask).
 #pragma once
+
+#include <type_traits>
 
 #include "rnnfast/runtime/kernel_table.hpp"
 #include "rnnfast/runtime/types.hpp"
@@ -46,6 +57,9 @@ struct GatedBlock {
     T* store;          // the stored row, or null
     index H, j0, w;
     Pointwise act, rec;
+    const T* params = nullptr;  // kParams: the cell's own parameters
+    T* stats = nullptr;         // kRowReductions: the row's shared scratch (reduction, unit block)
+    index u = 0, blocks = 1;    // the block's unit block in the layout, and their count
 };
 
 // One row's block of the backward step. Row pointers are whole rows (unit j at j).
@@ -61,6 +75,32 @@ struct GatedGradBlock {
     T* m;             // kProjects: m_t, out, or null
     index H, j0, w;
     Pointwise act, rec;
+    const T* params = nullptr;  // kParams: the cell's own parameters
+    T* stats = nullptr;         // kRowReductions: the row's shared scratch (reduction, unit block)
+    index u = 0, blocks = 1;    // the block's unit block, and their count
 };
+
+// The optional counts of a cell (the LayerNorm LSTM's), 0 (kExtra: 1) where it gives none.
+template <class Cell, class = void>
+struct CellExtras {
+    static constexpr int reductions = 0, params = 0, extra = 1;
+};
+template <class Cell>
+struct CellExtras<Cell, std::void_t<decltype(Cell::kRowReductions)>> {
+    static constexpr int reductions = Cell::kRowReductions, params = Cell::kParams,
+                         extra = Cell::kExtra;
+};
+template <class Cell>
+constexpr int row_reductions() {
+    return CellExtras<Cell>::reductions;
+}
+template <class Cell>
+constexpr int cell_params() {
+    return CellExtras<Cell>::params;
+}
+template <class Cell>
+constexpr int extra_width() {
+    return CellExtras<Cell>::extra;
+}
 
 }  // namespace rnnfast

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gru.hpp"
+#include "layer_norm_lstm.hpp"
 #include "lstm.hpp"
 #include "rnnfast/runtime/types.hpp"
 
@@ -16,16 +17,18 @@ namespace rnnfast {
 // GRU: PyTorch's form (reset gate after the recurrent product; Keras's reset_after=True,
 // ONNX's linear_before_reset=1) or Keras's reset_after=False (the reset gate scales h_{t-1}
 // before its product). LSTM: PyTorch's, with an optional projection h_t = W_hr (o * act(c_t)).
-enum class GatedCell { gru, gru_reset_before, lstm };
+// layer_norm_lstm: torchaudio's LayerNorm LSTM (cells/layer_norm_lstm.hpp).
+enum class GatedCell { gru, gru_reset_before, lstm, layer_norm_lstm };
 
 // The cells the gated drivers run, by the names the bindings take (kGatedCellNames[cell]).
-constexpr const char* kGatedCellNames[] = {"gru", "gru_reset_before", "lstm"};
+constexpr const char* kGatedCellNames[] = {"gru", "gru_reset_before", "lstm", "layer_norm_lstm"};
 
 inline GatedCell parse_gated_cell(const std::string& name) {
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 4; ++i)
         if (name == kGatedCellNames[i]) return static_cast<GatedCell>(i);
-    throw std::invalid_argument("cell: expected 'gru', 'gru_reset_before' or 'lstm', got '" + name +
-                                "'");
+    throw std::invalid_argument(
+        "cell: expected 'gru', 'gru_reset_before', 'lstm' or 'layer_norm_lstm', got '" + name +
+        "'");
 }
 
 // f(Cell{}) with the policy of `cell` for elements T.
@@ -36,6 +39,8 @@ decltype(auto) with_gated_cell(GatedCell cell, F&& f) {
             return f(GruResetBeforeCell<T>{});
         case GatedCell::lstm:
             return f(LstmCell<T>{});
+        case GatedCell::layer_norm_lstm:
+            return f(LayerNormLstmCell<T>{});
         case GatedCell::gru:
             break;
     }
@@ -46,12 +51,13 @@ decltype(auto) with_gated_cell(GatedCell cell, F&& f) {
 struct GatedCellCounts {
     int states, gates, step_gates, stored;
     bool projects, second_product;
+    int params;  // the cell's own parameters, in units of H (cell_params: params * H)
 };
 inline GatedCellCounts gated_cell_counts(GatedCell cell) {
     return with_gated_cell<float>(cell, [](auto c) {
         using C = decltype(c);
-        return GatedCellCounts{C::kStates, C::kGates,    C::kStepGates,
-                               C::kStored, C::kProjects, C::kSecondProduct};
+        return GatedCellCounts{C::kStates,   C::kGates,         C::kStepGates,   C::kStored,
+                               C::kProjects, C::kSecondProduct, cell_params<C>()};
     });
 }
 

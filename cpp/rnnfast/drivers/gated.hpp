@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "rnnfast/cells/gated_cells.hpp"
@@ -29,6 +30,7 @@ struct GatedForwardArgs {
     const T* b_ih = nullptr;             // (G*H) or null
     const T* b_hh = nullptr;             // (G*H) or null
     const T* w_hr = nullptr;             // (P, H) with proj_size
+    const T* cell_params = nullptr;      // (kParams * H): the cell's own (layer_norm_lstm's norms)
     const index* lengths = nullptr;      // (B) non-increasing, each in [0, T], or null
     const std::uint8_t* keep = nullptr;  // (T, B) 0/1 or null: Keras's general mask (below)
     bool zero_output_for_mask = false;   // a skipped step outputs zeros, not y_{t-1}
@@ -66,6 +68,7 @@ struct GatedBackwardArgs {
     const T* w_ih = nullptr;
     const T* w_hh = nullptr;
     const T* w_hr = nullptr;
+    const T* cell_params = nullptr;  // as given to the forward
     const index* lengths = nullptr;
     const std::uint8_t* keep = nullptr;  // as given to the forward
     bool zero_output_for_mask = false;   // as given to the forward
@@ -86,6 +89,7 @@ struct GatedBackwardArgs {
     T* db_ih = nullptr;            // (G*H)
     T* db_hh = nullptr;            // (G*H)
     T* dw_hr = nullptr;            // (P, H) with proj_size
+    T* dcell_params = nullptr;     // (kParams * H) with cell_params
 };
 
 // One time step, for streaming: the state after x_t from (h, c). Nothing is packed, the weights
@@ -94,14 +98,15 @@ template <class T>
 struct GatedStepArgs {
     GatedCell cell{};
     index batch = 0, input_size = 0, hidden_size = 0, proj_size = 0;
-    const T* x = nullptr;     // (B, D)
-    const T* h = nullptr;     // (B, R)
-    const T* c = nullptr;     // (B, H), LSTM only
-    const T* w_ih = nullptr;  // (G*H, D)
-    const T* w_hh = nullptr;  // (G*H, R)
-    const T* b_ih = nullptr;  // (G*H) or null
-    const T* b_hh = nullptr;  // (G*H) or null
-    const T* w_hr = nullptr;  // (P, H) with proj_size
+    const T* x = nullptr;            // (B, D)
+    const T* h = nullptr;            // (B, R)
+    const T* c = nullptr;            // (B, H), LSTM only
+    const T* w_ih = nullptr;         // (G*H, D)
+    const T* w_hh = nullptr;         // (G*H, R)
+    const T* b_ih = nullptr;         // (G*H) or null
+    const T* b_hh = nullptr;         // (G*H) or null
+    const T* w_hr = nullptr;         // (P, H) with proj_size
+    const T* cell_params = nullptr;  // (kParams * H), as the forward's
     Pointwise act = Pointwise::tanh;
     Pointwise rec = Pointwise::sigmoid;
     T* h_next = nullptr;  // (B, R)
@@ -162,6 +167,8 @@ struct GatedStart {
 };
 template <class Cell, class T>
 GatedStart<T> start_states(const GatedForwardArgs<T>& a) {
+    if (cell_params<Cell>() > 0 && !a.cell_params)
+        throw std::invalid_argument("cell_params: expected the cell's parameters, got none");
     const index B = a.batch, H = a.hidden_size;
     const index R = a.proj_size > 0 ? a.proj_size : H;
     constexpr bool two = Cell::kStates == 2;

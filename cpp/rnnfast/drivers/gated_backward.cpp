@@ -7,12 +7,12 @@
 // gradients are large GEMMs over all steps after the walk.
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "gated.hpp"
 #include "rnn.hpp"
-#include "rnnfast/cells/gru.hpp"
-#include "rnnfast/cells/lstm.hpp"
+#include "rnnfast/cells/gated_cells.hpp"
 #include "rnnfast/gemm/gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
@@ -50,6 +50,9 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
     // recurrent gradients d_rec are then per gate, (gates, B, H)
     std::vector<std::vector<T>> packed_gates;
     std::vector<T> gate_product;
+    // row_reductions: per row, (reductions, unit blocks, 2) sums (cells/layer_norm_lstm.hpp)
+    std::vector<T> stats;
+    static constexpr index EW = extra_width<Cell>();  // extra per row, in units of H
 
     GatedBackwardPass(const GatedBackwardArgs<T>& args, const T* h_start, const T* c_start)
         : GatedSizes(args, Cell::kGates),
@@ -100,8 +103,10 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
             d_m.resize(static_cast<size_t>(B * H));
         }
         dA.assign(static_cast<size_t>(T_ * B * GH), T(0));
-        if constexpr (Cell::kInnerBias || Cell::kSecondProduct)
-            extra.assign(static_cast<size_t>(T_ * B * H), T(0));
+        if constexpr (Cell::kInnerBias || Cell::kSecondProduct || cell_params<Cell>() > 0)
+            extra.assign(static_cast<size_t>(T_ * B * EW * H), T(0));
+        if constexpr (row_reductions<Cell>() > 0)
+            stats.resize(static_cast<size_t>(B * row_reductions<Cell>() * rec_layout.blocks() * 2));
         for (auto& d : d_rec)
             d.resize(static_cast<size_t>(B * rec_layout.columns()));
         product.resize(static_cast<size_t>(B * H));
@@ -226,7 +231,31 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
                     for (index j = c0; j < c1; ++j)
                         p.carry[b * H + j] = p.a.dc_n ? p.a.dc_n[b * H + j] : T(0);
             }
-            T* extra = p.extra.empty() ? nullptr : p.extra.data() + t * B * H;
+            T* extra = p.extra.empty() ? nullptr : p.extra.data() + t * B * EW * H;
+            const auto row_stats = [&](index b) {
+                return p.stats.empty()
+                           ? nullptr
+                           : p.stats.data() + b * row_reductions<Cell>() * Lr.blocks() * 2;
+            };
+            const auto grad_of = [&](index b, index u) {
+                return GatedGradBlock<T>{g_units + b * H,
+                                         p.carry.data() + b * H,
+                                         store + b * S,
+                                         h_prev + b * H,
+                                         two ? p.c_prev(t, b) : nullptr,
+                                         dA + b * GH,
+                                         extra ? extra + b * EW * H : nullptr,
+                                         p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr,
+                                         H,
+                                         Lr.first_unit(u),
+                                         Lr.width(u),
+                                         p.a.act,
+                                         p.a.rec,
+                                         p.a.cell_params,
+                                         row_stats(b),
+                                         u,
+                                         Lr.blocks()};
+            };
             const auto skipped = [&](index b) { return st.keep && !st.keep[b]; };
             for (index b = m0; b < m1; ++b)
                 for (index u = u0; u < u1; ++u) {
@@ -240,16 +269,19 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
                                       T(0));
                         continue;
                     }
-                    Cell::grad_block(
-                        p.kt,
-                        GatedGradBlock<T>{g_units + b * H, p.carry.data() + b * H, store + b * S,
-                                          h_prev + b * H, two ? p.c_prev(t, b) : nullptr,
-                                          dA + b * GH, extra ? extra + b * H : nullptr,
-                                          p.P > 0 ? p.m_all.data() + (t * B + b) * H : nullptr, H,
-                                          j0, w, p.a.act, p.a.rec});
+                    Cell::grad_block(p.kt, grad_of(b, u));
                     if (Cell::kSecondProduct)
                         for (index k = 0; k < w; ++k)
                             p.d_n[b * H + j0 + k] = dA[b * GH + 2 * H + j0 + k];
+                }
+            // Row-wide reductions (the LayerNorm LSTM's norms): every block of the row has
+            // published its sums before a member reads them.
+            if constexpr (row_reductions<Cell>() > 0)
+                for (int sub = 1; sub <= row_reductions<Cell>(); ++sub) {
+                    st.barrier->wait();
+                    for (index b = m0; b < m1; ++b)
+                        for (index u = u0; u < u1 && !skipped(b); ++u)
+                            Cell::reduced_grad(p.kt, grad_of(b, u), sub);
                 }
             if constexpr (Cell::kSecondProduct) {
                 st.barrier->wait();  // every unit's da_n is in d_n
@@ -332,6 +364,11 @@ void backward(const GatedBackwardArgs<T>& a) {
     std::fill(a.db_ih, a.db_ih + GH, T(0));
     std::fill(a.db_hh, a.db_hh + GH, T(0));
     if (P > 0) std::fill(a.dw_hr, a.dw_hr + P * H, T(0));
+    if constexpr (cell_params<Cell>() > 0) {
+        if (!a.cell_params || !a.dcell_params)
+            throw std::invalid_argument("cell_params: expected the cell's parameters, got none");
+        std::fill(a.dcell_params, a.dcell_params + cell_params<Cell>() * H, T(0));
+    }
     if (a.dx) std::fill(a.dx, a.dx + (a.ids ? a.vocab : T_ * B) * D, T(0));
     // Sequences of length 0 (all, when T = 0) pass dh_n and dc_n straight to h0 and c0.
     for (index i = 0; i < B * R; ++i)
@@ -448,6 +485,8 @@ void backward(const GatedBackwardArgs<T>& a) {
     if (P > 0)
         gemm(kt, P, H, rows, MatView<T>{pass.dh_all.data(), 1, P},
              MatView<T>{pass.m_all.data(), H, 1}, a.dw_hr, H, false, fork);
+    if constexpr (cell_params<Cell>() > 0)
+        Cell::param_gradients(pass.extra.data(), a.workspace, rows, H, a.dcell_params);
 }
 
 }  // namespace

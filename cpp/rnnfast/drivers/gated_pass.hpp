@@ -51,6 +51,7 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
     const ForwardRows rows;        // a general mask: every row runs every step
     const bool keep_all;           // every h_t kept in y
     std::vector<T> gx, rh, m, h_ring, c_ring;
+    std::vector<T> stats;  // row_reductions: per row, (reductions, unit blocks, 3)
     const T *h_start, *c_start;
 
     GatedForwardPass(const GatedForwardArgs<T>& args, Product& products, const T* h0, const T* c0)
@@ -70,6 +71,8 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
         if (P > 0) m.resize(static_cast<size_t>(B * H));
         if (!keep_all) h_ring.resize(static_cast<size_t>(2 * B * R));
         if constexpr (Cell::kStates == 2) c_ring.resize(static_cast<size_t>(2 * B * H));
+        if constexpr (row_reductions<Cell>() > 0)
+            stats.resize(static_cast<size_t>(B * row_reductions<Cell>() * layout.blocks() * 3));
     }
 
     LoopShape shape() const {
@@ -106,7 +109,13 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
                              j0,
                              w,
                              a.act,
-                             a.rec};
+                             a.rec,
+                             a.cell_params,
+                             stats.empty()
+                                 ? nullptr
+                                 : stats.data() + b * row_reductions<Cell>() * layout.blocks() * 3,
+                             j0 / layout.block,
+                             layout.blocks()};
     }
 
     void before_region(const Chunk& c) {
@@ -144,6 +153,20 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
                     const index j0 = L.first_unit(u), w = L.width(u);
                     Cell::forward_block(p.kt, p.block(t, b, gx + b * GH + L.base(u),
                                                       products.terms(b, u), reads, store, j0, w));
+                }
+            // Row-wide reductions (the LayerNorm LSTM's norms): every block of the row has
+            // published its statistics before a member reads them.
+            if constexpr (row_reductions<Cell>() > 0)
+                for (int sub = 1; sub <= row_reductions<Cell>(); ++sub) {
+                    st.barrier->wait();
+                    for (index b = m0; b < m1; ++b)
+                        for (index u = u0; u < u1; ++u) {
+                            const index j0 = L.first_unit(u), w = L.width(u);
+                            Cell::reduced_block(p.kt,
+                                                p.block(t, b, gx + b * GH + L.base(u), nullptr,
+                                                        reads, store, j0, w),
+                                                sub);
+                        }
                 }
             if constexpr (Cell::kSecondProduct) {
                 st.barrier->wait();  // every unit's r * h_{t-1} is in rh

@@ -3,6 +3,7 @@
 // PyTorch's own gate order ([r | z | n], [i | f | g | o]), so the cells' block functions run on
 // the products unchanged, the same code as in the sequence kernels.
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "gated.hpp"
@@ -32,8 +33,11 @@ void step(const GatedStepArgs<T>& a) {
     const KernelTable<T>& kt = kernels<T>();
     // per call: the two products and r * h or m (reused across calls)
     thread_local std::vector<T> buffer;
-    buffer.resize(static_cast<size_t>(2 * GH + H));
-    T *gx = buffer.data(), *gh = gx + GH, *mid = gh + GH;
+    constexpr index kStats = row_reductions<Cell>() * 3;  // one block: (count, mean, M2) each
+    if (cell_params<Cell>() > 0 && !a.cell_params)
+        throw std::invalid_argument("cell_params: expected the cell's parameters, got none");
+    buffer.resize(static_cast<size_t>(2 * GH + H + kStats));
+    T *gx = buffer.data(), *gh = gx + GH, *mid = gh + GH, *stats = mid + H;
     for (index b = 0; b < B; ++b) {
         const T *x = a.x + b * D, *h = a.h + b * R;
         T* h_next = a.h_next + b * R;
@@ -52,10 +56,17 @@ void step(const GatedStepArgs<T>& a) {
                                   0,
                                   H,
                                   a.act,
-                                  a.rec};
+                                  a.rec,
+                                  a.cell_params,
+                                  stats,
+                                  0,
+                                  1};
         affine(kt, a.w_ih, a.b_ih, GH, D, x, gx);
         affine(kt, a.w_hh, a.b_hh, SH, R, h, gh);
         Cell::forward_block(kt, block);
+        if constexpr (row_reductions<Cell>() > 0)  // one block: the reductions need no meeting
+            for (int sub = 1; sub <= row_reductions<Cell>(); ++sub)
+                Cell::reduced_block(kt, block, sub);
         if constexpr (Cell::kSecondProduct) {  // the remaining gates' rows, on r * h
             affine(kt, a.w_hh + SH * H, a.b_hh ? a.b_hh + SH : nullptr, GH - SH, H, mid, gh);
             Cell::second_block(kt, block);

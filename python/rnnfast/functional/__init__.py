@@ -35,6 +35,12 @@ from .gated import (
     lstm_forward,
     lstm_step,
 )
+from .layer_norm_lstm import (
+    LayerNormLSTMGrads,
+    layer_norm_lstm_backward,
+    layer_norm_lstm_forward,
+    layer_norm_lstm_step,
+)
 from .quantized_gated import quantized_gated_forward, quantized_gated_step
 
 __all__ = [
@@ -61,6 +67,10 @@ __all__ = [
     "lstm_forward",
     "lstm_backward",
     "lstm_step",
+    "LayerNormLSTMGrads",
+    "layer_norm_lstm_forward",
+    "layer_norm_lstm_backward",
+    "layer_norm_lstm_step",
     "quantized_gated_forward",
     "quantized_gated_step",
 ]

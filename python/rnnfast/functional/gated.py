@@ -464,7 +464,7 @@ def _inputs(x, weights, states, lengths, masks, ids):
     return (x, ids), weights, states, lengths, masks, order
 
 
-def _forward(cell, x, weights, states, lengths, functions, returns, masks, ids):
+def _forward(cell, x, weights, states, lengths, functions, returns, masks, ids, cell_params=None):
     activation, rec = _functions(*functions)
     return_sequences = check_bool("return_sequences", returns[0])
     keep_workspace = check_bool("keep_workspace", returns[1])
@@ -493,6 +493,7 @@ def _forward(cell, x, weights, states, lengths, functions, returns, masks, ids):
         recurrent_mask=masks[2],
         input_mask=masks[3],
         ids=ids,
+        cell_params=cell_params,
     )
     if order is not None:
         inverse = np.argsort(order)
@@ -501,7 +502,19 @@ def _forward(cell, x, weights, states, lengths, functions, returns, masks, ids):
 
 
 def _backward(
-    cell, x, weights, y, workspace, grads, states, lengths, functions, masks, input_gradient, ids
+    cell,
+    x,
+    weights,
+    y,
+    workspace,
+    grads,
+    states,
+    lengths,
+    functions,
+    masks,
+    input_gradient,
+    ids,
+    cell_params=None,
 ):
     activation, rec = _functions(*functions)
     input_gradient = check_bool("input_gradient", input_gradient)
@@ -549,6 +562,7 @@ def _backward(
             recurrent_mask=masks[2],
             input_mask=masks[3],
             ids=ids,
+            cell_params=cell_params,
         )
     )
     if order is not None:
