@@ -64,11 +64,21 @@ import torch
 from torch.nn.utils.rnn import PackedSequence
 
 from . import _torch_ops
+from ._torch_layer_norm import LayerNormLSTM
 from ._torch_recompute import differentiable_grads
 from .nn.recurrent.cells import ELMAN, GRU_SPEC, LSTM_SPEC
 from .nn.recurrent.stack import PlainCell, plain_backward, plain_forward
 
-__all__ = ["GRU", "LSTM", "RNN", "AutocastFallbackWarning", "convert", "from_torch", "to_torch"]
+__all__ = [
+    "GRU",
+    "LSTM",
+    "RNN",
+    "LayerNormLSTM",
+    "AutocastFallbackWarning",
+    "convert",
+    "from_torch",
+    "to_torch",
+]
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 # the cells of the stack runner's fast path (``nn.recurrent.stack.plain_forward``), made once

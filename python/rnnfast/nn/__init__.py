@@ -27,7 +27,7 @@ from .quantized.gated import QuantizedGRU, QuantizedLSTM
 from .quantized.layers import QuantizedDropout, QuantizedEmbedding, QuantizedLinear
 from .quantized.rnn import QuantizedRNN
 from .recurrent.deep_transition import DeepTransitionRNN
-from .recurrent.gated import GRU, LSTM
+from .recurrent.gated import GRU, LSTM, LayerNormLSTM
 from .recurrent.gated_cells import GRUCell, LSTMCell
 from .recurrent.jordan import JordanRNN
 from .recurrent.rnn import RNN
@@ -38,6 +38,7 @@ __all__ = [
     "GRU",
     "GRUCell",
     "LSTM",
+    "LayerNormLSTM",
     "LSTMCell",
     "RNN",
     "DeepTransitionRNN",

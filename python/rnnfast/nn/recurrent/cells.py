@@ -26,15 +26,18 @@ __all__ = [
     "ELMAN",
     "GRU_SPEC",
     "LSTM_SPEC",
+    "LAYER_NORM_LSTM_SPEC",
     "CellSpec",
     "ElmanSpec",
     "GRUSpec",
     "LSTMSpec",
+    "LayerNormLSTMSpec",
     "cell_by",
 ]
 
 # the parameter kinds in PyTorch's order within one (layer, direction)
-_KINDS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+_NORM_KINDS = ("g_norm_weight", "g_norm_bias", "c_norm_weight", "c_norm_bias")
+_KINDS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr", *_NORM_KINDS)
 
 
 class CellSpec:
@@ -602,11 +605,113 @@ class LSTMSpec(_GatedSpec):
         return np.concatenate(states, axis=-1)
 
 
+class LayerNormLSTMSpec(LSTMSpec):
+    """The LayerNorm LSTM (torchaudio's RNN-T predictor cell, ``_CustomLSTM`` with
+    ``layer_norm=True``; ``functional.layer_norm_lstm`` gives the equations): the LSTM's gates
+    and states, the sum W_ih x + W_hh h normalised over its 4H before the gates and c_t over
+    its H, each norm with a weight and a bias of its own (``g_norm_weight_l{k}``,
+    ``g_norm_bias_l{k}`` (4H,), ``c_norm_weight_l{k}``, ``c_norm_bias_l{k}`` (H,)). No
+    projection, no ONNX op, no Keras layer, no quantized kernels."""
+
+    name, torch_name, kernel_cell = "layer_norm_lstm", "LayerNormLSTM", "layer_norm_lstm"
+    keras_name = keras_cell_name = onnx_op = torch_cell_name = None
+    torch_options = ()
+    stored_per_step = 12
+
+    def output_width(self, layer):
+        return layer.hidden_size
+
+    def parameter_shapes(self, layer, input_width):
+        shapes = CellSpec.parameter_shapes(self, layer, input_width)
+        H = layer.hidden_size
+        widths = (4 * H, 4 * H, H, H)
+        shapes.update({kind: (w,) for kind, w in zip(_NORM_KINDS, widths)})
+        return shapes
+
+    def initial_parameters(self, layer, rng, shapes):
+        """The weights as PyTorch's LSTM draws them; the norms as ``torch.nn.LayerNorm``
+        starts them (weights 1, biases 0)."""
+        params = CellSpec.initial_parameters(self, layer, rng, shapes)
+        for name, p in params.items():
+            if name.startswith(("g_norm_weight", "c_norm_weight")):
+                p[...] = 1
+            elif name.startswith(("g_norm_bias", "c_norm_bias")):
+                p[...] = 0
+        return params
+
+    def keras_count(self, layer, group):
+        return CellSpec.keras_count(self, layer, group) + sum(group[k].size for k in _NORM_KINDS)
+
+    def _norm_names(self, layer, idx):
+        first = layer._names[idx][0]
+        return tuple(first.replace("weight_ih", kind, 1) for kind in _NORM_KINDS)
+
+    def _norms(self, layer, idx):
+        return tuple(layer._params[n] for n in self._norm_names(layer, idx))
+
+    def _projection_name(self, layer, idx):
+        return None
+
+    def _projection_gradient(self, layer, idx, g):
+        grads = (g.dg_norm_weight, g.dg_norm_bias, g.dc_norm_weight, g.dc_norm_bias)
+        return dict(zip(self._norm_names(layer, idx), grads))
+
+    def _kernel_cell(self, layer):
+        return "layer_norm_lstm"
+
+    def _kernel_options(self, layer, idx, run):
+        return self._cell_options(run)
+
+    def bind_step(self, layer):
+        """None: the bound step (``_core.StepFunction``) reads no norms; step() goes through
+        ``fast_step``."""
+        return None
+
+    def fast_step(self, layer, x_t, states):
+        p, (n_ih, n_hh, n_bi, n_bh) = layer._params, layer._names[0]
+        return _core.gated_step(
+            "layer_norm_lstm", x_t, states[0], states[1], p[n_ih], p[n_hh],
+            p[n_bi] if n_bi else None, p[n_bh] if n_bh else None, None, layer._activation,
+            layer._recurrent_activation, cell_params=np.concatenate(self._norms(layer, 0)),
+        )  # fmt: skip
+
+    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
+        raise NotImplementedError("the LayerNorm LSTM runs on its own forward (its norms)")
+
+    def _forward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
+    ):
+        return functional.layer_norm_lstm_forward(
+            x, w_ih, w_hh, *self._norms(layer, idx), *self._states(layer, h0), lengths,
+            bias_ih=b_ih, bias_hh=b_hh, **self._kernel_options(layer, idx, run),
+            return_sequences=True, keep_workspace=training, **masks,
+        )  # fmt: skip
+
+    def _backward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient, ids
+    ):
+        return functional.layer_norm_lstm_backward(
+            x, w_ih, w_hh, *self._norms(layer, idx), record.y, record.workspace, dy,
+            *self._states(layer, dh_n), **dict(zip(("h0", "c0"), self._states(layer, record.h0))),
+            lengths=record.lengths, **self._kernel_options(layer, idx, run),
+            **self._mask_options(run, record), input_gradient=input_gradient, ids=ids,
+        )  # fmt: skip
+
+    def step_states(self, layer, run_options, k, x_t, states):
+        """One step of stacked layer k from ``(h, c)``: the new ``(h, c)``."""
+        w_ih, w_hh, b_ih, b_hh = self._weights(layer, k)
+        return functional.layer_norm_lstm_step(
+            x_t, *states, w_ih, w_hh, *self._norms(layer, k), bias_ih=b_ih, bias_hh=b_hh,
+            **run_options,
+        )  # fmt: skip
+
+
 ELMAN = ElmanSpec()
 GRU_SPEC = GRUSpec()
 LSTM_SPEC = LSTMSpec()
+LAYER_NORM_LSTM_SPEC = LayerNormLSTMSpec()
 # the registry: every cell rnnfast's recurrent layers run, asked by name (``cell_by``)
-CELLS = (ELMAN, GRU_SPEC, LSTM_SPEC)
+CELLS = (ELMAN, GRU_SPEC, LSTM_SPEC, LAYER_NORM_LSTM_SPEC)
 
 
 def cell_by(**name):

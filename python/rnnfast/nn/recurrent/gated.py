@@ -25,11 +25,11 @@ from ..._validation import (
 )
 from . import dilation as dil
 from . import rnn_rings, rnn_streaming
-from .cells import GRU_SPEC, LSTM_SPEC
+from .cells import GRU_SPEC, LAYER_NORM_LSTM_SPEC, LSTM_SPEC
 from .rnn import RecurrentLayer
 from .rnn_options import fixed, option, unbinding
 
-__all__ = ["GRU", "LSTM"]
+__all__ = ["GRU", "LSTM", "LayerNormLSTM"]
 
 ACTIVATIONS = ("tanh", "relu")
 RECURRENT_ACTIVATIONS = ("sigmoid", "hard_sigmoid")
@@ -625,3 +625,54 @@ class LSTM(_GatedLayer):
             return [h for h, _ in pairs], [c for _, c in pairs]
         h, c = self.cell.split_state(self, state)
         return np.ascontiguousarray(h), np.ascontiguousarray(c)
+
+
+class LayerNormLSTM(LSTM):
+    """LSTM with layer normalisation inside the cell: torchaudio's RNN-T predictor cell
+    (``torchaudio.models.rnnt._CustomLSTM`` with ``layer_norm=True``), on NumPy arrays::
+
+        z = W_ih x_t + W_hh h_{t-1}           (plus the biases with bias=True)
+        i, f, g, o = split(LN_g(z), 4)         LN over the 4H of a row, weight and bias
+        c' = LN_c(ra(f) * c + ra(i) * act(g))  LN over H, weight and bias
+        h' = ra(o) * act(c')
+
+    LN(v) = (v - mean) / sqrt(var + 1e-5) * weight + bias (``torch.nn.LayerNorm``). Besides
+    the LSTM's parameters each (layer, direction) has ``g_norm_weight_l{k}``,
+    ``g_norm_bias_l{k}`` (4H,) and ``c_norm_weight_l{k}``, ``c_norm_bias_l{k}`` (H,), starting
+    at ones and zeros. Everything else as :class:`LSTM` (stacked, bidirectional, lengths,
+    masks, step(), stateful, save / load, summary) but ``proj_size`` and
+    ``unit_forget_bias``, refused; ONNX export and ``rnnfast.quantize`` refuse the layer.
+    ``bias=False`` is torchaudio's form (its x2g and p2g have no bias under layer norm).
+    """
+
+    cell = LAYER_NORM_LSTM_SPEC
+
+    def _init_cell(self, a):
+        if a["proj_size"] != 0:
+            raise _unsupported(
+                "LayerNormLSTM",
+                "proj_size",
+                a["proj_size"],
+                "the LayerNorm LSTM has no projection (torchaudio's cell has none); use "
+                "rnnfast.LSTM(proj_size=...)",
+            )
+        if a["unit_forget_bias"] is not False:
+            raise _unsupported(
+                "LayerNormLSTM",
+                "unit_forget_bias",
+                a["unit_forget_bias"],
+                "the gates' norm recentres every bias before the forget gate reads it",
+            )
+        super()._init_cell(a)
+
+    def quantized_copy(self, mode, where="model"):
+        raise ValueError(
+            f"{where}: a LayerNormLSTM cannot be quantized: rnnfast.quantize has no kernels for "
+            "its norms; run it in float32 or float64"
+        )
+
+    def onnx_check(self, who):
+        raise ValueError(
+            f"{who}: a LayerNormLSTM cannot be exported to ONNX: the ONNX LSTM op has no layer "
+            "normalisation inside its cell"
+        )

@@ -12,6 +12,7 @@ __all__ = ["keras_param_count", "summary_text"]
 
 # hr: the LSTM projection; tr2, tr3, ...: a deep transition's layers (nn.recurrent.deep_transition)
 _PARAM = re.compile(r"^(weight|bias)_(ih|hh|hr|tr\d+)_l(\d+)(_reverse)?$")
+_NORM = re.compile(r"^([gc]_norm_(?:weight|bias))_l(\d+)(_reverse)?$")
 
 
 def _groups(layer):
@@ -20,7 +21,12 @@ def _groups(layer):
     for name, p in layer.named_parameters():
         m = _PARAM.match(name)
         if m is None:
-            others[name] = p
+            m = _NORM.match(name)  # the LayerNorm LSTM's norms count with their direction
+            if m is None:
+                others[name] = p
+                continue
+            key = (int(m.group(2)), m.group(3) is not None)
+            groups.setdefault(key, {})[m.group(1)] = p
             continue
         key = (int(m.group(3)), m.group(4) is not None)
         groups.setdefault(key, {})[f"{m.group(1)}_{m.group(2)}"] = p
