@@ -28,7 +28,16 @@ LAYER_ORDER = {
     2: ("functional", "reference", "losses", "decoding", "data", "datasets", "optim"),
     3: ("metrics", "nn"),
     # onnx: rnnfast.io.onnx's other name; _torch_*: the PyTorch bridge's private helpers
-    4: ("io", "quantize", "diagnostics", "torch", "_torch_recompute", "_torch_ops", "onnx"),
+    4: (
+        "io",
+        "quantize",
+        "diagnostics",
+        "torch",
+        "_torch_recompute",
+        "_torch_ops",
+        "_torch_layer_norm",
+        "onnx",
+    ),
     5: ("training", "keras"),
     6: ("distributed",),
     7: ("demo", "__main__", ""),  # "": the package's __init__
