@@ -101,10 +101,8 @@ def initializer(name, value, dtype):
     TypeError
         Anything else.
     """
-    if isinstance(value, dict):  # a serialized Keras initializer: Keras reads it
-        import keras
-
-        value = keras.initializers.deserialize(value)
+    if isinstance(value, dict):  # a serialized Keras initializer (a saved config)
+        return _serialized(name, value, dtype)
     if isinstance(value, str):
         key = value.lower()
         key = _ALIASES.get(key, key)
@@ -134,6 +132,29 @@ def initializer(name, value, dtype):
         f"{name}: expected an initializer name such as 'glorot_uniform', a Keras initializer "
         f"object or a function f(shape, dtype=None), got {type(value).__name__}"
     )
+
+
+def _serialized(name, value, dtype):
+    """``init(rng, shape)`` of a Keras initializer's config ``{"class_name", "config", ...}``:
+    its form is checked now without importing Keras; Keras rebuilds the object when the
+    initializer is first called (a loaded model's weights come from its file, so loading
+    calls none)."""
+    class_name, config = value.get("class_name"), value.get("config", {})
+    if not isinstance(class_name, str) or not isinstance(config, (dict, str)):
+        raise ValueError(
+            f"{name}: expected a Keras initializer config {{'class_name': str, 'config': "
+            f"dict}}, got {value!r:.200}"
+        )
+    built = []
+
+    def init(rng, shape):
+        if not built:
+            import keras
+
+            built.append(initializer(name, keras.initializers.deserialize(value), dtype))
+        return built[0](rng, shape)
+
+    return init
 
 
 def recurrent_weights(

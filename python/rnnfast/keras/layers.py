@@ -262,9 +262,10 @@ class Layer:
         """``(dx, d_initial_states)`` of the last training :meth:`run`."""
         return array_backward(self, d_outputs)
 
-    def build(self, input_shape):
+    def build(self, input_shape, weights=None):
         """Make the rnnfast layer for inputs of ``input_shape`` (with the batch axis, None for
-        it), with Keras's initial weights. A built layer only checks that the shape fits."""
+        it), with Keras's initial weights (or ``weights``, in Keras's layout, as a loaded file
+        gives them: no initializer runs then). A built layer only checks that the shape fits."""
         input_shape = tuple(input_shape)
         if self.built:
             if input_shape[-1:] != self.input_shape[-1:]:
@@ -276,9 +277,23 @@ class Layer:
         self.layer = self._make(input_shape)
         self.input_shape = input_shape
         self.output_shape = self.compute_output_shape(input_shape)
-        initial = self._initial_weights(np.random.default_rng(self.seed))
-        if initial:
-            self.set_weights(initial)
+        if weights is None:
+            weights = self._initial_weights(np.random.default_rng(self.seed))
+        if weights:
+            self.set_weights(weights)
+
+    def weight_shapes(self, input_shape):
+        """The shapes of the weights (Keras's layout, ``get_weights`` order) that this layer
+        would have for inputs of ``input_shape``, from its configuration alone: nothing is
+        built or allocated, so a loader compares them with a file's arrays first.
+
+        Raises
+        ------
+        ValueError
+            ``input_shape`` does not fit the layer (its number of dimensions, an unknown last
+            dimension).
+        """
+        raise NotImplementedError(f"{self._who()}: weight_shapes is not implemented")
 
     _config_keys = ()  # the constructor's arguments that get_config gives, Keras's names
 
@@ -297,9 +312,23 @@ class Layer:
     @classmethod
     def from_config(cls, config):
         """Keras's ``from_config``: the layer of a :meth:`get_config` dict (Keras's legacy
-        keys, such as a GRU's ``implementation``, as the constructor takes them)."""
+        keys, such as a GRU's ``implementation``, as the constructor takes them; Keras's
+        ``DTypePolicy`` dict for ``dtype``; a wrapped layer as ``{"class_name", "config"}``).
+        A key the constructor does not take is refused by name (ValueError)."""
         config = dict(config)
+        dtype = config.get("dtype")
+        if isinstance(dtype, dict):  # Keras's DTypePolicy: {"class_name", "config": {"name"}}
+            inner = dtype.get("config")
+            name = inner.get("name") if isinstance(inner, dict) else None
+            if dtype.get("class_name") != "DTypePolicy" or name not in ("float32", "float64"):
+                raise ValueError(
+                    f"dtype: expected Keras's DTypePolicy of 'float32' or 'float64' (the front "
+                    f"computes in those), got {dtype!r:.200}"
+                )
+            config["dtype"] = name
         for key, value in config.items():
+            if key.endswith("_initializer"):  # an initializer's config: read when called
+                continue
             if isinstance(value, dict) and "class_name" in value and "config" in value:
                 inner = globals().get(value["class_name"])
                 if not (isinstance(inner, type) and issubclass(inner, Layer)):
@@ -308,6 +337,12 @@ class Layer:
                     )
                 config[key] = inner.from_config(value["config"])
         return cls(**config)
+
+    def weight_file_paths(self, count):
+        """Where Keras's weights file keeps this layer's ``count`` weights, relative to its
+        group (``layers/<key>``): ``(paths in get_weights order, groups Keras writes with no
+        weights in them)``; a plain layer's are ``vars/0``, ``vars/1``, ..."""
+        return [f"vars/{i}" for i in range(count)], ["vars"]
 
     def get_weights(self):
         """The weights as Keras lists them (``[kernel, bias]``, ``[kernel, recurrent_kernel,
@@ -566,6 +601,19 @@ class _Recurrent(Layer):
             "bias_init": initializer("bias_initializer", self.bias_initializer, self.dtype),
         }
 
+    def weight_shapes(self, input_shape):
+        """``[kernel (D, G*H), recurrent_kernel (H, G*H)(, bias)]`` of one direction."""
+        self._needs_dims(tuple(input_shape), 3, "(batch, timesteps, features)")
+        width = self.gates * self.units
+        shapes = [(int(input_shape[-1]), width), (self.units, width)]
+        if self.use_bias:
+            shapes.append((2, width) if getattr(self, "reset_after", False) else (width,))
+        return shapes
+
+    def weight_file_paths(self, count):
+        """Keras's: the weights under the cell (``cell/vars/0``, ...)."""
+        return [f"cell/vars/{i}" for i in range(count)], ["vars"]
+
     def direction_weights(self, rng, input_size):
         """Keras's initial weights of one direction."""
         return recurrent_weights(
@@ -621,7 +669,13 @@ class GRU(_Recurrent):
 
     core_class = nn.GRU
     keras_name = "gru"
-    _config_keys = (*_Recurrent._config_keys, "recurrent_activation", "reset_after")
+    _config_keys = (
+        *_Recurrent._config_keys,
+        "recurrent_activation",
+        "reset_after",
+        "use_cudnn",
+        "implementation",
+    )
 
     def __init__(
         self,
@@ -667,7 +721,13 @@ class LSTM(_Recurrent):
 
     core_class = nn.LSTM
     keras_name = "lstm"
-    _config_keys = (*_Recurrent._config_keys, "recurrent_activation", "unit_forget_bias")
+    _config_keys = (
+        *_Recurrent._config_keys,
+        "recurrent_activation",
+        "unit_forget_bias",
+        "use_cudnn",
+        "implementation",
+    )
 
     def __init__(
         self,
@@ -854,6 +914,20 @@ class Bidirectional(Layer):
             shapes += [(input_shape[0], self.units)] * (2 * self.num_states)
         return shapes
 
+    def weight_shapes(self, input_shape):
+        """The forward direction's shapes, then the backward's (the same)."""
+        return 2 * self.forward_layer.weight_shapes(input_shape)
+
+    def weight_file_paths(self, count):
+        """Keras's: each direction's under ``forward_layer`` and ``backward_layer``."""
+        paths, groups = [], ["vars"]
+        for direction in ("forward_layer", "backward_layer"):
+            layer = getattr(self, direction)
+            inner, inner_groups = layer.weight_file_paths(count // 2)
+            paths += [f"{direction}/{p}" for p in inner]
+            groups += [f"{direction}/{g}" for g in inner_groups]
+        return paths, groups
+
     def _initial_weights(self, rng):
         d = self.input_shape[-1]
         return [
@@ -933,6 +1007,15 @@ class Dense(Layer):
         """The input's shape with the last axis ``units`` wide."""
         return (*input_shape[:-1], self.units)
 
+    def weight_shapes(self, input_shape):
+        """``[kernel (features, units)(, bias (units,))]``."""
+        if len(input_shape) < 2 or input_shape[-1] is None:
+            raise ValueError(
+                f"{self._who()}: expected inputs (batch, ..., features) with the features "
+                f"known, got shape {tuple(input_shape)}"
+            )
+        return [(int(input_shape[-1]), self.units)] + ([(self.units,)] if self.use_bias else [])
+
     def _initial_weights(self, rng):
         kernel_init = initializer("kernel_initializer", self.kernel_initializer, self.dtype)
         kernel = kernel_init(rng, (self.input_shape[-1], self.units))
@@ -972,6 +1055,10 @@ class Dropout(Layer):
         """The input's shape."""
         return tuple(input_shape)
 
+    def weight_shapes(self, input_shape):
+        """None: no weights."""
+        return []
+
     def _initial_weights(self, rng):
         return []
 
@@ -983,20 +1070,49 @@ class Dropout(Layer):
 
 
 class Embedding(Layer):
-    """Keras's ``Embedding(input_dim, output_dim, mask_zero=False)`` on ``rnnfast.Embedding``:
-    integer ids to vectors; with ``mask_zero`` id 0 is padding, and the recurrent layers after
-    it run each sequence to its length. Weights ``[embeddings (input_dim, output_dim)]``,
-    initialised U(-0.05, 0.05) as Keras."""
+    """Keras's ``Embedding(input_dim, output_dim, embeddings_initializer="uniform",
+    mask_zero=False, weights=None)`` on ``rnnfast.Embedding``: integer ids to vectors; with
+    ``mask_zero`` id 0 is padding, and the recurrent layers after it run each sequence to its
+    length. Weights ``[embeddings (input_dim, output_dim)]``, initialised by
+    ``embeddings_initializer`` (Keras's "uniform": U(-0.05, 0.05); a name, a Keras
+    initializer object or a function, as the other layers' initializers), or set to
+    ``weights``: Keras's (input_dim, output_dim) matrix of initial embeddings, or a list of
+    that one matrix (checked at once; ValueError for another shape, as Keras's
+    ``set_weights``)."""
 
     keras_name = "embedding"
-    _config_keys = ("input_dim", "output_dim", "mask_zero")
+    _config_keys = ("input_dim", "output_dim", "embeddings_initializer", "mask_zero")
     reads_ids = True
 
-    def __init__(self, input_dim, output_dim, mask_zero=False, **kwargs):
+    def __init__(
+        self,
+        input_dim,
+        output_dim,
+        embeddings_initializer="uniform",
+        mask_zero=False,
+        weights=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.input_dim = check_positive_int("input_dim", input_dim)
         self.output_dim = check_positive_int("output_dim", output_dim)
+        initializer("embeddings_initializer", embeddings_initializer, self.dtype)
+        self.embeddings_initializer = embeddings_initializer
         self.mask_zero = check_bool("mask_zero", mask_zero)
+        self._given_weights = None
+        if weights is not None:  # Keras: a matrix, or a list of the one matrix
+            if not (isinstance(weights, list) and len(weights) == 1):
+                weights = [weights]
+            table = as_array(weights[0])
+            expected = (self.input_dim, self.output_dim)
+            if table.shape != expected:
+                raise ValueError(
+                    f"weights: {self._who()} expected an embeddings matrix of shape "
+                    f"(input_dim, output_dim) = {expected}, got shape {table.shape}"
+                )
+            if table.dtype.kind not in "fiu":
+                raise value_error("weights", "an array of numbers", table.dtype)
+            self._given_weights = [np.array(table, dtype=self.dtype)]  # a copy, as Keras's
 
     def _make(self, input_shape):
         return nn.Embedding(
@@ -1007,11 +1123,11 @@ class Embedding(Layer):
             mask_zero=self.mask_zero,
         )
 
-    def build(self, input_shape):
+    def build(self, input_shape, weights=None):
         # ids: any shape fits the table, so a built Embedding takes every shape
         if self.built:
             return
-        super().build(input_shape)
+        super().build(input_shape, weights)
 
     @property
     def supports_masking(self):
@@ -1022,8 +1138,15 @@ class Embedding(Layer):
         """The ids' shape with an axis ``output_dim`` wide."""
         return (*input_shape, self.output_dim)
 
+    def weight_shapes(self, input_shape):
+        """``[embeddings (input_dim, output_dim)]``, whatever the ids' shape."""
+        return [(self.input_dim, self.output_dim)]
+
     def _initial_weights(self, rng):
-        return [rng.uniform(-0.05, 0.05, (self.input_dim, self.output_dim))]
+        if self._given_weights is not None:
+            return self._given_weights
+        init = initializer("embeddings_initializer", self.embeddings_initializer, self.dtype)
+        return [init(rng, (self.input_dim, self.output_dim))]
 
     def _get_weights(self):
         return [self.layer.weight.copy()]
@@ -1061,6 +1184,7 @@ class Masking(Layer):
         """The input's shape."""
         return tuple(input_shape)
 
+    weight_shapes = Dropout.weight_shapes
     _initial_weights = Dropout._initial_weights
     _get_weights = Dropout._get_weights
     _set_weights = Dropout._set_weights
@@ -1101,12 +1225,28 @@ class TimeDistributed(Layer):
 
     def _make(self, input_shape):
         self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
-        self.inner.build(input_shape)
+        self.inner.build(input_shape)  # a no-op when build built it first
         return self.inner.layer
 
     def compute_output_shape(self, input_shape):
         """The inner layer's output shape at each step."""
         return self.inner.compute_output_shape(tuple(input_shape))
+
+    def weight_shapes(self, input_shape):
+        """The wrapped layer's."""
+        self._needs_dims(tuple(input_shape), 3, "(batch, timesteps, features)")
+        return self.inner.weight_shapes(input_shape)
+
+    def weight_file_paths(self, count):
+        """Keras's: the wrapped layer's under ``layer``."""
+        paths, groups = self.inner.weight_file_paths(count)
+        return [f"layer/{p}" for p in paths], ["vars", *(f"layer/{g}" for g in groups)]
+
+    def build(self, input_shape, weights=None):
+        if self.built:
+            return super().build(input_shape)
+        self.inner.build(input_shape, weights)  # its own initial weights, or these
+        super().build(input_shape, [])
 
     def _initial_weights(self, rng):
         return []  # the inner layer built with its own initial weights

@@ -10,6 +10,16 @@ compiled when saved comes back compiled, so ``fit`` goes on at once (the optimiz
 start afresh: the file keeps its step count and learning rate only, as a Keras model saved
 before training does). ``.weights.h5`` is Keras's weights file alone; Keras insists on that
 suffix, and so does the front.
+
+Reading a file trusts none of its numbers (issue 43): every size a layer's config gives
+(``units``, an Embedding's ``input_dim`` / ``output_dim``, the input's features) is compared
+with the shapes of the file's arrays before anything is built or read, and an array must be
+held by the file (a dataset may not claim more bytes than it stores). The sizes no array
+carries have bounds: a zip member may expand at most :data:`MAX_EXPANSION` times (Keras 3's
+own rule), ``config.json`` holds at most :data:`MAX_CONFIG_BYTES` and nests at most
+:data:`MAX_CONFIG_DEPTH` levels, the input's batch size is at most :data:`MAX_BATCH_SIZE`
+and its other sizes (timesteps) at most :data:`MAX_DIMENSION`. What a file gets wrong is a
+ValueError naming the field, what was expected and what the file holds.
 """
 
 from __future__ import annotations
@@ -18,13 +28,22 @@ import datetime
 import io
 import json
 import os
+import struct
 import tempfile
 import zipfile
+import zlib
 
 import numpy as np
 
 __all__ = [
+    "MAX_BATCH_SIZE",
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
+    "MAX_DIMENSION",
+    "MAX_EXPANSION",
+    "checked_batch_shape",
     "compile_from_config",
+    "read_checked_weights",
     "load_weights",
     "read_model_file",
     "read_weights_bytes",
@@ -33,6 +52,17 @@ __all__ = [
 ]
 
 _CONFIG, _METADATA, _WEIGHTS = "config.json", "metadata.json", "model.weights.h5"
+
+#: The most a zip member may expand (its size over its compressed size), as Keras 3 allows.
+MAX_EXPANSION = 100
+#: The largest ``config.json`` read (bytes).
+MAX_CONFIG_BYTES = 16 << 20
+#: The deepest nesting of lists and dicts in ``config.json``.
+MAX_CONFIG_DEPTH = 32
+#: The largest fixed batch size of a loaded model's input (a stateful layer's state rows).
+MAX_BATCH_SIZE = 1 << 16
+#: The largest other size of a loaded model's input (timesteps, features).
+MAX_DIMENSION = 1 << 24
 
 
 def _h5py():
@@ -82,29 +112,69 @@ def _write_weights(model, handle, optimizer=None):
         group.create_dataset("1", data=np.float32(optimizer.learning_rate))
 
 
-def _read_weights(model, handle, source):
-    """Load each layer's weights from Keras's paths (all layers checked before any is set)."""
+def _group_names(handle):
+    group = handle.get("layers")
+    return sorted(group) if isinstance(group, _h5py().Group) else []
+
+
+def read_checked_weights(handle, layers, shapes, source, size):
+    """Each layer's arrays from an open weights file, at Keras's paths: every dataset's
+    presence, kind, shape (against ``shapes``, one list per layer, from the layers' configs)
+    and storage (``size``: the bytes of the file) checked before any is read."""
     from ._layer_configs import layer_keys, weight_paths
 
-    loaded = []
-    for layer, key in zip(model.layers, layer_keys(model.layers)):
-        paths, _ = weight_paths(layer, key)
-        missing = [p for p in paths if p not in handle]
-        if missing:
-            raise ValueError(
-                f"{source}: no weights for {type(layer).__name__} {layer.name!r} (expected "
-                f"{missing[0]!r}); the file holds {sorted(handle.get('layers', {}))}"
-            )
-        arrays = [np.asarray(handle[p]) for p in paths]
-        for path, array, current in zip(paths, arrays, layer.get_weights()):
-            if array.shape != current.shape:
+    h5py = _h5py()
+    found, total = [], 0
+    for layer, key, expected in zip(layers, layer_keys(layers), shapes):
+        paths, _ = weight_paths(layer, key, len(expected))
+        datasets = []
+        for path, shape in zip(paths, expected):
+            try:
+                dataset = handle.get(path)
+            except (KeyError, ValueError, OSError, TypeError):
+                dataset = None
+            if not isinstance(dataset, h5py.Dataset):
                 raise ValueError(
-                    f"{source}: {path!r} has shape {array.shape}, {layer.name!r} expects "
-                    f"{current.shape}"
+                    f"{source}: no weights for {type(layer).__name__} {layer.name!r} (expected "
+                    f"a dataset at {path!r}); the file holds {_group_names(handle)}"
                 )
-        loaded.append((layer, arrays))
-    for layer, arrays in loaded:
-        layer.set_weights(arrays)
+            if dataset.shape != tuple(shape):
+                raise ValueError(
+                    f"{source}: {path!r} has shape {dataset.shape}, {type(layer).__name__} "
+                    f"{layer.name!r} expects {tuple(shape)} (from its config)"
+                )
+            if dataset.dtype.kind not in "fiu" or dataset.dtype.itemsize > 8:
+                raise ValueError(
+                    f"{source}: {path!r} holds {dataset.dtype}, expected floats (the weights "
+                    f"of {layer.name!r})"
+                )
+            stored = dataset.id.get_storage_size()
+            filtered = dataset.id.get_create_plist().get_nfilters() > 0
+            claimed = dataset.size * dataset.dtype.itemsize
+            if stored > size or claimed > (MAX_EXPANSION if filtered else 1) * stored:
+                raise ValueError(
+                    f"{source}: {path!r} claims {claimed} bytes of shape {dataset.shape} and "
+                    f"stores {stored} in a file of {size}; expected the data in the file"
+                )
+            total += claimed
+            datasets.append(dataset)
+        found.append(datasets)
+    if total > MAX_EXPANSION * size:
+        raise ValueError(
+            f"{source}: the weights claim {total} bytes in a file of {size}; expected at most "
+            f"{MAX_EXPANSION}x the file"
+        )
+    return [[np.asarray(d) for d in datasets] for datasets in found]
+
+
+def _read_weights(model, handle, source, size=None):
+    """Load each layer's weights from Keras's paths (all layers checked before any is set)."""
+    layers = model.layers
+    size = handle.id.get_filesize() if size is None else size
+    shapes = [[w.shape for w in layer.get_weights()] for layer in layers]
+    arrays = read_checked_weights(handle, layers, shapes, source, size)
+    for layer, weights in zip(layers, arrays):
+        layer.set_weights(weights)
 
 
 def save_weights(model, filepath, overwrite=True):
@@ -127,10 +197,8 @@ def load_weights(model, filepath):
     path = _path(filepath, "filepath")
     model.model  # noqa: B018 - built, or the error that says how
     if path.endswith(".keras"):
-        with zipfile.ZipFile(path) as archive:
-            data = archive.read(_WEIGHTS)
-        with _h5py().File(io.BytesIO(data), "r") as handle:
-            _read_weights(model, handle, path)
+        _, data = read_model_file(path, config=False)
+        read_weights_bytes(model, data, path)
         return
     if not path.endswith(".weights.h5"):
         raise ValueError(
@@ -266,16 +334,109 @@ def _copy(source, path):
         dst.write(src.read())
 
 
-def read_model_file(path):
-    """``(config, weights bytes)`` of a ``.keras`` file."""
-    with zipfile.ZipFile(path) as archive:
-        return json.loads(archive.read(_CONFIG)), archive.read(_WEIGHTS)
+def _member(archive, name, path, length, limit=None):
+    """A zip member's bytes, its claimed sizes checked first (no zip bomb, no size past the
+    archive's)."""
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        raise ValueError(
+            f"{path}: no {name} in the archive (a .keras file holds {_CONFIG} and {_WEIGHTS})"
+        ) from None
+    if info.compress_size > length or info.file_size > MAX_EXPANSION * info.compress_size + 1024:
+        raise ValueError(
+            f"{path}: {name} claims {info.file_size} bytes from {info.compress_size} in an "
+            f"archive of {length}; expected at most {MAX_EXPANSION}x its compressed size"
+        )
+    if limit is not None and info.file_size > limit:
+        raise ValueError(f"{path}: {name} has {info.file_size} bytes, expected at most {limit}")
+    return archive.read(info)
+
+
+def _depth(value):
+    """How deep lists and dicts nest in ``value`` (iteratively: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > MAX_CONFIG_DEPTH:
+                break
+            stack.extend(
+                (v, depth + 1) for v in (node.values() if isinstance(node, dict) else node)
+            )
+    return deepest
+
+
+def read_model_file(path, config=True):
+    """``(config, weights bytes)`` of a ``.keras`` file (``config`` False: None for it).
+
+    Raises
+    ------
+    ValueError
+        Not a zip archive, damaged, a member missing or larger than its bounds, or
+        ``config.json`` not JSON or nested deeper than :data:`MAX_CONFIG_DEPTH`.
+    """
+    try:
+        length = os.path.getsize(path)
+        with zipfile.ZipFile(path) as archive:
+            weights = _member(archive, _WEIGHTS, path, length)
+            text = _member(archive, _CONFIG, path, length, MAX_CONFIG_BYTES) if config else None
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        EOFError,
+        struct.error,
+        NotImplementedError,
+        RuntimeError,  # an encrypted member
+    ) as error:
+        raise ValueError(f"{path}: not a readable .keras (zip) file: {error}") from None
+    if text is None:
+        return None, weights
+    try:
+        parsed = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ValueError(f"{path}: {_CONFIG} is not JSON: {str(error):.200}") from None
+    if _depth(parsed) > MAX_CONFIG_DEPTH:
+        raise ValueError(
+            f"{path}: {_CONFIG} nests lists and dicts more than {MAX_CONFIG_DEPTH} levels deep"
+        )
+    return parsed, weights
+
+
+def open_weights(data, source):
+    """An open h5 file of a weights file's bytes; a ValueError when h5py cannot read it."""
+    try:
+        return _h5py().File(io.BytesIO(data), "r")
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{source}: {_WEIGHTS} is not an HDF5 file: {error}") from None
 
 
 def read_weights_bytes(model, data, source):
     """Load the weights of a ``.keras`` file's ``model.weights.h5`` (bytes) into ``model``."""
-    with _h5py().File(io.BytesIO(data), "r") as handle:
-        _read_weights(model, handle, source)
+    with open_weights(data, source) as handle:
+        _read_weights(model, handle, source, len(data))
+
+
+def checked_batch_shape(shape, where):
+    """A file's input shape (with the batch axis) as a tuple, each size checked: an int or
+    None, positive, the batch size at most :data:`MAX_BATCH_SIZE` and the others at most
+    :data:`MAX_DIMENSION`."""
+    if not isinstance(shape, (list, tuple)) or not 2 <= len(shape) <= 8:
+        raise ValueError(
+            f"{where}: expected [batch, ...sizes] (2 to 8 entries, ints or null), got "
+            f"{shape!r:.200}"
+        )
+    for i, size in enumerate(shape):
+        bound = MAX_BATCH_SIZE if i == 0 else MAX_DIMENSION
+        if size is not None and (
+            type(size) is not int or not 1 <= size <= bound  # noqa: E721 - no bool, no float
+        ):
+            raise ValueError(
+                f"{where}[{i}]: expected null or an int in [1, {bound}] (the "
+                f"{'batch size' if i == 0 else 'size'}), got {size!r:.100}"
+            )
+    return tuple(shape)
 
 
 def compile_from_config(model, compiled):
