@@ -16,7 +16,7 @@ _spec = importlib.util.spec_from_file_location("fuzz_loaders", _TOOL)
 fuzz_loaders = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fuzz_loaders)
 
-RUNS = {"npz": 400, "onnx": 400, "vocab": 200, "conllu": 400, "datasets": 300}
+RUNS = {"npz": 400, "onnx": 400, "keras": 400, "vocab": 200, "conllu": 400, "datasets": 300}
 
 
 @pytest.mark.parametrize("loader", fuzz_loaders.LOADERS)
@@ -72,3 +72,29 @@ def test_every_config_field_of_every_saved_class_is_bounded(seed, tmp_path):
             assert outcome in ("loaded", "refused"), f"{field} = {value!r}:\n{outcome}"
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.mark.parametrize("seed", range(len(fuzz_loaders._keras_models())))
+def test_every_config_field_of_every_keras_front_file_is_bounded(seed, tmp_path):
+    """Field by field (issue 43 item 4): every field of a .keras file's config.json (each
+    layer's, the input's shape, the compile config) set to hostile sizes and types is refused
+    with ValueError or loads (and the model predicts) within a 4 GiB address space."""
+    import resource
+
+    seed_file = fuzz_loaders._keras_seeds(tmp_path)[seed]
+    values = [-1, 0, 2**31, 2**40, 10**30, 0.5, "x", None, [2**40], {"a": 1}]
+    runner = fuzz_loaders.Runner("keras", tmp_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _mapped_bytes() + (4 << 30)
+    resource.setrlimit(
+        resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard)
+    )
+    outcomes = {"loaded": 0, "refused": 0}
+    try:
+        for field, value, data in fuzz_loaders.keras_config_cases(seed_file, values):
+            outcome = fuzz_loaders.run_one(runner, data, timeout=20)
+            assert outcome in outcomes, f"{field} = {value!r}:\n{outcome}"
+            outcomes[outcome] += 1
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert outcomes["loaded"] and outcomes["refused"]

@@ -14,6 +14,11 @@ external data, CoNLL-U IDs and tabs):
                                            Seq2Seq, bf16 and int8 copies; a loaded recurrent
                                            layer is also called once and stepped)
   onnx      rnnfast.onnx.load             (exported RNN, and Embedding + GRU / LSTM + Linear)
+  keras     rnnfast.keras.load_model      (.keras files of the Keras front's models: every
+                                           layer class it saves, stateful with a batch size,
+                                           compiled; config.json edited field by field, the
+                                           weights file's datasets reshaped, retyped or
+                                           removed; a loaded model also predicts once)
   vocab     rnnfast.data.Vocabulary.load
   conllu    rnnfast.data.read_conllu
   datasets  rnnfast.datasets.load         (sunspots and names read from a root folder, and
@@ -57,7 +62,7 @@ from rnnfast import datasets
 from rnnfast.data import Vocabulary, read_conllu
 
 ALLOWED = (ValueError, OSError)
-LOADERS = ("npz", "onnx", "vocab", "conllu", "datasets")
+LOADERS = ("npz", "onnx", "keras", "vocab", "conllu", "datasets")
 
 
 class Timeout(Exception):
@@ -118,6 +123,53 @@ def _onnx_seeds():
     return out
 
 
+def _keras_models():
+    """Small models of the Keras front, one or more of every layer class it saves."""
+    import rnnfast.keras as rk
+
+    def model(*layers, **compile_args):
+        m = rk.Sequential(list(layers))
+        if compile_args:
+            m.compile(**compile_args)
+        return m
+
+    return [
+        model(rk.Input((4, 2)), rk.SimpleRNN(3, seed=0), rk.Dense(2, seed=0)),
+        model(
+            rk.Input((None, 2)),
+            rk.GRU(3, reset_after=False, return_sequences=True, seed=0),
+            rk.LSTM(3, unroll=True, use_cudnn=False, implementation=1, seed=0),
+            rk.Dropout(0.25),
+            rk.Dense(2, activation="softmax", seed=0),
+            optimizer="adam",
+            loss="sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+        ),
+        model(
+            rk.Input((5,), dtype="int64"),
+            rk.Embedding(6, 2, mask_zero=True, embeddings_initializer="glorot_uniform", seed=0),
+            rk.Bidirectional(rk.LSTM(3, return_sequences=True, seed=0)),
+            rk.TimeDistributed(rk.Dense(2, seed=0)),
+        ),
+        model(
+            rk.Input(batch_shape=(2, 3, 2)),
+            rk.Masking(0.0),
+            rk.GRU(3, stateful=True, zero_output_for_mask=True, seed=0),
+            optimizer="sgd",
+            loss="mse",
+        ),
+    ]
+
+
+def _keras_seeds(folder):
+    out = []
+    for i, model in enumerate(_keras_models()):
+        path = folder / f"seed-{i}.keras"
+        model.save(path)
+        out.append(path.read_bytes())
+    return out
+
+
 def _vocab_seeds(folder):
     vocab = Vocabulary.build([["a", "b", "a"], ["c", "d\u00e9"]])
     path = folder / "seed-vocab.json"
@@ -148,6 +200,8 @@ def seeds(loader, folder):
         return _npz_seeds()
     if loader == "onnx":
         return _onnx_seeds()
+    if loader == "keras":
+        return _keras_seeds(folder)
     if loader == "vocab":
         return _vocab_seeds(folder)
     if loader == "conllu":
@@ -354,6 +408,81 @@ def _npz_config(rng, data):
     return _write_archive(members)
 
 
+_KERAS_CONFIG = "config.json"
+
+
+def _keras_config(rng, data):
+    """One to three fields of a .keras file's config.json (nested layers' included) set to
+    another value (:data:`_FIELD_VALUES`, or an int field scaled), the archive written again
+    with its CRCs right."""
+    members = _read_archive(data)
+    if _KERAS_CONFIG not in members:
+        return _zip_sizes(rng, data)
+    config = json.loads(members[_KERAS_CONFIG])
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        fields = _fields(config)
+        if not fields:
+            break
+        node, key = rng.choice(fields)
+        value = rng.choice(_FIELD_VALUES)
+        if rng.random() < 0.3 and type(node[key]) is int:
+            value = node[key] * rng.choice([2, 3, 1 << 10, 1 << 31, -1]) + rng.choice([0, 1, -1])
+        node[key] = value
+    members[_KERAS_CONFIG] = json.dumps(config).encode("utf-8")
+    return _write_archive(members)
+
+
+def _keras_weights(rng, data):
+    """One dataset of a .keras file's weights file reshaped (a size huge and unstored: HDF5
+    reads unwritten data as zeros), retyped, made a group or removed."""
+    import h5py
+
+    members = _read_archive(data)
+    name = "model.weights.h5"
+    if name not in members:
+        return _zip_sizes(rng, data)
+    buffer = io.BytesIO(members[name])
+    with h5py.File(buffer, "r+") as handle:
+        found = []
+        handle.visititems(lambda p, o: found.append(p) if isinstance(o, h5py.Dataset) else None)
+        if found:
+            path = rng.choice(found)
+            shape, dtype = handle[path].shape, handle[path].dtype
+            del handle[path]
+            choice = rng.randrange(5)
+            if choice == 0 and shape:
+                shape = list(shape)
+                shape[rng.randrange(len(shape))] = rng.choice([0, 1, 7, 1 << 20, 1 << 31])
+                handle.create_dataset(path, shape=tuple(shape), dtype=dtype)
+            elif choice == 1:
+                kind = rng.choice(["i8", "u1", "f2", "c16", h5py.string_dtype()])
+                handle.create_dataset(path, shape=shape, dtype=kind)
+            elif choice == 2:
+                handle.create_group(path)
+            elif choice == 3:
+                big = rng.choice([(1 << 40,), (1 << 20, 1 << 20), (65536, 65536, 2)])
+                handle.create_dataset(path, shape=big, dtype=dtype, chunks=True)
+    members[name] = buffer.getvalue()
+    return _write_archive(members)
+
+
+def keras_config_cases(seed_file, values=None):
+    """Every field of a .keras seed file's config.json set to each of ``values`` (by default
+    :data:`_FIELD_VALUES`), one at a time: ``[(path, value, file bytes)]``."""
+    values = _FIELD_VALUES if values is None else values
+    members = _read_archive(seed_file)
+    count = len(_fields(json.loads(members[_KERAS_CONFIG])))
+    cases = []
+    for i in range(count):
+        for value in values:
+            config = json.loads(members[_KERAS_CONFIG])
+            node, key = _fields(config)[i]
+            node[key] = value
+            edited = {**members, _KERAS_CONFIG: json.dumps(config).encode("utf-8")}
+            cases.append((f"{key!r}", value, _write_archive(edited)))
+    return cases
+
+
 def _json_fields(rng, data):
     """The JSON made deep, NaN-valued, or with a field of another type."""
     choice = rng.randrange(4)
@@ -443,20 +572,27 @@ _FORMAT_EDITS = {
     "npz": [_npz_member, _npz_member, _npz_member, _npy_header, _zip_sizes, _numbers]
     + [_npz_config] * 6,
     "onnx": [_onnx_fields],
+    "keras": [_keras_config] * 6 + [_keras_weights] * 2 + [_zip_sizes, _numbers],
     "vocab": [_json_fields, _numbers],
     "conllu": [_conllu_lines],
     "datasets": [_numbers],
 }
 
 
+# how often a mutation is a format edit rather than a generic byte edit: a .keras file is a zip
+# whose CRCs catch nearly every byte edit, so its config and datasets get most of the edits
+_FORMAT_SHARE = {"keras": 0.85}
+
+
 def mutate(rng, loader, seed_files):
-    """One input: a seed with 1 to 3 mutations (a format edit half of the time)."""
+    """One input: a seed with 1 to 3 mutations (a format edit half of the time, or
+    :data:`_FORMAT_SHARE`)."""
     data = rng.choice(seed_files)
     generic = [_flip, _set_byte, _insert, _delete, _truncate, _duplicate]
     for _ in range(rng.randint(1, 3)):
         if not data:
             data = rng.choice(seed_files)
-        if rng.random() < 0.5:
+        if rng.random() < _FORMAT_SHARE.get(loader, 0.5):
             edit = rng.choice(_FORMAT_EDITS[loader])
             try:
                 data = edit(rng, data)
@@ -491,6 +627,13 @@ class Runner:
             _exercise(rnnfast.load(io.BytesIO(data)))
         elif loader == "onnx":
             rnnfast.onnx.load(io.BytesIO(data))
+        elif loader == "keras":
+            from rnnfast.keras.models import load_model
+
+            self.turn += 1
+            path = self.folder / "model.keras"
+            path.write_bytes(data)
+            _predict(load_model(path, compile=bool(self.turn % 2)))
         elif loader == "vocab":
             path = self.folder / "vocab.json"
             path.write_bytes(data)
@@ -539,6 +682,24 @@ def _exercise(layer):
     try:
         layer(x)
         layer.step(x[0])
+    except (ValueError, TypeError):
+        pass
+
+
+def _predict(model):
+    """A loaded Keras-front model predicts once on a small batch of zeros (its fixed batch
+    size, 3 steps where the length is free); it may refuse the input (ValueError,
+    TypeError), nothing else. A model whose fixed input is large is not called."""
+    shape = list(model._input_shape)
+    shape[0] = 1 if shape[0] is None else shape[0]
+    if len(shape) > 1 and shape[1] is None:
+        shape[1] = 3
+    if any(s is None for s in shape) or np.prod(shape) > 1 << 16:
+        return
+    ids = getattr(model.layers[0], "reads_ids", False)
+    x = np.zeros(shape, dtype=np.int64 if ids else np.float32)
+    try:
+        model.predict(x, batch_size=shape[0])
     except (ValueError, TypeError):
         pass
 
