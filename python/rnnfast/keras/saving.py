@@ -28,12 +28,12 @@ import datetime
 import io
 import json
 import os
-import struct
 import tempfile
 import zipfile
-import zlib
 
 import numpy as np
+
+from ..nn.files._npz import ZIP_ERRORS
 
 __all__ = [
     "MAX_BATCH_SIZE",
@@ -382,14 +382,7 @@ def read_model_file(path, config=True):
         with zipfile.ZipFile(path) as archive:
             weights = _member(archive, _WEIGHTS, path, length)
             text = _member(archive, _CONFIG, path, length, MAX_CONFIG_BYTES) if config else None
-    except (
-        zipfile.BadZipFile,
-        zlib.error,
-        EOFError,
-        struct.error,
-        NotImplementedError,
-        RuntimeError,  # an encrypted member
-    ) as error:
+    except (*ZIP_ERRORS, RuntimeError) as error:  # RuntimeError: an encrypted member
         raise ValueError(f"{path}: not a readable .keras (zip) file: {error}") from None
     if text is None:
         return None, weights

@@ -34,6 +34,12 @@ _DEFLATE_RATIO = 1032
 _MAX_NDIM = 32
 
 
+# How zipfile and zlib report a damaged archive (a bad directory or local header, a wrong CRC,
+# a deflate stream that breaks off; NotImplementedError: a zip version or header flag it does
+# not read); the readers of zip formats (.npz, Keras's .keras) turn them into ValueError.
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, struct.error, NotImplementedError)
+
+
 def _fail(where, why):
     return ValueError(f"{where}: not a readable rnnfast file (truncated or corrupt?): {why}")
 
@@ -175,17 +181,8 @@ def read_npz(source, where):
                 info.filename[:-4]: _array(archive, info, where)
                 for info in _members(archive, size, where)
             }
-    # How zipfile and zlib report a damaged archive (a bad directory or local header, a wrong
-    # CRC, a deflate stream that breaks off; NotImplementedError: a zip version or header flag
-    # it does not read); io.UnsupportedOperation: a file without seek.
-    except (
-        zipfile.BadZipFile,
-        zlib.error,
-        EOFError,
-        struct.error,
-        NotImplementedError,
-        io.UnsupportedOperation,
-    ) as exc:
+    # io.UnsupportedOperation: a file without seek
+    except (*ZIP_ERRORS, io.UnsupportedOperation) as exc:
         raise _fail(where, exc) from None
     except OSError as exc:
         # EINVAL: zipfile seeking to an offset before the file's start, which a damaged
