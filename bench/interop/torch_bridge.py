@@ -18,7 +18,7 @@ Columns:
 - ``torch ms`` and ``bridge ms``: medians of repeats that alternate between the two steps
   (bench/_common.py), each repeat at least --min-repeat-s long; ``ratio`` = torch / bridge.
 - ``kernels ms``: the kernels the bridge's step runs (its plain stack,
-  ``rnnfast.functional._plain_stack``: each layer's forward and backward on NumPy arrays,
+  ``rnnfast.nn.recurrent.stack``'s fast path: each layer's forward and backward on NumPy arrays,
   time-major), alone, the same shapes, timed in the same alternation. ``rest ms`` = bridge -
   kernels: the head, loss, optimizer and what the bridge adds (the module's checks, the
   autograd Function, the views, the batch_first transposes).
@@ -57,7 +57,7 @@ from bench._common import (
     write_json,
 )
 from rnnfast import _core
-from rnnfast.functional._plain_stack import plain_backward, plain_forward
+from rnnfast.nn.recurrent.stack import plain_backward, plain_forward
 
 # T = 100, B in {1, 16, 64}, D = H in {32, 64, 128} (the target's range), then larger layers
 DEFAULT_CASES = ";".join(
@@ -110,7 +110,7 @@ def first_gradients(ref, mine, x, target):
 
 def kernels_step(module, T, B):
     """The kernels the bridge's step runs for ``module`` (its plain stack,
-    ``rnnfast.functional._plain_stack``: each layer's forward and backward), alone on NumPy
+    ``rnnfast.nn.recurrent.stack``'s fast path: each layer's forward and backward), alone on NumPy
     copies of its weights and time-major arrays (T, B, ·), x needing no gradient."""
     cell = module._plain_cell()
     layout = module._plain_layout()
