@@ -67,16 +67,19 @@ def _backend_cases():
     """{name: (model, inputs, outputs)} of ONNX's node tests of RNN, GRU and LSTM: read from the
     onnx package's data/node folders where it ships them, else made by its case generators
     (the same models and data)."""
-    from onnx.backend.test.case import node as cases
-    from onnx.backend.test.case.node import gru, lstm, rnn
+    # onnx's NumPy generators (run at their modules' import too) can trip a spurious
+    # floating-point warning inside BLAS's dot; their outputs are checked against onnxruntime
+    # below as well
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        from onnx.backend.test.case import node as cases
+        from onnx.backend.test.case.node import gru, lstm, rnn
 
     out = {}
     for cls in (rnn.RNN, gru.GRU, lstm.LSTM):
         for name in sorted(n for n in vars(cls) if n.startswith("export")):
             del cases._NodeTestCases[:]
             cases._existing_names.clear()
-            # onnx's NumPy generators can trip a spurious floating-point warning inside BLAS's
-            # dot; their outputs are checked against onnxruntime below as well
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 getattr(cls, name)()
