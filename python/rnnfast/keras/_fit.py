@@ -48,6 +48,16 @@ def _refuse(name, value, default, fix):
         raise NotImplementedError(f"{name}={value!r}: not supported by rnnfast.keras; {fix}")
 
 
+def _refuse_array_validation_steps(validation_steps):
+    """Both loops: with validation arrays (not a generator) there are no steps to set."""
+    _refuse(
+        "validation_steps",
+        validation_steps,
+        None,
+        "with arrays validation runs over all of validation_data",
+    )
+
+
 @contextlib.contextmanager
 def _as_compiled(objective, model):
     """While a Keras callback runs: the fused Dense's activation back (the model as compiled)
@@ -173,7 +183,10 @@ def fit(
     return history, params
 
 
-def _options(front, objective, loss, metrics, callbacks, **kwargs):
+def _options(front, objective, packed, callbacks, **kwargs):
+    """The loop's FitOptions, for the array loop and the generator loop alike: the loss and
+    metrics weighted when the targets are ``packed`` with sample weights."""
+    loss, metrics = _weighted_objective(objective, packed)
     return FitOptions(
         loss=loss,
         optimizer=front._built_optimizer(),
@@ -224,12 +237,7 @@ def _array_loop(
         None,
         "with arrays an epoch is every batch of batch_size; give a generator to set steps",
     )
-    _refuse(
-        "validation_steps",
-        validation_steps,
-        None,
-        "with arrays validation runs over all of validation_data",
-    )
+    _refuse_array_validation_steps(validation_steps)
     x, y = front._data(x, y)
     if sample_weight is not None:
         sample_weight = check_weights(sample_weight, len(x))
@@ -256,12 +264,10 @@ def _array_loop(
     packed = None
     if weighted:
         y, packed = pack(y, np.ones(len(y)) if sample_weight is None else sample_weight)
-    loss, metrics = _weighted_objective(objective, packed)
     options = _options(
         front,
         objective,
-        loss,
-        metrics,
+        packed,
         callbacks,
         epochs=epochs,
         batch_size=batch_size,
@@ -344,20 +350,12 @@ def _generator_loop(
         check_positive_int("validation_steps", validation_steps)
         validation = validation_data
     else:
-        _refuse(
-            "validation_steps",
-            validation_steps,
-            None,
-            "with arrays validation runs over all of validation_data",
-        )
+        _refuse_array_validation_steps(validation_steps)
         validation = _validation(front, validation_data, weighted)
-    packed = packed_ref[0] if packed_ref else None
-    loss, metrics = _weighted_objective(objective, packed)
     options = _options(
         front,
         objective,
-        loss,
-        metrics,
+        packed_ref[0] if packed_ref else None,
         callbacks,
         epochs=epochs,
         batch_size=batch_size,

@@ -212,14 +212,22 @@ class Layer:
         """Whether the rnnfast layer exists (the input shape was seen)."""
         return self.layer is not None
 
+    # the attributes holding the layers a wrapper wraps (Bidirectional's directions,
+    # TimeDistributed's inner layer): assigning trainable sets theirs too, as Keras's
+    _wrapped = ()
+
     @property
     def trainable(self):
-        """Whether fit trains the layer's weights (Keras's ``trainable``)."""
+        """Whether fit trains the layer's weights (Keras's ``trainable``); a wrapper's
+        assignment sets its wrapped layers' too."""
         return self._trainable
 
     @trainable.setter
     def trainable(self, value):
         self._trainable = check_bool("trainable", value)
+        for attr in self._wrapped:
+            if attr in self.__dict__:  # not while the wrapper's __init__ sets it
+                getattr(self, attr).trainable = value
 
     def frozen_parameters(self):
         """The names of the rnnfast layer's parameters that fit leaves as they are because
@@ -796,6 +804,16 @@ def check_backward_layer(layer, backward):
     return backward
 
 
+def _wrapper_defaults(layer, kwargs):
+    """A wrapper's (Bidirectional's, TimeDistributed's) keywords: the wrapped ``layer``'s
+    dtype, seed and trainable unless given; ``layer`` must not be built yet."""
+    if layer.built:
+        raise ValueError("layer: already built; wrap a new layer")
+    kwargs.setdefault("dtype", layer.dtype)
+    kwargs.setdefault("seed", layer.seed)
+    kwargs.setdefault("trainable", layer.trainable)
+
+
 class Bidirectional(Layer):
     """Keras's ``Bidirectional(layer, merge_mode="concat")``: the recurrent ``layer`` run both
     ways by one bidirectional rnnfast layer, the two outputs merged ("concat", "sum", "mul",
@@ -805,6 +823,7 @@ class Bidirectional(Layer):
 
     keras_name = "bidirectional"
     _config_keys = ("merge_mode",)
+    _wrapped = ("forward_layer", "backward_layer")
 
     def get_config(self):
         """Keras's: the merge mode and the two wrapped layers' configs."""
@@ -821,13 +840,9 @@ class Bidirectional(Layer):
                 "layer: go_backwards=True inside Bidirectional would run the forward direction "
                 "backwards; wrap a layer with go_backwards=False"
             )
-        if layer.built:
-            raise ValueError("layer: already built; wrap a new layer")
-        kwargs.setdefault("dtype", layer.dtype)
-        kwargs.setdefault("seed", layer.seed)
+        _wrapper_defaults(layer, kwargs)
         if layer.input_shape_arg is not None:
             kwargs.setdefault("input_shape", layer.input_shape_arg)
-        kwargs.setdefault("trainable", layer.trainable)
         self.forward_layer = layer
         # Keras's backward_layer: by default a copy of layer's settings, run backwards; its
         # trainable (and forward_layer's) freezes one direction
@@ -855,18 +870,6 @@ class Bidirectional(Layer):
     call_mask = _Recurrent.call_mask
     run = _Recurrent.run
     run_backward = _Recurrent.run_backward
-
-    @property
-    def trainable(self):
-        """Whether fit trains the weights; assigning it sets both directions', as Keras's."""
-        return self._trainable
-
-    @trainable.setter
-    def trainable(self, value):
-        self._trainable = check_bool("trainable", value)
-        for direction in ("forward_layer", "backward_layer"):
-            if direction in self.__dict__:
-                getattr(self, direction).trainable = value
 
     def frozen_parameters(self):
         """The whole layer's parameters when it is frozen, else those of a frozen direction
@@ -1197,6 +1200,7 @@ class TimeDistributed(Layer):
     it is that Dense itself; the padding passes through to the loss."""
 
     keras_name = "time_distributed"
+    _wrapped = ("inner",)
 
     def get_config(self):
         """Keras's: the wrapped layer's config."""
@@ -1215,11 +1219,7 @@ class TimeDistributed(Layer):
                 "inside TimeDistributed)",
                 layer,
             )
-        if layer.built:
-            raise ValueError("layer: already built; wrap a new layer")
-        kwargs.setdefault("dtype", layer.dtype)
-        kwargs.setdefault("seed", layer.seed)
-        kwargs.setdefault("trainable", layer.trainable)
+        _wrapper_defaults(layer, kwargs)
         super().__init__(**kwargs)
         self.inner = layer  # Keras's ``layer`` attribute is this layer too
 
@@ -1273,17 +1273,6 @@ class TimeDistributed(Layer):
 
     def _set_weights(self, weights):
         self.inner.set_weights(weights)
-
-    @property
-    def trainable(self):
-        """Whether fit trains the weights (the wrapped layer's too, as Keras)."""
-        return self._trainable
-
-    @trainable.setter
-    def trainable(self, value):
-        self._trainable = check_bool("trainable", value)
-        if "inner" in self.__dict__:
-            self.inner.trainable = value
 
 
 def describe_layer(layer):

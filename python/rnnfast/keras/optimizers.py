@@ -39,7 +39,9 @@ class Optimizer:
         Keras's; kept for ``get_config``.
     """
 
-    def _common(self, clipnorm, global_clipnorm, clipvalue, weight_decay, name):
+    def _common(self, learning_rate, clipnorm, global_clipnorm, clipvalue, weight_decay, name):
+        """Every optimizer's arguments, checked in this order: Keras's common keywords, then
+        the learning rate (before the optimizer's own)."""
         self.clipnorm = _positive_or_none("clipnorm", clipnorm)
         self.global_clipnorm = _positive_or_none("global_clipnorm", global_clipnorm)
         self.clipvalue = _positive_or_none("clipvalue", clipvalue)
@@ -51,6 +53,7 @@ class Optimizer:
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name: expected a str, got {type(name).__name__}")
         self.name = type(self).__name__.lower() if name is None else name
+        self.learning_rate = check_real_at_least("learning_rate", learning_rate, 0)
 
     def build(self, params):
         """The ``rnnfast.optim`` optimizer over ``params`` with Keras's clipping and decay."""
@@ -88,8 +91,7 @@ class SGD(Optimizer):
         weight_decay=None,
         name=None,
     ):
-        self._common(clipnorm, global_clipnorm, clipvalue, weight_decay, name)
-        self.learning_rate = check_real_at_least("learning_rate", learning_rate, 0)
+        self._common(learning_rate, clipnorm, global_clipnorm, clipvalue, weight_decay, name)
         self.momentum = check_real_in("momentum", momentum, 0, 1)
         self.nesterov = check_bool("nesterov", nesterov)
 
@@ -116,8 +118,7 @@ class Adam(Optimizer):
         weight_decay=None,
         name=None,
     ):
-        self._common(clipnorm, global_clipnorm, clipvalue, weight_decay, name)
-        self.learning_rate = check_real_at_least("learning_rate", learning_rate, 0)
+        self._common(learning_rate, clipnorm, global_clipnorm, clipvalue, weight_decay, name)
         self.beta_1 = check_real_in("beta_1", beta_1, 0, 1, high_open=True)
         self.beta_2 = check_real_in("beta_2", beta_2, 0, 1, high_open=True)
         self.epsilon = check_real_at_least("epsilon", epsilon, 0)
@@ -151,8 +152,7 @@ class RMSprop(Optimizer):
         weight_decay=None,
         name=None,
     ):
-        self._common(clipnorm, global_clipnorm, clipvalue, weight_decay, name)
-        self.learning_rate = check_real_at_least("learning_rate", learning_rate, 0)
+        self._common(learning_rate, clipnorm, global_clipnorm, clipvalue, weight_decay, name)
         self.rho = check_real_in("rho", rho, 0, 1)
         self.momentum = check_real_at_least("momentum", momentum, 0)
         self.epsilon = check_real_at_least("epsilon", epsilon, 0)
