@@ -313,19 +313,7 @@ def forward(module, input, hx, fallback):
         # torch's own forward, as in eager mode (where autocast also warns: Dynamo cannot
         # trace warnings.warn)
         return fallback(input, hx)
-    if input.dim() not in (2, 3):
-        raise ValueError(
-            f"{module.mode}: Expected input to be 2D or 3D, got {input.dim()}D instead"
-            if module.mode in ("GRU", "LSTM")
-            else f"RNN: Expected input to be 2D or 3D, got {input.dim()}D tensor instead"
-        )
-    batched = input.dim() == 3
-    module._check_state_dims(hx, batched)
-    check_in = input if batched else input.unsqueeze(0 if module.batch_first else 1)
-    if hx is None:
-        module.check_input(check_in, None)
-    else:
-        module.check_forward_args(check_in, module._batched_states(hx, batched), None)
+    batched = module._check_shapes(input, hx)
     h0, c0 = states
     if batched:
         x = input.transpose(0, 1) if module.batch_first else input

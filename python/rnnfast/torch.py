@@ -99,6 +99,22 @@ def _tensor(a):
     return torch.from_numpy(a)
 
 
+def _graph_grads(ctx, output_grads, lengths, dropout):
+    """Both Functions' backward under create_graph=True: the gradients recomputed with torch's
+    operators (``_torch_recompute``), so that they have a graph behind them; None for the four
+    leading inputs that are not tensors, as both Functions take them."""
+    grads = differentiable_grads(
+        ctx.module,
+        ctx.saved_tensors,
+        ctx.needs_input_grad[4:],
+        output_grads,
+        lengths,
+        ctx.batch_first,
+        dropout,
+    )
+    return (None, None, None, None, *grads)
+
+
 class _RNNFunction(torch.autograd.Function):
     """One call of the rnnfast stack: inputs (module, layer, names, lengths, x, hx, cx,
     *weights); cx is the LSTM's c0 (None for the other cells, and for an LSTM without a given
@@ -130,16 +146,7 @@ class _RNNFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy, dh_n, dc_n=None):
         if torch.is_grad_enabled():  # create_graph=True: gradients with a graph behind them
-            grads = differentiable_grads(
-                ctx.module,
-                ctx.saved_tensors,
-                ctx.needs_input_grad[4:],
-                (dy, dh_n, dc_n),
-                ctx.lengths,
-                ctx.batch_first,
-                ctx.dropout,
-            )
-            return (None, None, None, None, *grads)
+            return _graph_grads(ctx, (dy, dh_n, dc_n), ctx.lengths, ctx.dropout)
         layer, names = ctx.layer, ctx.names
         weights = ctx.saved_tensors[3:]
         _bind(layer, names, weights)
@@ -235,16 +242,7 @@ class _PlainFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy, dh_n, dc_n=None):
         if torch.is_grad_enabled():  # create_graph=True: gradients with a graph behind them
-            grads = differentiable_grads(
-                ctx.module,
-                ctx.saved_tensors,
-                ctx.needs_input_grad[4:],
-                (dy, dh_n, dc_n),
-                None,
-                ctx.batch_first,
-                0.0,
-            )
-            return (None, None, None, None, *grads)
+            return _graph_grads(ctx, (dy, dh_n, dc_n), None, 0.0)
         ctx.saved_tensors  # noqa: B018 (the version check)
         needs = ctx.needs_input_grad[1:]
         dx, dh0, dc0, grads = plain_backward(
@@ -364,6 +362,12 @@ class _Bridge:
             return super().forward(input, hx)
         if packed:
             return self._forward_packed(input, hx)
+        self._check_shapes(input, hx)
+        return self._run(input, hx, None, self.batch_first)
+
+    def _check_shapes(self, input, hx):
+        """Whether the (unpacked) ``input`` is batched, after torch's checks of its shape and
+        of ``hx``'s, with torch's messages; eager mode's and the operators' (``_torch_ops``)."""
         if input.dim() not in (2, 3):
             raise ValueError(
                 f"{self.mode}: Expected input to be 2D or 3D, got {input.dim()}D instead"
@@ -378,7 +382,7 @@ class _Bridge:
             self.check_input(check_in, None)
         else:
             self.check_forward_args(check_in, self._batched_states(hx, batched), None)
-        return self._run(input, hx, None, self.batch_first)
+        return batched
 
     def _batched_states(self, hx, batched):
         return hx if batched else hx.unsqueeze(1)
