@@ -1,11 +1,13 @@
 """What the ported Keras tests share: Keras's ``assertAllClose`` (its default tolerances,
 atol = rtol = 1e-6, or the test's own), the ``Constant`` initializers that nearly every Keras RNN
-test builds its layers with, and ``layer_test``, the part of Keras's ``run_layer_test`` that
-applies to the front."""
+test builds its layers with, ``layer_test``, the part of Keras's ``run_layer_test`` that
+applies to the front, and the bodies the recurrent layers' tests repeat (``recurrent_basics``,
+``assert_stateful``)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import rnnfast.keras as rk
 
@@ -68,3 +70,49 @@ def layer_test(
         model.compile(optimizer="sgd", loss="mse")
         y = rng.standard_normal(expected_output_shape).astype(np.float32)
         model.fit(x, y, epochs=1, batch_size=input_shape[0], verbose=0)
+
+
+def recurrent_basics(layer_cls, dropout_kwargs):
+    """The ``test_basics`` that simple_rnn_test.py, gru_test.py and lstm_test.py share, with
+    their values: ``run_layer_test`` on (3, 2, 4) inputs of a 3-unit layer (3 weights) for each
+    of the test's ``dropout_kwargs`` (in training mode: output (3, 3)), then returning
+    sequences (output (3, 2, 3)); last, the regularizers of its ``expected_num_losses=3`` part,
+    which the front refuses, naming the argument."""
+    for init_kwargs in dropout_kwargs:
+        layer_test(
+            layer_cls,
+            init_kwargs=init_kwargs,
+            input_shape=(3, 2, 4),
+            call_kwargs={"training": True},
+            expected_output_shape=(3, 3),
+            expected_num_trainable_weights=3,
+            expected_num_non_trainable_weights=0,
+            supports_masking=True,
+        )
+    layer_test(
+        layer_cls,
+        init_kwargs={"units": 3, "return_sequences": True},
+        input_shape=(3, 2, 4),
+        expected_output_shape=(3, 2, 3),
+        expected_num_trainable_weights=3,
+        expected_num_non_trainable_weights=0,
+        supports_masking=True,
+    )
+    for key, value in (
+        ("bias_regularizer", "l1"),
+        ("kernel_regularizer", "l2"),
+        ("recurrent_regularizer", "l2"),
+    ):
+        with pytest.raises(NotImplementedError, match=key):
+            layer_cls(units=3, return_sequences=True, **{key: value})
+
+
+def assert_stateful(layer, sequence, expected, **tol):
+    """The Keras RNN tests' ``test_statefulness``: a stateful ``layer``'s second call on
+    ``sequence`` starts from the first's final state and gives ``expected``; the same after
+    ``reset_state()``."""
+    layer(sequence)
+    assert_all_close(layer(sequence), expected, **tol)
+    layer.reset_state()
+    layer(sequence)
+    assert_all_close(layer(sequence), expected, **tol)

@@ -9,7 +9,7 @@ import pytest
 
 import rnnfast.keras as rk
 
-from ._port import assert_all_close, constant_initializers, layer_test
+from ._port import assert_all_close, assert_stateful, constant_initializers, layer_test
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}  # the Keras tests' own
 
@@ -104,11 +104,7 @@ def test_statefulness(C):
         ]
     )
     layer = rk.Bidirectional(layer=rk.LSTM(2, **C, stateful=True))
-    layer(sequence)
-    assert_all_close(layer(sequence), expected, **TOL)
-    layer.reset_state()
-    layer(sequence)
-    assert_all_close(layer(sequence), expected, **TOL)
+    assert_stateful(layer, sequence, expected, **TOL)
 
 
 def test_pass_initial_state(C):

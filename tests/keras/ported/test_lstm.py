@@ -9,7 +9,7 @@ import pytest
 
 import rnnfast.keras as rk
 
-from ._port import assert_all_close, constant_initializers, layer_test
+from ._port import assert_all_close, assert_stateful, constant_initializers, recurrent_basics
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}  # the Keras tests' own
 
@@ -21,37 +21,13 @@ def C(keras):
 
 def test_basics(keras):
     # lstm_test.py: LSTMTest.test_basics
-    for init_kwargs in (
-        {"units": 3, "dropout": 0.5},
-        {"units": 3, "dropout": 0.5, "recurrent_dropout": 0.5},
-    ):
-        layer_test(
-            rk.LSTM,
-            init_kwargs=init_kwargs,
-            input_shape=(3, 2, 4),
-            call_kwargs={"training": True},
-            expected_output_shape=(3, 3),
-            expected_num_trainable_weights=3,
-            expected_num_non_trainable_weights=0,
-            supports_masking=True,
-        )
-    layer_test(
+    recurrent_basics(
         rk.LSTM,
-        init_kwargs={"units": 3, "return_sequences": True},
-        input_shape=(3, 2, 4),
-        expected_output_shape=(3, 2, 3),
-        expected_num_trainable_weights=3,
-        expected_num_non_trainable_weights=0,
-        supports_masking=True,
+        dropout_kwargs=[
+            {"units": 3, "dropout": 0.5},
+            {"units": 3, "dropout": 0.5, "recurrent_dropout": 0.5},
+        ],
     )
-    # with regularizers (Keras: expected_num_losses=3): refused, naming the argument
-    for key, value in (
-        ("bias_regularizer", "l1"),
-        ("kernel_regularizer", "l2"),
-        ("recurrent_regularizer", "l2"),
-    ):
-        with pytest.raises(NotImplementedError, match=key):
-            rk.LSTM(units=3, return_sequences=True, **{key: value})
 
 
 FORWARD = np.array(
@@ -118,11 +94,7 @@ def test_statefulness(C):
         ]
     )
     layer = rk.LSTM(4, stateful=True, **C)
-    layer(sequence)
-    assert_all_close(layer(sequence), expected, **TOL)
-    layer.reset_state()
-    layer(sequence)
-    assert_all_close(layer(sequence), expected, **TOL)
+    assert_stateful(layer, sequence, expected, **TOL)
 
 
 def test_pass_initial_state(C):

@@ -9,7 +9,7 @@ import pytest
 
 import rnnfast.keras as rk
 
-from ._port import assert_all_close, constant_initializers, layer_test
+from ._port import assert_all_close, assert_stateful, constant_initializers, recurrent_basics
 
 
 @pytest.fixture
@@ -20,34 +20,10 @@ def C(keras):
 def test_basics(keras):
     # simple_rnn_test.py: SimpleRNNTest.test_basics (Keras's expected_num_non_trainable_
     # variables=1 counts its dropout SeedGenerator, an internal the front does not have)
-    layer_test(
+    recurrent_basics(
         rk.SimpleRNN,
-        init_kwargs={"units": 3, "dropout": 0.5, "recurrent_dropout": 0.5},
-        input_shape=(3, 2, 4),
-        call_kwargs={"training": True},
-        expected_output_shape=(3, 3),
-        expected_num_trainable_weights=3,
-        expected_num_non_trainable_weights=0,
-        supports_masking=True,
+        dropout_kwargs=[{"units": 3, "dropout": 0.5, "recurrent_dropout": 0.5}],
     )
-    # the second half: the same layer returning sequences...
-    layer_test(
-        rk.SimpleRNN,
-        init_kwargs={"units": 3, "return_sequences": True},
-        input_shape=(3, 2, 4),
-        expected_output_shape=(3, 2, 3),
-        expected_num_trainable_weights=3,
-        expected_num_non_trainable_weights=0,
-        supports_masking=True,
-    )
-    # ...with regularizers (Keras: expected_num_losses=3): refused, naming the argument
-    for key, value in (
-        ("bias_regularizer", "l1"),
-        ("kernel_regularizer", "l2"),
-        ("recurrent_regularizer", "l2"),
-    ):
-        with pytest.raises(NotImplementedError, match=key):
-            rk.SimpleRNN(units=3, return_sequences=True, **{key: value})
 
 
 def test_correctness(C):
@@ -81,11 +57,7 @@ def test_statefulness(C):
         ]
     )
     layer = rk.SimpleRNN(4, stateful=True, **C)
-    layer(sequence)
-    assert_all_close(layer(sequence), expected)
-    layer.reset_state()
-    layer(sequence)
-    assert_all_close(layer(sequence), expected)
+    assert_stateful(layer, sequence, expected)
 
 
 def test_pass_initial_state(C):
