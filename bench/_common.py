@@ -258,6 +258,25 @@ def parse_tuples(text, fields="T,B,D,H", option="--cases"):
     return cases
 
 
+def add_timing_arguments(parser, repeats, min_repeat_s, out):
+    """The options of a script timed by ``time_alternating``: ``--repeats``, ``--min-repeat-s``,
+    ``--warmup-s`` (default WARMUP_S) and ``--out`` (its JSON), with the script's defaults."""
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--min-repeat-s", type=float, default=min_repeat_s)
+    parser.add_argument("--warmup-s", type=float, default=WARMUP_S)
+    parser.add_argument("--out", default=str(out))
+
+
+def split_names(text, option, known):
+    """``"rnn,lstm"`` as a list of names, as given; one not in ``known`` ends the script with a
+    message naming ``option`` and the unknown names."""
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"{option}: expected some of {','.join(known)}, got {','.join(unknown)}")
+    return names
+
+
 def parse_cases(text):
     """``"T,B,D,H;..."`` as a list of (T, B, D, H) tuples of positive ints (parse_tuples)."""
     return parse_tuples(text)

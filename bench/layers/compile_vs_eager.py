@@ -43,7 +43,7 @@ import torch
 import rnnfast.torch as rt
 from bench import RESULTS
 from bench._common import (
-    WARMUP_S,
+    add_timing_arguments,
     cell,
     cores_for,
     cpu_clock,
@@ -51,6 +51,7 @@ from bench._common import (
     others_cpus,
     parse_tuples,
     pinned_to,
+    split_names,
     text_table,
     thread_count,
     time_alternating,
@@ -220,15 +221,9 @@ def main(argv=None):
     parser.add_argument("--char-cases", type=parse_cases, default=[(7, 1), (20, 8), (50, 32)])
     parser.add_argument("--lm-cases", type=parse_cases, default=[(35, 20)])
     parser.add_argument("--route-cells", default="rnn,lstm")
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--min-repeat-s", type=float, default=MIN_REPEAT_S)
-    parser.add_argument("--warmup-s", type=float, default=WARMUP_S)
-    parser.add_argument("--out", default=str(RESULTS / "compile_vs_eager.json"))
+    add_timing_arguments(parser, 9, MIN_REPEAT_S, RESULTS / "compile_vs_eager.json")
     args = parser.parse_args(argv)
-    args.route_cells = [c for c in args.route_cells.split(",") if c]
-    unknown = [c for c in args.route_cells if c not in ("rnn", "gru", "lstm")]
-    if unknown:
-        raise SystemExit(f"--route-cells: expected some of rnn,gru,lstm, got {','.join(unknown)}")
+    args.route_cells = split_names(args.route_cells, "--route-cells", ("rnn", "gru", "lstm"))
     with warnings.catch_warnings():
         # torch's own import-time DeprecationWarning as Inductor loads (torch.utils.mkldnn)
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -33,12 +33,13 @@ import torch
 import rnnfast
 from bench import RESULTS
 from bench._common import (
-    WARMUP_S,
+    add_timing_arguments,
     cell,
     cores_for,
     cpu_model,
     parse_tuples,
     pinned_to,
+    split_names,
     text_table,
     thread_count,
     time_alternating,
@@ -158,15 +159,9 @@ def main(argv=None):
     parser.add_argument("--shapes", type=parse_shapes, default=[(1, 64, 64)])
     parser.add_argument("--cells", default="rnn,gru,lstm")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--min-repeat-s", type=float, default=MIN_REPEAT_S)
-    parser.add_argument("--warmup-s", type=float, default=WARMUP_S)
-    parser.add_argument("--out", default=str(RESULTS / "step_latency.json"))
+    add_timing_arguments(parser, 15, MIN_REPEAT_S, RESULTS / "step_latency.json")
     args = parser.parse_args(argv)
-    args.cells = [c for c in args.cells.split(",") if c]
-    unknown = [c for c in args.cells if c not in LAYERS]
-    if unknown:
-        raise SystemExit(f"--cells: expected some of rnn,gru,lstm, got {','.join(unknown)}")
+    args.cells = split_names(args.cells, "--cells", tuple(LAYERS))
     args.dtype = np.dtype(args.dtype).type
     rows = measure(args)
     machine = f"{cpu_model()}, rnnfast {_core.active_isa()}, 1 thread, {args.dtype.__name__}"
