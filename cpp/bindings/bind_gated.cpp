@@ -103,7 +103,7 @@ SequenceInput<T> set_shared(Args& a, const GatedShape& s, const GatedInputs& in)
                   "None for a cell without parameters of its own", "an array");
     RNNFAST_CHECK(own == 0 || !in.cell_params.is_none(), "cell_params",
                   "the cell's parameters (" + std::to_string(own) + ",)", "None");
-    a.cell_params = optional_data<T>(in.cell_params, "cell_params", {own}, "(10*H,)");
+    a.cell_params = optional_data<T>(in.cell_params, "cell_params", {own}, "(params*H,)");
     return seq;
 }
 
@@ -214,7 +214,7 @@ py::object step_impl(GatedCell cell, const py::array& x, const py::array& h, con
     RNNFAST_CHECK((own > 0) != cell_params.is_none(), "cell_params",
                   own > 0 ? "the cell's parameters (10*H,)" : "None for this cell",
                   cell_params.is_none() ? "None" : "an array");
-    a.cell_params = optional_data<T>(cell_params, "cell_params", {own}, "(10*H,)");
+    a.cell_params = optional_data<T>(cell_params, "cell_params", {own}, "(params*H,)");
     RNNFAST_CHECK(lstm != c.is_none(), "c", lstm ? "the cell state (B, H)" : "None for a GRU",
                   c.is_none() ? "None" : "an array");
     a.c = optional_data<T>(c, "c", {B, H}, "(B, H)");
@@ -289,8 +289,10 @@ void register_gated(py::module_& m) {
         py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
         py::arg("ids") = py::none(), py::arg("cell_params") = py::none(),
         "One gated layer over a sequence: (y or None, h_n, c_n or None, workspace or None). "
-        "cell 'gru', 'gru_reset_before', 'lstm' or 'layer_norm_lstm' (its norms in "
-        "cell_params); arrays C-contiguous; lengths sorted.");
+        "cell 'gru', 'gru_reset_before', 'lstm', 'layer_norm_lstm' (its norms in "
+        "cell_params) or an ONNX form of the LSTM, 'lstm' + '_peepholes' / '_input_forget' / "
+        "'_clip' (peepholes p_i, p_f, p_o, then the clip, in cell_params); arrays C-contiguous; "
+        "lengths sorted.");
     m.def(
         "gated_backward",
         [](const std::string& cell, const py::array& x, const py::object& h0, const py::object& c0,

@@ -53,6 +53,7 @@ __all__ = [
     "deep_transition_forward",
     "deep_transition_backward",
     "layer_norm_lstm_forward",
+    "lstm_form_forward",
 ]
 
 
@@ -936,6 +937,62 @@ def layer_norm_lstm_forward(
         i, f, g, o = np.split(_layer_norm(z, gw, gb), 4, axis=-1)
         i, f, o = (_gate(recurrent_activation, v) for v in (i, f, o))
         c_new = _layer_norm(f * c + i * _act(activation, g), cw, cb)
+        h_new = o * _act(activation, c_new)
+        keep = running[t]
+        h = keep * h_new + (1 - keep) * h
+        c = keep * c_new + (1 - keep) * c
+        y[t] = keep * h_new
+    return GatedOutput(y, h, c, None)
+
+
+def lstm_form_forward(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih=None,
+    bias_hh=None,
+    h0=None,
+    c0=None,
+    lengths=None,
+    *,
+    peepholes=None,
+    input_forget=False,
+    cell_clip=None,
+    activation="tanh",
+    recurrent_activation="sigmoid",
+):
+    """ONNX's forms of the LSTM (``rnnfast.functional.lstm_forms``) over x (T, B, D), straight
+    from the equations as onnxruntime's CPU LSTM computes them (gate order i, f, g, o)::
+
+        a_i += p_i c_{t-1},  a_f += p_f c_{t-1}           peepholes (3H,) = [p_i | p_f | p_o]
+        i = ra(clip(a_i)),  f = ra(clip(a_f)),  g = act(clip(a_g))
+        f = 1 - i                                         input_forget
+        c_t = f c_{t-1} + i g
+        o = ra(clip(a_o + p_o c_t)),  h_t = o act(c_t)    (act's input c_t is not clipped)
+
+    clip(v) = min(max(v, -cell_clip), cell_clip) (None: no clip). Past a sequence's length the
+    output is zeros and the states stay. Computes in ``np.result_type(x, weight_ih)``. Returns
+    GatedOutput(y (T, B, H), h_n, c_n, None); the gradients are checked against this by finite
+    differences (no hand-written backward)."""
+    _check_names(activation, recurrent_activation)
+    dt = np.result_type(x, weight_ih)
+    x, w_ih, w_hh, b_ih, b_hh, h, c, p = _cast(
+        dt, x, weight_ih, weight_hh, bias_ih, bias_hh, h0, c0, peepholes
+    )
+    T, B, _ = x.shape
+    H = w_hh.shape[1]
+    h = np.zeros((B, H), dt) if h is None else h.copy()
+    c = np.zeros((B, H), dt) if c is None else c.copy()
+    p_i, p_f, p_o = np.split(np.zeros(3 * H, dt) if p is None else p, 3)
+    clip = (lambda v: v) if cell_clip is None else (lambda v: np.clip(v, -cell_clip, cell_clip))
+    running = np.ones((T, B, 1), dt) if lengths is None else _length_mask(lengths, T, B, dt)
+    y = np.zeros((T, B, H), dt)
+    for t in range(T):
+        a_i, a_f, a_g, a_o = np.split(_linear(x[t], w_ih, b_ih) + _linear(h, w_hh, b_hh), 4, -1)
+        i = _gate(recurrent_activation, clip(a_i + p_i * c))
+        f = 1 - i if input_forget else _gate(recurrent_activation, clip(a_f + p_f * c))
+        c_new = f * c + i * _act(activation, clip(a_g))
+        o = _gate(recurrent_activation, clip(a_o + p_o * c_new))
         h_new = o * _act(activation, c_new)
         keep = running[t]
         h = keep * h_new + (1 - keep) * h

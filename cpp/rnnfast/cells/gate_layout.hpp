@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 #include <vector>
 
@@ -83,6 +84,22 @@ std::vector<T> pack_in_layout(const KernelTable<T>& kt, const T* w, const GateLa
     std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, layout.columns())));
     pack_blocks_in_layout(kt, w, layout, K, 0, layout.blocks(), packed.data());
     return packed;
+}
+
+// A gate's function of x, one value (the kernels' activate works on rows).
+template <class T>
+inline T pointwise_value(Pointwise op, T x) {
+    switch (op) {
+        case Pointwise::tanh:
+            return std::tanh(x);
+        case Pointwise::relu:
+            return x > T(0) ? x : T(0);
+        case Pointwise::sigmoid:
+            return T(1) / (T(1) + std::exp(-x));
+        case Pointwise::hard_sigmoid:
+            return std::min(T(1), std::max(T(0), x / T(6) + T(0.5)));
+    }
+    return x;
 }
 
 // The derivative of a gate's function from its output s.

@@ -10,6 +10,7 @@
 #include "gru.hpp"
 #include "layer_norm_lstm.hpp"
 #include "lstm.hpp"
+#include "lstm_forms.hpp"
 #include "rnnfast/runtime/types.hpp"
 
 namespace rnnfast {
@@ -17,18 +18,44 @@ namespace rnnfast {
 // GRU: PyTorch's form (reset gate after the recurrent product; Keras's reset_after=True,
 // ONNX's linear_before_reset=1) or Keras's reset_after=False (the reset gate scales h_{t-1}
 // before its product). LSTM: PyTorch's, with an optional projection h_t = W_hr (o * act(c_t)).
-// layer_norm_lstm: torchaudio's LayerNorm LSTM (cells/layer_norm_lstm.hpp).
-enum class GatedCell { gru, gru_reset_before, lstm, layer_norm_lstm };
+// layer_norm_lstm: torchaudio's LayerNorm LSTM (cells/layer_norm_lstm.hpp). The LSTM's ONNX
+// forms (cells/lstm_forms.hpp): "lstm" with "_peepholes", "_input_forget", "_clip" in that order,
+// each combination its own policy, LstmFormCell<T, options>, options = the enum's value - 3.
+enum class GatedCell {
+    gru,
+    gru_reset_before,
+    lstm,
+    layer_norm_lstm,
+    lstm_peepholes,
+    lstm_input_forget,
+    lstm_peepholes_input_forget,
+    lstm_clip,
+    lstm_peepholes_clip,
+    lstm_input_forget_clip,
+    lstm_peepholes_input_forget_clip,
+};
 
 // The cells the gated drivers run, by the names the bindings take (kGatedCellNames[cell]).
-constexpr const char* kGatedCellNames[] = {"gru", "gru_reset_before", "lstm", "layer_norm_lstm"};
+constexpr const char* kGatedCellNames[] = {"gru",
+                                           "gru_reset_before",
+                                           "lstm",
+                                           "layer_norm_lstm",
+                                           "lstm_peepholes",
+                                           "lstm_input_forget",
+                                           "lstm_peepholes_input_forget",
+                                           "lstm_clip",
+                                           "lstm_peepholes_clip",
+                                           "lstm_input_forget_clip",
+                                           "lstm_peepholes_input_forget_clip"};
+constexpr int kGatedCellCount = sizeof(kGatedCellNames) / sizeof(kGatedCellNames[0]);
 
 inline GatedCell parse_gated_cell(const std::string& name) {
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < kGatedCellCount; ++i)
         if (name == kGatedCellNames[i]) return static_cast<GatedCell>(i);
-    throw std::invalid_argument(
-        "cell: expected 'gru', 'gru_reset_before', 'lstm' or 'layer_norm_lstm', got '" + name +
-        "'");
+    std::string names;
+    for (int i = 0; i < kGatedCellCount; ++i)
+        names += std::string(i ? ", '" : "'") + kGatedCellNames[i] + "'";
+    throw std::invalid_argument("cell: expected one of " + names + ", got '" + name + "'");
 }
 
 // f(Cell{}) with the policy of `cell` for elements T.
@@ -41,6 +68,20 @@ decltype(auto) with_gated_cell(GatedCell cell, F&& f) {
             return f(LstmCell<T>{});
         case GatedCell::layer_norm_lstm:
             return f(LayerNormLstmCell<T>{});
+        case GatedCell::lstm_peepholes:
+            return f(LstmFormCell<T, 1>{});
+        case GatedCell::lstm_input_forget:
+            return f(LstmFormCell<T, 2>{});
+        case GatedCell::lstm_peepholes_input_forget:
+            return f(LstmFormCell<T, 3>{});
+        case GatedCell::lstm_clip:
+            return f(LstmFormCell<T, 4>{});
+        case GatedCell::lstm_peepholes_clip:
+            return f(LstmFormCell<T, 5>{});
+        case GatedCell::lstm_input_forget_clip:
+            return f(LstmFormCell<T, 6>{});
+        case GatedCell::lstm_peepholes_input_forget_clip:
+            return f(LstmFormCell<T, 7>{});
         case GatedCell::gru:
             break;
     }

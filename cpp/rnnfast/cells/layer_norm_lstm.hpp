@@ -152,7 +152,8 @@ struct LayerNormLstmCell {
         T s1 = 0, s2 = 0;
         for (index k = 0; k < b.w; ++k) {
             const index j = b.j0 + k;
-            const T o = b.store[3 * H + j], tc = activated(b.act, b.store[kStoredState * H + j]);
+            const T o = b.store[3 * H + j],
+                    tc = pointwise_value(b.act, b.store[kStoredState * H + j]);
             const T dct = b.carry[j] + b.g[j] * o * pointwise_grad(b.act, tc);
             b.extra[3 * H + j] = b.g[j] * tc * pointwise_grad(b.rec, o);
             b.extra[4 * H + j] = dct;
@@ -231,21 +232,6 @@ struct LayerNormLstmCell {
                 d[kCb * H + j] += e[4 * H + j];
             }
         }
-    }
-
-  private:
-    static T activated(Pointwise op, T x) {
-        switch (op) {
-            case Pointwise::tanh:
-                return std::tanh(x);
-            case Pointwise::relu:
-                return x > T(0) ? x : T(0);
-            case Pointwise::sigmoid:
-                return T(1) / (T(1) + std::exp(-x));
-            case Pointwise::hard_sigmoid:
-                return std::min(T(1), std::max(T(0), x / T(6) + T(0.5)));
-        }
-        return x;
     }
 };
 

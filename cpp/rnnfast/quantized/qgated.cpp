@@ -6,6 +6,7 @@
 // panels has every gate of its units and runs the float cell's epilogue at once. The reset_before
 // GRU's W_hn (r * h) and the projected LSTM's W_hr m are the pass's sub-steps after a barrier.
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "qops.hpp"
@@ -152,7 +153,11 @@ struct GatedProducts : GatedSizes {
 void gated_forward(const GatedForwardArgs<float>& a, const GatedWeights& w) {
     with_gated_cell<float>(a.cell, [&](auto cell) {
         using Cell = decltype(cell);
-        run_gated_forward<float, Cell, GatedProducts<Cell>>(a, w);
+        if constexpr (IsLstmForm<Cell>::value)
+            throw std::invalid_argument(
+                "cell: the LSTM's peepholes, input_forget and clip have no quantized kernels");
+        else
+            run_gated_forward<float, Cell, GatedProducts<Cell>>(a, w);
     });
 }
 

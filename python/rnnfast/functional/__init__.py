@@ -41,6 +41,7 @@ from .layer_norm_lstm import (
     layer_norm_lstm_forward,
     layer_norm_lstm_step,
 )
+from .lstm_forms import LSTMFormGrads, lstm_form_backward, lstm_form_forward, lstm_form_step
 from .quantized_gated import quantized_gated_forward, quantized_gated_step
 
 __all__ = [
@@ -71,6 +72,10 @@ __all__ = [
     "layer_norm_lstm_forward",
     "layer_norm_lstm_backward",
     "layer_norm_lstm_step",
+    "LSTMFormGrads",
+    "lstm_form_forward",
+    "lstm_form_backward",
+    "lstm_form_step",
     "quantized_gated_forward",
     "quantized_gated_step",
 ]
