@@ -20,6 +20,7 @@ import numpy as np
 
 from ... import _core, functional
 from ..._parameters import aligned_copy
+from ...functional import lstm_forms
 
 __all__ = [
     "CELLS",
@@ -37,7 +38,15 @@ __all__ = [
 
 # the parameter kinds in PyTorch's order within one (layer, direction)
 _NORM_KINDS = ("g_norm_weight", "g_norm_bias", "c_norm_weight", "c_norm_bias")
-_KINDS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr", *_NORM_KINDS)
+_KINDS = (
+    "weight_ih",
+    "weight_hh",
+    "bias_ih",
+    "bias_hh",
+    "weight_hr",
+    "weight_peephole",
+    *_NORM_KINDS,
+)
 
 
 class CellSpec:
@@ -509,7 +518,10 @@ class GRUSpec(_GatedSpec):
 
 class LSTMSpec(_GatedSpec):
     """The LSTM cell: gates i, f, g, o (PyTorch's order), states h (R wide: ``proj_size`` when
-    the layer projects, as PyTorch's ``weight_hr_l{k}`` (P, H), else H) and c (H wide)."""
+    the layer projects, as PyTorch's ``weight_hr_l{k}`` (P, H), else H) and c (H wide). ONNX's
+    forms (``layer.peepholes``: ``weight_peephole_l{k}`` (3H,) [p_i | p_f | p_o];
+    ``layer.input_forget``; ``layer.cell_clip``) run on ``functional.lstm_form_*``, each
+    combination its own kernel policy; without them the plain LSTM's kernels."""
 
     name, torch_name, keras_name, onnx_op = "lstm", "LSTM", "LSTM", "LSTM"
     torch_cell_name, keras_cell_name, kernel_cell = "LSTMCell", "LSTMCell", "lstm"
@@ -537,10 +549,34 @@ class LSTMSpec(_GatedSpec):
         shapes = super().parameter_shapes(layer, input_width)
         if layer.proj_size:
             shapes["weight_hr"] = (layer.proj_size, layer.hidden_size)
+        if getattr(layer, "peepholes", False):
+            shapes["weight_peephole"] = (3 * layer.hidden_size,)
         return shapes
+
+    def forms(self, layer):
+        """The layer's ONNX forms as ``functional.lstm_form_*``'s keywords (peepholes aside),
+        or None: the plain LSTM. Read with defaults: layers pickled before the forms existed,
+        and the quantized copies, have none."""
+        coupled = getattr(layer, "_input_forget", False)
+        clip = getattr(layer, "_cell_clip", None)
+        if not (getattr(layer, "_peepholes", False) or coupled or clip is not None):
+            return None
+        return {"input_forget": coupled, "cell_clip": clip}
+
+    def _peephole_name(self, layer, idx):
+        if not getattr(layer, "_peepholes", False):
+            return None
+        return layer._names[idx][0].replace("weight_ih", "weight_peephole", 1)
+
+    def _peepholes(self, layer, idx):
+        name = self._peephole_name(layer, idx)
+        return None if name is None else layer._params[name]
 
     def initial_parameters(self, layer, rng, shapes):
         params = super().initial_parameters(layer, rng, shapes)
+        for name, p in params.items():
+            if name.startswith("weight_peephole"):
+                p[...] = 0  # ONNX's default P: the plain LSTM's equations to start with
         if layer.unit_forget_bias and layer.bias:
             H = layer.hidden_size
             for name, p in params.items():
@@ -553,7 +589,8 @@ class LSTMSpec(_GatedSpec):
     def keras_count(self, layer, group):
         """Keras's LSTM, 4(DH + HH + H), plus the projection's P·H (which Keras has not)."""
         n = super().keras_count(layer, group)
-        return n + (group["weight_hr"].size if "weight_hr" in group else 0)
+        extra = ("weight_hr", "weight_peephole")
+        return n + sum(group[k].size for k in extra if k in group)
 
     def _projection_name(self, layer, idx):
         if not layer.proj_size:
@@ -565,6 +602,9 @@ class LSTMSpec(_GatedSpec):
         return None if name is None else layer._params[name]
 
     def _projection_gradient(self, layer, idx, g):
+        if self.forms(layer) is not None:
+            name = self._peephole_name(layer, idx)
+            return {} if name is None else {name: g.dpeepholes}
         name = self._projection_name(layer, idx)
         return {} if name is None else {name: g.dweight_hr}
 
@@ -589,8 +629,60 @@ class LSTMSpec(_GatedSpec):
     def _joined_gradient(self, g):
         return np.concatenate([g.dh0, g.dc0], axis=-1)
 
+    def bind_step(self, layer):
+        """The forms run on ``fast_step`` (the bound step reads no cell parameters)."""
+        return None if self.forms(layer) is not None else super().bind_step(layer)
+
+    def fast_step(self, layer, x_t, states):
+        forms = self.forms(layer)
+        if forms is None:
+            return super().fast_step(layer, x_t, states)
+        p, (n_ih, n_hh, n_bi, n_bh) = layer._params, layer._names[0]
+        cell, params = lstm_forms.form_cell(self._peepholes(layer, 0), **forms, weight_ih=p[n_ih])
+        return _core.gated_step(
+            cell, x_t, states[0], states[1], p[n_ih], p[n_hh], p[n_bi] if n_bi else None,
+            p[n_bh] if n_bh else None, None, layer._activation, layer._recurrent_activation,
+            cell_params=params,
+        )  # fmt: skip
+
+    def _forward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
+    ):
+        forms = self.forms(layer)
+        if forms is None:
+            return super()._forward_kernel(
+                x, w_ih, w_hh, b_ih, b_hh, h0, lengths, layer, idx, training, run, **masks
+            )
+        return functional.lstm_form_forward(
+            x, w_ih, w_hh, b_ih, b_hh, *self._states(layer, h0), lengths,
+            peepholes=self._peepholes(layer, idx), **forms, **self._cell_options(run),
+            return_sequences=True, keep_workspace=training, **masks,
+        )  # fmt: skip
+
+    def _backward_kernel(
+        self, x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient, ids
+    ):
+        forms = self.forms(layer)
+        if forms is None:
+            return super()._backward_kernel(
+                x, w_ih, w_hh, b_ih, b_hh, record, dy, dh_n, layer, idx, run, input_gradient, ids
+            )
+        return functional.lstm_form_backward(
+            x, w_ih, w_hh, b_ih, b_hh, record.y, record.workspace, dy,
+            *self._states(layer, dh_n), **dict(zip(("h0", "c0"), self._states(layer, record.h0))),
+            lengths=record.lengths, peepholes=self._peepholes(layer, idx), **forms,
+            **self._cell_options(run), **self._mask_options(run, record),
+            input_gradient=input_gradient, ids=ids,
+        )  # fmt: skip
+
     def step_states(self, layer, run_options, k, x_t, states):
         """One step of stacked layer k from ``(h, c)``: the new ``(h, c)``."""
+        forms = self.forms(layer)
+        if forms is not None:
+            return functional.lstm_form_step(
+                x_t, *states, *self._weights(layer, k), peepholes=self._peepholes(layer, k),
+                **forms, **run_options,
+            )  # fmt: skip
         return functional.lstm_step(
             x_t,
             *states,

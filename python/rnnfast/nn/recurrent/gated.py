@@ -495,6 +495,21 @@ class LSTM(_GatedLayer):
         wide (0: none, R = H). Must be < hidden_size.
     unit_forget_bias : bool
         Keras's: the forget block of ``bias_ih`` starts at 1 and that of ``bias_hh`` at 0.
+    peepholes : bool
+        ONNX's peepholes (the LSTM op's input P): the gates i and f also read ``p * c_{t-1}``,
+        and o reads ``p_o * c_t``; each (layer, direction) gets ``weight_peephole_l{k}``
+        (3H,) = [p_i | p_f | p_o] (PyTorch's gate order; ONNX's P is [p_i | p_o | p_f]),
+        starting at zeros (ONNX's default P: the plain LSTM's equations until trained).
+    input_forget : bool
+        ONNX's ``input_forget=1``, coupled gates as onnxruntime computes them: f = 1 - i (the
+        forget gate's weights, biases and peephole then receive no gradient).
+    cell_clip : float > 0 or None
+        ONNX's ``clip``: every gate's pre-activation (peephole terms included) is clipped to
+        [-cell_clip, cell_clip] before its function (act's input c_t is not); its derivative is
+        zero outside the range.
+    peepholes, input_forget and cell_clip are fixed at construction and run on kernels of
+    their own (``functional.lstm_form_*``); they do not combine with ``proj_size``, and such a
+    layer has no quantized copy and no PyTorch counterpart (``torch.nn.LSTM`` has none of them).
     Everything else as :class:`GRU` (without ``reset_after``).
 
     ``layer(x, h0=None, ...)`` takes h0 as the pair ``(h0, c0)`` ((num_layers*dirs, B, R) and
@@ -515,12 +530,21 @@ class LSTM(_GatedLayer):
     cell = LSTM_SPEC
     proj_size = fixed("proj_size", "the parameters' shapes depend on it")
     unit_forget_bias = fixed("unit_forget_bias", "it set the initial forget-gate bias")
+    peepholes = fixed("peepholes", "the peephole parameters exist or not")
+    input_forget = fixed("input_forget", "it chooses the cell's equations")
+    cell_clip = fixed("cell_clip", "it chooses the cell's equations")
+    # pickled before the forms existed: the plain LSTM
+    _peepholes = _input_forget = False
+    _cell_clip = None
     _cell_options_declared = (
         ("proj_size", 0),
         ("unit_forget_bias", False),
+        ("peepholes", False),
+        ("input_forget", False),
+        ("cell_clip", None),
         *_GatedLayer._cell_options_declared,
     )
-    _fixed_options = ("proj_size", "unit_forget_bias")
+    _fixed_options = ("proj_size", "unit_forget_bias", "peepholes", "input_forget", "cell_clip")
 
     def _init_cell(self, a):
         hidden = check_positive_int("hidden_size", a["hidden_size"])
@@ -532,16 +556,77 @@ class LSTM(_GatedLayer):
                 f"{describe(proj_size)}"
             )
         self._unit_forget_bias = check_bool("unit_forget_bias", a["unit_forget_bias"])
+        self._init_forms(a)
         super()._init_cell(a)
+
+    def _init_forms(self, a):
+        """ONNX's forms (peepholes, input_forget, cell_clip), checked, and refused by name
+        beside proj_size."""
+        self._peepholes = check_bool("peepholes", a["peepholes"])
+        self._input_forget = check_bool("input_forget", a["input_forget"])
+        clip = a["cell_clip"]
+        if clip is not None:
+            if not is_real(clip) or not np.isfinite(clip) or clip <= 0:
+                raise ValueError(f"cell_clip: expected a float > 0 or None, got {describe(clip)}")
+            clip = float(clip)
+        self._cell_clip = clip
+        on = [n for n in ("peepholes", "input_forget") if a[n]] + (["cell_clip"] if clip else [])
+        if on and self._proj_size:
+            raise _unsupported(
+                type(self).__name__,
+                on[0],
+                a[on[0]],
+                "ONNX's LSTM forms have no projection (proj_size); use proj_size=0, or an LSTM "
+                "without peepholes, input_forget and cell_clip",
+            )
+
+    def _forms_on(self):
+        return self._peepholes or self._input_forget or self._cell_clip is not None
 
     def get_config(self):
         """The constructor arguments: ``LSTM(**layer.get_config())`` builds the same
-        architecture (fresh parameters). JSON-serialisable."""
-        return {
+        architecture (fresh parameters). JSON-serialisable. ONNX's forms appear only when on."""
+        config = {
             **self._common_config(),
             "proj_size": self.proj_size,
             "unit_forget_bias": self.unit_forget_bias,
         }
+        if self._forms_on():
+            config.update(
+                peepholes=self._peepholes,
+                input_forget=self._input_forget,
+                cell_clip=self._cell_clip,
+            )
+        return config
+
+    def quantized_copy(self, mode, where="model"):
+        if self._forms_on():
+            raise ValueError(
+                f"{where}: an LSTM with peepholes, input_forget or cell_clip cannot be quantized: "
+                "rnnfast.quantize has no kernels for ONNX's LSTM forms; run it in float32 or "
+                "float64"
+            )
+        return super().quantized_copy(mode, where)
+
+    def onnx_attributes(self):
+        """ONNX export: ``input_forget`` and ``clip`` where the layer has them."""
+        attributes = {}
+        if self._input_forget:
+            attributes["input_forget"] = 1
+        if self._cell_clip is not None:
+            attributes["clip"] = self._cell_clip
+        return attributes
+
+    def onnx_peepholes(self, params):
+        """ONNX export: the op's P (3H,) per (layer, direction), [p_i | p_o | p_f], or None
+        without peepholes."""
+        if not self._peepholes:
+            return None
+        out = []
+        for w, *_ in self._names:
+            p_i, p_f, p_o = np.split(params[w.replace("weight_ih", "weight_peephole", 1)], 3)
+            out.append(np.concatenate([p_i, p_o, p_f]))
+        return out
 
     # ---- the state is the pair (h, c) ----------------------------------------------------------
 
@@ -663,6 +748,14 @@ class LayerNormLSTM(LSTM):
                 a["unit_forget_bias"],
                 "the gates' norm recentres every bias before the forget gate reads it",
             )
+        for name, default in (("peepholes", False), ("input_forget", False), ("cell_clip", None)):
+            if a[name] is not default:
+                raise _unsupported(
+                    "LayerNormLSTM",
+                    name,
+                    a[name],
+                    "ONNX's LSTM forms are rnnfast.LSTM's; the LayerNorm LSTM's cell has none",
+                )
         super()._init_cell(a)
 
     def quantized_copy(self, mode, where="model"):

@@ -274,6 +274,7 @@ class RecurrentLayer(Layer):
             bias=flag(args, "bias", True),
             bidirectional=flag(args, "bidirectional"),
             input_to_all=flag(args, "input_to_all"),
+            peepholes=flag(args, "peepholes"),  # the LSTM's ONNX form (nn.recurrent.cells)
         )
         dilation = args.get("dilation", 1)
         if isinstance(dilation, (list, tuple)) and len(dilation) != shape.num_layers:

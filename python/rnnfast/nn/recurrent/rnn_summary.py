@@ -10,8 +10,8 @@ from .cells import ELMAN
 
 __all__ = ["keras_param_count", "summary_text"]
 
-# hr: the LSTM projection; tr2, tr3, ...: a deep transition's layers (nn.recurrent.deep_transition)
-_PARAM = re.compile(r"^(weight|bias)_(ih|hh|hr|tr\d+)_l(\d+)(_reverse)?$")
+# hr: the LSTM projection; peephole: the LSTM's peepholes (ONNX's P); tr2, tr3, ...: a deep transition's layers (nn.recurrent.deep_transition)
+_PARAM = re.compile(r"^(weight|bias)_(ih|hh|hr|peephole|tr\d+)_l(\d+)(_reverse)?$")
 _NORM = re.compile(r"^([gc]_norm_(?:weight|bias))_l(\d+)(_reverse)?$")
 
 
