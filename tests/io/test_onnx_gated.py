@@ -173,17 +173,19 @@ def test_load_refuses_what_rnnfast_cannot_run_naming_node_and_attribute():
     m.CopyFrom(lstm)
     node = _node(m, "LSTM")
     node.name = "the_lstm"
-    p = numpy_helper.from_array(np.zeros((1, 3 * H), np.float32), "peepholes")
+    # P loads (rnnfast.LSTM(peepholes=True), tests/io/test_onnx_lstm_forms.py), but not of
+    # another shape
+    p = numpy_helper.from_array(np.zeros((1, 2 * H), np.float32), "peepholes")
     m.graph.initializer.append(p)
     while len(node.input) < 7:
         node.input.append("")
     node.input.append("peepholes")
-    with pytest.raises(ValueError, match=r"the_lstm.*\bP\b.*peephole"):
+    with pytest.raises(ValueError, match=r"the_lstm.*\bP\b has shape"):
         rx.load(m)
 
     for base, op, attr, value, pattern in (
-        (lstm, "LSTM", "input_forget", 1, "input_forget"),
-        (lstm, "LSTM", "clip", 3.0, "clip"),
+        (lstm, "LSTM", "input_forget", 2, "input_forget"),  # 1 loads: input_forget=True
+        (lstm, "LSTM", "clip", -3.0, "clip"),  # > 0 loads: cell_clip
         (gru, "GRU", "clip", 3.0, "clip"),
         (gru, "GRU", "activations", ["Sigmoid", "Softsign"], "activations"),
         (lstm, "LSTM", "activations", ["Sigmoid", "Tanh", "Relu"], "activations"),

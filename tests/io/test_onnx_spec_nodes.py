@@ -113,7 +113,7 @@ def _read_case(where):
 
 
 _CASES = _backend_cases()
-REFUSED = {"test_lstm_with_peepholes": r"\bP\b.*peephole"}  # rnnfast's LSTM has no peepholes
+REFUSED = {}  # every backend node test loads (test_lstm_with_peepholes: rnnfast.LSTM(peepholes=True))
 
 
 def test_the_node_tests_are_all_there():
@@ -410,10 +410,12 @@ def test_spec_node_read_through_squeeze_and_transpose_as_tf2onnx_writes():
 @pytest.mark.parametrize(
     "cell, attr, value, pattern",
     [
-        ("LSTM", "clip", 3.0, "clip"),
-        ("GRU", "clip", 3.0, "clip"),
+        ("LSTM", "clip", 0.3, None),  # rnnfast.LSTM(cell_clip=0.3): loads, as onnxruntime
+        ("LSTM", "clip", -1.0, "clip=-1.0: expected a threshold > 0"),
+        ("GRU", "clip", 3.0, "clip.*cell_clip is the LSTM's"),
         ("RNN", "clip", 3.0, "clip"),
-        ("LSTM", "input_forget", 1, "input_forget"),
+        ("LSTM", "input_forget", 1, None),  # rnnfast.LSTM(input_forget=True)
+        ("LSTM", "input_forget", 2, "input_forget=2: expected 0 or 1"),
         ("RNN", "activations", ["Softsign"], "activations.*tanh or relu"),
         ("RNN", "activations", ["Tanh"], None),  # control: loads
         ("RNN", "activation_alpha", [0.5], "activation_alpha"),
@@ -442,14 +444,38 @@ def test_spec_node_refusals_name_the_attribute(cell, attr, value, pattern):
         rx.load(model)
 
 
-def test_spec_node_peepholes_are_refused_naming_p():
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("clip, input_forget", [(None, 0), (0.7, 1), (2.0, 0)])
+def test_spec_node_peepholes_input_forget_and_clip_load(direction, clip, input_forget):
+    """The LSTM's P (peepholes), input_forget and clip, with lengths and initial states in
+    each direction: rnnfast.LSTM(peepholes=True, input_forget=..., cell_clip=...) equals
+    onnxruntime's node."""
+    attrs = {"input_forget": input_forget} | ({} if clip is None else {"clip": clip})
+    model, feeds = _spec_node(
+        "LSTM", direction=direction, lengths="input", starts="input", attrs=attrs
+    )
+    node = model.graph.node[0]
+    while len(node.input) < 7:
+        node.input.append("")
+    node.input.append("P")
+    dirs = 2 if direction == "bidirectional" else 1
+    p = np.random.default_rng(3).uniform(-1, 1, (dirs, 3 * H)).astype("f4")
+    model.graph.initializer.append(numpy_helper.from_array(p, "P"))
+    _compare(model, feeds)
+
+
+def test_spec_node_peepholes_must_be_constants():
     model, _ = _spec_node("LSTM", outputs=("Y_h",))
     node = model.graph.node[0]
     while len(node.input) < 7:
         node.input.append("")
     node.input.append("P")
-    model.graph.initializer.append(numpy_helper.from_array(np.ones((1, 3 * H), "f4"), "P"))
-    with pytest.raises(rx.OnnxLoadError, match=r"the_lstm.*\bP\b.*peephole"):
+    model.graph.input.append(helper.make_tensor_value_info("P", TensorProto.FLOAT, (1, 3 * H)))
+    with pytest.raises(rx.OnnxLoadError, match=r"the_lstm.*\bP\b.*initializers"):
+        rx.load(model)
+    model.graph.input.pop()
+    model.graph.initializer.append(numpy_helper.from_array(np.ones((1, 2 * H), "f4"), "P"))
+    with pytest.raises(rx.OnnxLoadError, match=r"the_lstm.*its P has shape \(1, 12\)"):
         rx.load(model)
 
 

@@ -121,3 +121,12 @@ def test_refused_by_name():
     layer = rnnfast.LSTM(4, 6, input_forget=True, dtype=np.float32)
     with pytest.raises(ValueError, match="input_forget or cell_clip cannot be quantized"):
         rnnfast.quantize(layer, "int8")
+
+
+def test_no_torch_or_keras_counterpart():
+    pytest.importorskip("torch")
+    layer = rnnfast.LSTM(4, 6, peepholes=True, cell_clip=2.0)
+    with pytest.raises(ValueError, match=r"torch.nn.LSTM has no equivalent of peepholes=True"):
+        layer.to_torch()
+    with pytest.raises(ValueError, match=r"peepholes=True .*no Keras equivalent.*onnx"):
+        rnnfast.io.interop.keras_weights(layer)

@@ -155,6 +155,7 @@ class _Exporter:
         label,
         num_states=1,
         attributes=None,
+        peepholes=None,
         activation_alpha=None,
         activation_beta=None,
     ):
@@ -168,7 +169,8 @@ class _Exporter:
 
         The gated ops (``GRU``, ``LSTM``) take the same inputs plus ``initial_c`` for a cell of
         ``num_states=2`` (the LSTM: its final states are then the pair ``(h_n, c_n)``);
-        ``attributes`` adds the op's own (``linear_before_reset``), and ``activation_alpha`` /
+        ``attributes`` adds the op's own (``linear_before_reset``; the LSTM's ``input_forget``
+        and ``clip``), ``peepholes`` the LSTM's P per (layer, direction) as ``weights``, and ``activation_alpha`` /
         ``activation_beta`` the parameters of one direction's activations (HardSigmoid's)."""
         g = self.graph
         if flow.kind != "seq" or flow.width != layer.input_size:
@@ -216,9 +218,13 @@ class _Exporter:
                 extra["activation_alpha"] = list(activation_alpha) * dirs
             if activation_beta:
                 extra["activation_beta"] = list(activation_beta) * dirs
+            ins = [inp, w, r, b, len32, *starts]
+            if peepholes is not None:
+                P = np.stack([peepholes[i] for i in order])
+                ins.append(g.initializer(P, f"{op.lower()}.P_l{k}"))
             y, *finals = g.op(
                 op,
-                [inp, w, r, b, len32, *starts],
+                ins,
                 n_out=1 + num_states,
                 hidden_size=H,
                 direction=direction,

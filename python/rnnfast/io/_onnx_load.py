@@ -147,6 +147,7 @@ class _Node:
         self.cell, self.hidden = cell, hidden
         self.lengths, self.init = lengths, init
         self.init_c = None
+        self.peepholes = None  # the LSTM's P (dirs, 3H), ONNX's order i, o, f
         self.swap = None  # fixed when its Y is reshaped into a sequence
 
 
@@ -913,22 +914,31 @@ class _Reader:
         states, as a layer of an rnnfast RNN / GRU / LSTM."""
         a = self.attrs(node)
         G = cell_by(onnx_op=cell).num_gates
-        if "clip" in a:
-            self.fail(node, f"the attribute clip: rnnfast's {cell} has no such option")
-        if a.get("input_forget", 0):
+        if "clip" in a and cell != "LSTM":
             self.fail(
                 node,
-                "the attribute input_forget=1 (coupled input and forget gates): rnnfast's "
-                "LSTM has no such option",
+                f"the attribute clip: rnnfast's {cell} has no such option (rnnfast.LSTM's "
+                "cell_clip is the LSTM's)",
             )
+        clip = a.get("clip")
+        if clip is not None and not (np.isfinite(clip) and clip > 0):
+            self.fail(node, f"the attribute clip={clip}: expected a threshold > 0")
+        input_forget = a.get("input_forget", 0)
+        if input_forget not in (0, 1):
+            self.fail(node, f"the attribute input_forget={input_forget}: expected 0 or 1")
         layout = spec_nodes.node_layout(a, cell, lambda why: self.fail(node, why))
         x_axes, y_axes, state_axes = spec_nodes.node_axes(layout)
         n_in = cell_by(onnx_op=cell).onnx_inputs
         args = list(args) + [None] * (n_in - len(args))
         x, w, r, b, seq_lens, init = args[:6]
         init_c = args[6] if cell == "LSTM" else None
-        if cell == "LSTM" and len(node.input) > 7 and node.input[7]:
-            self.fail(node, "its input P (peepholes): rnnfast's LSTM has no peephole connections")
+        peepholes = args[7] if cell == "LSTM" and len(node.input) > 7 and node.input[7] else None
+        if peepholes is not None and not isinstance(peepholes, _Const):
+            self.fail(
+                node,
+                "its P (peepholes) is not a constant: rnnfast builds its layers from weights "
+                "in the file (initializers)",
+            )
         x = self.x_of(node, x, "its input X")
         direction = a.get("direction", b"forward")
         direction = direction.decode() if isinstance(direction, bytes) else direction
@@ -949,6 +959,11 @@ class _Reader:
                     stacklevel=4,
                 )
             activation = activation + (reset_after,)
+        elif cell == "LSTM":
+            # ONNX's forms (rnnfast.LSTM's input_forget, cell_clip, peepholes): layers stack
+            # only with the same
+            clip = None if clip is None else float(clip)
+            activation = activation + (bool(input_forget), clip, peepholes is not None)
         for name, v in (("W", w), ("R", r), ("B", b)):
             if isinstance(v, _Input):
                 self.fail(
@@ -987,6 +1002,10 @@ class _Reader:
         b = None if b is None else b.value
         if b is not None and b.shape != (dirs, 2 * G * H):
             self.fail(node, f"its B has shape {b.shape}, expected ({dirs}, {2 * G * H})")
+        if peepholes is not None:
+            peepholes = peepholes.value
+            if peepholes.dtype.kind != "f" or peepholes.shape != (dirs, 3 * H):
+                self.fail(node, f"its P has shape {peepholes.shape}, expected ({dirs}, {3 * H})")
         lengths = None
         if isinstance(seq_lens, _Const):  # lengths the graph fixes (an initializer)
             batch = self.inputs_batch(x_axes)
@@ -1040,6 +1059,7 @@ class _Reader:
             H,
         )
         n.init_c = starts[1]
+        n.peepholes = peepholes
         self.nodes.append(n)
         self.place_rnn(node, n, x)
         # an empty sequence's Y_h / Y_c are zeros (onnxruntime), where rnnfast's are h0 / c0
@@ -1398,6 +1418,9 @@ class _Reader:
             options = {"activation": n0.activation[0], "recurrent_activation": n0.activation[1]}
             if n0.cell == "GRU":
                 options["reset_after"] = n0.activation[2]
+            elif any(n0.activation[2:]):  # the LSTM's ONNX forms
+                input_forget, clip, peepholes = n0.activation[2:]
+                options.update(peepholes=peepholes, input_forget=input_forget, cell_clip=clip)
         rnn = cls(
             nodes[0].w.shape[2],
             H,
@@ -1443,6 +1466,10 @@ class _Reader:
                         "one h0 (and one c0) for all its layers)"
                     )
         rnn.load_onnx_weights(weights)
+        if n0.cell == "LSTM" and n0.peepholes is not None:
+            rnn.load_onnx_peepholes(
+                [n.peepholes[(1 - d) if n.swap else d] for n in nodes for d in range(dirs)]
+            )
         if keras:
             rnn.return_state = self.returns_state(stage)
         return rnn, uses_h0

@@ -323,6 +323,13 @@ def keras_weights(layer):
         raise ValueError(
             f"layer: proj_size={layer.proj_size} (the LSTM projection) has no Keras equivalent"
         )
+    for option, default in (("peepholes", False), ("input_forget", False), ("cell_clip", None)):
+        if getattr(layer, option, default) != default:
+            raise ValueError(
+                f"layer: {option}={getattr(layer, option)!r} (ONNX's LSTM form) has no Keras "
+                "equivalent: keras.layers.LSTM computes the plain LSTM; export it to ONNX "
+                "(rnnfast.io.onnx.export) instead"
+            )
     reset_after = getattr(layer, "reset_after", True)
     state = layer.state_dict()
     out = []

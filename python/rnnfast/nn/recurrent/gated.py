@@ -363,7 +363,7 @@ class _GatedLayer(RecurrentLayer):
         def reorder(a):
             return np.ascontiguousarray(a.reshape((G, -1) + a.shape[1:])[perm].reshape(a.shape))
 
-        state = {}
+        state = self.state_dict()  # parameters ONNX gives apart (the LSTM's P) stay
         for (w, r, bi, bh), (W, R, B) in zip(self._names, weights):
             state[w], state[r] = reorder(W), reorder(R)
             if bi is not None:
@@ -373,6 +373,10 @@ class _GatedLayer(RecurrentLayer):
     def onnx_attributes(self):
         """ONNX export: the op's own attributes (the GRU's ``linear_before_reset``)."""
         return {}
+
+    def onnx_peepholes(self, params):
+        """ONNX export: the LSTM op's P per (layer, direction), or None (none here)."""
+        return None
 
     def onnx_emit(self, exporter, flow, who):
         """ONNX export: one ``GRU`` / ``LSTM`` node per stacked layer; the exporter writes the
@@ -388,6 +392,7 @@ class _GatedLayer(RecurrentLayer):
             label=f"{type(self).__name__}(input_size={self.input_size})",
             num_states=self.cell.num_states,
             attributes=self.onnx_attributes(),
+            peepholes=self.onnx_peepholes(exporter.float_params(self)),
             activation_alpha=alphas,
             activation_beta=betas,
         )
@@ -618,8 +623,8 @@ class LSTM(_GatedLayer):
         return attributes
 
     def onnx_peepholes(self, params):
-        """ONNX export: the op's P (3H,) per (layer, direction), [p_i | p_o | p_f], or None
-        without peepholes."""
+        """ONNX export: the op's P (3H,) per (layer, direction) in PyTorch's order l * dirs +
+        d, [p_i | p_o | p_f], or None without peepholes."""
         if not self._peepholes:
             return None
         out = []
@@ -627,6 +632,14 @@ class LSTM(_GatedLayer):
             p_i, p_f, p_o = np.split(params[w.replace("weight_ih", "weight_peephole", 1)], 3)
             out.append(np.concatenate([p_i, p_o, p_f]))
         return out
+
+    def load_onnx_peepholes(self, peepholes):
+        """ONNX load: the inverse of :meth:`onnx_peepholes`, loaded as a state dict."""
+        state = self.state_dict()
+        for (w, *_), p in zip(self._names, peepholes):
+            p_i, p_o, p_f = np.split(np.asarray(p), 3)
+            state[w.replace("weight_ih", "weight_peephole", 1)] = np.concatenate([p_i, p_f, p_o])
+        self.load_state_dict(state)
 
     # ---- the state is the pair (h, c) ----------------------------------------------------------
 

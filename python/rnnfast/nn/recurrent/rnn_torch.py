@@ -92,6 +92,12 @@ def _torch_incompatibilities(layer):
         problems.append(f"activation={layer.activation!r}")
     if getattr(layer, "recurrent_activation", "sigmoid") != "sigmoid":
         problems.append(f"recurrent_activation={layer.recurrent_activation!r}")
+    if getattr(layer, "peepholes", False):
+        problems.append("peepholes=True (ONNX's LSTM peepholes)")
+    if getattr(layer, "input_forget", False):
+        problems.append("input_forget=True (coupled input and forget gates)")
+    if getattr(layer, "cell_clip", None) is not None:
+        problems.append(f"cell_clip={layer.cell_clip!r}")
     if getattr(layer, "go_backwards", False):
         problems.append("go_backwards=True")
     if getattr(layer, "residual", False):
