@@ -67,7 +67,26 @@ def test_whole_model_reloads_with_weights_only(cls):
 def test_only_the_bridge_classes_are_allowed():
     allowed = {f"{c.__module__}.{c.__qualname__}" for c in torch.serialization.get_safe_globals()}
     ours = {name for name in allowed if name.startswith("rnnfast")}
-    assert ours == {"rnnfast.torch.RNN", "rnnfast.torch.GRU", "rnnfast.torch.LSTM"}
+    assert ours == {
+        "rnnfast.torch.RNN",
+        "rnnfast.torch.GRU",
+        "rnnfast.torch.LSTM",
+        "rnnfast._torch_layer_norm.LayerNormLSTM",
+    }
+
+
+def test_a_model_holding_the_layer_norm_lstm_reloads_with_weights_only():
+    torch.manual_seed(0)
+    model = nn.Sequential(rt.LayerNormLSTM(3, 4))
+    x = torch.randn(5, 2, 3)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    # what a user allows for torch.nn's own modules; rnnfast's class is allowed by the import
+    with torch.serialization.safe_globals([nn.Sequential, nn.Linear, nn.LayerNorm]):
+        loaded = torch.load(buffer)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded[0](x)[0], model[0](x)[0], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", ["RNN", "GRU", "LSTM"])

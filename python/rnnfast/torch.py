@@ -34,7 +34,8 @@ result is ``nn``'s, in the dtype autocast gives it, until rnnfast trains in bf16
 
 A whole model holding the bridge's modules reloads with ``torch.load``'s default
 ``weights_only=True`` as one holding ``torch.nn``'s does: importing ``rnnfast.torch`` adds
-``RNN``, ``GRU`` and ``LSTM`` to torch's safe globals (their pickled state is torch's own).
+``RNN``, ``GRU``, ``LSTM`` and ``LayerNormLSTM`` to torch's safe globals (their pickled state
+is torch's own).
 Double backward (a backward under ``create_graph=True``: a gradient penalty) recomputes the
 call with torch's own recurrence and differentiates that (``_torch_recompute``): torch's numbers
 and speed, for every option but dropout between layers in training, which raises.
@@ -592,9 +593,9 @@ class LSTM(_Bridge, torch.nn.LSTM):
 _BRIDGES = {torch.nn.RNN: RNN, torch.nn.GRU: GRU, torch.nn.LSTM: LSTM}
 
 # A model holding the bridge's modules reloads with torch.load's default weights_only=True as
-# one holding torch.nn's does: the unpickler may rebuild these three classes (their state is
+# one holding torch.nn's does: the unpickler may rebuild these four classes (their state is
 # torch's own: tensors, numbers, strings; see _Bridge.__getstate__), nothing else of rnnfast's.
-torch.serialization.add_safe_globals([RNN, GRU, LSTM])
+torch.serialization.add_safe_globals([RNN, GRU, LSTM, LayerNormLSTM])
 # torch.compile traces the three classes (Dynamo's allow_rnn; see _torch_ops)
 _torch_ops.allow_in_dynamo()
 
