@@ -40,16 +40,24 @@ def rss() -> int:
         return int(f.read().split()[1]) * PAGE
 
 
-def growth(fn, calls=CALLS, warmup=500):
-    """RSS growth over `calls` calls of fn after `warmup` calls, in bytes."""
-    for _ in range(warmup):
-        fn()
+def _window(fn, calls):
     gc.collect()
     before = rss()
     for _ in range(calls):
         fn()
     gc.collect()
     return rss() - before
+
+
+def growth(fn, calls=CALLS, warmup=500):
+    """RSS growth over `calls` calls of fn after `warmup` calls, in bytes. Where it reaches
+    LIMIT, a second window of `calls` calls is measured and the smaller growth returned: a leak
+    grows in every window, while a one-off allocation elsewhere in the process (seen once in a
+    full run: 1.8 MB in one window, none in 60,000 calls of the same case alone) shows in one."""
+    for _ in range(warmup):
+        fn()
+    grew = _window(fn, calls)
+    return grew if grew < LIMIT else min(grew, _window(fn, calls))
 
 
 def _functional_call(dtype, lengths, alpha, return_sequences, masks=False):
