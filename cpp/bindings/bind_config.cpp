@@ -2,6 +2,7 @@
 #include "check.hpp"
 #include "rnnfast/runtime/cache_info.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
+#include "rnnfast/runtime/products.hpp"
 #include "rnnfast/runtime/step_barrier.hpp"
 #include "rnnfast/runtime/threads.hpp"
 
@@ -28,6 +29,44 @@ void register_config(py::module_& m) {
     m.def("isa_note", &isa_note, "Why RNNFAST_ISA was not honoured, or ''.");
     m.def("set_active_isa", &set_active_isa, py::arg("name"),
           "Switch the kernels to a supported ISA (for tests and benchmarks).");
+    m.def(
+        "set_thread_products",
+        [](const std::string& name) {
+            const std::string before = thread_products() == Products::bf16 ? "bf16" : "float32";
+            if (name == "bf16")
+                set_thread_products(Products::bf16);
+            else if (name == "float32")
+                set_thread_products(Products::float32);
+            else
+                throw py::value_error("precision: expected 'float32' or 'bf16', got '" + name +
+                                      "'");
+            return before;
+        },
+        py::arg("precision"),
+        "Set the products of this thread's float32 kernel calls ('float32' or 'bf16': bf16 "
+        "operands, float32 sums); returns the previous choice. RuntimeError where this CPU has "
+        "no bf16 products (see bf16_products_path).");
+    m.def(
+        "thread_products", [] { return thread_products() == Products::bf16 ? "bf16" : "float32"; },
+        "This thread's products: 'float32' or 'bf16'.");
+    m.def("bf16_products_path", &bf16_products_path,
+          "Where bf16 products run: 'avx512_bf16', 'emulated' (the test switch), or '' (none).");
+    m.def("bf16_unavailable_reason", &bf16_unavailable_reason,
+          "Why this machine has no bf16 products, or '' where it has them.");
+    m.def("set_bf16_emulation", &set_bf16_emulation, py::arg("on"),
+          "Test-only: bf16 products by rounding in software on the active ISA (any CPU).");
+    m.def("bf16_emulation", &bf16_emulation);
+    m.def(
+        "round_to_bf16",
+        [](py::array_t<float, py::array::c_style | py::array::forcecast> x) {
+            py::array_t<float> out(x.request().shape);
+            const float* in = x.data();
+            float* o = out.mutable_data();
+            for (py::ssize_t i = 0; i < x.size(); ++i)
+                o[i] = round_to_bf16(in[i]);
+            return out;
+        },
+        py::arg("x"), "x rounded to bf16 (to nearest even) as float32: the products' model.");
     m.def("get_num_threads", &get_num_threads);
     m.def("set_num_threads", &set_num_threads, py::arg("n"));
     m.def("openmp_enabled", &openmp_enabled);

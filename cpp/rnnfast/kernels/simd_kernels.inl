@@ -9,6 +9,9 @@
 // run on a CPU that lacks it.
 
 #include <cmath>
+#if defined(RNNFAST_BF16_PRODUCTS)
+#include <immintrin.h>
+#endif
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -429,6 +432,34 @@ inline void prefetch_tile_rows(const T* c, index ldc) {
             __builtin_prefetch(reinterpret_cast<const char*>(c + i * ldc) + line * 64, 1, 3);
 }
 
+// The pass's epilogue on a register tile's sums (MR rows of NR), stored to C's rows
+// [i0, i0 + MR), `cols` columns from j0. The float tile and the bf16 products' tile share it.
+template <class T, int MR>
+inline void finish_tile(const GemmTask<T>& t, const KPass<T>& pass, index i0,
+                        const typename Simd<T>::vec (&acc)[MR][kNV], int cols, index j0) {
+    constexpr int NR = Simd<T>::NR;
+    for (int i = 0; i < MR; ++i) {
+        T* c = t.C + (i0 + i) * t.ldc + j0;
+        const T* bias = pass.bias ? pass.bias + j0 : nullptr;
+        const T* aux =
+            t.aux && pass.op != Epilogue::none ? t.aux + (i0 + i) * t.ldaux + j0 : nullptr;
+        if (cols == NR) {
+            finish_row<T>(pass, acc[i], c, bias, aux);
+        } else {
+            // Right edge: run the same vector epilogue on zero-padded copies, store `cols` values.
+            T cbuf[NR] = {}, bbuf[NR] = {}, abuf[NR] = {};
+            for (int j = 0; j < cols; ++j) {
+                if (pass.accumulate) cbuf[j] = c[j];
+                if (bias) bbuf[j] = bias[j];
+                if (aux) abuf[j] = aux[j];
+            }
+            finish_row<T>(pass, acc[i], cbuf, bias ? bbuf : nullptr, aux ? abuf : nullptr);
+            for (int j = 0; j < cols; ++j)
+                c[j] = cbuf[j];
+        }
+    }
+}
+
 // acc[MR][NV] = A[rows, k-block] * panel (one broadcast per row and k), then the pass's
 // epilogue. The same arithmetic, in the same order, whichever way A is read.
 template <class T, int MR, class Rows>
@@ -478,26 +509,7 @@ inline void tile(const GemmTask<T>& t, const KPass<T>& pass, index i0, const Row
             for (int v = 0; v < kNV; ++v)
                 acc[0][i][v] += acc[u][i][v];
 
-    for (int i = 0; i < MR; ++i) {
-        T* c = t.C + (i0 + i) * t.ldc + j0;
-        const T* bias = pass.bias ? pass.bias + j0 : nullptr;
-        const T* aux =
-            t.aux && pass.op != Epilogue::none ? t.aux + (i0 + i) * t.ldaux + j0 : nullptr;
-        if (cols == NR) {
-            finish_row<T>(pass, acc[0][i], c, bias, aux);
-        } else {
-            // Right edge: run the same vector epilogue on zero-padded copies, store `cols` values.
-            T cbuf[NR] = {}, bbuf[NR] = {}, abuf[NR] = {};
-            for (int j = 0; j < cols; ++j) {
-                if (pass.accumulate) cbuf[j] = c[j];
-                if (bias) bbuf[j] = bias[j];
-                if (aux) abuf[j] = aux[j];
-            }
-            finish_row<T>(pass, acc[0][i], cbuf, bias ? bbuf : nullptr, aux ? abuf : nullptr);
-            for (int j = 0; j < cols; ++j)
-                c[j] = cbuf[j];
-        }
-    }
+    finish_tile<T, MR>(t, pass, i0, acc[0], cols, j0);
 }
 
 // The tile of MR rows at i0 against one panel, reading A packed (from the M-block's slivers at
@@ -1076,6 +1088,10 @@ constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,
                                    &lstm_grad_row<T>,
                                    &gru_grad_row<T>};
 
+#if defined(RNNFAST_BF16_PRODUCTS)
+#include "bf16_products.inl"
+#endif
+
 }  // namespace
 
 const KernelTable<float>& table_f32() {
@@ -1084,6 +1100,11 @@ const KernelTable<float>& table_f32() {
 const KernelTable<double>& table_f64() {
     return kTable<double>;
 }
+#if defined(RNNFAST_BF16_PRODUCTS)
+Bf16Gemm bf16_gemm() {
+    return {&pack_b_bf16, &gemm_block_bf16};
+}
+#endif
 
 }  // namespace RNNFAST_ISA_NS
 #undef RNNFAST_ALWAYS_INLINE

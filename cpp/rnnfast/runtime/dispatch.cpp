@@ -1,5 +1,7 @@
 #include "dispatch.hpp"
 
+#include "products.hpp"
+
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
@@ -111,6 +113,7 @@ void set_active_isa(const std::string& name) {
 
 template <>
 const KernelTable<float>& kernels<float>() {
+    if (thread_products() == Products::bf16) return bf16_table();  // products.hpp
     return kIsas[g_active.load()].f32();
 }
 template <>

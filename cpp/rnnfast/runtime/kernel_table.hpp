@@ -75,6 +75,13 @@ struct KernelTable {
     void (*gru_grad_row)(const GateGradRow<T>& row);
 };
 
+// The entries a float table swaps for bf16 products (runtime/products.cpp): B packed as bf16
+// pairs, and the GEMM that multiplies A's values, rounded to bf16, with them.
+struct Bf16Gemm {
+    void (*pack_b)(MatView<float> B, index K, index N, index p0, index p1, float* dst);
+    void (*gemm_block)(const GemmTask<float>& task, index m0, index m1, index p0, index p1);
+};
+
 // Whether every entry of a table is set: an aggregate initialiser that misses the newest
 // entries compiles, and leaves them null. compiled_isas() (dispatch.cpp) checks every ISA's
 // tables with it. (Not a static_assert: under the sanitizers GCC does not take a function's
@@ -98,6 +105,7 @@ const KernelTable<double>& table_f64();
 namespace isa_avx512 {
 const KernelTable<float>& table_f32();
 const KernelTable<double>& table_f64();
+Bf16Gemm bf16_gemm();  // VDPBF16PS (kernels/bf16_products.inl); runs on AVX512-BF16 alone
 }  // namespace isa_avx512
 #endif
 
