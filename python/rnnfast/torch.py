@@ -28,9 +28,18 @@ more per call.
 
 Dropout between layers (training mode) draws its masks from a generator seeded from torch's
 (so ``torch.manual_seed`` repeats runs; the masks differ from torch's own). Tensors rnnfast's
-kernels do not take (not on the CPU, or neither float32 nor float64) run torch's own forward,
-and so does a call under ``torch.autocast("cpu")`` (with an ``AutocastFallbackWarning``: the
-result is ``nn``'s, in the dtype autocast gives it, until rnnfast trains in bf16).
+kernels do not take (not on the CPU, or neither float32 nor float64) run torch's own forward.
+
+Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` a call runs rnnfast's kernels with bf16
+products (``rnnfast.precision``: every GEMM's operands rounded to bf16, float32 sums), forward
+and backward (the backward runs later, outside the autocast block: each Function remembers the
+products its forward ran with and re-enters them). The input and states are cast to float32
+for the kernels (bf16 ones too), the parameters and their gradients stay float32, and the
+outputs take the dtypes torch's own module gives them under the same autocast
+(``_torch_autocast`` says which, cell by cell). What the bf16 products cannot run (autocast to
+float16, a CPU without them, a module that is not float32) runs torch's own forward with an
+``AutocastFallbackWarning`` naming the reason and the fix: nn's result in autocast's dtype,
+never float32 kernels in its place.
 
 A whole model holding the bridge's modules reloads with ``torch.load``'s default
 ``weights_only=True`` as one holding ``torch.nn``'s does: importing ``rnnfast.torch`` adds
@@ -38,7 +47,8 @@ A whole model holding the bridge's modules reloads with ``torch.load``'s default
 is torch's own).
 Double backward (a backward under ``create_graph=True``: a gradient penalty) recomputes the
 call with torch's own recurrence and differentiates that (``_torch_recompute``): torch's numbers
-and speed, for every option but dropout between layers in training, which raises.
+and speed, for every option but dropout between layers in training, which raises. A call that
+ran bf16 products is recomputed under torch's own bf16 autocast.
 
 Under ``torch.compile`` and ``torch.export`` a call runs rnnfast's kernels as registered custom
 operators (``_torch_ops``: ``rnnfast::layer_forward`` / ``layer_backward``, with fake
@@ -65,6 +75,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence
 
 from . import _torch_ops
+from ._torch_autocast import autocast_refusal, output_dtypes, run_with, thread_products
 from ._torch_layer_norm import LayerNormLSTM
 from ._torch_recompute import differentiable_grads
 from .nn.recurrent.cells import ELMAN, GRU_SPEC, LSTM_SPEC
@@ -103,16 +114,19 @@ def _tensor(a):
 def _graph_grads(ctx, output_grads, lengths, dropout):
     """Both Functions' backward under create_graph=True: the gradients recomputed with torch's
     operators (``_torch_recompute``), so that they have a graph behind them; None for the four
-    leading inputs that are not tensors, as both Functions take them."""
-    grads = differentiable_grads(
-        ctx.module,
-        ctx.saved_tensors,
-        ctx.needs_input_grad[4:],
-        output_grads,
-        lengths,
-        ctx.batch_first,
-        dropout,
-    )
+    leading inputs that are not tensors, as both Functions take them. A forward that ran bf16
+    products is recomputed under torch's own autocast to bf16, its counterpart."""
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=ctx.precision == "bf16")
+    with autocast:
+        grads = differentiable_grads(
+            ctx.module,
+            ctx.saved_tensors,
+            ctx.needs_input_grad[4:],
+            output_grads,
+            lengths,
+            ctx.batch_first,
+            dropout,
+        )
     return (None, None, None, None, *grads)
 
 
@@ -133,6 +147,9 @@ class _RNNFunction(torch.autograd.Function):
         ctx.rnnfast_cache = layer._cache
         layer._cache = None  # the next call of the same module keeps its own
         ctx.hx_given = hx is not None
+        # backward runs later, outside the caller's products("bf16") block (autocast's): it
+        # re-enters the products this forward ran with
+        ctx.precision = thread_products()
         # x and the states are saved beside the weights for torch's version check: the layer
         # keeps them uncopied (_inputs_guarded), and an in-place change before backward
         # raises, as with nn.RNN, instead of altering the gradients
@@ -159,9 +176,10 @@ class _RNNFunction(torch.autograd.Function):
         if ctx.paired:
             d_state = (d_state, None if dc_n is None else _view(dc_n))
         # an input that needs no gradient (a first layer's data) skips dx's GEMM and transpose
-        dx, dh0 = layer.backward(
-            None if dy is None else _view(dy), d_state, input_gradient=ctx.needs_input_grad[4]
-        )
+        with run_with(ctx.precision):
+            dx, dh0 = layer.backward(
+                None if dy is None else _view(dy), d_state, input_gradient=ctx.needs_input_grad[4]
+            )
         grads = [
             torch.from_numpy(layer.grads[name]) if need else None
             for name, need in zip(names, ctx.needs_input_grad[7:])
@@ -228,6 +246,7 @@ class _PlainFunction(torch.autograd.Function):
         )
         ctx.cell, ctx.layout, ctx.batch_first, ctx.module = cell, layout, batch_first, module
         ctx.arrays, ctx.records, ctx.hx_given = arrays, records, hx is not None
+        ctx.precision = thread_products()  # for backward, as _RNNFunction's
         # the output is a copy (a batch_first one is made by the transpose): backward reads
         # the kernels' y, and a caller may change its output in place (an in-place
         # activation or dropout), as torch's modules allow
@@ -246,15 +265,16 @@ class _PlainFunction(torch.autograd.Function):
             return _graph_grads(ctx, (dy, dh_n, dc_n), None, 0.0)
         ctx.saved_tensors  # noqa: B018 (the version check)
         needs = ctx.needs_input_grad[1:]
-        dx, dh0, dc0, grads = plain_backward(
-            ctx.cell,
-            ctx.records,
-            ctx.arrays,
-            None if dy is None else _time_major(dy, ctx.batch_first),
-            _array(dh_n),
-            _array(dc_n),
-            input_gradient=needs[3],
-        )
+        with run_with(ctx.precision):
+            dx, dh0, dc0, grads = plain_backward(
+                ctx.cell,
+                ctx.records,
+                ctx.arrays,
+                None if dy is None else _time_major(dy, ctx.batch_first),
+                _array(dh_n),
+                _array(dc_n),
+                input_gradient=needs[3],
+            )
         weight_grads = [None] * (len(needs) - 6)
         for row, layer_grads in zip(ctx.layout, grads):
             for i, g in zip(row, layer_grads):
@@ -267,19 +287,20 @@ class _PlainFunction(torch.autograd.Function):
 
 
 class AutocastFallbackWarning(UserWarning):
-    """A bridge module ran torch's own forward because ``torch.autocast("cpu")`` was on."""
+    """A bridge module ran torch's own forward under ``torch.autocast("cpu")``: a call that
+    rnnfast's bf16 products cannot run (float16 autocast, a CPU without bf16 products, a
+    module that is not float32)."""
 
 
-def _warn_autocast(module):
+def _warn_autocast(module, refusal):
     name = type(module).__name__
+    reason, fix = refusal
     warnings.warn(
         f"rnnfast.torch.{name} under torch.autocast('cpu', dtype="
         f"{torch.get_autocast_dtype('cpu')}) runs torch.nn.{name}'s own forward (its autocast "
-        f"result and speed): rnnfast's kernels have no low-precision training yet. To run "
-        f"them, call the module outside the autocast region (or inside torch.autocast('cpu', "
-        f"enabled=False)) on float32 input.",
+        f"result and speed): {reason}. To run rnnfast's kernels, {fix}.",
         AutocastFallbackWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
@@ -354,17 +375,45 @@ class _Bridge:
             return _torch_ops.forward(self, input, hx, super().forward)
         packed = isinstance(input, PackedSequence)
         data = input.data if packed else input
+        if torch.is_autocast_enabled("cpu") and data.is_cpu:
+            return self._forward_autocast(input, hx, packed)
         if not self._runs_on_rnnfast(data, hx):
             return super().forward(input, hx)
-        if torch.is_autocast_enabled("cpu"):
-            # torch's own forward under autocast: its result dtype differs by cell (bf16 for
-            # nn.RNN and nn.LSTM, float32 for nn.GRU), and rnnfast has no bf16 training yet
-            _warn_autocast(self)
-            return super().forward(input, hx)
+        return self._forward_kernels(input, hx, packed)
+
+    def _forward_kernels(self, input, hx, packed):
+        """The call on rnnfast's kernels, with this thread's products."""
         if packed:
             return self._forward_packed(input, hx)
         self._check_shapes(input, hx)
         return self._run(input, hx, None, self.batch_first)
+
+    def _forward_autocast(self, input, hx, packed):
+        """A call under ``torch.autocast("cpu", dtype=torch.bfloat16)``: rnnfast's kernels with
+        bf16 products on float32 copies of the input and states (the parameters are float32
+        already), the outputs cast to the dtypes torch's own module gives them
+        (``_torch_autocast``); torch's own forward, with a warning, for what they cannot run."""
+        data = input.data if packed else input
+        states = self._states(hx)
+        if states is None:
+            return super().forward(input, hx)  # not a state torch takes: torch says so
+        refusal = autocast_refusal(self, data, states)
+        if refusal is not None:
+            _warn_autocast(self, refusal)
+            return super().forward(input, hx)
+        dtypes = output_dtypes(self, data, states, packed)
+        input = input.float()  # a PackedSequence's too; a no-op for float32
+        hx = self._float_states(hx)
+        # autocast off inside: the bridge's own torch ops (packing, transposes) stay float32
+        with torch.autocast("cpu", enabled=False), run_with("bf16"):
+            y, state = self._forward_kernels(input, hx, packed)
+        y = y.to(dtypes[0])  # a PackedSequence's data too
+        if isinstance(state, tuple):
+            return y, (state[0].to(dtypes[1]), state[1].to(dtypes[2]))
+        return y, state.to(dtypes[1])
+
+    def _float_states(self, hx):
+        return None if hx is None else hx.float()
 
     def _check_shapes(self, input, hx):
         """Whether the (unpacked) ``input`` is batched, after torch's checks of its shape and
@@ -588,6 +637,9 @@ class LSTM(_Bridge, torch.nn.LSTM):
 
     def _batched_states(self, hx, batched):
         return tuple(hx) if batched else (hx[0].unsqueeze(1), hx[1].unsqueeze(1))
+
+    def _float_states(self, hx):
+        return None if hx is None else (hx[0].float(), hx[1].float())
 
 
 _BRIDGES = {torch.nn.RNN: RNN, torch.nn.GRU: GRU, torch.nn.LSTM: LSTM}

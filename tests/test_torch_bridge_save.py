@@ -1,7 +1,6 @@
-"""Two ways a PyTorch program meets the bridge outside its forward and backward: a whole model
-saved with ``torch.save`` and reloaded with ``torch.load``'s default ``weights_only=True``
-(as one holding ``torch.nn``'s modules reloads), and a call under ``torch.autocast("cpu")``,
-which runs torch's own forward (nn's result and dtype, whatever the cell) with a warning."""
+"""A whole model holding the bridge's modules saved with ``torch.save`` reloads with
+``torch.load``'s default ``weights_only=True``, as one holding ``torch.nn``'s modules does.
+(Calls under ``torch.autocast("cpu")``: ``test_torch_autocast*.py``.)"""
 
 from __future__ import annotations
 
@@ -87,20 +86,3 @@ def test_a_model_holding_the_layer_norm_lstm_reloads_with_weights_only():
         loaded = torch.load(buffer)
     with torch.no_grad():
         torch.testing.assert_close(loaded[0](x)[0], model[0](x)[0], rtol=0, atol=0)
-
-
-@pytest.mark.parametrize("name", ["RNN", "GRU", "LSTM"])
-def test_autocast_runs_torchs_forward_with_a_warning(name):
-    torch.manual_seed(0)
-    ref = getattr(nn, name)(3, 4)
-    mine = getattr(rt, name)(3, 4)
-    mine.load_state_dict(ref.state_dict())
-    x = torch.randn(5, 2, 3, requires_grad=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        want = ref(x)
-        with pytest.warns(rt.AutocastFallbackWarning, match=rf"torch.nn.{name}'s own forward"):
-            got = mine(x)
-    assert got[0].dtype == want[0].dtype  # bf16 for RNN and LSTM, float32 for GRU (torch's)
-    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
-    # outside the region, rnnfast's kernels again, in float32
-    assert mine(x)[0].dtype == torch.float32
