@@ -500,6 +500,7 @@ _ALONE = {
     "batch_first": False,
     "dropout": 0.0,
     "dtype": "float64",
+    "precision": "float32",  # the float64 copy's products (bf16 is for float32 layers)
     "residual": False,
     "merge_mode": "concat",
     "go_backwards": False,

@@ -177,7 +177,9 @@ def fit(model, x, y, options, *, broadcast=True, reseed_dropout=True):
     - ``backup_dir``: rank 0 writes one backup, which holds every rank's random streams
       (dropout masks) and running sums, and at a restart reads it and gives each rank its
       part; the restart needs the same number of ranks;
-    - validation is split over the ranks and its sums reduced.
+    - validation is split over the ranks and its sums reduced;
+    - ``precision="bf16"`` rounds the operands of each rank's kernel products as in
+      ``training.fit``; the gradients it averages are float32, and so is the allreduce.
 
     Raises
     ------

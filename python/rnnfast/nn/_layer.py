@@ -38,6 +38,11 @@ What a layer says about itself (each with a default here; the layers override wh
     Its bf16 / int8 inference copy: by default made by the subclass of the layer's class whose
     ``float_class`` names it (``nn.quantized.layers``: ``QuantizedLinear.float_class is Linear``), found
     through the class hierarchy; containers copy their children.
+``kernel_products`` (a class attribute)
+    True where every product the layer computes is a call of rnnfast's float32 kernels, so
+    that bf16 mixed precision (``fit(precision="bf16")``, ``Sequential(precision=)``) applies
+    to all of them; False by default, and a model holding a layer with parameters that says
+    False is refused bf16 by name (its NumPy products would stay float32).
 """
 
 from __future__ import annotations
@@ -76,6 +81,9 @@ class Layer(ParameterOwner):
     # the names of a call's positional arguments after x, and of the inputs whose gradients
     # backward returns after dx, in order (the RNN: h0, lengths, mask; dx, dh0)
     call_arguments = ()
+    # whether every product it computes is a float32 kernel call (see the module's docstring);
+    # a layer of the user's may multiply in NumPy, which bf16 products would not reach
+    kernel_products = False
 
     def __init__(self, dtype=np.float32):
         self.dtype = layer_dtype(dtype)

@@ -30,6 +30,9 @@ class Embedding(Layer):
         the model derives the lengths from it. An RNN needs the padding at each sequence's end.
     """
 
+    # a lookup and a scatter-add, no products: nothing that bf16 mixed precision leaves float32
+    kernel_products = True
+
     def __init__(
         self,
         num_embeddings,

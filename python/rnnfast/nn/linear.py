@@ -32,6 +32,8 @@ class Linear(Layer):
 
     # a class default, so that layers pickled before ``activation`` existed load as the identity
     _activation = None
+    # both products (forward and backward) are rnnfast's GEMM: bf16 mixed precision reaches them
+    kernel_products = True
 
     def __init__(
         self, in_features, out_features, bias=True, dtype=np.float32, seed=None, *, activation=None

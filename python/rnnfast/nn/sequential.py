@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._children import ChildOwner
 from ._inference_only import refuse_training
 from ._layer import quantize_layer
+from ._mixed_precision import check_model_precision, model_products, products_note
 from ._shapes import prefixed
 from .files.persistence import build_layer, layer_class, layer_config
 from .masking import batch_first_of, call_layer, input_suspect, input_valid_mask
@@ -32,9 +33,20 @@ class Sequential(ChildOwner):
     An ``Embedding`` followed by an ``RNN`` runs fused (``rnn(ids, embedding=embedding)``)
     when the batch has more tokens than the vocabulary has entries: the same results to
     rounding, without the embedded sequence, its projection GEMM or its gradient.
+
+    ``precision`` (None, "float32" or "bf16"): the products of every layer's forward and
+    backward, Dense heads' included, whatever each layer's own ``precision`` says; None (the
+    default) leaves each layer its own. "bf16" rounds both operands of every GEMM to bf16 and
+    sums in float32 (``rnnfast.precision``); it needs float32 layers that run all their
+    products on rnnfast's kernels (a quantized copy, a float64 layer or one that multiplies in
+    NumPy is refused by name) and a CPU with bf16 products (a RuntimeError naming the ISA
+    elsewhere). A ``fit(precision=...)`` around the model wins over it for that fit.
     """
 
-    def __init__(self, layers):
+    # a class default: Sequentials pickled before mixed precision leave each layer its own
+    _precision = None
+
+    def __init__(self, layers, *, precision=None):
         self.layers = list(layers)
         for i, layer in enumerate(self.layers):
             if not (callable(layer) and hasattr(layer, "backward")):
@@ -42,6 +54,16 @@ class Sequential(ChildOwner):
         self.training = True
         self._fused = frozenset()  # indices of the Embeddings fused into the next layer
         self.output_mask = None
+        self.precision = precision
+
+    @property
+    def precision(self):
+        """The products of every layer's calls (None: each layer's own ``precision``)."""
+        return self._precision
+
+    @precision.setter
+    def precision(self, value):
+        self._precision = check_model_precision(self, value)
 
     def __call__(self, x, lengths=None, mask=None):
         return self.forward(x, lengths, mask)
@@ -78,6 +100,10 @@ class Sequential(ChildOwner):
             raise TypeError(
                 f"{who}: a Sequential takes its input alone, got keyword(s) {sorted(kwargs)}"
             )
+        with model_products(self._precision):
+            return self._run_layers(x, valid, suspect)
+
+    def _run_layers(self, x, valid, suspect):
         fused = set()
         i = 0
         while i < len(self.layers):
@@ -98,6 +124,10 @@ class Sequential(ChildOwner):
 
     def backward(self, d_out):
         refuse_training(self, "backward")
+        with model_products(self._precision):
+            return self._backward_layers(d_out)
+
+    def _backward_layers(self, d_out):
         i = len(self.layers) - 1
         while i >= 0:
             d_out = self.layers[i].backward(d_out)
@@ -136,7 +166,10 @@ class Sequential(ChildOwner):
     # ---- description, persistence, quantization -----------------------------------------------
 
     def get_config(self):
-        return {"layers": [layer_config(layer) for layer in self.layers]}
+        config = {"layers": [layer_config(layer) for layer in self.layers]}
+        if self._precision is not None:  # a file without it: each layer its own
+            config["precision"] = self._precision
+        return config
 
     @classmethod
     def parameter_shapes(cls, config):
@@ -161,7 +194,7 @@ class Sequential(ChildOwner):
 
     @classmethod
     def from_config(cls, config):
-        return cls([build_layer(c) for c in config["layers"]])
+        return cls([build_layer(c) for c in config["layers"]], precision=config.get("precision"))
 
     def output_shape(self, input_shape):
         """The last layer's output shape, each layer's from the one before (None when one of
@@ -218,6 +251,9 @@ class Sequential(ChildOwner):
             "=" * sum(widths),
             f"Total params: {total:,} (Keras layout)",
         ]
+        note = products_note(self._precision)
+        if note is not None:
+            lines.append(note)
         if quantized:
             lines.append(storage_summary(self).splitlines()[-1])
         else:
@@ -233,6 +269,8 @@ class Sequential(ChildOwner):
 
     def __repr__(self):
         inner = ",\n".join(f"  ({i}): {layer!r}" for i, layer in enumerate(self.layers))
+        if self._precision is not None:
+            inner += f",\n  precision={self._precision!r}"
         return f"Sequential(\n{inner}\n)"
 
     # ---- ONNX (rnnfast.io.onnx asks this; nn does not import io) -----------------------------

@@ -69,6 +69,15 @@ def fit(model, x, y, options, *, distributed=False):
         of the run that wrote it.
     backup_every : int >= 1, optional
         Also back up every ``backup_every`` batches of an epoch (with ``backup_dir``).
+    precision : {None, "float32", "bf16"}
+        The products of every kernel call of the training and validation steps: "bf16"
+        rounds both operands of every GEMM (forward and backward, Dense heads included) to
+        bf16 and sums in float32; the weights, gradients, optimizer state, gates and states
+        stay float32 (mixed-precision training, as ``torch.autocast`` on CPU). It wins over
+        the layers' own ``precision`` (and a Sequential's) for this fit; None (the default)
+        leaves each layer its own. "bf16" needs a float32 model whose layers run all their
+        products on rnnfast's kernels and a CPU with bf16 products
+        (``rnnfast.precision.bf16_available()``).
     distributed : bool
         Train data-parallel on the MPI ranks of ``rnnfast.distributed.init()``, which must have
         run: ``rnnfast.distributed.fit`` with these arguments (``batch_size`` per rank).
@@ -77,9 +86,14 @@ def fit(model, x, y, options, *, distributed=False):
     ------
     ValueError
         A ``verbose`` other than those above; ``backup_every`` without ``backup_dir``; a
-        backup that another loop, process count, model or data wrote.
+        backup that another loop, process count, model or data wrote; ``precision`` not one
+        of those above, or "bf16" for a model that holds a quantized copy, a float64 layer
+        or a layer that multiplies outside rnnfast's kernels (named).
     TypeError
-        ``backup_dir`` not a path; with ``backup_dir``, an optimizer without ``state_dict()``.
+        ``backup_dir`` not a path; with ``backup_dir``, an optimizer without ``state_dict()``;
+        ``precision`` not a str.
+    RuntimeError
+        ``precision="bf16"`` on a CPU without bf16 products (the message names its ISA).
     """
     if distributed:
         return data_parallel()(model, x, y, options).run()

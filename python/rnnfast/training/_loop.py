@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from ..nn._mixed_precision import check_model_precision, model_products
 from ..optim import clip_grad_norm
 from ._backup import (
     Backup,
@@ -89,6 +90,7 @@ class FitOptions:
     drop_last: bool = False
     backup_dir: object = None
     backup_every: object = None
+    precision: object = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -106,6 +108,7 @@ class StreamOptions:
     verbose: object = "auto"
     backup_dir: object = None
     backup_every: object = None
+    precision: object = None
 
 
 def takes_options(options_class, **defaults):
@@ -306,16 +309,24 @@ def _checked_optimizer(optimizer):
 class LossLoop(Loop):
     """A loop whose step trains a loss: forward, the loss with the padding left out, backward,
     the gradient norm clipped, the optimizer's step (skipped when the norm is not finite).
-    ``options`` also gives ``loss``, ``optimizer`` and ``clip_norm``."""
+    ``options`` also gives ``loss``, ``optimizer``, ``clip_norm`` and ``precision`` (the
+    products of the training and evaluation steps' kernel calls: None, each layer's own)."""
 
     def __init__(self, model, options):
         super().__init__(model, options)
         self.loss_fn = resolve_loss(options.loss)
         self.optimizer, self.clip_norm = _checked_optimizer(options.optimizer), options.clip_norm
+        self.precision = check_model_precision(model, options.precision)
 
     def train_step(self, xb, yb, lengths=None, metrics=None):
         """One batch: ``(loss, counted positions, whether it stepped)``; the training metrics
-        count the batch when it stepped."""
+        count the batch when it stepped. Its kernel calls run with the fit's ``precision``,
+        which wins over the layers' own; the gradients, their average over the processes and
+        the optimizer's step stay float32."""
+        with model_products(self.precision):
+            return self._train_step(xb, yb, lengths, metrics)
+
+    def _train_step(self, xb, yb, lengths, metrics):
         model = self.model
         model.zero_grad()
         out, valid = forward(model, xb, lengths)
@@ -391,7 +402,8 @@ class FitLoop(LossLoop):
         if self.options.validation_data is None:
             return None
         x_val, y_val, *rest = self.options.validation_data
-        return self.evaluate(x_val, y_val, rest[0] if rest else None)
+        with model_products(self.precision):  # evaluated as it trains
+            return self.evaluate(x_val, y_val, rest[0] if rest else None)
 
     def evaluate(self, x, y, lengths):
         """``training.evaluate``'s figures of (x, y) with fit's loss, metrics and batches."""
@@ -440,7 +452,8 @@ class StreamLoop(LossLoop):
     def validate(self):
         if self.options.validation_tokens is None:
             return None
-        return {"loss": self.evaluate(self.options.validation_tokens)}
+        with model_products(self.precision):  # evaluated as it trains
+            return {"loss": self.evaluate(self.options.validation_tokens)}
 
     def evaluate(self, tokens):
         """The mean per-window loss of a stream, in eval mode."""

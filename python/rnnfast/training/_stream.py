@@ -16,8 +16,8 @@ def fit_stream(model, tokens, options):
     gradient stops at each window's start. Returns the history (``loss``, ``val_loss``).
 
     The stream is cut into ``batch_size`` parallel streams (:func:`stream_windows`); ``loss``,
-    ``optimizer``, ``clip_norm``, ``callbacks``, ``verbose``, ``backup_dir`` and
-    ``backup_every`` are those of :func:`fit` (a backup within an epoch keeps the state the
+    ``optimizer``, ``clip_norm``, ``callbacks``, ``verbose``, ``backup_dir``,
+    ``backup_every`` and ``precision`` are those of :func:`fit` (a backup within an epoch keeps the state the
     stateful layers carry to the next window), and ``validation_tokens`` a stream whose
     :func:`evaluate_stream` loss is ``val_loss``."""
     return StreamLoop(model, tokens, options).run()

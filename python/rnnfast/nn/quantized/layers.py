@@ -29,9 +29,11 @@ __all__ = [
 
 # What a float layer holds that its quantized copy does not take over: its parameters and
 # gradients, what a training forward kept, a stateful layer's carried state, its bound step
-# (bound on the float parameters), dropout streams.
+# (bound on the float parameters), dropout streams, its products' precision (the copy
+# multiplies with its own bf16 / int8 weights: the class default, float32).
 _NOT_COPIED = frozenset(
     {
+        "_precision",
         "_params",
         "grads",
         "_cache",

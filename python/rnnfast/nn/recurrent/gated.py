@@ -23,6 +23,7 @@ from ..._validation import (
     describe,
     is_real,
 )
+from .._mixed_precision import step_products
 from . import dilation as dil
 from . import rnn_rings, rnn_streaming
 from .cells import GRU_SPEC, LAYER_NORM_LSTM_SPEC, LSTM_SPEC
@@ -139,6 +140,7 @@ class _GatedLayer(RecurrentLayer):
 
     # ---- streaming -----------------------------------------------------------------------------
 
+    @step_products
     def step(self, x_t, state=None):
         """One time step for streaming inference: ``out_t, state_next = layer.step(x_t,
         state)``.

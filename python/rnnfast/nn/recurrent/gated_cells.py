@@ -47,6 +47,8 @@ class _GatedCell(Layer):
     _step_kernel = _forward_kernel = _backward_kernel = None
     _plain_options = None
     proj_size = 0  # no projection: the cell descriptions read it (R = H)
+    # forward and backward are the cell's kernels: bf16 mixed precision reaches every product
+    kernel_products = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

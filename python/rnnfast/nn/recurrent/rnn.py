@@ -22,6 +22,7 @@ from ..._validation import (
     layer_dtype,
 )
 from .._layer import Layer
+from .._mixed_precision import step_products
 from .._shapes import MAX_DILATION, constructor_arguments, flag, size
 from ..masking import call_rnn
 from . import rnn_forms, rnn_options, rnn_rings, rnn_streaming, rnn_summary, rnn_torch
@@ -89,6 +90,7 @@ class RecurrentLayer(Layer):
 
     nonlinearity = rnn_options.NONLINEARITY
     batch_first = rnn_options.BATCH_FIRST
+    precision = rnn_options.PRECISION
     dropout = option(
         "dropout",
         rnn_options.check_dropout,
@@ -159,9 +161,14 @@ class RecurrentLayer(Layer):
         example ``[1, 2, 4, 8]``, a stack over multiple time scales).""",
     )
 
-    # class defaults: layers pickled (or copied) before the dense skips existed read False
+    # class defaults: layers pickled (or copied) before the dense skips existed read False,
+    # before mixed precision float32 (a quantized copy, which does not copy it, too)
     _input_to_all = False
     _all_to_output = False
+    _precision = "float32"
+    # every product of its forward, backward and step is a float32 kernel call (the layer
+    # protocol's: bf16 products apply to all of them)
+    kernel_products = True
 
     @property
     def num_directions(self):
@@ -201,6 +208,7 @@ class RecurrentLayer(Layer):
             self.zero_output_for_mask,
             self._cell_options(),
             self._all_to_output,
+            self._precision,
         )
 
     def _cell_options(self):
@@ -404,6 +412,7 @@ class RecurrentLayer(Layer):
             cell_options=o.cell_options,
             input_to_all=self._input_to_all,
             all_to_output=o.all_to_output,
+            precision=o.precision,
         )
         out, h_n, stack_cache, rings = stack_forward(self, x, h0, run)
         h_n = reorder.unsort(h_n, 1)
@@ -791,6 +800,7 @@ class RecurrentLayer(Layer):
             "dilation": self.dilation,
             "input_to_all": self.input_to_all,
             "all_to_output": self.all_to_output,
+            "precision": self.precision,
         }
 
     @classmethod
@@ -891,6 +901,13 @@ class RNN(RecurrentLayer):
         wide; the notes' "connecting h_1^(t) directly to output y^(t)"). Between-layer
         ``dropout`` acts on what the next layer reads, not on these outputs. Needs
         num_layers >= 2 and merge_mode "concat".
+    precision : {"float32", "bf16"}
+        The products of forward, backward and ``step``: "bf16" rounds both operands of every
+        GEMM to bf16 and sums in float32 (mixed-precision training, as ``torch.autocast`` on
+        CPU); weights, gradients, gates and states stay float32. Needs a float32 layer and a
+        CPU with bf16 products (``rnnfast.precision.bf16_available()``; elsewhere a
+        RuntimeError naming the ISA). A ``Sequential``'s or ``fit``'s ``precision``, when
+        given, wins over it for their calls.
 
     Every flag must be a bool (or ``np.bool_``): anything else is a TypeError, as torch's.
     The options may be assigned later and are checked as here; input_size, hidden_size,
@@ -918,6 +935,7 @@ class RNN(RecurrentLayer):
         n_ih, n_hh, n_bi, n_bh = self._names[layer]
         return p[n_ih], p[n_hh], p[n_bi] if n_bi else None, p[n_bh] if n_bh else None
 
+    @step_products
     def step(self, x_t, h=None):
         """One time step for streaming inference: ``out_t, h_next = layer.step(x_t, h)``.
 

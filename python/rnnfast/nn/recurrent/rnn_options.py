@@ -25,6 +25,7 @@ from ..._validation import (
     check_positive_int,
     check_probability,
 )
+from .._mixed_precision import check_layer_precision
 from .._shapes import MAX_DILATION
 
 
@@ -40,7 +41,15 @@ def _check_dilation(value):
     return d
 
 
-__all__ = ["BATCH_FIRST", "MERGE_MODES", "NONLINEARITY", "fixed", "option", "signature"]
+__all__ = [
+    "BATCH_FIRST",
+    "MERGE_MODES",
+    "NONLINEARITY",
+    "PRECISION",
+    "fixed",
+    "option",
+    "signature",
+]
 
 MERGE_MODES = ("concat", "sum", "mul", "ave", None)
 
@@ -74,6 +83,7 @@ KEYWORDS = (
     ("dilation", 1),
     ("input_to_all", False),
     ("all_to_output", False),
+    ("precision", "float32"),
 )
 # fixed at construction (checked there, read-only after) or set apart, never by their setters
 _NOT_SET = ("input_size", "hidden_size", "num_layers", "bias", "bidirectional", "dtype", "seed")
@@ -119,6 +129,7 @@ class ForwardOptions(NamedTuple):
     zero_output_for_mask: bool | None
     cell_options: dict | None = None
     all_to_output: bool = False
+    precision: str = "float32"
 
 
 def fixed(name, why):
@@ -177,6 +188,14 @@ NONLINEARITY = option(
     """``"tanh"`` or ``"relu"``.""",
 )
 BATCH_FIRST = option("batch_first", FLAG, "Sequences as (B, T, ...) instead of (T, B, ...).")
+PRECISION = option(
+    "precision",
+    check_layer_precision,
+    """The products of the layer's forward, backward and step: ``"float32"`` (the default), or
+    ``"bf16"``: both operands of every GEMM rounded to bf16, float32 sums; weights, gradients,
+    gates and states stay float32 (``rnnfast.precision``; the docs' mixed-precision page). A
+    ``Sequential``'s or ``fit``'s ``precision``, when given, wins over it for their calls.""",
+)
 
 
 def check_input_to_all(layer, name, value):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from .._mixed_precision import products_note
 from .cells import ELMAN
 
 __all__ = ["keras_param_count", "summary_text"]
@@ -115,6 +116,9 @@ def summary_text(layer):
         lines.append(f"PyTorch layout: {torch_total:,} params (the same)")
     else:
         lines.append(f"PyTorch layout: {torch_total:,} params (no biases)")
+    note = products_note(getattr(layer, "precision", None))
+    if note is not None:  # what training computes, beside the parameters
+        lines.append(note)
     return "\n".join(lines)
 
 

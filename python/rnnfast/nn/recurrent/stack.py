@@ -26,6 +26,7 @@ import numpy as np
 from ... import functional
 from ..._validation import dropout_mask
 from ...data import reversal_index
+from .._mixed_precision import layer_products
 from . import dilation as dil
 
 __all__ = [
@@ -99,7 +100,8 @@ class Run(NamedTuple):
     cell's kernels as the forward read them (``nn.recurrent.cells``), None for the Elman cell (which
     reads nonlinearity and alphas). input_to_all: every layer k > 0 reads [x, the layer
     below's output] (dense skips from the input). all_to_output: the stack's output is every
-    layer's output concatenated, layer 0 first (dense skips to the output)."""
+    layer's output concatenated, layer 0 first (dense skips to the output). precision: the
+    layer's products ("float32" or "bf16", ``nn._mixed_precision``), its backward's too."""
 
     nonlinearity: str
     alphas: list
@@ -114,6 +116,7 @@ class Run(NamedTuple):
     cell_options: object = None
     input_to_all: bool = False
     all_to_output: bool = False
+    precision: str = "float32"
 
 
 class StackCache(NamedTuple):
@@ -172,6 +175,12 @@ def stack_forward(layer, x, h0, run):
     ``(out (T, B, dirs*R), h_n, cache, rings)``, cache None
     outside training, rings (a list of one ring per (layer, direction)) None unless
     ``run.rings``."""
+    # every kernel call of a recurrent layer's forward is below: its products are set here
+    with layer_products(run.precision):
+        return _stack_forward(layer, x, h0, run)
+
+
+def _stack_forward(layer, x, h0, run):
     steps, batch = x.shape[0], x.shape[1]
     S, dirs = layer.cell.state_width(layer), _directions(layer)
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
@@ -221,7 +230,13 @@ def stack_backward(layer, cache, run, d_out, dh_n, input_gradient=True):
     the embedding table's gradient (V, D) with token input; None with ``input_gradient=False``
     (the first layer's kernels then skip it; a table's gradient is always computed).
     ``grads`` maps parameter names to this call's gradients (the caller adds them, so a
-    failed call adds nothing)."""
+    failed call adds nothing). It runs with the products its forward ran with
+    (``run.precision``)."""
+    with layer_products(run.precision):
+        return _stack_backward(layer, cache, run, d_out, dh_n, input_gradient)
+
+
+def _stack_backward(layer, cache, run, d_out, dh_n, input_gradient):
     R, dirs = layer.cell.output_width(layer), _directions(layer)
     steps, batch = cache.layers[0][0][0][0].steps_batch  # layer 0, direction 0's record
     rev = Reverser(run.lengths, steps, batch) if dirs == 2 else None
