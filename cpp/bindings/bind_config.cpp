@@ -50,12 +50,15 @@ void register_config(py::module_& m) {
         "thread_products", [] { return thread_products() == Products::bf16 ? "bf16" : "float32"; },
         "This thread's products: 'float32' or 'bf16'.");
     m.def("bf16_products_path", &bf16_products_path,
-          "Where bf16 products run: 'avx512_bf16', 'emulated' (the test switch), or '' (none).");
+          "Where bf16 products run: 'amx', 'avx512_bf16', 'emulated' (the test switch), or '' "
+          "(none).");
     m.def("bf16_unavailable_reason", &bf16_unavailable_reason,
           "Why this machine has no bf16 products, or '' where it has them.");
     m.def("set_bf16_emulation", &set_bf16_emulation, py::arg("on"),
           "Test-only: bf16 products by rounding in software on the active ISA (any CPU).");
     m.def("bf16_emulation", &bf16_emulation);
+    m.def("set_bf16_path", &set_bf16_path, py::arg("path"),
+          "Test-only: '' (automatic), 'emulated', or a native bf16 path this CPU runs.");
     m.def(
         "round_to_bf16",
         [](py::array_t<float, py::array::c_style | py::array::forcecast> x) {

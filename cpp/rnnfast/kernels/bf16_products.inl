@@ -31,7 +31,63 @@ inline unsigned bf16_pair(const float* x, index step, bool both) {
     return bf16_bits(x[0]) | (both ? bf16_bits(x[step]) << 16 : 0u);
 }
 
+// An AMX tile multiplies 16 rows by 32 k's (16 pair rows of B, 64 bytes of each). Below
+// kAmxMinK values of k the panel's place has no room for a whole tile of B, and below
+// kAmxMinRows rows of A a 32-row block is mostly padding: VDPBF16PS runs those.
+constexpr index kTilePairs = 16;
+constexpr index kTileK = 2 * kTilePairs;
+constexpr index kAmxMinK = kTileK;
+constexpr index kAmxMinRows = 8;
+
+// 16 pairs from two vectors: word i = (lo[i], hi[i]) rounded to bf16, VDPBF16PS's order.
+RNNFAST_BF16_TARGET inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
+    const __m512i interleave =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+// The 16 values from x (16 - `tail` of them, zeros after), and x's 32 values as 16 pairs in
+// their own order (word i = (x[2i], x[2i + 1])), zeros past n.
+RNNFAST_BF16_TARGET inline __m512 load_first(const float* x, index n) {
+    return _mm512_maskz_loadu_ps(n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1), x);
+}
+RNNFAST_BF16_TARGET inline __m512i bf16_run(const float* x, index n) {
+    return (__m512i)_mm512_cvtne2ps_pbh(load_first(x + 16, n > 16 ? n - 16 : 0), load_first(x, n));
+}
+
 // Panels [p0, p1) of B (K x N) as bf16 pairs, at the float table's places.
+// A row-major B: 16 columns of two k-rows a vector. A transposed one (the weights read as W^T):
+// each column's k-run converts 32 values at once and its 16 pairs scatter down the panel.
+RNNFAST_BF16_TARGET void pack_panel_rows(MatView<float> B, index K, index j0, index cols,
+                                         Bf16Pair* panel) {
+    constexpr index nr = Simd<float>::NR;
+    for (index q = 0; 2 * q < K; ++q)
+        for (index j = 0; j < nr; j += 16) {
+            const index n = cols - j > 0 ? cols - j : 0;
+            const float* row = B.p + 2 * q * B.rs + j0 + j;
+            const __m512 lo = load_first(row, n);
+            const __m512 hi = 2 * q + 1 < K ? load_first(row + B.rs, n) : _mm512_setzero_ps();
+            _mm512_storeu_si512(panel + q * nr + j, bf16_pairs(lo, hi));
+        }
+}
+RNNFAST_BF16_TARGET void pack_panel_columns(MatView<float> B, index K, index j0, index cols,
+                                            Bf16Pair* panel) {
+    constexpr index nr = Simd<float>::NR;
+    const __m512i down =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(static_cast<int>(nr)));
+    for (index j = 0; j < nr; ++j) {
+        const float* column = B.p + (j0 + j) * B.cs;
+        for (index k = 0; k < K; k += 32) {
+            const index n = K - k < 32 ? K - k : 32, words = (n + 1) / 2;
+            const __m512i w = j < cols ? bf16_run(column + k, n) : _mm512_setzero_si512();
+            _mm512_mask_i32scatter_epi32(panel + (k / 2) * nr + j,
+                                         __mmask16(words >= 16 ? 0xffff : (1u << words) - 1), down,
+                                         w, 4);
+        }
+    }
+}
+
 void pack_b_bf16(MatView<float> B, index K, index N, index p0, index p1, float* dst) {
     constexpr index nr = Simd<float>::NR;
     const index pairs = (K + 1) / 2;
@@ -39,15 +95,27 @@ void pack_b_bf16(MatView<float> B, index K, index N, index p0, index p1, float* 
         Bf16Pair* panel = reinterpret_cast<Bf16Pair*>(dst + p * K * nr);
         const index j0 = p * nr;
         const index cols = N - j0 < nr ? N - j0 : nr;
-        for (index q = 0; q < pairs; ++q) {
-            Bf16Pair* out = panel + q * nr;
-            const float* row = B.p + 2 * q * B.rs + j0 * B.cs;
-            const bool both = 2 * q + 1 < K;
-            for (index j = 0; j < cols; ++j)
-                out[j] = bf16_pair(row + j * B.cs, B.rs, both);
-            for (index j = cols; j < nr; ++j)
-                out[j] = 0;
-        }
+        if (B.cs == 1)
+            pack_panel_rows(B, K, j0, cols, panel);
+        else if (B.rs == 1)
+            pack_panel_columns(B, K, j0, cols, panel);
+        else
+            for (index q = 0; q < pairs; ++q) {
+                Bf16Pair* out = panel + q * nr;
+                const float* row = B.p + 2 * q * B.rs + j0 * B.cs;
+                const bool both = 2 * q + 1 < K;
+                for (index j = 0; j < cols; ++j)
+                    out[j] = bf16_pair(row + j * B.cs, B.rs, both);
+                for (index j = cols; j < nr; ++j)
+                    out[j] = 0;
+            }
+        // Zero pair rows up to a whole AMX tile (16 pair rows) where the panel's place has
+        // room for them (K >= kAmxMinK): the tile kernel reads a last k-block's whole tile.
+        const index tile_pairs = (pairs + kTilePairs - 1) / kTilePairs * kTilePairs;
+        if (tile_pairs <= K)
+            for (index q = pairs; q < tile_pairs; ++q)
+                for (index j = 0; j < nr; ++j)
+                    panel[q * nr + j] = 0;
     }
 }
 
@@ -172,5 +240,144 @@ RNNFAST_BF16_TARGET void gemm_block_bf16(const GemmTask<float>& t, index m0, ind
         k0 += kc;
     } while (k0 < t.K);
 }
+
+// ---- AMX (TDPBF16PS) ----------------------------------------------------------------------
+// A block of 32 rows x one panel (32 columns) is four C tiles (tmm0-3: rows 0-15 / 16-31 x
+// columns 0-15 / 16-31), two A tiles (tmm4-5) and two B tiles (tmm6-7, the panel's halves read
+// with the pair row's 128-byte stride): each tile loaded serves two products. A is packed per
+// M-block and k-block as bf16 rows (32-row blocks and 32 k's, zero-padded), B is the pair layout
+// above; the sums are stored to a 32 x 32 buffer and finished by the float epilogue.
+#define RNNFAST_AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512bf16")))
+
+struct alignas(64) AmxTileConfig {
+    unsigned char palette, start_row, reserved[14];
+    unsigned short colsb[16];
+    unsigned char rows[16];
+};
+
+// Every tile 16 rows of 64 bytes (palette 1): edges are zero padding, never smaller tiles.
+RNNFAST_AMX_TARGET inline void configure_full_tiles() {
+    AmxTileConfig cfg;
+    std::memset(&cfg, 0, sizeof(cfg));
+    cfg.palette = 1;
+    for (int i = 0; i < 8; ++i) {
+        cfg.rows[i] = 16;
+        cfg.colsb[i] = 64;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+// Rows [m0, m1) x k [k0, k0 + kc) of A as bf16 rows of `kpad` values (a multiple of kTileK),
+// `rows` of them (a multiple of 32), zeros past A's. A row-major A converts 32 values at once.
+RNNFAST_AMX_TARGET __attribute__((noinline)) void pack_a_tiles(MatView<float> A, index m0, index m1,
+                                                               index k0, index kc, index rows,
+                                                               index kpad, unsigned short* dst) {
+    std::memset(dst, 0, sizeof(unsigned short) * size_t(rows) * size_t(kpad));
+    if (A.rs == 1 && A.cs != 1) {  // A read transposed (the weight gradients' delta^T)
+        // 16 rows of a pair of k's are two contiguous runs: their 16 pairs scatter, one per row.
+        Bf16Pair* out = reinterpret_cast<Bf16Pair*>(dst);
+        const __m512i across = _mm512_mullo_epi32(
+            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+            _mm512_set1_epi32(static_cast<int>(kpad / 2)));
+        for (index r = 0; r < m1 - m0; r += 16) {
+            const index n = m1 - m0 - r;
+            const __mmask16 live = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+            for (index k = 0; k < kc; k += 2) {
+                const float* src = A.p + (m0 + r) + (k0 + k) * A.cs;
+                const __m512 lo = _mm512_maskz_loadu_ps(live, src);
+                const __m512 hi =
+                    k + 1 < kc ? _mm512_maskz_loadu_ps(live, src + A.cs) : _mm512_setzero_ps();
+                _mm512_mask_i32scatter_epi32(out + r * (kpad / 2) + k / 2, live, across,
+                                             bf16_pairs(lo, hi), 4);
+            }
+        }
+        return;
+    }
+    for (index r = 0; r < m1 - m0; ++r) {
+        const float* src = A.p + (m0 + r) * A.rs + k0 * A.cs;
+        unsigned short* out = dst + r * kpad;
+        index k = 0;
+        if (A.cs == 1)
+            for (; k + 32 <= kc; k += 32) {
+                const __m512bh v =
+                    _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + k + 16), _mm512_loadu_ps(src + k));
+                _mm512_storeu_si512(out + k, (__m512i)v);
+            }
+        for (; k < kc; ++k)
+            out[k] = static_cast<unsigned short>(bf16_bits(src[k * A.cs]));
+    }
+}
+
+RNNFAST_AMX_TARGET void gemm_block_amx(const GemmTask<float>& t, index m0, index m1, index p0,
+                                       index p1) {
+    // The choice follows the task (M and K), not this thread's share: the same kernel sums
+    // every element whatever the thread count.
+    if (t.K < kAmxMinK || t.M < kAmxMinRows) return gemm_block_bf16(t, m0, m1, p0, p1);
+    if (m1 <= m0) return;
+    constexpr int NR = Simd<float>::NR;
+    using V = typename Simd<float>::vec;
+    const GemmBlocking bk = blocking<float>();
+    // k-blocks of the float table's kc (1024 here): C is read and written once per k-block, and
+    // at 256 (A's and B's blocks in L1) that traffic halved a 1600 x 4096 x 1024 projection's
+    // rate (323 GFLOP/s against 557, one thread, 2026-12-07).
+    const index kb_tiles = bk.kc / kTileK * kTileK;
+    const index kb = kb_tiles > kTileK ? kb_tiles : kTileK;
+    const index mc = ((m1 - m0 < bk.mc ? m1 - m0 : bk.mc) + 31) / 32 * 32;
+    const index kcmax = t.K < kb ? t.K : kb;
+    const index kpad_max = (kcmax + kTileK - 1) / kTileK * kTileK;
+    unsigned short* packed = static_cast<unsigned short*>(
+        thread_scratch(sizeof(unsigned short) * size_t(mc) * size_t(kpad_max)));
+    alignas(64) float sums[32 * NR];
+    const V(&acc)[32][kNV] = *reinterpret_cast<const V(*)[32][kNV]>(sums);
+    configure_full_tiles();
+    index k0 = 0;
+    do {
+        const index kc = t.K - k0 < kb ? t.K - k0 : kb;
+        const index kpad = (kc + kTileK - 1) / kTileK * kTileK;
+        const bool last = k0 + kc >= t.K;
+        const KPass<float> pass{k0, kc, t.accumulate || k0 > 0, k0 == 0 ? t.bias : nullptr,
+                                last ? t.op : Epilogue::none};
+        for (index mb = m0; mb < m1; mb += bk.mc) {
+            const index me = m1 - mb < bk.mc ? m1 : mb + bk.mc;
+            const index rows = (me - mb + 31) / 32 * 32;
+            pack_a_tiles(t.A, mb, me, k0, kc, rows, kpad, packed);
+            const index a_stride = kpad * 2;  // bytes
+            for (index p = p0; p < p1; ++p) {
+                const index j0 = p * NR;
+                const int cols = static_cast<int>(t.N - j0 < NR ? t.N - j0 : NR);
+                const Bf16Pair* panel =
+                    reinterpret_cast<const Bf16Pair*>(t.packed_b + p * t.K * NR) + k0 / 2 * NR;
+                for (index i = mb; i < me; i += 32) {
+                    const unsigned short* a = packed + (i - mb) * kpad;
+                    _tile_zero(0);
+                    _tile_zero(1);
+                    _tile_zero(2);
+                    _tile_zero(3);
+                    for (index c = 0; c < kpad; c += kTileK) {
+                        const Bf16Pair* b = panel + c / 2 * NR;
+                        _tile_loadd(4, a + c, a_stride);
+                        _tile_loadd(5, a + 16 * kpad + c, a_stride);
+                        _tile_loadd(6, b, NR * 4);
+                        _tile_loadd(7, b + 16, NR * 4);
+                        _tile_dpbf16ps(0, 4, 6);
+                        _tile_dpbf16ps(1, 4, 7);
+                        _tile_dpbf16ps(2, 5, 6);
+                        _tile_dpbf16ps(3, 5, 7);
+                    }
+                    _tile_stored(0, sums, NR * 4);
+                    _tile_stored(1, sums + 16, NR * 4);
+                    _tile_stored(2, sums + 16 * NR, NR * 4);
+                    _tile_stored(3, sums + 16 * NR + 16, NR * 4);
+                    const int valid = static_cast<int>(me - i < 32 ? me - i : 32);
+                    finish_tile<float, 32>(t, pass, i, acc, cols, j0, valid);
+                }
+            }
+        }
+        k0 += kc;
+    } while (k0 < t.K);
+    _tile_release();
+}
+
+#undef RNNFAST_AMX_TARGET
 
 #undef RNNFAST_BF16_TARGET

@@ -433,12 +433,13 @@ inline void prefetch_tile_rows(const T* c, index ldc) {
 }
 
 // The pass's epilogue on a register tile's sums (MR rows of NR), stored to C's rows
-// [i0, i0 + MR), `cols` columns from j0. The float tile and the bf16 products' tile share it.
+// [i0, i0 + rows), `cols` columns from j0. The float tile and the bf16 products' tiles share it.
 template <class T, int MR>
 inline void finish_tile(const GemmTask<T>& t, const KPass<T>& pass, index i0,
-                        const typename Simd<T>::vec (&acc)[MR][kNV], int cols, index j0) {
+                        const typename Simd<T>::vec (&acc)[MR][kNV], int cols, index j0,
+                        int rows = MR) {
     constexpr int NR = Simd<T>::NR;
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < rows; ++i) {
         T* c = t.C + (i0 + i) * t.ldc + j0;
         const T* bias = pass.bias ? pass.bias + j0 : nullptr;
         const T* aux =
@@ -1103,6 +1104,9 @@ const KernelTable<double>& table_f64() {
 #if defined(RNNFAST_BF16_PRODUCTS)
 Bf16Gemm bf16_gemm() {
     return {&pack_b_bf16, &gemm_block_bf16};
+}
+Bf16Gemm amx_bf16_gemm() {
+    return {&pack_b_bf16, &gemm_block_amx};
 }
 #endif
 

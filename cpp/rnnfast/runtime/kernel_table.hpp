@@ -106,6 +106,8 @@ namespace isa_avx512 {
 const KernelTable<float>& table_f32();
 const KernelTable<double>& table_f64();
 Bf16Gemm bf16_gemm();  // VDPBF16PS (kernels/bf16_products.inl); runs on AVX512-BF16 alone
+Bf16Gemm
+amx_bf16_gemm();  // TDPBF16PS tiles (the same file); needs AMX-BF16 and the tile permission
 }  // namespace isa_avx512
 #endif
 

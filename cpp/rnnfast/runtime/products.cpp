@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "dispatch.hpp"
+#include "rnnfast/quantized/qops.hpp"
 
 namespace rnnfast {
 namespace {
 
 thread_local Products t_products = Products::float32;
-std::atomic<bool> g_emulate{false};
+enum class Path { automatic, emulated, avx512_bf16 };
+std::atomic<Path> g_path{Path::automatic};
 
 void round_all(float* p, index n) {
     for (index i = 0; i < n; ++i)
@@ -83,15 +85,29 @@ bool cpu_has_avx512_bf16() {
     return __builtin_cpu_supports("avx512bf16");
 }
 
-const KernelTable<float>& native_avx512_bf16() {
-    static const KernelTable<float> k = [] {
-        KernelTable<float> t = RoundedProducts<&isa_avx512::table_f32>::table("avx512_bf16");
-        const Bf16Gemm g = isa_avx512::bf16_gemm();
-        t.pack_b = g.pack_b;
-        t.gemm_block = g.gemm_block;
-        return t;
-    }();
+// The avx512 float table with a native GEMM: dot_rows and matvec keep the rounded copies.
+KernelTable<float> native_table(const char* name, Bf16Gemm g) {
+    KernelTable<float> t = RoundedProducts<&isa_avx512::table_f32>::table(name);
+    t.pack_b = g.pack_b;
+    t.gemm_block = g.gemm_block;
+    return t;
+}
+const KernelTable<float>& avx512_bf16_table() {
+    static const KernelTable<float> k = native_table("avx512_bf16", isa_avx512::bf16_gemm());
     return k;
+}
+const KernelTable<float>& amx_table() {
+    static const KernelTable<float> k = native_table("amx_bf16", isa_avx512::amx_bf16_gemm());
+    return k;
+}
+// AMX as the quantized paths found it: CPUID, the OS's tile state and Linux's permission.
+bool cpu_has_amx() {
+    static const bool ok = [] {
+        for (const std::string& p : quantized::runnable_paths())
+            if (p == "amx") return true;
+        return false;
+    }();
+    return ok;
 }
 #endif
 
@@ -101,6 +117,16 @@ bool native_runs() {
 #else
     return false;
 #endif
+}
+
+// The native path now: AMX where the CPU has it (unless the test switch asks for the other).
+std::string native_path() {
+    if (!native_runs()) return "";
+#if defined(RNNFAST_X86_ISAS)
+    const std::string wanted = g_path.load() == Path::avx512_bf16 ? "avx512_bf16" : "";
+    if (wanted.empty() && cpu_has_amx()) return "amx";
+#endif
+    return "avx512_bf16";
 }
 
 const KernelTable<float>& emulated_table() {
@@ -134,30 +160,53 @@ float round_to_bf16(float x) {
 }
 
 std::string bf16_unavailable_reason() {
-    if (g_emulate.load() || native_runs()) return "";
-    return "bf16 products need a CPU with AVX512-BF16 (VDPBF16PS) and the avx512 kernels active; "
-           "the kernels active here are '" +
+    if (!bf16_products_path().empty()) return "";
+    return "bf16 products need a CPU with AVX512-BF16 (VDPBF16PS) or AMX, and the avx512 "
+           "kernels active; the kernels active here are '" +
            active_isa() +
            "' (rnnfast.show_config() lists what this CPU has). Emulated bf16 would only be "
            "slower than float32: use precision='float32' here";
 }
 
 std::string bf16_products_path() {
-    if (g_emulate.load()) return "emulated";
-    return native_runs() ? "avx512_bf16" : "";
+    if (g_path.load() == Path::emulated) return "emulated";
+    return native_path();
+}
+
+void set_bf16_path(const std::string& name) {
+    if (name.empty()) {
+        g_path.store(Path::automatic);
+    } else if (name == "emulated") {
+        g_path.store(Path::emulated);
+    } else if (name == "avx512_bf16" && native_runs()) {
+        g_path.store(Path::avx512_bf16);
+    } else if (name == "amx" && native_runs()
+#if defined(RNNFAST_X86_ISAS)
+               && cpu_has_amx()
+#endif
+    ) {
+        g_path.store(Path::automatic);
+    } else {
+        throw std::invalid_argument(
+            "path: expected '', 'emulated' or a bf16 path this CPU runs (" +
+            (native_path().empty() ? std::string("none here") : native_path()) + "), got '" + name +
+            "'");
+    }
 }
 
 void set_bf16_emulation(bool on) {
-    g_emulate.store(on);
+    g_path.store(on ? Path::emulated : Path::automatic);
 }
 bool bf16_emulation() {
-    return g_emulate.load();
+    return g_path.load() == Path::emulated;
 }
 
 const KernelTable<float>& bf16_table() {
-    if (g_emulate.load()) return emulated_table();
+    const std::string path = bf16_products_path();
+    if (path == "emulated") return emulated_table();
 #if defined(RNNFAST_X86_ISAS)
-    if (native_runs()) return native_avx512_bf16();
+    if (path == "amx") return amx_table();
+    if (path == "avx512_bf16") return avx512_bf16_table();
 #endif
     throw std::runtime_error(bf16_unavailable_reason());
 }

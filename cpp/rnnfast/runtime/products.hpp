@@ -21,8 +21,9 @@ enum class Products { float32, bf16 };
 void set_thread_products(Products p);
 Products thread_products();
 
-// Where bf16 products run now: "avx512_bf16" (VDPBF16PS), "emulated" (the test switch below),
-// or "" where this machine has none (bf16_unavailable_reason() says why).
+// Where bf16 products run now: "amx" (TDPBF16PS tiles, where the CPU has AMX; products of
+// few rows or a short K on VDPBF16PS), "avx512_bf16" (VDPBF16PS), "emulated" (the test switch
+// below), or "" where this machine has none (bf16_unavailable_reason() says why).
 std::string bf16_products_path();
 std::string bf16_unavailable_reason();
 
@@ -31,6 +32,9 @@ std::string bf16_unavailable_reason();
 // slower than float32, so never chosen on its own.
 void set_bf16_emulation(bool on);
 bool bf16_emulation();
+// Test-only: "" (automatic), "emulated", or a native path this CPU runs ("avx512_bf16" below
+// AMX, to test both); std::invalid_argument otherwise.
+void set_bf16_path(const std::string& name);
 
 // The table of bf16 products for the active float ISA; throws as set_thread_products.
 const KernelTable<float>& bf16_table();
