@@ -24,6 +24,7 @@ LAYER_ORDER = {
         "_parameters",
         "_state_dict",
         "_version",  # __version__, which _config and _threadpool report
+        "precision",  # the products a float32 kernel call multiplies with (a _core switch)
     ),
     2: ("functional", "reference", "losses", "decoding", "data", "datasets", "optim"),
     3: ("metrics", "nn"),
@@ -36,6 +37,7 @@ LAYER_ORDER = {
         "_torch_recompute",
         "_torch_ops",
         "_torch_layer_norm",
+        "_torch_autocast",
         "onnx",
     ),
     5: ("training", "keras"),
