@@ -139,17 +139,19 @@ def openvino_core():
     return _core
 
 
-def openvino_config(threads: int) -> dict:
+def openvino_config(threads: int, precision: str = "f32") -> dict:
+    """The CPU plugin's settings; precision "bf16" is bench.kernels.bf16_training's peer."""
     return {
-        "INFERENCE_PRECISION_HINT": "f32",
+        "INFERENCE_PRECISION_HINT": precision,
         "INFERENCE_NUM_THREADS": threads,
         "NUM_STREAMS": 1,
         "PERFORMANCE_HINT": "LATENCY",
     }
 
 
-def openvino_runners(p: Problem, threads: int):
-    """Inference only, float32 only (module docstring)."""
+def openvino_runners(p: Problem, threads: int, precision: str = "f32"):
+    """Inference only, float32 only (module docstring); precision: the INFERENCE_PRECISION_HINT
+    (openvino_config)."""
     if openvino is None:
         raise PeerUnavailable("OpenVINO skipped: the openvino package is not installed")
     if p.dtype != np.float32:
@@ -161,7 +163,7 @@ def openvino_runners(p: Problem, threads: int):
 
     def session(model):
         read = core.read_model(model.SerializeToString(), openvino.Tensor(np.empty(0, np.uint8)))
-        compiled = core.compile_model(read, "CPU", openvino_config(threads))
+        compiled = core.compile_model(read, "CPU", openvino_config(threads, precision))
         request = compiled.create_infer_request()
         outputs = compiled.outputs
 
