@@ -22,12 +22,21 @@ Gradients reach the inputs in their own dtypes (float32 parameters get float32 g
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 
 from . import _core, precision
 
-__all__ = ["autocast_refusal", "output_dtypes", "run_with", "thread_products"]
+__all__ = [
+    "AutocastFallbackWarning",
+    "autocast_refusal",
+    "fallback_message",
+    "output_dtypes",
+    "run_with",
+    "thread_products",
+    "warn_fallback",
+]
 
 _BF16 = torch.bfloat16
 _INPUT_DTYPES = (torch.float32, torch.bfloat16)
@@ -48,35 +57,65 @@ def run_with(kind):
     return contextlib.nullcontext() if kind == "float32" else precision.products(kind)
 
 
-def autocast_refusal(module, data, states):
-    """Why this call under CPU autocast cannot run rnnfast's bf16 products, as ``(reason,
-    fix)``; None where it can. ``states`` is the module's ``_states(hx)``: ``(h_0, c_0)``,
-    either None."""
+class AutocastFallbackWarning(UserWarning):
+    """A bridge module ran torch's own forward under ``torch.autocast("cpu")``: a call that
+    rnnfast's bf16 products cannot run (float16 autocast, a CPU without bf16 products, a
+    module that is not float32). Public as ``rnnfast.torch.AutocastFallbackWarning``."""
+
+
+AutocastFallbackWarning.__module__ = "rnnfast.torch"  # where users import it from
+
+
+def fallback_message(module, refusal):
+    """What the AutocastFallbackWarning of a call that runs torch's own forward says: the
+    refusal's reason and fix."""
+    name = type(module).__name__
+    reason, fix = refusal
+    return (
+        f"rnnfast.torch.{name} under torch.autocast('cpu', dtype="
+        f"{torch.get_autocast_dtype('cpu')}) runs torch.nn.{name}'s own forward (its autocast "
+        f"result and speed): {reason}. To run rnnfast's kernels, {fix}."
+    )
+
+
+def warn_fallback(module, refusal, stacklevel=1):
+    """The AutocastFallbackWarning of a call that runs torch's own forward."""
+    message = fallback_message(module, refusal)
+    warnings.warn(message, AutocastFallbackWarning, stacklevel=stacklevel + 1)
+
+
+def _bf16_available():
+    """rnnfast.precision's answer (read at each call: tests patch it). A constant to
+    torch.compile (``COMPILE_TIME_CONSTANTS``)."""
+    return precision.bf16_available()
+
+
+def autocast_refusal(weights, data, states):
+    """Why a call under CPU autocast cannot run rnnfast's bf16 products, as ``(reason, fix)``;
+    None where it can. ``weights``: the module's parameters; ``states``: the module's
+    ``_states(hx)``, ``(h_0, c_0)``, either None."""
     dtype = torch.get_autocast_dtype("cpu")
     if dtype != _BF16:
         return (
             f"rnnfast's kernels train in bf16 only (bf16 products, float32 sums), not in {dtype}",
             "use torch.autocast('cpu', dtype=torch.bfloat16)",
         )
-    if not precision.bf16_available():  # read at each call: tests patch it
+    if not _bf16_available():
         return (
             f"this CPU runs no bf16 products ({_core.bf16_unavailable_reason()})",
             "call the module outside the autocast region (or inside torch.autocast('cpu', "
             "enabled=False)) on float32 input, which runs float32 kernels",
         )
-    weights = {w.dtype for w in module._flat_weights}
     given = [s for s in states if s is not None]
     if (
-        weights != {torch.float32}
-        or any(w.device.type != "cpu" for w in module._flat_weights)
-        or any(type(s) is not torch.Tensor or not s.is_cpu for s in given)
+        any(w.dtype != torch.float32 or w.device.type != "cpu" for w in weights)
+        or any(not isinstance(s, torch.Tensor) or s.device.type != "cpu" for s in given)
         or any(t.dtype not in _INPUT_DTYPES for t in (data, *given))
     ):
         got = ", ".join(str(t.dtype) for t in (data, *given))
         return (
             "its bf16 products take a float32 CPU module with float32 or bfloat16 input and "
-            f"states; got parameters of {', '.join(sorted(map(str, weights)))} and input "
-            f"(and states) of {got}",
+            f"states; got parameters of {weights[0].dtype} and input (and states) of {got}",
             "call module.float() and pass float32 or bfloat16 CPU tensors",
         )
     return None
@@ -107,3 +146,10 @@ def _onednn_lstm(dtype):
     if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
         return False
     return dtype == torch.float32 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+# What torch.compile takes as constants of a compile (torch.compiler.assume_constant_result,
+# applied by _torch_ops as Dynamo loads: importing it here would cost a second): a traced graph
+# cannot call into _core or oneDNN's switches, so a compiled module keeps their answers as of
+# its compile
+COMPILE_TIME_CONSTANTS = (_bf16_available, _onednn_lstm)

@@ -6,14 +6,22 @@ Two operators in the namespace ``rnnfast``, over one layer and one direction of 
 stack, time-major:
 
 - ``rnnfast::layer_forward(cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, bias_ih,
-  bias_hh, weight_hr, keep) -> (y, h_n, c_n, workspace)``: ``cell`` "elman", "gru" (PyTorch's
-  form) or "lstm", ``nonlinearity`` the Elman cell's "tanh" or "relu"; x (T, B, D), h0 and y
-  (T, B, R) / (B, R), c0 (B, H) the LSTM's. ``keep`` keeps the gated cells' training record
-  (``workspace``, (T, B, 4H) for the GRU, (T, B, 5H) for the LSTM) for backward. What a cell
-  has not (the Elman and GRU cells' c_n, a workspace not kept) is an empty tensor.
+  bias_hh, weight_hr, keep, precision="float32") -> (y, h_n, c_n, workspace)``: ``cell``
+  "elman", "gru" (PyTorch's form) or "lstm", ``nonlinearity`` the Elman cell's "tanh" or
+  "relu"; x (T, B, D), h0 and y (T, B, R) / (B, R), c0 (B, H) the LSTM's. ``keep`` keeps the
+  gated cells' training record (``workspace``, (T, B, 4H) for the GRU, (T, B, 5H) for the
+  LSTM) for backward. What a cell has not (the Elman and GRU cells' c_n, a workspace not kept)
+  is an empty tensor. ``precision`` is the products the kernels multiply with
+  (``rnnfast.precision``: "bf16" under ``torch.autocast("cpu", dtype=torch.bfloat16)``).
 - ``rnnfast::layer_backward(...)``: the gradients of one layer_forward, from its inputs, its
   output y and workspace (saved by the forward's autograd context: rnnfast's training record
-  travels as tensors), and the gradients of y, h_n and c_n.
+  travels as tensors), and the gradients of y, h_n and c_n, with the forward's precision.
+
+Under CPU autocast to bfloat16 a module's call runs them with ``precision="bf16"`` on float32
+copies of the input and states and casts the outputs to torch's dtypes, as the eager route
+does (``_torch_autocast``); what bf16 products cannot run is torch's own forward, its
+AutocastFallbackWarning given while Dynamo traces (once per compile). Whether this machine
+runs bf16 products, and torch's oneDNN switch, are constants of a compile.
 
 Both have fake (meta) implementations, so the compilers trace them without running the
 kernels, and the forward has its autograd formula (``register_autograd``: the backward calls
@@ -30,11 +38,20 @@ from __future__ import annotations
 
 import importlib.machinery
 import sys
+import warnings
 
 import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
+from ._torch_autocast import (
+    COMPILE_TIME_CONSTANTS,
+    AutocastFallbackWarning,
+    autocast_refusal,
+    fallback_message,
+    output_dtypes,
+    run_with,
+)
 from .nn.recurrent.cells import cell_by
 from .nn.recurrent.stack import PlainRecord
 
@@ -89,6 +106,8 @@ _eager_packed = None
 def _dynamo_loaded(dynamo):
     global _eager_packed
     dynamo.config.allow_rnn = True
+    for function in COMPILE_TIME_CONSTANTS:
+        dynamo.assume_constant_result(function)
     _eager_packed = dynamo.disable(_packed_eagerly, reason=_PACKED_REASON)
 
 
@@ -142,21 +161,25 @@ def _tensor(a, like):
     return torch.from_numpy(a)
 
 
+# precision: the products the kernels multiply with ("float32", or "bf16" under autocast), an
+# argument of both operators: the backward runs outside the caller's autocast block
 _FORWARD_SCHEMA = (
     "(str cell, str nonlinearity, Tensor x, Tensor? h0, Tensor? c0, Tensor weight_ih, "
-    "Tensor weight_hh, Tensor? bias_ih, Tensor? bias_hh, Tensor? weight_hr, bool keep) "
-    "-> (Tensor, Tensor, Tensor, Tensor)"
+    "Tensor weight_hh, Tensor? bias_ih, Tensor? bias_hh, Tensor? weight_hr, bool keep, "
+    'str precision="float32") -> (Tensor, Tensor, Tensor, Tensor)'
 )
 
 
 @torch.library.custom_op("rnnfast::layer_forward", mutates_args=(), schema=_FORWARD_SCHEMA)
 def layer_forward(
-    cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr, keep
-):
+    cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr, keep,
+    precision="float32",
+):  # fmt: skip
     weights = (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)
-    y, h, c, workspace = cell_by(kernel_cell=cell).plain_layer_forward(
-        nonlinearity, _array(x), _array(h0), _array(c0), tuple(map(_array, weights)), keep
-    )  # the stack runner's fast path, one layer (nn.recurrent.cells)
+    with run_with(precision):
+        y, h, c, workspace = cell_by(kernel_cell=cell).plain_layer_forward(
+            nonlinearity, _array(x), _array(h0), _array(c0), tuple(map(_array, weights)), keep
+        )  # the stack runner's fast path, one layer (nn.recurrent.cells)
     return _tensor(y, x), _tensor(h, x), _tensor(c, x), _tensor(workspace, x)
 
 
@@ -169,7 +192,10 @@ def _workspace_width(cell, hidden):
 
 
 @layer_forward.register_fake
-def _(cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr, keep):
+def _(
+    cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr, keep,
+    precision="float32",
+):  # fmt: skip
     steps, batch = x.shape[0], x.shape[1]
     hidden = weight_hh.shape[1] if weight_hr is None else weight_hr.shape[1]
     out = hidden if weight_hr is None else weight_hr.shape[0]
@@ -184,7 +210,7 @@ def _(cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, wei
 _BACKWARD_SCHEMA = (
     "(str cell, str nonlinearity, Tensor x, Tensor? h0, Tensor? c0, Tensor weight_ih, "
     "Tensor weight_hh, Tensor? weight_hr, Tensor y, Tensor workspace, Tensor? dy, "
-    "Tensor? dh_n, Tensor? dc_n, bool input_gradient, bool has_bias) "
+    'Tensor? dh_n, Tensor? dc_n, bool input_gradient, bool has_bias, str precision="float32") '
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 
@@ -192,23 +218,24 @@ _BACKWARD_SCHEMA = (
 @torch.library.custom_op("rnnfast::layer_backward", mutates_args=(), schema=_BACKWARD_SCHEMA)
 def layer_backward(
     cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, weight_hr, y, workspace, dy, dh_n,
-    dc_n, input_gradient, has_bias,
+    dc_n, input_gradient, has_bias, precision="float32",
 ):  # fmt: skip
     """``(dx, dh0, dc0, dweight_ih, dweight_hh, dbias_ih, dbias_hh, dweight_hr)``, empty
     tensors for what the layer has not (dx without input_gradient)."""
     record = PlainRecord(_array(x), _array(h0), _array(c0), _array(y), _array(workspace))
     # the biases' values are not read, only whether the layer has them
     weights = (_array(weight_ih), _array(weight_hh), has_bias or None, None, _array(weight_hr))
-    dx, dh0, dc0, grads = cell_by(kernel_cell=cell).plain_layer_backward(
-        nonlinearity, record, weights, _array(dy), _array(dh_n), _array(dc_n), input_gradient
-    )
+    with run_with(precision):
+        dx, dh0, dc0, grads = cell_by(kernel_cell=cell).plain_layer_backward(
+            nonlinearity, record, weights, _array(dy), _array(dh_n), _array(dc_n), input_gradient
+        )
     return tuple(_tensor(a, x) for a in (dx, dh0, dc0, *grads))
 
 
 @layer_backward.register_fake
 def _(
     cell, nonlinearity, x, h0, c0, weight_ih, weight_hh, weight_hr, y, workspace, dy, dh_n,
-    dc_n, input_gradient, has_bias,
+    dc_n, input_gradient, has_bias, precision="float32",
 ):  # fmt: skip
     empty = x.new_empty(0)
     batch, hidden = x.shape[1], weight_hh.shape[1] if weight_hr is None else weight_hr.shape[1]
@@ -228,9 +255,10 @@ def _(
 
 
 def _setup_context(ctx, inputs, output):
-    cell, nonlinearity, x, h0, c0, w_ih, w_hh, b_ih, _, w_hr, _ = inputs
+    cell, nonlinearity, x, h0, c0, w_ih, w_hh, b_ih, _, w_hr, _, precision = inputs
     y, _, c_n, workspace = output
     ctx.cell, ctx.nonlinearity, ctx.has_bias = cell, nonlinearity, b_ih is not None
+    ctx.precision = precision
     ctx.mark_non_differentiable(workspace)
     if not _two_states(cell):
         ctx.mark_non_differentiable(c_n)
@@ -242,7 +270,7 @@ def _backward(ctx, dy, dh_n, dc_n, _):
     needs = ctx.needs_input_grad
     dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr = layer_backward(
         ctx.cell, ctx.nonlinearity, x, h0, c0, w_ih, w_hh, w_hr, y, workspace, dy, dh_n,
-        dc_n if _two_states(ctx.cell) else None, needs[2], ctx.has_bias,
+        dc_n if _two_states(ctx.cell) else None, needs[2], ctx.has_bias, ctx.precision,
     )  # fmt: skip
 
     def given(grad, i, present=True):
@@ -259,6 +287,7 @@ def _backward(ctx, dy, dh_n, dc_n, _):
         given(db_ih, 7, ctx.has_bias),
         given(db_hh, 8, ctx.has_bias),
         given(dw_hr, 9, w_hr is not None),
+        None,
         None,
     )
 
@@ -309,10 +338,50 @@ def forward(module, input, hx, fallback):
             raise RuntimeError(f"{_PACKED_REASON} (rnnfast.torch.{_name(module)})")
         return _eager_packed(module, input, hx)
     states, weights = module._states(hx), _weights(module)
-    if not _on_kernels(input, weights, states) or torch.is_autocast_enabled("cpu"):
-        # torch's own forward, as in eager mode (where autocast also warns: Dynamo cannot
-        # trace warnings.warn)
+    if torch.is_autocast_enabled("cpu") and input.device.type == "cpu":
+        return _forward_autocast(module, input, hx, states, weights, fallback)
+    if not _on_kernels(input, weights, states):
+        return fallback(input, hx)  # torch's own forward, as in eager mode
+    return _forward_kernels(module, input, hx, states, weights, "float32")
+
+
+def _warn_at_trace(module, refusal):
+    """The eager route's AutocastFallbackWarning, given once per compile: TorchDynamo cannot
+    trace warnings.warn, and runs comptime's first function while it traces (with this frame's
+    locals: it may have no free variables); torch.export's non-strict tracing, plain Python,
+    runs the second."""
+    from torch._dynamo.comptime import comptime
+
+    message = fallback_message(module, refusal)
+    comptime(_warn_traced, lambda: warnings.warn(message, AutocastFallbackWarning, stacklevel=2))
+
+
+def _warn_traced(ctx):
+    message = ctx.get_local("message").as_python_constant()
+    warnings.warn(message, AutocastFallbackWarning, stacklevel=2)
+
+
+def _forward_autocast(module, input, hx, states, weights, fallback):
+    """The eager route's ``_forward_autocast`` on the operators: bf16 products on float32
+    copies of the input and states, the outputs in torch's dtypes (``_torch_autocast``)."""
+    if states is None:
+        return fallback(input, hx)  # not a state torch takes: torch says so
+    refusal = autocast_refusal(weights, input, states)
+    if refusal is not None:
+        _warn_at_trace(module, refusal)
         return fallback(input, hx)
+    dtypes = output_dtypes(module, input, states, False)
+    input, hx = input.float(), module._float_states(hx)
+    states = module._states(hx)
+    with torch.autocast("cpu", enabled=False):
+        y, state = _forward_kernels(module, input, hx, states, weights, "bf16")
+    if isinstance(state, tuple):
+        return y.to(dtypes[0]), (state[0].to(dtypes[1]), state[1].to(dtypes[2]))
+    return y.to(dtypes[0]), state.to(dtypes[1])
+
+
+def _forward_kernels(module, input, hx, states, weights, precision):
+    """The call on the operators with ``precision``'s products."""
     batched = module._check_shapes(input, hx)
     h0, c0 = states
     if batched:
@@ -321,7 +390,7 @@ def forward(module, input, hx, fallback):
         x = input.unsqueeze(1)
         h0 = None if h0 is None else h0.unsqueeze(1)
         c0 = None if c0 is None else c0.unsqueeze(1)
-    y, h_n, c_n = _stack(module, weights, x, h0, c0)
+    y, h_n, c_n = _stack(module, weights, x, h0, c0, precision)
     if not batched:
         y, h_n = y[:, 0], h_n[:, 0]
         c_n = None if c_n is None else c_n[:, 0]
@@ -337,7 +406,7 @@ def _cell(module):
     return cell_by(torch_name=name).kernel_cell, nonlinearity.lower() or "tanh"
 
 
-def _stack(module, weights, x, h0, c0):
+def _stack(module, weights, x, h0, c0, precision):
     """The stack over time-major x: (y, h_n, c_n or None), as torch's modules give them."""
     cell, nonlinearity = _cell(module)
     layers, directions = module.num_layers, 2 if module.bidirectional else 1
@@ -362,7 +431,7 @@ def _stack(module, weights, x, h0, c0):
             y, h, c, _ = layer_forward(
                 cell, nonlinearity, inp if d == 0 else inp.flip(0),
                 None if h0 is None else h0[i], None if c0 is None else c0[i],
-                w_ih, w_hh, b_ih, b_hh, w_hr, keep,
+                w_ih, w_hh, b_ih, b_hh, w_hr, keep, precision,
             )  # fmt: skip
             outs.append(y if d == 0 else y.flip(0))
             h_n.append(h)

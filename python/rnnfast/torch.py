@@ -55,7 +55,8 @@ operators (``_torch_ops``: ``rnnfast::layer_forward`` / ``layer_backward``, with
 implementations and an autograd formula), so the compilers see them: no graph break, training
 included. A PackedSequence input runs the eager route there (a graph break: an error under
 fullgraph=True and torch.export, which want padded tensors); a double backward raises
-(AOTAutograd's own limit). ``torch.jit.script`` and ``torch.jit.trace`` raise an error naming
+(AOTAutograd's own limit). Under autocast to bfloat16 the operators run bf16 products as the
+eager route does. ``torch.jit.script`` and ``torch.jit.trace`` raise an error naming
 torch.compile, torch.export and ``to_torch``. Eager calls keep the autograd.Function route,
 cheaper per call.
 
@@ -75,7 +76,14 @@ import torch
 from torch.nn.utils.rnn import PackedSequence
 
 from . import _torch_ops
-from ._torch_autocast import autocast_refusal, output_dtypes, run_with, thread_products
+from ._torch_autocast import (
+    AutocastFallbackWarning,
+    autocast_refusal,
+    output_dtypes,
+    run_with,
+    thread_products,
+    warn_fallback,
+)
 from ._torch_layer_norm import LayerNormLSTM
 from ._torch_recompute import differentiable_grads
 from .nn.recurrent.cells import ELMAN, GRU_SPEC, LSTM_SPEC
@@ -286,24 +294,6 @@ class _PlainFunction(torch.autograd.Function):
         return (None, None, None, None, dx, dh0, dc0, *weight_grads)
 
 
-class AutocastFallbackWarning(UserWarning):
-    """A bridge module ran torch's own forward under ``torch.autocast("cpu")``: a call that
-    rnnfast's bf16 products cannot run (float16 autocast, a CPU without bf16 products, a
-    module that is not float32)."""
-
-
-def _warn_autocast(module, refusal):
-    name = type(module).__name__
-    reason, fix = refusal
-    warnings.warn(
-        f"rnnfast.torch.{name} under torch.autocast('cpu', dtype="
-        f"{torch.get_autocast_dtype('cpu')}) runs torch.nn.{name}'s own forward (its autocast "
-        f"result and speed): {reason}. To run rnnfast's kernels, {fix}.",
-        AutocastFallbackWarning,
-        stacklevel=4,
-    )
-
-
 class _Bridge:
     """What the bridge modules share (mixed in before ``torch.nn.RNN`` / ``GRU`` / ``LSTM``):
     the forward on rnnfast's kernels, PackedSequence and unbatched input, the fallback to
@@ -397,9 +387,9 @@ class _Bridge:
         states = self._states(hx)
         if states is None:
             return super().forward(input, hx)  # not a state torch takes: torch says so
-        refusal = autocast_refusal(self, data, states)
+        refusal = autocast_refusal(self._flat_weights, data, states)
         if refusal is not None:
-            _warn_autocast(self, refusal)
+            warn_fallback(self, refusal, stacklevel=5)  # the line that called the module
             return super().forward(input, hx)
         dtypes = output_dtypes(self, data, states, packed)
         input = input.float()  # a PackedSequence's too; a no-op for float32
