@@ -366,8 +366,9 @@ void backward(const GatedBackwardArgs<T>& a) {
     const index P = a.proj_size, R = P > 0 ? P : H;
     const index GH = Cell::kGates * H;
     constexpr bool lstm = Cell::kStates == 2;
-    std::fill(a.dw_ih, a.dw_ih + GH * D, T(0));
-    std::fill(a.dw_hh, a.dw_hh + GH * R, T(0));
+    // dw_ih, dw_hh and dx are written whole by the GEMMs after the walk (input dropout adds
+    // into dx: zeroed there); zeroed here only when there is no walk.
+    const index dx_rows = a.ids ? a.vocab : T_ * B;
     std::fill(a.db_ih, a.db_ih + GH, T(0));
     std::fill(a.db_hh, a.db_hh + GH, T(0));
     if (P > 0) std::fill(a.dw_hr, a.dw_hr + P * H, T(0));
@@ -376,14 +377,18 @@ void backward(const GatedBackwardArgs<T>& a) {
             throw std::invalid_argument("cell_params: expected the cell's parameters, got none");
         std::fill(a.dcell_params, a.dcell_params + cell_params<Cell>() * H, T(0));
     }
-    if (a.dx) std::fill(a.dx, a.dx + (a.ids ? a.vocab : T_ * B) * D, T(0));
     // Sequences of length 0 (all, when T = 0) pass dh_n and dc_n straight to h0 and c0.
     for (index i = 0; i < B * R; ++i)
         a.dh0[i] = a.dh_n ? a.dh_n[i] : T(0);
     if (lstm)
         for (index i = 0; i < B * H; ++i)
             a.dc0[i] = a.dc_n ? a.dc_n[i] : T(0);
-    if (T_ == 0 || B == 0 || H == 0) return;
+    if (T_ == 0 || B == 0 || H == 0) {
+        std::fill(a.dw_ih, a.dw_ih + GH * D, T(0));
+        std::fill(a.dw_hh, a.dw_hh + GH * R, T(0));
+        if (a.dx) std::fill(a.dx, a.dx + dx_rows * D, T(0));
+        return;
+    }
     std::vector<T> zeros;
     const T *h0 = a.h0, *c0 = a.c0;
     if (!h0 || (lstm && !c0)) zeros.assign(static_cast<size_t>(B * std::max(R, H)), T(0));
@@ -446,6 +451,7 @@ void backward(const GatedBackwardArgs<T>& a) {
                  fork);
     } else {  // input dropout: gate g's projection read x * input_mask[g]
         std::vector<T> masked(static_cast<size_t>(rows * D));
+        if (a.dx) std::fill(a.dx, a.dx + dx_rows * D, T(0));
         for (int g = 0; g < Cell::kGates; ++g) {
             const T* mask = a.input_mask + g * B * D;
             mask_every_step(masked.data(), a.x, mask, T_, B, D);
