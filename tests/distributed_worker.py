@@ -433,6 +433,47 @@ def case_training_fit_distributed(comm, r, n, out):
     out["figures"] = {"training.fit(distributed=True) vs whole batch": worst}
 
 
+def case_fit_bf16_equals_training_fit(comm, r, n, out):
+    """fit(precision="bf16"), bf16 products emulated (any CPU): n ranks train as one process
+    on the whole batch with bf16 products, to bf16's rounding. Not to float32's: each rank
+    sums its rows' weight gradients, the whole batch all of them, in another order, and a
+    float32 difference that moves a weight across a bf16 rounding boundary moves its products
+    by 2**-8 of it; so the bound is tests/precision/test_gradients.py's, 8 * 2**-8 *
+    sqrt(steps) of how far training moved the parameters (measured: 2**-8 / 3 at 3 ranks,
+    as far as float32 products are from bf16's). The gradients the ranks average are float32,
+    the allreduce too."""
+    before = rnnfast._core.bf16_emulation()
+    rnnfast._core.set_bf16_emulation(True)
+    try:
+        B, T, batches, epochs = 2, 5, 3, 2
+        x, y = tokens(27, (batches * n * B, T)), tokens(28, (batches * n * B, T))
+        # a vocabulary larger than the whole batch's tokens: no layer runs the embedding
+        # fused into the RNN (which the whole batch would, and rounds the per-id sums of the
+        # deltas to bf16 where the unfused product rounds each delta)
+        start, model, whole, plain = (charlm(seed=9, vocab=64, dtype=np.float32) for _ in range(4))
+        args = {"loss": "cross_entropy", "epochs": epochs, "shuffle": False, "verbose": False}
+        history = dist.fit(model, x, y, optimizer=optim.SGD(model, lr=0.5), batch_size=B,
+                           precision="bf16", **args)  # fmt: skip
+        expected = training.fit(whole, x, y, optimizer=optim.SGD(whole, lr=0.5),
+                                batch_size=B * n, precision="bf16", **args)  # fmt: skip
+        dist.fit(plain, x, y, optimizer=optim.SGD(plain, lr=0.5), batch_size=B, **args)
+    finally:
+        rnnfast._core.set_bf16_emulation(before)
+    assert all(g.dtype == np.float32 for g in model.grads.values())
+
+    def distance(a, b):
+        return float(np.sqrt(sum(np.sum((p - q) ** 2) for p, q in zip(a, b))))
+
+    moved = distance(whole.parameters(), start.parameters())
+    worst = distance(model.parameters(), whole.parameters()) / moved
+    apart = distance(model.parameters(), plain.parameters()) / moved
+    bound = 8 * 2.0**-8 * np.sqrt(batches * epochs)
+    assert worst <= bound, f"bf16: {worst:.3g} of training's move from training.fit's"
+    assert apart > 0.0, "bf16 and float32 products trained alike: bf16 did not run"
+    np.testing.assert_allclose(history["loss"], expected["loss"], rtol=bound)
+    out["figures"] = {"bf16 fit vs training.fit": worst, "bf16 vs float32": apart}
+
+
 def case_broadcast_optimizer_state(comm, r, n, out):
     model = charlm(seed=1)
     opt = optim.Adam(model, lr=1e-2)

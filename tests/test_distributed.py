@@ -47,6 +47,7 @@ CASES = [
     "dropout_per_rank",
     "dropout_p0_equals_whole_batch",
     "training_fit_distributed",
+    "fit_bf16_equals_training_fit",
 ]
 SIZES = [1, 2, 3]
 
