@@ -38,6 +38,7 @@ PAGES = (
     "variable_length",
     "deploying",
     "performance",
+    "mixed_precision",
     "quantization",
     "distributed",
     "threads",
