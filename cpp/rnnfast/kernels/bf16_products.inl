@@ -267,27 +267,39 @@ RNNFAST_AMX_TARGET inline void configure_full_tiles() {
     _tile_loadconfig(&cfg);
 }
 
-// Rows [m0, m1) x k [k0, k0 + kc) of A as bf16 rows of `kpad` values (a multiple of kTileK),
-// `rows` of them (a multiple of 32), zeros past A's. A row-major A converts 32 values at once.
+// Where A's value (r, k) of a block lies, packed for the tiles: tile after tile (16 rows x 32
+// k's, 1 KiB each, k's tiles of a row block one after another), rows of 64 bytes in each. A tile
+// is then one contiguous load: with rows of the whole k-block (2 KiB apart at 1024 k's) each
+// tile load was 16 streams (no slower or faster in the time measured here, 1600 x 4096 x 1024:
+// 35 ms either way, one thread; one stream is what the prefetchers follow best).
+inline index a_tile_offset(index r, index k, index kpad) {
+    return ((r >> 4) * (kpad >> 5) + (k >> 5)) * 512 + (r & 15) * 32 + (k & 31);
+}
+
+// Rows [m0, m1) x k [k0, k0 + kc) of A as bf16 in the tiles' order (a_tile_offset): `rows` of
+// them (a multiple of 32) and `kpad` k's (a multiple of kTileK), zeros past A's. A row-major A
+// converts 32 values at once, a transposed one 16 rows x 16 pairs through registers.
 RNNFAST_AMX_TARGET __attribute__((noinline)) void pack_a_tiles(MatView<float> A, index m0, index m1,
                                                                index k0, index kc, index rows,
                                                                index kpad, unsigned short* dst) {
     using V = typename Simd<float>::vec;
     const index live_rows = m1 - m0;
     // Only the padding is zeroed: every other value is written below.
-    if (kc < kpad)
-        for (index r = 0; r < live_rows; ++r)
-            std::memset(dst + r * kpad + kc, 0, sizeof(unsigned short) * size_t(kpad - kc));
-    std::memset(dst + live_rows * kpad, 0,
-                sizeof(unsigned short) * size_t(rows - live_rows) * size_t(kpad));
+    for (index r = 0; r < rows; ++r)
+        for (index k = r < live_rows ? kc : 0; k < kpad; ++k)
+            if ((k & 31) == 0 && k + 32 <= kpad) {
+                std::memset(dst + a_tile_offset(r, k, kpad), 0, 64);
+                k += 31;
+            } else {
+                dst[a_tile_offset(r, k, kpad)] = 0;
+            }
     if (A.rs == 1 && A.cs != 1) {  // A read transposed (the weight gradients' delta^T)
         // A block of 16 rows x 16 pairs of k's: for each pair, the 16 rows of its two k's are
         // two contiguous runs, rounded and paired into one vector of 16 words (one per row);
         // the 16 vectors, transposed in registers (words moved as floats), are the 16 rows'
         // runs of 16 pairs, each stored whole. A scatter per pair ran the LSTM 50x32x512x512
         // bf16 training step's packing at ~1 word per cycle.
-        Bf16Pair* out = reinterpret_cast<Bf16Pair*>(dst);
-        const index pairs = (kc + 1) / 2, words = kpad / 2;
+        const index pairs = (kc + 1) / 2;
         for (index r = 0; r < live_rows; r += 16) {
             const index n = live_rows - r < 16 ? live_rows - r : 16;
             const __mmask16 live = n == 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
@@ -306,7 +318,7 @@ RNNFAST_AMX_TARGET __attribute__((noinline)) void pack_a_tiles(MatView<float> A,
                 const index m = pairs - q0 < 16 ? pairs - q0 : 16;
                 const __mmask16 stored = m == 16 ? __mmask16(0xffff) : __mmask16((1u << m) - 1);
                 for (index i = 0; i < n; ++i)
-                    _mm512_mask_storeu_epi32(out + (r + i) * words + q0, stored,
+                    _mm512_mask_storeu_epi32(dst + a_tile_offset(r + i, 2 * q0, kpad), stored,
                                              _mm512_castps_si512((__m512)block[i]));
             }
         }
@@ -314,16 +326,15 @@ RNNFAST_AMX_TARGET __attribute__((noinline)) void pack_a_tiles(MatView<float> A,
     }
     for (index r = 0; r < live_rows; ++r) {
         const float* src = A.p + (m0 + r) * A.rs + k0 * A.cs;
-        unsigned short* out = dst + r * kpad;
         index k = 0;
         if (A.cs == 1)
             for (; k + 32 <= kc; k += 32) {
                 const __m512bh v =
                     _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + k + 16), _mm512_loadu_ps(src + k));
-                _mm512_storeu_si512(out + k, (__m512i)v);
+                _mm512_storeu_si512(dst + a_tile_offset(r, k, kpad), (__m512i)v);
             }
         for (; k < kc; ++k)
-            out[k] = static_cast<unsigned short>(bf16_bits(src[k * A.cs]));
+            dst[a_tile_offset(r, k, kpad)] = static_cast<unsigned short>(bf16_bits(src[k * A.cs]));
     }
 }
 
@@ -360,22 +371,21 @@ RNNFAST_AMX_TARGET void gemm_block_amx(const GemmTask<float>& t, index m0, index
             const index me = m1 - mb < bk.mc ? m1 : mb + bk.mc;
             const index rows = (me - mb + 31) / 32 * 32;
             pack_a_tiles(t.A, mb, me, k0, kc, rows, kpad, packed);
-            const index a_stride = kpad * 2;  // bytes
             for (index p = p0; p < p1; ++p) {
                 const index j0 = p * NR;
                 const int cols = static_cast<int>(t.N - j0 < NR ? t.N - j0 : NR);
                 const Bf16Pair* panel =
                     reinterpret_cast<const Bf16Pair*>(t.packed_b + p * t.K * NR) + k0 / 2 * NR;
                 for (index i = mb; i < me; i += 32) {
-                    const unsigned short* a = packed + (i - mb) * kpad;
+                    const unsigned short* a = packed + (i - mb) * kpad;  // its 32 rows' tiles
                     _tile_zero(0);
                     _tile_zero(1);
                     _tile_zero(2);
                     _tile_zero(3);
                     for (index c = 0; c < kpad; c += kTileK) {
                         const Bf16Pair* b = panel + c / 2 * NR;
-                        _tile_loadd(4, a + c, a_stride);
-                        _tile_loadd(5, a + 16 * kpad + c, a_stride);
+                        _tile_loadd(4, a + c * 16, 64);
+                        _tile_loadd(5, a + 16 * kpad + c * 16, 64);
                         _tile_loadd(6, b, NR * 4);
                         _tile_loadd(7, b + 16, NR * 4);
                         _tile_dpbf16ps(0, 4, 6);
