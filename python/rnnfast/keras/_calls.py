@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..nn.masking import call_layer
+from ._policy import compute_outputs
 from ._symbolic import KerasTensor, Node
 
 __all__ = [
@@ -101,6 +102,7 @@ def eager_call(layer, x, initial_state, training=None, mask=None):
         outputs, _, _ = layer.run(x, states, valid, None, layer._who())
     finally:
         core.train(was)
+    outputs = compute_outputs(outputs, layer.dtype_policy)  # bfloat16 for mixed_bfloat16
     return outputs[0] if len(outputs) == 1 else outputs
 
 

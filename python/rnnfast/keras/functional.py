@@ -18,6 +18,7 @@ import numpy as np
 from .._validation import type_error
 from ._graph import Graph, graph_nodes, predict_outputs
 from ._inputs import model_input, model_targets
+from ._policy import compute_outputs
 from ._symbolic import is_symbolic
 from .layers import Input
 from .model import Sequential
@@ -168,6 +169,7 @@ class Model(Sequential):
         outs = predict_outputs(
             self._graph, fed, 32 if batch_size is None else batch_size, len(arrays[0])
         )
+        outs = compute_outputs(outs, self._output_policies())
         return outs if self._listed_outputs else outs[0]
 
     def __call__(self, x, training=False):
@@ -182,7 +184,14 @@ class Model(Sequential):
         fed = self._feed(self._inputs_of(x))
         self._graph.train(bool(training))
         out = self._graph(fed)
-        return out
+        return compute_outputs(out, self._output_policies())
+
+    def _output_policies(self):
+        """The dtype policy of each output: that of the layer whose call made it (an Input
+        handed straight out keeps its dtype)."""
+        return [
+            "float32" if t.node is None else t.node.layer.dtype_policy for t in self._model_outputs
+        ]
 
     def __repr__(self):
         return f"<Model name={self.name!r}, layers={[layer.name for layer in self._layers]}>"

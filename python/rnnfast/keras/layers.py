@@ -22,13 +22,13 @@ from .._validation import (
     check_probability,
     describe,
     is_int,
-    layer_dtype,
     type_error,
     value_error,
 )
 from ..io import interop
 from ..nn.activations import check_activation
 from ..nn.recurrent.rnn_options import MERGE_MODES
+from ._bf16_dense import BF16ProductsDense
 from ._calls import (
     array_backward,
     array_call,
@@ -39,6 +39,7 @@ from ._calls import (
 )
 from ._initializers import initializer, recurrent_weights
 from ._masking import MaskingCore
+from ._policy import MIXED, config_dtype, policy_name, variable_dtype
 from ._symbolic import KerasTensor, is_symbolic
 
 __all__ = [
@@ -166,7 +167,12 @@ class Layer:
         warning, as the notes use it).
     name : str, optional
         The name the summary shows; the model gives one (``dense``, ``dense_1``, ...) when None.
-    dtype : float32 or float64
+    dtype : "float32", "float64" or "mixed_bfloat16", optional
+        Keras's dtype policy: a name, a ``keras.DTypePolicy`` or its config; None (the
+        default) takes Keras's global policy (``keras.mixed_precision.set_global_policy``),
+        float32 without one. "mixed_bfloat16" keeps the weights float32 and computes with
+        bf16 products (``rnnfast.precision``), returning bfloat16 outputs, as Keras's mixed
+        policy; any other policy is a ValueError naming it (``keras._policy``).
     seed : int, optional
         Seeds the initial weights and the dropout masks.
     trainable : bool
@@ -202,7 +208,8 @@ class Layer:
         if name is not None and not isinstance(name, str):
             raise type_error("name", "a str", name)
         self.name = name
-        self.dtype = layer_dtype(np.float32 if dtype is None else dtype)
+        self.dtype_policy = policy_name(dtype, type(self).__name__)
+        self.dtype = variable_dtype(self.dtype_policy)  # the weights', and between layers
         self.seed = seed
         self.layer = None  # the rnnfast layer, once built
         self.input_shape = self.output_shape = None
@@ -211,6 +218,22 @@ class Layer:
     def built(self):
         """Whether the rnnfast layer exists (the input shape was seen)."""
         return self.layer is not None
+
+    @property
+    def compute_dtype(self):
+        """Keras's: the dtype of the computation and of the outputs ("bfloat16" under the
+        mixed policy)."""
+        return "bfloat16" if self.dtype_policy == MIXED else self.dtype.name
+
+    @property
+    def variable_dtype(self):
+        """Keras's: the dtype of the weights."""
+        return self.dtype.name
+
+    @property
+    def precision(self):
+        """The products of the rnnfast layer's GEMMs: "bf16" under the mixed policy."""
+        return "bf16" if self.dtype_policy == MIXED else "float32"
 
     # the attributes holding the layers a wrapper wraps (Bidirectional's directions,
     # TimeDistributed's inner layer): assigning trainable sets theirs too, as Keras's
@@ -309,7 +332,11 @@ class Layer:
         """Keras's ``get_config()``: the constructor's arguments (with ``name``,
         ``trainable``, ``dtype``), from which :meth:`from_config` makes the same layer (not its
         weights); a wrapped layer as ``{"class_name", "config"}``."""
-        config = {"name": self.name, "trainable": self.trainable, "dtype": self.dtype.name}
+        config = {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": config_dtype(self.dtype_policy),
+        }
         for key in self._config_keys:
             value = getattr(self, key)
             if isinstance(value, Layer):
@@ -321,21 +348,13 @@ class Layer:
     def from_config(cls, config):
         """Keras's ``from_config``: the layer of a :meth:`get_config` dict (Keras's legacy
         keys, such as a GRU's ``implementation``, as the constructor takes them; Keras's
-        ``DTypePolicy`` dict for ``dtype``; a wrapped layer as ``{"class_name", "config"}``).
-        A key the constructor does not take is refused by name (ValueError)."""
+        ``DTypePolicy`` dict for ``dtype``, which the constructor reads; a wrapped layer as
+        ``{"class_name", "config"}``). A key the constructor does not take is refused by name
+        (ValueError)."""
         config = dict(config)
-        dtype = config.get("dtype")
-        if isinstance(dtype, dict):  # Keras's DTypePolicy: {"class_name", "config": {"name"}}
-            inner = dtype.get("config")
-            name = inner.get("name") if isinstance(inner, dict) else None
-            if dtype.get("class_name") != "DTypePolicy" or name not in ("float32", "float64"):
-                raise ValueError(
-                    f"dtype: expected Keras's DTypePolicy of 'float32' or 'float64' (the front "
-                    f"computes in those), got {dtype!r:.200}"
-                )
-            config["dtype"] = name
         for key, value in config.items():
-            if key.endswith("_initializer"):  # an initializer's config: read when called
+            # an initializer's config is read when called; a DTypePolicy's by the constructor
+            if key.endswith("_initializer") or key == "dtype":
                 continue
             if isinstance(value, dict) and "class_name" in value and "config" in value:
                 inner = globals().get(value["class_name"])
@@ -538,6 +557,8 @@ class _Recurrent(Layer):
             batch_first=True,
             bidirectional=bidirectional,
             dtype=self.dtype,
+            # Keras's mixed_bfloat16: bf16 products in forward, backward and step
+            precision=self.precision,
             seed=self.seed,
             merge_mode=merge_mode,
             go_backwards=self.go_backwards,
@@ -804,12 +825,25 @@ def check_backward_layer(layer, backward):
     return backward
 
 
-def _wrapper_defaults(layer, kwargs):
+def _wrapper_defaults(layer, kwargs, wrapper):
     """A wrapper's (Bidirectional's, TimeDistributed's) keywords: the wrapped ``layer``'s
-    dtype, seed and trainable unless given; ``layer`` must not be built yet."""
+    dtype policy, seed and trainable unless given; ``layer`` must not be built yet.
+
+    The wrapped layer's policy decides the products, the wrapper's the outputs' dtype, as in
+    Keras; Keras's wrapper takes the global policy by default, not the wrapped layer's: where
+    the two differ and one is "mixed_bfloat16", the wrapper's dtype must be given."""
     if layer.built:
         raise ValueError("layer: already built; wrap a new layer")
-    kwargs.setdefault("dtype", layer.dtype)
+    if kwargs.get("dtype") is None:
+        keras_default = policy_name(None, wrapper)
+        if MIXED in (layer.dtype_policy, keras_default) and layer.dtype_policy != keras_default:
+            raise ValueError(
+                f"dtype: the wrapped {type(layer).__name__} has the dtype policy "
+                f"{layer.dtype_policy!r}, and Keras's {wrapper} would take the global policy "
+                f"{keras_default!r} for its outputs; pass dtype= to {wrapper} (the policy of "
+                "its outputs; the wrapped layer's decides the products)"
+            )
+        kwargs["dtype"] = layer.dtype_policy
     kwargs.setdefault("seed", layer.seed)
     kwargs.setdefault("trainable", layer.trainable)
 
@@ -840,7 +874,7 @@ class Bidirectional(Layer):
                 "layer: go_backwards=True inside Bidirectional would run the forward direction "
                 "backwards; wrap a layer with go_backwards=False"
             )
-        _wrapper_defaults(layer, kwargs)
+        _wrapper_defaults(layer, kwargs, "Bidirectional")
         if layer.input_shape_arg is not None:
             kwargs.setdefault("input_shape", layer.input_shape_arg)
         self.forward_layer = layer
@@ -997,7 +1031,8 @@ class Dense(Layer):
                 f"{self._who()}: expected inputs (batch, ..., features) with the features "
                 f"known, got shape {input_shape}"
             )
-        return nn.Dense(
+        dense = BF16ProductsDense if self.dtype_policy == MIXED else nn.Dense
+        return dense(
             input_shape[-1],
             self.units,
             bias=self.use_bias,
@@ -1219,7 +1254,7 @@ class TimeDistributed(Layer):
                 "inside TimeDistributed)",
                 layer,
             )
-        _wrapper_defaults(layer, kwargs)
+        _wrapper_defaults(layer, kwargs, "TimeDistributed")
         super().__init__(**kwargs)
         self.inner = layer  # Keras's ``layer`` attribute is this layer too
 

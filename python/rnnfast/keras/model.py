@@ -11,6 +11,7 @@ from . import optimizers
 from ._compile import Objective, check_compile_extras, loss_name
 from ._graph import chain_graph, predict_outputs
 from ._inputs import model_input, model_targets
+from ._policy import compute_outputs
 from ._stepper import KerasStep
 from ._summary import summary_text
 from ._trainable import follow_trainable
@@ -433,14 +434,16 @@ class Sequential:
         model = self._build_for(x)
         if model is self._graph:  # stateful layers keep their state; several outputs
             outs = predict_outputs(model, x, 32 if batch_size is None else batch_size, len(x))
+            outs = compute_outputs(outs, self._output_policies())
             return tuple(outs) if len(outs) > 1 else outs[0]
-        return training.predict(
+        out = training.predict(
             model,
             x,
             batch_size=32 if batch_size is None else batch_size,
             batch_axis=0,
             bucket=False,
         )
+        return compute_outputs(out, self._output_policies())
 
     def __call__(self, x, training=False):
         """The output for one batch ``x``: in inference mode, or with ``training=True`` in
@@ -448,7 +451,12 @@ class Sequential:
         x = self._input(x)
         model = self._build_for(x)
         model.train(bool(training))
-        return model(x)
+        return compute_outputs(model(x), self._output_policies())
+
+    def _output_policies(self):
+        """The dtype policy of each output: the last layer's (its outputs' compute dtype,
+        bfloat16 under mixed_bfloat16, as Keras returns them)."""
+        return self._layers[-1].dtype_policy if self._layers else "float32"
 
     def _data(self, x, y):
         if x is None or y is None:
