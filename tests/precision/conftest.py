@@ -9,8 +9,8 @@ from .switches import PATHS, bf16_products_on, kernel_threads
 
 @pytest.fixture(params=PATHS)
 def bf16_path(request):
-    """The test runs with bf16 products emulated, then native (skipped where this CPU has no
-    native path)."""
+    """The test runs with bf16 products emulated, then on each native path (skipped where this
+    CPU does not run it)."""
     with bf16_products_on(request.param) as path:
         yield path
 

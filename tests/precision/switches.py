@@ -10,22 +10,30 @@ import pytest
 import rnnfast
 from rnnfast import _core
 
-PATHS = ("emulated", "native")
+# where bf16 products run: in software, or on one of the native paths (VDPBF16PS, AMX tiles)
+PATHS = ("emulated", "avx512_bf16", "amx")
+NATIVE_PATHS = PATHS[1:]
 
 
 @contextlib.contextmanager
 def bf16_products_on(path):
     """Run the block with bf16 products on ``path``: "emulated" (``set_bf16_emulation``, the
-    same rounding model in software: any CPU) or "native" (AVX512-BF16 or AMX, as this CPU
-    chooses; a skip where it has neither). Yields the path's name as ``_core`` reports it."""
+    same rounding model in software: any CPU) or a native path (a skip where this CPU does not
+    run it). The automatic choice is restored after."""
     before = _core.bf16_emulation()
     try:
-        _core.set_bf16_emulation(path == "emulated")
-        found = _core.bf16_products_path()
-        if path == "native" and found in ("", "emulated"):
-            pytest.skip(f"no native bf16 products here: {_core.bf16_unavailable_reason()}")
-        yield found
+        if path == "emulated":
+            _core.set_bf16_emulation(True)
+        else:
+            try:
+                _core.set_bf16_path(path)
+            except ValueError:
+                pytest.skip(f"this CPU does not run bf16 products on {path}")
+            if _core.bf16_products_path() != path:
+                pytest.skip(f"this CPU does not run bf16 products on {path}")
+        yield path
     finally:
+        _core.set_bf16_path("")
         _core.set_bf16_emulation(before)
 
 

@@ -27,7 +27,7 @@ from conftest import sweep
 
 import rnnfast
 
-from .switches import PATHS, bf16_products_on, kernel_threads
+from .switches import NATIVE_PATHS, PATHS, bf16_products_on, kernel_threads
 
 T, B, D, H, P = 9, 4, 5, 8, 3
 U = 2.0**-8  # bf16's unit roundoff
@@ -57,7 +57,7 @@ FORMS = {
     ),
 }
 # every cell, form, thread count and path at least once, and 24 more cases (conftest.sweep);
-# the whole product (232 cases, a few seconds) with -m full
+# the whole product (336 cases, a few seconds) with -m full
 AXES = {"cell": list(CELLS), "form": list(FORMS), "threads": [1, 2], "path": list(PATHS)}
 
 
@@ -127,13 +127,14 @@ def test_bf16_gradients_are_float32_s_to_bf16_roundoff(case, rng):
 NATIVE_VS_EMULATED = 1e-5
 
 
+@pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("cell", list(CELLS))
-def test_native_bf16_is_emulated_bf16_to_float32_rounding(cell, rng):
+def test_native_bf16_is_emulated_bf16_to_float32_rounding(cell, path, rng):
     x = rng.standard_normal((T, B, D)).astype(np.float32)
     results = {}
-    for path in PATHS:
-        with bf16_products_on(path):
-            results[path], _ = _train_once(cell, "everything", "bf16", x, 2)
-    errors = _relative_errors(results["native"], results["emulated"])
+    for name in ("emulated", path):
+        with bf16_products_on(name):
+            results[name], _ = _train_once(cell, "everything", "bf16", x, 2)
+    errors = _relative_errors(results[path], results["emulated"])
     worst = max(errors, key=errors.get)
     assert errors[worst] <= NATIVE_VS_EMULATED, f"{worst}: {errors[worst]:.3g} ({errors})"
