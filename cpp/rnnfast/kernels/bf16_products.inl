@@ -349,7 +349,8 @@ RNNFAST_AMX_TARGET void gemm_block_amx(const GemmTask<float>& t, index m0, index
     const GemmBlocking bk = blocking<float>();
     // k-blocks of the float table's kc (1024 here): C is read and written once per k-block, and
     // at 256 (A's and B's blocks in L1) that traffic halved a 1600 x 4096 x 1024 projection's
-    // rate (323 GFLOP/s against 557, one thread, 2026-12-07).
+    // rate (323 GFLOP/s against 557, one thread, 2026-12-07); 512 and 2048 ran the LSTM's
+    // bf16 training step (50x32x512x512, 25x64x1024x1024) no faster.
     const index kb_tiles = bk.kc / kTileK * kTileK;
     const index kb = kb_tiles > kTileK ? kb_tiles : kTileK;
     const index mc = ((m1 - m0 < bk.mc ? m1 - m0 : bk.mc) + 31) / 32 * 32;
