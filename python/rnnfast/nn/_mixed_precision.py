@@ -19,15 +19,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import warnings
 
 import numpy as np
 
-from ..precision import check_precision, products
+from .. import _core
+from ..precision import bf16_available, check_precision, products
 
 __all__ = [
     "check_layer_precision",
     "check_model_precision",
     "layer_products",
+    "loading_from_file",
     "model_products",
     "products_note",
     "step_products",
@@ -82,10 +85,42 @@ def model_products(precision):
         _chosen.precision = None
 
 
+# set while a file's layers are rebuilt (``loading_from_file``): a saved "bf16" then becomes
+# "float32", with a warning, on a machine without bf16 products
+_loading = threading.local()
+
+
+@contextlib.contextmanager
+def loading_from_file():
+    """The block in which ``load`` rebuilds a file's layers: a model trained with bf16
+    products loads on any CPU (a file is not a request to train), its saved ``precision="bf16"``
+    kept where this machine runs it and, elsewhere, float32 with a RuntimeWarning naming why."""
+    before = getattr(_loading, "on", False)
+    _loading.on = True
+    try:
+        yield
+    finally:
+        _loading.on = before
+
+
+def _loaded(value, name):
+    """A saved ``precision`` for this machine (see :func:`loading_from_file`)."""
+    if value == "bf16" and getattr(_loading, "on", False) and not bf16_available():
+        warnings.warn(
+            f"{name}='bf16' was saved with this model, but this machine runs no bf16 products "
+            f"({_core.bf16_unavailable_reason()}); it loads with {name}='float32'",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return "float32"
+    return value
+
+
 def check_layer_precision(layer, name, value):
     """A layer's ``precision`` option (the check at construction and on assignment): one of
     ``rnnfast.precision.PRECISIONS``, "bf16" for float32 layers on a machine that runs it;
     a quantized copy refuses "bf16" (it multiplies with its own bf16 / int8 weights)."""
+    value = _loaded(value, name)
     mode = getattr(layer, "quantized", None)
     if value == "bf16" and mode is not None:
         raise ValueError(
@@ -105,6 +140,7 @@ def check_model_precision(model, precision, name="precision"):
     machine has no bf16 products."""
     if precision is None:
         return None
+    precision = _loaded(precision, name)
     if precision == "bf16":
         for where, layer in _layers(model, "model"):
             _check_bf16_layer(where, layer, name)

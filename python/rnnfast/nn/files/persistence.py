@@ -11,6 +11,7 @@ import numpy as np
 
 from ..._validation import check_keys
 from .._layer import Layer, quantize_layer
+from .._mixed_precision import loading_from_file
 from ..quantized.formats import MODES
 from ._file_format import FORMAT_VERSION, QUANTIZED_KEY, layer_config, read, save
 
@@ -193,13 +194,14 @@ def load(path, cls=None):
     if mode == "int8":
         _check_scales(where, arrays)
     try:
-        if cls is None:
-            layer = build_layer(config)
-        else:
-            saved = config.pop("__class__", "RNN")
-            if saved != cls.__name__:
-                raise ValueError(f"cls: the file holds a {saved}, got cls={cls.__name__}")
-            layer = cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
+        with loading_from_file():  # a saved precision='bf16' loads on any CPU
+            if cls is None:
+                layer = build_layer(config)
+            else:
+                saved = config.pop("__class__", "RNN")
+                if saved != cls.__name__:
+                    raise ValueError(f"cls: the file holds a {saved}, got cls={cls.__name__}")
+                layer = cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
         if mode is not None:  # the float model the file's raw quantized arrays load into
             if mode not in MODES:
                 raise ValueError(f"{QUANTIZED_KEY}: expected one of {MODES}, got {mode!r}")
