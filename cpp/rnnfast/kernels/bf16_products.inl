@@ -338,6 +338,49 @@ RNNFAST_AMX_TARGET __attribute__((noinline)) void pack_a_tiles(MatView<float> A,
     }
 }
 
+// sums (32 x NR floats) = the 32 rows' tiles at `a` (kpad k's) times a panel's k-block.
+RNNFAST_AMX_TARGET inline void amx_block_32(const unsigned short* a, const Bf16Pair* panel,
+                                            index kpad, float* sums) {
+    constexpr int NR = Simd<float>::NR;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (index c = 0; c < kpad; c += kTileK) {
+        const Bf16Pair* b = panel + c / 2 * NR;
+        _tile_loadd(4, a + c * 16, 64);
+        _tile_loadd(5, a + 16 * kpad + c * 16, 64);
+        _tile_loadd(6, b, NR * 4);
+        _tile_loadd(7, b + 16, NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, sums, NR * 4);
+    _tile_stored(1, sums + 16, NR * 4);
+    _tile_stored(2, sums + 16 * NR, NR * 4);
+    _tile_stored(3, sums + 16 * NR + 16, NR * 4);
+}
+
+// The first 16 rows of sums alone, from one A tile per k-chunk.
+RNNFAST_AMX_TARGET inline void amx_block_16(const unsigned short* a, const Bf16Pair* panel,
+                                            index kpad, float* sums) {
+    constexpr int NR = Simd<float>::NR;
+    _tile_zero(0);
+    _tile_zero(1);
+    for (index c = 0; c < kpad; c += kTileK) {
+        const Bf16Pair* b = panel + c / 2 * NR;
+        _tile_loadd(4, a + c * 16, 64);
+        _tile_loadd(6, b, NR * 4);
+        _tile_loadd(7, b + 16, NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+    }
+    _tile_stored(0, sums, NR * 4);
+    _tile_stored(1, sums + 16, NR * 4);
+}
+
 RNNFAST_AMX_TARGET void gemm_block_amx(const GemmTask<float>& t, index m0, index m1, index p0,
                                        index p1) {
     // The choice follows the task (M and K), not this thread's share: the same kernel sums
@@ -370,7 +413,7 @@ RNNFAST_AMX_TARGET void gemm_block_amx(const GemmTask<float>& t, index m0, index
                                 last ? t.op : Epilogue::none};
         for (index mb = m0; mb < m1; mb += bk.mc) {
             const index me = m1 - mb < bk.mc ? m1 : mb + bk.mc;
-            const index rows = (me - mb + 31) / 32 * 32;
+            const index rows = (me - mb + 15) / 16 * 16;  // whole tiles of A
             pack_a_tiles(t.A, mb, me, k0, kc, rows, kpad, packed);
             for (index p = p0; p < p1; ++p) {
                 const index j0 = p * NR;
@@ -378,27 +421,12 @@ RNNFAST_AMX_TARGET void gemm_block_amx(const GemmTask<float>& t, index m0, index
                 const Bf16Pair* panel =
                     reinterpret_cast<const Bf16Pair*>(t.packed_b + p * t.K * NR) + k0 / 2 * NR;
                 for (index i = mb; i < me; i += 32) {
-                    const unsigned short* a = packed + (i - mb) * kpad;  // its 32 rows' tiles
-                    _tile_zero(0);
-                    _tile_zero(1);
-                    _tile_zero(2);
-                    _tile_zero(3);
-                    for (index c = 0; c < kpad; c += kTileK) {
-                        const Bf16Pair* b = panel + c / 2 * NR;
-                        _tile_loadd(4, a + c * 16, 64);
-                        _tile_loadd(5, a + 16 * kpad + c * 16, 64);
-                        _tile_loadd(6, b, NR * 4);
-                        _tile_loadd(7, b + 16, NR * 4);
-                        _tile_dpbf16ps(0, 4, 6);
-                        _tile_dpbf16ps(1, 4, 7);
-                        _tile_dpbf16ps(2, 5, 6);
-                        _tile_dpbf16ps(3, 5, 7);
-                    }
-                    _tile_stored(0, sums, NR * 4);
-                    _tile_stored(1, sums + 16, NR * 4);
-                    _tile_stored(2, sums + 16 * NR, NR * 4);
-                    _tile_stored(3, sums + 16 * NR + 16, NR * 4);
+                    const unsigned short* a = packed + (i - mb) * kpad;  // its rows' tiles
                     const int valid = static_cast<int>(me - i < 32 ? me - i : 32);
+                    if (valid > 16)
+                        amx_block_32(a, panel, kpad, sums);
+                    else  // a last block of 16 rows or fewer: half the tiles (a batch of 16)
+                        amx_block_16(a, panel, kpad, sums);
                     finish_tile<float, 32>(t, pass, i, acc, cols, j0, valid);
                 }
             }
