@@ -241,15 +241,37 @@ def test_without_bf16_products_a_mixed_layer_is_refused_when_built(monkeypatch):
             layer(x)
 
 
-def test_a_wrapper_whose_outputs_keras_would_type_otherwise_is_refused(keras, policy):
-    # Keras's Bidirectional takes the global policy for its outputs, not the wrapped layer's
+@pytest.mark.parametrize("inner", ["mixed_bfloat16", "float32"])
+def test_a_wrapper_types_its_outputs_by_its_policy_as_keras(keras, policy, inner):
+    """Keras's wrappers take the global policy, which types their outputs; the wrapped layer's
+    own policy decides the products (a mixed layer under a float32 global policy, and a
+    float32 layer under a mixed one)."""
+    x, _ = data()
+    policy("float32" if inner == "mixed_bfloat16" else "mixed_bfloat16")
+    theirs = keras.layers.Bidirectional(keras.layers.GRU(H, dtype=inner))
+    ours = rk.Bidirectional(rk.GRU(H, dtype=inner))
+    theirs_td = keras.layers.TimeDistributed(keras.layers.Dense(K, dtype=inner))
+    ours_td = rk.TimeDistributed(rk.Dense(K, dtype=inner))
+    expected, expected_td = theirs(x), theirs_td(x)
+    policy("float32")
+    plain = keras.layers.Bidirectional(keras.layers.GRU(H))
+    plain(x)
+    plain.set_weights(theirs.get_weights())
+    ours(x)
+    ours.set_weights(theirs.get_weights())
+    got = ours(x)
+    assert dtype_name(got) == dtype_name(expected)
+    assert dtype_name(ours_td(x)) == dtype_name(expected_td)
+    assert ours.dtype_policy == theirs.dtype_policy.name
+    assert ours.layer.precision == ours.precision == ("bf16" if inner != "float32" else "float32")
+    assert error(got, plain(x)) <= FORWARD_BOUND
+
+
+def test_a_wrapper_whose_weights_keras_would_type_otherwise_is_refused(keras, policy):
+    policy("float64")
     with pytest.raises(ValueError, match=r"pass dtype= to Bidirectional"):
         rk.Bidirectional(rk.LSTM(H, dtype="mixed_bfloat16"))
-    policy("mixed_bfloat16")
-    with pytest.raises(ValueError, match=r"pass dtype= to TimeDistributed"):
-        rk.TimeDistributed(rk.Dense(H, dtype="float32"))
-    wrapped = rk.Bidirectional(rk.LSTM(H, dtype="float32"), dtype="float32")
-    assert wrapped.dtype_policy == "float32"
+    assert rk.Bidirectional(rk.LSTM(H, dtype="mixed_bfloat16"), dtype="float32").precision == "bf16"
 
 
 def test_float32_layers_are_unchanged(keras, policy):

@@ -52,10 +52,9 @@ def _refusal(name, who, where):
 
 def _global_policy():
     """The name of Keras's global policy, or None where keras was never imported."""
-    keras = sys.modules.get("keras")
-    if keras is None:
-        return None
-    return keras.mixed_precision.global_policy().name
+    mixed_precision = getattr(sys.modules.get("keras"), "mixed_precision", None)
+    global_policy = getattr(mixed_precision, "global_policy", None)
+    return None if global_policy is None else global_policy().name
 
 
 def policy_name(dtype, who):

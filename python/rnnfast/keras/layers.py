@@ -826,24 +826,25 @@ def check_backward_layer(layer, backward):
 
 
 def _wrapper_defaults(layer, kwargs, wrapper):
-    """A wrapper's (Bidirectional's, TimeDistributed's) keywords: the wrapped ``layer``'s
-    dtype policy, seed and trainable unless given; ``layer`` must not be built yet.
-
-    The wrapped layer's policy decides the products, the wrapper's the outputs' dtype, as in
-    Keras; Keras's wrapper takes the global policy by default, not the wrapped layer's: where
-    the two differ and one is "mixed_bfloat16", the wrapper's dtype must be given."""
+    """A wrapper's (Bidirectional's, TimeDistributed's) keywords: the wrapped ``layer``'s seed
+    and trainable unless given, and its dtype policy, but where Keras's rule differs: Keras's
+    wrapper takes the global policy, and so does this one where the wrapped layer's or the
+    global one is "mixed_bfloat16" (the wrapped layer's policy decides the products, the
+    wrapper's the outputs' dtype, as in Keras). ``layer`` must not be built yet."""
     if layer.built:
         raise ValueError("layer: already built; wrap a new layer")
     if kwargs.get("dtype") is None:
         keras_default = policy_name(None, wrapper)
-        if MIXED in (layer.dtype_policy, keras_default) and layer.dtype_policy != keras_default:
+        if MIXED not in (layer.dtype_policy, keras_default):
+            kwargs["dtype"] = layer.dtype_policy  # the front's rule for float32 / float64
+        elif variable_dtype(keras_default) == layer.dtype:
+            kwargs["dtype"] = keras_default
+        else:
             raise ValueError(
                 f"dtype: the wrapped {type(layer).__name__} has the dtype policy "
                 f"{layer.dtype_policy!r}, and Keras's {wrapper} would take the global policy "
-                f"{keras_default!r} for its outputs; pass dtype= to {wrapper} (the policy of "
-                "its outputs; the wrapped layer's decides the products)"
+                f"{keras_default!r}, whose weights' dtype differs; pass dtype= to {wrapper}"
             )
-        kwargs["dtype"] = layer.dtype_policy
     kwargs.setdefault("seed", layer.seed)
     kwargs.setdefault("trainable", layer.trainable)
 
@@ -897,6 +898,8 @@ class Bidirectional(Layer):
 
     # what the graph's calls read of a recurrent layer: the wrapped layer's settings
     units = property(lambda self: self.forward_layer.units)
+    # the products are the wrapped layer's (its policy's); the outputs' dtype the wrapper's
+    precision = property(lambda self: self.forward_layer.precision)
     num_states = property(lambda self: self.forward_layer.num_states)
     return_state = property(lambda self: self.forward_layer.return_state)
     stateful = property(lambda self: self.forward_layer.stateful)
@@ -1257,6 +1260,9 @@ class TimeDistributed(Layer):
         _wrapper_defaults(layer, kwargs, "TimeDistributed")
         super().__init__(**kwargs)
         self.inner = layer  # Keras's ``layer`` attribute is this layer too
+
+    # the products are the wrapped layer's (its policy's); the outputs' dtype the wrapper's
+    precision = property(lambda self: self.inner.precision)
 
     def _make(self, input_shape):
         self._needs_dims(input_shape, 3, "(batch, timesteps, features)")
