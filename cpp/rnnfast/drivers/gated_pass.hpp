@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -50,7 +51,8 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
     const GateLayout& rec_layout;  // the first product's: all gates, or those of kStepGates
     const ForwardRows rows;        // a general mask: every row runs every step
     const bool keep_all;           // every h_t kept in y
-    std::vector<T> gx, rh, m, h_ring, c_ring;
+    std::unique_ptr<T[]> gx;       // written whole by each chunk's projection before it is read
+    std::vector<T> rh, m, h_ring, c_ring;
     std::vector<T> stats;  // row_reductions: per row, (reductions, unit blocks, 3)
     const T *h_start, *c_start;
 
@@ -66,7 +68,7 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
           keep_all(args.y != nullptr),
           h_start(h0),
           c_start(c0) {
-        gx.resize(static_cast<size_t>(product.chunk * B * GH));
+        gx.reset(new T[static_cast<size_t>(product.chunk * B * GH)]);
         if constexpr (Cell::kSecondProduct) rh.resize(static_cast<size_t>(B * H));
         if (P > 0) m.resize(static_cast<size_t>(B * H));
         if (!keep_all) h_ring.resize(static_cast<size_t>(2 * B * R));
@@ -119,7 +121,7 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
     }
 
     void before_region(const Chunk& c) {
-        if (product.region_per_chunk) product.before_region(c, gx.data());
+        if (product.region_per_chunk) product.before_region(c, gx.get());
     }
 
     void after_region(const Chunk& c) {
@@ -134,7 +136,7 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
         Member(GatedForwardPass& pass, const Team& team, int stepping)
             : p(pass), products(pass.product, team, stepping) {}
         void chunk_begin(const Chunk& c) {
-            if (!p.product.region_per_chunk) products.chunk_begin(c, p.gx.data());
+            if (!p.product.region_per_chunk) products.chunk_begin(c, p.gx.get());
         }
         void chunk_end(const Chunk&) {}
 
@@ -144,7 +146,7 @@ struct GatedForwardPass : TimeLoopPass, GatedSizes {
             const GateLayout& L = p.layout;
             const T* h_prev = p.h_at(t - 1);
             T* h = p.h_at(t);
-            T* gx = p.gx.data() + (t - c.t0) * B * GH;
+            T* gx = p.gx.get() + (t - c.t0) * B * GH;
             T* store = p.a.workspace ? p.a.workspace + t * B * Cell::kStored * H : nullptr;
             products.first(st, h_prev);
             const T* reads = products.r_reads(h_prev);
