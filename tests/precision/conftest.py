@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rnnfast import _core
+
 from .switches import PATHS, bf16_products_on, kernel_threads
 
 
@@ -20,3 +22,12 @@ def num_threads(request):
     """The test runs with the kernels on 1 thread, then on 2."""
     with kernel_threads(request.param) as n:
         yield n
+
+
+@pytest.fixture
+def emulated_products():
+    """bf16 products on any CPU (the test switch), restored after the test."""
+    before = _core.bf16_emulation()
+    _core.set_bf16_emulation(True)
+    yield
+    _core.set_bf16_emulation(before)

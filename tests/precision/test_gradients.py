@@ -27,22 +27,14 @@ from conftest import sweep
 
 import rnnfast
 
+from .forms import layer_forms
 from .switches import NATIVE_PATHS, PATHS, bf16_products_on, kernel_threads
 
 T, B, D, H, P = 9, 4, 5, 8, 3
 U = 2.0**-8  # bf16's unit roundoff
 BOUND = 8 * U * np.sqrt(T)
 
-CELLS = {
-    "rnn-tanh": (rnnfast.RNN, {"nonlinearity": "tanh"}),
-    "rnn-relu": (rnnfast.RNN, {"nonlinearity": "relu"}),
-    "gru": (rnnfast.GRU, {}),
-    "gru-reset_before": (rnnfast.GRU, {"reset_after": False}),
-    "lstm": (rnnfast.LSTM, {}),
-    "lstm-proj": (rnnfast.LSTM, {"proj_size": P}),
-    "deep_transition": (rnnfast.DeepTransitionRNN, {"transition_layers": 3}),
-    "layer_norm_lstm": (rnnfast.LayerNormLSTM, {}),
-}
+CELLS = layer_forms(P)
 # the layer's options and the call's padding (lengths or a Keras mask) per form
 FORMS = {
     "plain": ({}, None),

@@ -10,17 +10,13 @@ import numpy as np
 import pytest
 
 import rnnfast
-from rnnfast import _core
 
 from .test_refusals import RECURRENT, no_bf16_products
 
 
 @pytest.fixture(autouse=True)
-def emulated():
-    before = _core.bf16_emulation()
-    _core.set_bf16_emulation(True)
-    yield
-    _core.set_bf16_emulation(before)
+def emulated(emulated_products):
+    """bf16 products on any CPU (the test switch)."""
 
 
 def _saved(model):

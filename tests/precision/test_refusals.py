@@ -37,12 +37,8 @@ def no_bf16_products():
 
 
 @pytest.fixture(autouse=True)
-def emulated():
+def emulated(emulated_products):
     """bf16 products everywhere (the test switch), so the refusals are those of the layers."""
-    before = _core.bf16_emulation()
-    _core.set_bf16_emulation(True)
-    yield
-    _core.set_bf16_emulation(before)
 
 
 def _fit(model, precision, **kwargs):

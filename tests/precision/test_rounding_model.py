@@ -10,20 +10,12 @@ import pytest
 
 import rnnfast
 
+from .forms import layer_forms
 from .rounding_model import model_parameters, model_step, reference_model
 
 T, B, D, H, P = 5, 3, 5, 7, 3
 
-CELLS = {
-    "rnn-tanh": (rnnfast.RNN, {"nonlinearity": "tanh"}),
-    "rnn-relu": (rnnfast.RNN, {"nonlinearity": "relu"}),
-    "gru": (rnnfast.GRU, {}),
-    "gru-reset_before": (rnnfast.GRU, {"reset_after": False}),
-    "lstm": (rnnfast.LSTM, {}),
-    "lstm-proj": (rnnfast.LSTM, {"proj_size": P}),
-    "deep_transition": (rnnfast.DeepTransitionRNN, {"transition_layers": 3}),
-    "layer_norm_lstm": (rnnfast.LayerNormLSTM, {}),
-}
+CELLS = layer_forms(P)
 
 
 def _layers(cell, seed=0):

@@ -14,11 +14,8 @@ from rnnfast.nn._mixed_precision import chosen_precision
 
 
 @pytest.fixture(autouse=True)
-def emulated():
-    before = _core.bf16_emulation()
-    _core.set_bf16_emulation(True)
-    yield
-    _core.set_bf16_emulation(before)
+def emulated(emulated_products):
+    """bf16 products on any CPU (the test switch)."""
 
 
 def _restored():
