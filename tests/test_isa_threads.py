@@ -158,3 +158,14 @@ def test_show_config_mentions_isa_and_threads(isa, restore_threads, capsys):
     assert threads_line.split(":", 1)[1].split()[0] == "3"
     for name in _core.compiled_isas():
         assert name in text
+
+
+def test_show_config_says_where_bf16_products_run(isa):
+    # the line follows the active ISA: a path on the avx512 kernels with AVX512-BF16, else
+    # "none" with the reason (which names the active ISA)
+    line = next(x for x in rnnfast.show_config().splitlines() if x.startswith("bf16 products"))
+    path = _core.bf16_products_path()
+    if path:
+        assert line.split(":", 1)[1].strip().startswith(path)
+    else:
+        assert "none: " in line and f"'{isa}'" in line

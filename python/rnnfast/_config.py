@@ -47,6 +47,7 @@ def show_config() -> str:
             f"{'cells, ' + isa + ':':18}{', '.join(_core.recurrent_cells())} (float32, float64)"
             for isa in _core.compiled_isas()
         ),
+        f"bf16 products:    {_bf16_products()}",
         f"threads:          {get_num_threads()} (OpenMP {'on' if _core.openmp_enabled() else 'off'})",
         f"idle spin:        GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}",
         f"compiler:         {_core.compiler}",
@@ -60,6 +61,17 @@ def show_config() -> str:
     text = "\n".join(lines)
     print(text)
     return text
+
+
+def _bf16_products() -> str:
+    """Where precision='bf16' runs its products here (rnnfast.precision), or why nowhere."""
+    path = _core.bf16_products_path()
+    kinds = {
+        "amx": "amx (TDPBF16PS tiles; VDPBF16PS for products of few rows)",
+        "avx512_bf16": "avx512_bf16 (VDPBF16PS)",
+        "emulated": "emulated in software (the test switch)",
+    }
+    return kinds.get(path, path) if path else "none: " + _core.bf16_unavailable_reason()
 
 
 def _other_thread_pools() -> str:
