@@ -1,7 +1,7 @@
-"""The two ways a test runs rnnfast's bf16 products (``rnnfast.precision``): in software
-(``_core.set_bf16_emulation``: the same rounding model on any CPU, so the tests run
-everywhere) and natively (AVX512-BF16's VDPBF16PS, or AMX-BF16's tiles, where this CPU has
-them; skipped elsewhere).
+"""The ways a test of the fronts runs rnnfast's bf16 products (``rnnfast.precision``): in
+software (the same rounding model on any CPU, so the tests run everywhere) and on each native
+path this CPU has (AVX512-BF16's VDPBF16PS, AMX-BF16's tiles; skipped elsewhere), with the
+switches of ``tests/precision/switches.py``.
 
 Import the fixture into a test module: ``from bf16_paths import bf16_path  # noqa: F401``.
 """
@@ -9,26 +9,22 @@ Import the fixture into a test module: ``from bf16_paths import bf16_path  # noq
 from __future__ import annotations
 
 import pytest
-
-from rnnfast import _core
+from precision.switches import PATHS, bf16_products_on
 
 # bf16's unit roundoff: 8 significant bits (7 stored), rounded to nearest even
 BF16_UNIT_ROUNDOFF = 2.0**-8
 
 
-@pytest.fixture(params=["emulated", "native"])
+@pytest.fixture(params=PATHS)
 def bf16_path(request):
-    """The path this test's bf16 products take ("emulated", or the native one)."""
-    if request.param == "native":
-        path = _core.bf16_products_path()  # "avx512_bf16", or "amx" where AMX-BF16 is on
-        if path in ("", "emulated"):
-            pytest.skip(
-                f"this CPU runs no native bf16 products ({_core.bf16_unavailable_reason()})"
-            )
+    """The path this test's bf16 products take ("emulated", "avx512_bf16" or "amx")."""
+    with bf16_products_on(request.param) as path:
         yield path
-        return
-    _core.set_bf16_emulation(True)
-    try:
-        yield _core.bf16_products_path()
-    finally:
-        _core.set_bf16_emulation(False)
+
+
+@pytest.fixture
+def bf16_emulated():
+    """bf16 products in software alone: for tests of what does not depend on the path (the
+    dtypes of the outputs), on any CPU."""
+    with bf16_products_on("emulated") as path:
+        yield path

@@ -2,7 +2,7 @@
 rnnfast's kernels with bf16 products (forward and backward, the backward outside the autocast
 block), and their outputs and every gradient agree with torch.nn's modules under the same
 autocast: the same dtypes, and values that both stay within one bound of torch's float32
-result (the bound is derived below). Both bf16 paths: emulated (any CPU) and native.
+result (the bound is derived below). Every bf16 path: emulated (any CPU) and each native one this CPU runs.
 
 Bounds. bf16 keeps 8 significant bits: unit roundoff u = 2**-8. A product of two rounded
 operands is off by at most 2u + u**2 relative, and rnnfast sums it in float32 (2**-24, small
@@ -38,7 +38,7 @@ from torch.nn.utils.rnn import pack_padded_sequence  # noqa: E402
 # torch's own LSTM with projections under autocast says it leaves oneDNN (nothing of rnnfast's)
 pytestmark = [
     pytest.mark.filterwarnings("ignore:LSTM with projections:UserWarning"),
-    pytest.mark.usefixtures("bf16_path"),  # emulated, and native where the CPU has it
+    pytest.mark.usefixtures("bf16_path"),  # emulated, and each native path this CPU runs
 ]
 
 FORWARD_BOUND = 8 * U

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from bf16_paths import bf16_path  # noqa: F401 (the fixture below)
+from bf16_paths import bf16_emulated  # noqa: F401 (the fixture below)
 from conftest import import_torch
 
 torch = import_torch()
@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence  # noqa: E402
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:LSTM with projections:UserWarning"),
-    pytest.mark.usefixtures("bf16_path"),  # emulated, and native where the CPU has it
+    pytest.mark.usefixtures("bf16_emulated"),  # the dtypes do not depend on the path
 ]
 
 F32, BF16 = torch.float32, torch.bfloat16

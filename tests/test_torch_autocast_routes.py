@@ -21,7 +21,7 @@ import rnnfast.precision  # noqa: E402
 from rnnfast import _torch_autocast  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections:UserWarning")
-BOTH_PATHS = pytest.mark.usefixtures("bf16_path")  # emulated, and native where the CPU has it
+BOTH_PATHS = pytest.mark.usefixtures("bf16_path")  # emulated, and each native path this CPU runs
 
 D, H, T, B = 3, 6, 5, 2
 # the plain stack's route and the general layer's

@@ -15,10 +15,22 @@ from conftest import import_torch
 
 torch = import_torch()
 rt = pytest.importorskip("rnnfast.torch")
+from torch import _dynamo  # noqa: E402 (after the skip where torch is missing)
 
-pytestmark = pytest.mark.usefixtures("bf16_path")  # emulated, and native where the CPU has it
+pytestmark = pytest.mark.usefixtures("bf16_path")  # emulated, and each native path this CPU runs
 
 D, H, T, B = 3, 5, 6, 2
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test compiles from scratch: Dynamo keeps at most 8 compiles of one code object (the
+    bridge's forward) and reuses them, which would hide the fallback's trace-time warning."""
+    _dynamo.reset()
+    yield
+    _dynamo.reset()
+
+
 CASES = {
     "gru-2layers-hx": ("GRU", {"num_layers": 2}, True),
     "lstm-proj-batch_first": ("LSTM", {"proj_size": 2, "batch_first": True}, False),
@@ -34,7 +46,7 @@ class Recorder:
 
     def __call__(self, gm, example_inputs):
         self.codes.append(gm.code)
-        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+        return _dynamo.lookup_backend("aot_eager")(gm, example_inputs)
 
     def count(self, op):
         return sum(code.count(op) for code in self.codes)

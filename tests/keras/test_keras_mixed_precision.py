@@ -3,7 +3,7 @@ or as a ``keras.DTypePolicy``) beside Keras 3's own layers under the same policy
 weights: the same output dtypes (bfloat16; float32 variables), and forward values and trained
 weights that both stay within one bound of Keras's float32 result; the policy survives
 save / load (the front's and Keras's files); a policy rnnfast cannot run is refused by name.
-Both bf16 paths: emulated (any CPU) and native.
+Every bf16 path: emulated (any CPU) and each native one this CPU runs.
 
 Bounds (as ``tests/test_torch_autocast.py`` derives them): bf16's unit roundoff u = 2**-8;
 a GEMM with both operands rounded to bf16 and float32 sums is off by ~2u of its terms' scale,
@@ -25,7 +25,7 @@ import rnnfast.keras as rk
 from rnnfast import nn
 
 pytestmark = [
-    pytest.mark.usefixtures("bf16_path"),  # emulated, and native where the CPU has it
+    pytest.mark.usefixtures("bf16_path"),  # emulated, and each native path this CPU runs
     # Keras 3's predict on the torch backend: NumPy's deprecation warning, from inside Keras
     pytest.mark.filterwarnings(
         "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning"
