@@ -31,8 +31,8 @@ std::vector<T> projection_bias(const GatedForwardArgs<T>& a, const GateLayout& l
 // A batch of one without recurrent dropout: the recurrent product runs along W_hh's rows
 // (GatedForwardPass::by_rows) and the layout's blocks are wide (unit_block).
 template <class T>
-bool batch_of_one(const GatedForwardArgs<T>& a) {
-    return a.batch == 1 && a.recurrent_mask == nullptr;
+bool batch_of_one(const GatedForwardArgs<T>& a, const KernelTable<T>& kt) {
+    return a.batch == 1 && a.recurrent_mask == nullptr && !kt.rounds_operands;
 }
 
 // Hidden units per block of the layouts: one panel of nr columns, the grain of the threads'
@@ -42,7 +42,7 @@ bool batch_of_one(const GatedForwardArgs<T>& a) {
 // the gate functions on 64 units a step instead of 20 on 16 (AVX2).
 template <class Cell, class T>
 index unit_block(const GatedForwardArgs<T>& a, const KernelTable<T>& kt) {
-    if (!batch_of_one(a)) return kt.nr;
+    if (!batch_of_one(a, kt)) return kt.nr;
     const index H = a.hidden_size, R = a.proj_size > 0 ? a.proj_size : H;
     const double flops = 2.0 * double(R) * double(Cell::kGates * H);
     const int threads = threads_for(flops, panel_count(H, kt.nr), Sync::barrier);
@@ -106,7 +106,7 @@ struct GemmGatedProducts : GatedSizes {
           layout{H, Cell::kGates, unit_block<Cell>(args, kt)},
           rec_layout{H, Cell::kStepGates, layout.block},
           dropout(args.recurrent_mask != nullptr),
-          by_rows(batch_of_one(args)),
+          by_rows(batch_of_one(args, kt)),
           row_granule(kt.mr) {
         const index T_ = a.steps;
         threads = threads_for(2.0 * double(B) * double(R) * double(GH),

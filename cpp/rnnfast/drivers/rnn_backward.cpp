@@ -59,7 +59,7 @@ struct BackwardPass : TimeLoopPass {
           panels(panel_count(H, kt.nr)),
           chunk(std::min(args.steps, std::max<index>(1, kChunkRows / B))),
           team_plan(backward_team(kt, args, chunk)),
-          stream(streams<T>(B, H)),
+          stream(streams(kt, B, H)),
           packed_hh(scratch<T>(stream ? stream_packed_size(kt, H, H) : kt.packed_b_size(H, H))),
           buffers(kt, args, chunk * B),
           grad(Cell::gradient_step_epilogue(args.act, args.alpha)),

@@ -86,7 +86,7 @@ struct GemmElmanProducts {
         // W_ih^T (D x H) and W_hh^T (H x H), packed once per call by the team (the members'
         // first chunk_begin). A small batch of one (streams()) streams W_hh^T instead
         // (matvec), each stepping thread packing the columns it owns in its first step.
-        stream = streams<T>(B, H);
+        stream = streams(kt, B, H);
         packed_ih.reset(new T[static_cast<size_t>(kt.packed_b_size(D, H))]);
         if (!stream) packed_hh.reset(new T[static_cast<size_t>(kt.packed_b_size(H, H))]);
         stream_w.resize(stream ? static_cast<size_t>(stream_packed_size(kt, H, H)) : 0);

@@ -12,9 +12,10 @@ namespace rnnfast {
 // whose W_hh fits 32 KiB (H <= 90 floats, 64 doubles). There the step's chain of dependent FMAs
 // is what it waits on, and matvec's 8-16 independent chains beat the GEMM's one-row tile
 // (1.06-1.15x at H = 64); from H = 256 floats (AVX2 from 128) the tile measured faster.
+// (Not where the products round their operands: KernelTable::rounds_operands.)
 template <class T>
-bool streams(index batch, index H) {
-    return batch == 1 && H * H * static_cast<index>(sizeof(T)) <= 32768;
+bool streams(const KernelTable<T>& kt, index batch, index H) {
+    return batch == 1 && H * H * static_cast<index>(sizeof(T)) <= 32768 && !kt.rounds_operands;
 }
 
 // Elements of a stream-packed K x N matrix.

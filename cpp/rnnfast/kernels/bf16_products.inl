@@ -32,12 +32,15 @@ inline unsigned bf16_pair(const float* x, index step, bool both) {
 }
 
 // An AMX tile multiplies 16 rows by 32 k's (16 pair rows of B, 64 bytes of each). Below
-// kAmxMinK values of k the panel's place has no room for a whole tile of B, and below
-// kAmxMinRows rows of A a 32-row block is mostly padding: VDPBF16PS runs those.
+// kAmxMinK values of k the panel's place has no room for a whole tile of B (VDPBF16PS runs
+// those), and a product of one row runs on VDPBF16PS too: the LSTM 100xBx256x256 forward ran
+// 1.11x float32 so at B = 1, 1.01x on tiles; at B = 2 and 4 tiles gave 1.9x, VDPBF16PS 1.7x and
+// 1.2x (one thread, this Xeon with AMX; VDPBF16PS runs one product a cycle here, no faster than
+// float32's two FMAs).
 constexpr index kTilePairs = 16;
 constexpr index kTileK = 2 * kTilePairs;
 constexpr index kAmxMinK = kTileK;
-constexpr index kAmxMinRows = 8;
+constexpr index kAmxMinRows = 2;
 
 // 16 pairs from two vectors: word i = (lo[i], hi[i]) rounded to bf16, VDPBF16PS's order.
 RNNFAST_BF16_TARGET inline __m512i bf16_pairs(__m512 lo, __m512 hi) {

@@ -73,6 +73,10 @@ struct KernelTable {
     // Their backward on one GateGradRow (cells/lstm.hpp and gru.hpp give the equations).
     void (*lstm_grad_row)(const GateGradRow<T>& row);
     void (*gru_grad_row)(const GateGradRow<T>& row);
+    // Whether the products round their operands first (bf16 products, runtime/products.cpp):
+    // then dot_rows and matvec, which read their B as the caller stores it, round all of it on
+    // every call, and a pass steps a batch of one on the packed GEMM instead (packed once).
+    bool rounds_operands = false;
 };
 
 // The entries a float table swaps for bf16 products (runtime/products.cpp): B packed as bf16

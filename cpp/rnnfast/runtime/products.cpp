@@ -76,6 +76,7 @@ struct RoundedProducts {
         k.gemm_block = &gemm_block;
         k.dot_rows = &dot_rows;
         k.matvec = &matvec;
+        k.rounds_operands = true;
         return k;
     }
 };
