@@ -26,15 +26,25 @@ extensions = [
     "numpydoc",
     "rnnfast_docstrings",  # the docstring workarounds, each logged (see _ext/)
     "rnnfast_public",  # .. rnnfast-if-public::, for names not every branch has
+    "sphinx.ext.mathjax",
+    # MathJax served from the built site (_static/mathjax/), not from a CDN: the PyPI package
+    # sphinx-mathjax-offline ships it (the docs extra), so the math renders with no network.
+    "sphinx-mathjax-offline",
 ]
 
 exclude_patterns = ["_build"]
 templates_path = []
-html_static_path = []
-html_theme = "alabaster"
-html_theme_options = {"description": "Fast CPU recurrent layers (Elman, GRU, LSTM) for NumPy code"}
+html_static_path = ["_static"]
+html_css_files = ["rnnfast.css"]  # long code lines wrap in the column (docs/_static/)
+# furo (PyPI, the docs extra): a fluid content column for wide code and tables, a search page,
+# light and dark modes (its toggle); the version is in the title of every page.
+html_theme = "furo"
+html_title = f"rnnfast {release}"
+html_theme_options = {"navigation_with_keys": True}
 html_show_sourcelink = False
-pygments_style = "sphinx"
+# The charts' .inc files (docs/charts/, written by bench/docs_charts.py) are included by their
+# pages, not documents of their own; their JSON sources are not pages either.
+exclude_patterns += ["charts/*.inc"]
 
 # ---- autodoc: the public names, through their public paths ---------------------------------
 # A module's members are its __all__ (imported names included: rnnfast.optim.Adam is documented

@@ -54,7 +54,8 @@ CODE_BLOCK = re.compile(r"^([ \t]*)\.\. code-block::[ \t]+(\w+)[ \t]*$")
 
 
 def _require_sphinx():
-    missing = [name for name in ("sphinx", "numpydoc") if importlib.util.find_spec(name) is None]
+    needed = ("sphinx", "numpydoc", "furo", "sphinx-mathjax-offline")
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if not missing:
         return
     why = f"{' and '.join(missing)} not installed (pip install '.[docs]')"
@@ -209,6 +210,88 @@ def test_documented_paths_are_public(site):
         "rnnfast.load",
         "rnnfast.save",
     } <= top, sorted(top)
+
+
+# ---- math, charts and the browser (issue 44) --------------------------------------------------
+
+MATH_ELEMENT = re.compile(
+    r'<(span|div) class="math notranslate nohighlight"[^>]*>.*?</\1>', re.DOTALL
+)
+CHART_PAGES = ("performance", "choosing_a_cell", "quantization", "threads")
+
+
+def test_math_is_served_by_the_site(site):
+    """The math renders with no network: every page with math loads MathJax from the site's own
+    _static/mathjax/ (the sphinx-mathjax-offline package), never from a CDN, and no ``\\(`` or
+    ``\\[`` delimiter stands outside an element MathJax typesets (or a code block). That it does
+    typeset is checked in a browser (test_the_site_in_a_browser)."""
+    out, done, _ = site
+    assert done.returncode == 0, done.stderr
+    assert (out / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    with_math = 0
+    for path in out.rglob("*.html"):
+        if "_static" in path.parts:
+            continue
+        html = path.read_text(encoding="utf-8")
+        assert "cdn.jsdelivr" not in html and "mathjax@" not in html, path
+        if MATH_ELEMENT.search(html):
+            with_math += 1
+            srcs = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', html)
+            assert srcs and all(s.endswith("_static/mathjax/tex-chtml.js") for s in srcs), (
+                path,
+                srcs,
+            )
+            assert not any("://" in s or s.startswith("//") for s in srcs), (path, srcs)
+        rest = MATH_ELEMENT.sub("", html)
+        rest = re.sub(r"<pre.*?</pre>", "", rest, flags=re.DOTALL)
+        rest = re.sub(r"<script.*?</script>", "", rest, flags=re.DOTALL)
+        raw = re.findall(r".{0,40}\\[(\[].{0,40}", rest)
+        assert not raw, (path, raw[:3])
+    assert with_math >= 2, "the index and choosing_a_cell pages have math"
+
+
+def test_the_charts_are_on_their_pages(site):
+    """The performance, choosing-a-cell, quantization and threads pages each show their chart
+    (docs/charts/<page>.png, made by bench/docs_charts.py from a committed JSON)."""
+    out, done, _ = site
+    assert done.returncode == 0, done.stderr
+    for page in CHART_PAGES:
+        html = (out / f"{page}.html").read_text(encoding="utf-8")
+        assert re.search(rf'<img[^>]+src="_images/{page}\.png"', html), page
+        assert (out / "_images" / f"{page}.png").is_file(), page
+
+
+def test_the_site_in_a_browser(site, tmp_path):
+    """tools/check_docs_browser.py opens every page in headless Chromium at 1280 px: no raw math,
+    no missing image, no console error, no code block wider than the column. Skipped where
+    chromium (Debian's package) or websocket-client is missing, unless RNNFAST_REQUIRE_BROWSER=1
+    (as in CI). The index, quickstart and performance screenshots go to $RNNFAST_DOCS_SHOTS (else
+    the test's temporary folder)."""
+    import shutil
+
+    out, done, _ = site
+    assert done.returncode == 0, done.stderr
+    missing = []
+    if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
+        missing.append("chromium (apt-get install chromium)")
+    if importlib.util.find_spec("websocket") is None:
+        missing.append("websocket-client (pip install websocket-client)")
+    if missing:
+        why = f"{' and '.join(missing)} not installed"
+        if os.environ.get("RNNFAST_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{why}; RNNFAST_REQUIRE_BROWSER=1 requires the browser check")
+        pytest.skip(f"{why}; set RNNFAST_REQUIRE_BROWSER=1 to fail instead")
+    shots = Path(os.environ.get("RNNFAST_DOCS_SHOTS") or tmp_path / "shots")
+    tool = DOCS.parent / "tools" / "check_docs_browser.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--site", str(out), "--shots", str(shots)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    for name in ("index", "quickstart", "performance"):
+        assert (shots / f"{name}.png").stat().st_size > 1000, name
 
 
 def test_the_files_the_pages_name_exist():
