@@ -14,7 +14,10 @@ nothing is downloaded). A page fails on:
 - a code block wider than the content column: a ``pre`` whose box reaches past the article's
   right edge, or whose text is cut (it scrolls sideways: scrollWidth > clientWidth).
 
-The screenshots of the index, quickstart and performance pages are written to --shots (default:
+It also searches (search.html?q=LSTM must list pages) and opens the index in the dark scheme
+(furo follows the reader's prefers-color-scheme; its background must be dark).
+
+The screenshots of the index, quickstart and performance pages (and index-dark.png) go to --shots (default:
 $RNNFAST_DOCS_SHOTS, else a new temporary folder), whose path is printed. Exit status 0 when
 every page passes, 1 when one fails (each failure printed), 2 when chromium is missing.
 """
@@ -215,6 +218,54 @@ def errors_of(events: list[dict]) -> list[str]:
     return found
 
 
+SEARCH_JS = r"""
+(async () => {
+  for (let i = 0; i < 100; i++) {
+    const hits = document.querySelectorAll('#search-results li');
+    if (hits.length) return hits.length;
+    await new Promise(r => setTimeout(r, 200));
+  }
+  return 0;
+})()
+"""
+
+
+def search_and_dark_mode(cdp: CDP, base: str, shots: Path) -> list[str]:
+    """The search page finds a word every page uses (LSTM); the index in the dark scheme (the
+    reader's prefers-color-scheme) is screenshotted as index-dark.png."""
+    failures = []
+    cdp.events.clear()
+    cdp.call("Page.navigate", url=base + "search.html?q=LSTM")
+    cdp.wait_for("Page.loadEventFired")
+    res = cdp.call("Runtime.evaluate", expression=SEARCH_JS, awaitPromise=True, returnByValue=True)
+    hits = res.get("result", {}).get("value", 0)
+    if not hits:
+        failures.append("search.html?q=LSTM: no results")
+    failures += [f"search.html: {e}" for e in errors_of(cdp.events)]
+    print(
+        f"{'ok  ' if hits else 'FAIL'} search for LSTM: {hits} result(s) listed so far", flush=True
+    )
+    cdp.call(
+        "Emulation.setEmulatedMedia",
+        features=[{"name": "prefers-color-scheme", "value": "dark"}],
+    )
+    cdp.call("Page.navigate", url=base + "index.html")
+    cdp.wait_for("Page.loadEventFired")
+    res = cdp.call(
+        "Runtime.evaluate",
+        expression="getComputedStyle(document.body).backgroundColor",
+        returnByValue=True,
+    )
+    background = res.get("result", {}).get("value", "")
+    rgb = [int(v) for v in re.findall(r"\d+", background)[:3]]
+    if not rgb or sum(rgb) > 3 * 128:
+        failures.append(f"index.html in the dark scheme: background {background!r} is not dark")
+    shot = cdp.call("Page.captureScreenshot", format="png")
+    (shots / "index-dark.png").write_bytes(base64.b64decode(shot["data"]))
+    cdp.call("Emulation.setEmulatedMedia", features=[])
+    return failures
+
+
 def check(site: Path, chromium: str, shots: Path) -> list[str]:
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
     pages = [p for p in pages if not p.startswith(("_static/", "_sources/"))]
@@ -266,6 +317,7 @@ def check(site: Path, chromium: str, shots: Path) -> list[str]:
                     )
                     (shots / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
                 print(f"{'FAIL' if problems else 'ok  '} {page}", flush=True)
+            failures += search_and_dark_mode(cdp, base, shots)
         finally:
             proc.terminate()
             try:
