@@ -12,7 +12,9 @@ nothing is downloaded). A page fails on:
 - a missing image: an ``<img>`` not loaded (naturalWidth 0) or a failed request for one;
 - a console error: an uncaught exception, ``console.error``, or a failed resource load;
 - a code block wider than the content column: a ``pre`` whose box reaches past the article's
-  right edge, or whose text is cut (it scrolls sideways: scrollWidth > clientWidth).
+  right edge, or whose text is cut (it scrolls sideways: scrollWidth > clientWidth);
+- a table of the text (``article table.docutils``) that scrolls sideways in its column (the
+  general and module indexes, Sphinx's own, are left out).
 
 It also searches (search.html?q=LSTM must list pages) and opens the index in the dark scheme
 (furo follows the reader's prefers-color-scheme; its background must be dark).
@@ -49,7 +51,7 @@ CHECK_JS = r"""
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise;
   }
-  const out = {raw_math: [], images: [], wide_code: [], mathjax_src: []};
+  const out = {raw_math: [], images: [], wide_code: [], wide_tables: [], mathjax_src: []};
   for (const s of document.querySelectorAll('script[src*="mathjax" i], script[src*="tex-" i]')) {
     out.mathjax_src.push(s.getAttribute('src'));
   }
@@ -69,6 +71,15 @@ CHECK_JS = r"""
     if (cut > 1 || past > 1) {
       out.wide_code.push({first_line: pre.textContent.split('\n')[0].slice(0, 70),
                           cut_px: Math.round(cut), past_column_px: Math.round(past)});
+    }
+  }
+  for (const table of document.querySelectorAll('article table.docutils')) {
+    const wrap = table.parentElement;
+    const cut = Math.max(wrap.scrollWidth - wrap.clientWidth, table.scrollWidth - table.clientWidth);
+    if (cut > 1) {
+      const head = table.querySelector('tr');
+      out.wide_tables.push({first_row: head ? head.textContent.trim().slice(0, 60) : '',
+                            cut_px: Math.round(cut)});
     }
   }
   return JSON.stringify(out);
@@ -307,6 +318,10 @@ def check(site: Path, chromium: str, shots: Path) -> list[str]:
                     f"code wider than the column: {w['first_line']!r} (cut {w['cut_px']} px, "
                     f"past the column {w['past_column_px']} px)"
                     for w in got["wide_code"]
+                ]
+                problems += [
+                    f"table wider than the column: {w['first_row']!r} (cut {w['cut_px']} px)"
+                    for w in got["wide_tables"]
                 ]
                 problems += errors_of(cdp.events)
                 failures += [f"{page}: {p}" for p in problems]
