@@ -6,10 +6,12 @@ Standard library only, so that the tests can feed it made-up runs.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import re
 import statistics
+from pathlib import Path
 
 LIBRARIES = ("rnnfast", "torch")
 SPEED_TARGET = 2.0  # PyTorch's seconds per epoch over rnnfast's, at least
@@ -43,6 +45,18 @@ TASKS = {
 }
 
 _EPOCHS = re.compile(r"^seconds per epoch[^:]*: ([0-9.]+(?: [0-9.]+)*) \(median")
+
+
+def add_data_arguments(parser: argparse.ArgumentParser, shared_data: Path) -> None:
+    """The data options of the scripts that run the examples on real data: the datasets root
+    of names, charlm and sunspots (``shared_data`` where it exists), and tagging's treebank."""
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=shared_data if shared_data.is_dir() else None,
+        help="the datasets root of names, charlm and sunspots",
+    )
+    parser.add_argument("--tagging-data", type=Path, help="a UD treebank folder or CoNLL-U file")
 
 
 def read_run(stdout):

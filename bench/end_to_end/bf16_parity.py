@@ -69,7 +69,7 @@ import numpy as np
 import rnnfast
 from bench import REPO, RESULTS, SHARED_DATA
 from bench._common import cpu_clock, cpu_model, others_cpus
-from bench.end_to_end._summary import TASKS, read_run
+from bench.end_to_end._summary import TASKS, add_data_arguments, read_run
 from rnnfast import _core
 from rnnfast.precision import bf16_available, products
 
@@ -434,13 +434,7 @@ def parse_args(argv=None):
     parser.add_argument("--examples", nargs="+", choices=EXAMPLES, default=list(EXAMPLES))
     parser.add_argument("--cells", nargs="+", help="cells of --cell (default: all it offers)")
     parser.add_argument("--seeds", type=int, help="seeds 0 .. N-1 (default 3; --quick 1)")
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=SHARED_DATA if SHARED_DATA.is_dir() else None,
-        help="the datasets root of names, charlm and sunspots",
-    )
-    parser.add_argument("--tagging-data", type=Path, help="a UD treebank folder or CoNLL-U file")
+    add_data_arguments(parser, SHARED_DATA)
     parser.add_argument("--threads", type=int, help="rnnfast threads (default: the library's)")
     parser.add_argument(
         "--example-defaults", action="store_true", help="the examples' own epochs (longer)"

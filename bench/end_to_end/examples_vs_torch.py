@@ -48,7 +48,7 @@ import rnnfast
 from bench import REPO, RESULTS, SHARED_DATA
 from bench._common import cpu_clock, cpu_model, others_cpus, torch_blas, write_json
 from bench.end_to_end import _summary
-from bench.end_to_end._summary import TASKS
+from bench.end_to_end._summary import TASKS, add_data_arguments
 
 CELLS = ("rnn", "gru", "lstm")
 
@@ -61,13 +61,7 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, help="epochs of names, charlm, sunspots, tagging")
     parser.add_argument("--steps", type=int, help="updates per seq2seq model")
     parser.add_argument("--quick", action="store_true", help="one epoch each, a tiny seq2seq")
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=SHARED_DATA if SHARED_DATA.is_dir() else None,
-        help="the datasets root of names, charlm and sunspots",
-    )
-    parser.add_argument("--tagging-data", type=Path, help="a UD treebank folder or CoNLL-U file")
+    add_data_arguments(parser, SHARED_DATA)
     parser.add_argument("--timeout", type=float, help="seconds allowed to each run")
     parser.add_argument("--out", type=Path, default=RESULTS / "examples_vs_torch.json")
     parser.add_argument("--report", nargs="+", type=Path, help="print the table of JSON files")
