@@ -36,6 +36,7 @@ DEFAULT_SUBSET=(
   tests/test_gated_kernels.py
   tests/test_quantized_gated_kernels.py
   tests/nn/test_deep_transition.py
+  tests/precision
 )
 
 if [[ ! -x "$SAN_VENV/bin/python" ]]; then

@@ -209,3 +209,17 @@ def test_fit_in_bf16_trains_as_float32_does(rng):
     np.testing.assert_allclose(loss16, loss32, rtol=0.05)
     assert all(p.dtype == np.float32 for p in model.parameters())
     assert all(g.dtype == np.float32 for g in model.grads.values())
+
+
+@pytest.mark.parametrize("precision", ["float32", "bf16"])
+def test_step_keeps_its_state_keyword(precision, emulated_products):
+    # the products' wrapper passes the state on by the name the layer's step gives it
+    x = np.ones((2, 4), np.float32)
+    rnn, lstm = rnnfast.RNN(4, 5, precision=precision), rnnfast.LSTM(4, 5, precision=precision)
+    h = np.zeros((1, 2, 5), np.float32)
+    np.testing.assert_array_equal(rnn.step(x, h=h)[0], rnn.step(x, h)[0])
+    np.testing.assert_array_equal(lstm.step(x, state=None)[0], lstm.step(x)[0])
+    with pytest.raises(TypeError, match="'state'"):
+        rnn.step(x, state=h)
+    with pytest.raises(TypeError, match="multiple values"):
+        rnn.step(x, h, h=h)

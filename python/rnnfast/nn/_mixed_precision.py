@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import threading
 import warnings
 
@@ -54,19 +55,31 @@ def layer_products(precision):
     return products(precision)
 
 
+_UNSET = object()  # a step's state not given
+
+
 def step_products(step):
     """``layer.step`` run inside :func:`layer_products` of the layer's precision (the stack
-    runner enters it for forward and backward; a step does not go through the runner)."""
+    runner enters it for forward and backward; a step does not go through the runner). The
+    state keeps the name the wrapped step gives it (``h=`` for RNN, ``state=`` for GRU and
+    LSTM): both wrappers below pass it on as the caller gave it."""
+    name = list(inspect.signature(step).parameters)[2]
 
-    # step's own two arguments, not *args: packing them cost half a bound step's time
-    @functools.wraps(step)
-    def run(self, x_t, state=None):
+    # the step's own arguments, not *args: packing them cost half a bound step's time
+    def run(self, x_t, state=_UNSET, /, **named):
+        if named:  # the state by its keyword
+            if state is not _UNSET or len(named) != 1 or name not in named:
+                given = () if state is _UNSET else (state,)
+                return step(self, x_t, *given, **named)  # the step's own TypeError
+            state = named[name]
+        elif state is _UNSET:
+            state = None
         if self._precision == "float32":  # the default, in one comparison: the hot path
             return step(self, x_t, state)
         with layer_products(self._precision):
             return step(self, x_t, state)
 
-    return run
+    return functools.wraps(step)(run)
 
 
 @contextlib.contextmanager
