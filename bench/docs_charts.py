@@ -30,12 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CHARTS_DIR = ROOT / "docs" / "charts"
 COMPARE_JSON = CHARTS_DIR / "compare-quick.json"
 
-# The run that wrote COMPARE_JSON, as its caption tells it (bench/results/compare.json, copied).
-COMPARE_COMMAND = "nice -n 10 python -m bench.peers.compare --quick"
+# The run that wrote COMPARE_JSON, as its caption tells it.
+COMPARE_COMMAND = (
+    "python -m bench.peers.compare --quick --out docs/charts/compare-quick.json --no-plot"
+)
 COMPARE_NOTE = (
-    "A --quick run (3 short repeats) on a shared 2-core VM that other processes kept busy: "
-    "the figures show the shape of the comparison, not a clean measurement; "
-    "the 2-thread rows suffer most."
+    "A --quick run (3 short repeats per row) on a 2-core VM with nothing else running: "
+    "short repeats, so a row can move by several percent from run to run."
 )
 
 STYLE = {
