@@ -62,6 +62,7 @@ from .nn import (  # noqa: E402
     Module,
     Seq2Seq,
     Sequential,
+    Streams,
     seq2seq,
 )
 from .nn.files.persistence import load, save  # noqa: E402
@@ -94,6 +95,7 @@ __all__ = [
     "Embedding",
     "Dropout",
     "Sequential",
+    "Streams",
     "Module",
     "nn",
     "io",

@@ -9,7 +9,8 @@
 - ``files/``: saving and loading, the .npz format;
 - here: the layer protocol (``_layer``: what the containers, training, summary, persistence and
   quantization ask of a layer), Linear/Dense, Embedding, Dropout, Sequential, the general
-  container Module, Seq2Seq, and how padding travels through models (``masking``).
+  container Module, Seq2Seq, many streams stepped on one layer (``streams``), and how padding
+  travels through models (``masking``).
 
 ``nn`` never imports ``rnnfast.io``."""
 
@@ -33,6 +34,7 @@ from .recurrent.jordan import JordanRNN
 from .recurrent.rnn import RNN
 from .seq2seq import Seq2Seq
 from .sequential import Sequential
+from .streams import Streams
 
 __all__ = [
     "GRU",
@@ -58,6 +60,7 @@ __all__ = [
     "QuantizedRNN",
     "Seq2Seq",
     "Sequential",
+    "Streams",
     "seq2seq",
 ]
 
