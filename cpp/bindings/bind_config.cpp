@@ -71,6 +71,14 @@ void register_config(py::module_& m) {
         },
         py::arg("x"), "x rounded to bf16 (to nearest even) as float32: the products' model.");
     m.def("get_num_threads", &get_num_threads);
+    m.def(
+        "last_pass_threads",
+        [] {
+            const PassThreads used = last_pass_threads();
+            return py::make_tuple(used.stepping, used.team);
+        },
+        "(stepping, team): the threads the latest recurrent pass on this thread stepped with, "
+        "and its region's team (0, 0 before any); the thread count a layer chose for a shape.");
     m.def("set_num_threads", &set_num_threads, py::arg("n"));
     m.def("openmp_enabled", &openmp_enabled);
     m.def("helper_threads_in_use", &helper_threads_in_use,

@@ -10,6 +10,7 @@
 #include "rnnfast/drivers/gated.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "sequence_input.hpp"
+#include "weight_cache_arg.hpp"
 
 namespace rnnfast::bindings {
 namespace {
@@ -63,6 +64,7 @@ struct GatedInputs {
     py::object recurrent_mask, input_mask;
     Pointwise act, rec;
     py::object cell_params;  // the cell's own parameters (layer_norm_lstm's norms), or None
+    WeightCache* cache;      // the layer's packed weights, or null
 };
 
 // Sets the arguments a forward's and a backward's driver arguments share (Args: either).
@@ -71,6 +73,7 @@ SequenceInput<T> set_shared(Args& a, const GatedShape& s, const GatedInputs& in)
     const index T_ = s.steps, B = s.batch, H = s.H, R = s.R, G = gate_count(s.cell);
     const bool lstm = gated_cell_counts(s.cell).states == 2;
     a.cell = s.cell;
+    a.cache = in.cache;
     a.steps = T_;
     a.batch = B;
     a.input_size = s.D;
@@ -254,7 +257,8 @@ void register_gated(py::module_& m) {
            const std::string& activation, const std::string& recurrent_activation,
            bool return_sequences, bool keep_workspace, const py::object& step_mask,
            bool zero_output_for_mask, const py::object& recurrent_mask,
-           const py::object& input_mask, const py::object& ids, const py::object& cell_params) {
+           const py::object& input_mask, const py::object& ids, const py::object& cell_params,
+           const py::object& weight_cache) {
             const GatedShape s = gated_shape(cell, x, ids, w_ih, w_hh, w_hr);
             const GatedInputs in{x,
                                  ids,
@@ -270,7 +274,8 @@ void register_gated(py::module_& m) {
                                  input_mask,
                                  parse_activation_fn(activation),
                                  parse_recurrent_activation(recurrent_activation),
-                                 cell_params};
+                                 cell_params,
+                                 weight_cache_arg(weight_cache)};
             return by_dtype(
                 w_ih,
                 [&] {
@@ -288,6 +293,7 @@ void register_gated(py::module_& m) {
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
         py::arg("ids") = py::none(), py::arg("cell_params") = py::none(),
+        py::arg("weight_cache") = py::none(),
         "One gated layer over a sequence: (y or None, h_n, c_n or None, workspace or None). "
         "cell 'gru', 'gru_reset_before', 'lstm', 'layer_norm_lstm' (its norms in "
         "cell_params) or an ONNX form of the LSTM, 'lstm' + '_peepholes' / '_input_forget' / "
@@ -301,7 +307,8 @@ void register_gated(py::module_& m) {
            const py::object& dc_n, const py::object& lengths, const std::string& activation,
            const std::string& recurrent_activation, bool input_gradient,
            const py::object& step_mask, bool zero_output_for_mask, const py::object& recurrent_mask,
-           const py::object& input_mask, const py::object& ids, const py::object& cell_params) {
+           const py::object& input_mask, const py::object& ids, const py::object& cell_params,
+           const py::object& weight_cache) {
             const GatedShape s = gated_shape(cell, x, ids, w_ih, w_hh, w_hr);
             const GatedInputs in{x,
                                  ids,
@@ -317,7 +324,8 @@ void register_gated(py::module_& m) {
                                  input_mask,
                                  parse_activation_fn(activation),
                                  parse_recurrent_activation(recurrent_activation),
-                                 cell_params};
+                                 cell_params,
+                                 weight_cache_arg(weight_cache)};
             return by_dtype(
                 w_ih,
                 [&] {
@@ -336,6 +344,7 @@ void register_gated(py::module_& m) {
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         py::arg("recurrent_mask") = py::none(), py::arg("input_mask") = py::none(),
         py::arg("ids") = py::none(), py::arg("cell_params") = py::none(),
+        py::arg("weight_cache") = py::none(),
         "One gated layer's BPTT: (dx or None, dh0, dc0 or None, dweight_ih, dweight_hh, "
         "dbias_ih, dbias_hh, dweight_hr or None), and dcell_params last for a cell with "
         "cell_params; with ids, dx is the table's gradient.");

@@ -6,6 +6,7 @@
 #include "rnnfast/drivers/rnn.hpp"
 #include "rnnfast/runtime/threads.hpp"
 #include "sequence_input.hpp"
+#include "weight_cache_arg.hpp"
 
 namespace rnnfast::bindings {
 namespace {
@@ -31,12 +32,14 @@ template <class T>
 py::tuple forward_impl(const py::array& x, const py::object& ids, const py::object& h0,
                        const py::array& w_ih, const py::array& w_hh, const py::object& b_ih,
                        const py::object& b_hh, const py::object& lengths, Activation act,
-                       double alpha, bool return_sequences, const MaskOptions& masks) {
+                       double alpha, bool return_sequences, const MaskOptions& masks,
+                       WeightCache* cache) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
     const SequenceInput<T> in = sequence_input<T>(x, ids, D);
     const index steps = in.steps, B = in.batch;
     ForwardArgs<T> a;
+    a.cache = cache;
     a.steps = steps;
     a.batch = B;
     a.input_size = D;
@@ -76,13 +79,14 @@ template <class T>
 py::tuple backward_impl(const py::array& x, const py::object& ids, const py::object& h0,
                         const py::array& w_ih, const py::array& w_hh, const py::array& y,
                         const py::object& dy, const py::object& dh_n, const py::object& lengths,
-                        Activation act, double alpha, const MaskOptions& masks,
-                        bool input_gradient) {
+                        Activation act, double alpha, const MaskOptions& masks, bool input_gradient,
+                        WeightCache* cache) {
     require_ndim(w_ih, "weight_ih", 2, "(H, D)");
     const index H = w_ih.shape(0), D = w_ih.shape(1);
     const SequenceInput<T> in = sequence_input<T>(x, ids, D);
     const index steps = in.steps, B = in.batch;
     BackwardArgs<T> a;
+    a.cache = cache;
     a.steps = steps;
     a.batch = B;
     a.input_size = D;
@@ -155,26 +159,27 @@ void register_rnn(py::module_& m) {
            const py::object& b_ih, const py::object& b_hh, const py::object& lengths,
            const std::string& nonlinearity, double alpha, bool return_sequences,
            const py::object& ids, const py::object& step_mask, bool zero_output_for_mask,
-           const py::object& recurrent_mask) {
+           const py::object& recurrent_mask, const py::object& weight_cache) {
             const Activation act = parse_activation(nonlinearity);
+            WeightCache* const cache = weight_cache_arg(weight_cache);
             check_alpha(alpha);
             const MaskOptions masks{step_mask, zero_output_for_mask, recurrent_mask};
             return by_dtype(
                 w_ih,
                 [&] {
                     return forward_impl<float>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act,
-                                               alpha, return_sequences, masks);
+                                               alpha, return_sequences, masks, cache);
                 },
                 [&] {
                     return forward_impl<double>(x, ids, h0, w_ih, w_hh, b_ih, b_hh, lengths, act,
-                                                alpha, return_sequences, masks);
+                                                alpha, return_sequences, masks, cache);
                 });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("bias_ih"),
         py::arg("bias_hh"), py::arg("lengths"), py::arg("nonlinearity"), py::arg("alpha"),
         py::arg("return_sequences"), py::arg("ids") = py::none(), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
-        py::arg("recurrent_mask") = py::none(),
+        py::arg("recurrent_mask") = py::none(), py::arg("weight_cache") = py::none(),
         "Single-layer forward over a sequence: (y or None, h_n). Arrays must be C-contiguous. "
         "With ids (T, B) int64, x is an embedding table (vocab, D) whose rows they pick. "
         "step_mask (T, B) uint8 skips steps (Keras's masks), recurrent_mask (B, H) multiplies "
@@ -185,19 +190,20 @@ void register_rnn(py::module_& m) {
            const py::array& y, const py::object& dy, const py::object& dh_n,
            const py::object& lengths, const std::string& nonlinearity, double alpha,
            const py::object& ids, const py::object& step_mask, bool zero_output_for_mask,
-           const py::object& recurrent_mask, bool input_gradient) {
+           const py::object& recurrent_mask, bool input_gradient, const py::object& weight_cache) {
             const Activation act = parse_activation(nonlinearity);
+            WeightCache* const cache = weight_cache_arg(weight_cache);
             check_alpha(alpha);
             const MaskOptions masks{step_mask, zero_output_for_mask, recurrent_mask};
             return by_dtype(
                 w_ih,
                 [&] {
                     return backward_impl<float>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act,
-                                                alpha, masks, input_gradient);
+                                                alpha, masks, input_gradient, cache);
                 },
                 [&] {
                     return backward_impl<double>(x, ids, h0, w_ih, w_hh, y, dy, dh_n, lengths, act,
-                                                 alpha, masks, input_gradient);
+                                                 alpha, masks, input_gradient, cache);
                 });
         },
         py::arg("x"), py::arg("h0"), py::arg("weight_ih"), py::arg("weight_hh"), py::arg("y"),
@@ -205,6 +211,7 @@ void register_rnn(py::module_& m) {
         py::arg("alpha"), py::arg("ids") = py::none(), py::kw_only(),
         py::arg("step_mask") = py::none(), py::arg("zero_output_for_mask") = false,
         py::arg("recurrent_mask") = py::none(), py::arg("input_gradient") = true,
+        py::arg("weight_cache") = py::none(),
         "Single-layer BPTT: (dx, dh0, dweight_ih, dweight_hh, dbias); with ids, dx is the "
         "embedding table's gradient (vocab, D); with input_gradient=False, dx is None (not "
         "computed).");

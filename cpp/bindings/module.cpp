@@ -14,10 +14,12 @@ void register_quantized(py::module_& m);
 void register_quantized_gated(py::module_& m);
 void register_deep(py::module_& m);
 void register_step_function(py::module_& m);
+void register_weight_cache(py::module_& m);
 }  // namespace rnnfast::bindings
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "rnnfast compiled kernels (private; use the rnnfast package)";
+    rnnfast::bindings::register_weight_cache(m);  // first: the drivers' bindings take one
     rnnfast::bindings::register_rnn(m);
     rnnfast::bindings::register_gated(m);
     rnnfast::bindings::register_config(m);

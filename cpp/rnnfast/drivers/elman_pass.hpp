@@ -126,6 +126,7 @@ void run_elman_forward(const ForwardArgs<T>& a, const Weights&... weights) {
     Product product(a, weights...);
     ElmanForwardPass<T, Cell, Product> pass(a, product, h_prev0);
     run_time_loop(pass.shape(), pass);
+    product.finish();
 }
 
 }  // namespace rnnfast

@@ -12,6 +12,7 @@
 
 #include "rnnfast/cells/gated_cells.hpp"
 #include "rnnfast/runtime/types.hpp"
+#include "rnnfast/runtime/weight_cache.hpp"
 
 namespace rnnfast {
 
@@ -42,6 +43,7 @@ struct GatedForwardArgs {
     T* h_n = nullptr;        // (B, R)
     T* c_n = nullptr;        // (B, H), LSTM only
     T* workspace = nullptr;  // (T, B, workspace_width) for the backward, or null (needs y)
+    WeightCache* cache = nullptr;  // the layer's packed weights between calls, or null
 };
 
 // General masks (Keras's), as the Elman drivers take them (rnn.hpp): where keep[t * B + b] is 0,
@@ -90,6 +92,7 @@ struct GatedBackwardArgs {
     T* db_hh = nullptr;            // (G*H)
     T* dw_hr = nullptr;            // (P, H) with proj_size
     T* dcell_params = nullptr;     // (kParams * H) with cell_params
+    WeightCache* cache = nullptr;  // the layer's packed weights between calls, or null
 };
 
 // One time step, for streaming: the state after x_t from (h, c). Nothing is packed, the weights

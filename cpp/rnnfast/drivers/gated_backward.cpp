@@ -36,7 +36,9 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
     std::vector<index> active;
     int threads;
     const T *h0, *c0;
-    std::vector<T> packed_rec, packed_hn, packed_hr;
+    // the recurrent weights packed as the dh products read them, from the layer's cache or
+    // packed by this call
+    std::shared_ptr<const std::vector<T>> packed_rec, packed_hn, packed_hr;
     // dA: every step's pre-activation gradients, PyTorch's order (T, B, G*H); extra: per step
     // the GRU's n-term gradient da_n * r (reset_after) or r * h_{t-1} (reset_before), (T, B, H);
     // dh_all and m_all: a projected LSTM's dL/dh_t (T, B, P) and m_t (T, B, H).
@@ -87,7 +89,10 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
         if (!dropout) {
             // the recurrent gradients are in PyTorch's gate order: W_hh as stored (reset_before:
             // its r and z rows)
-            packed_rec = pack_whole(kt, MatView<T>{a.w_hh, R, 1}, rec_layout.columns(), R, threads);
+            const index N = rec_layout.columns();
+            packed_rec = cached<T>(a.cache, key(a.w_hh, N, R, PackRole::recurrent_grad), [&] {
+                return pack_whole(kt, MatView<T>{a.w_hh, R, 1}, N, R, threads);
+            });
         } else {
             for (int g = 0; g < rec_layout.gates; ++g)
                 packed_gates.push_back(
@@ -95,12 +100,17 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
             gate_product.resize(static_cast<size_t>(B * R));
         }
         if constexpr (Cell::kSecondProduct) {
-            packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, H, 1}, H, H, threads);
+            const T* w_hn = a.w_hh + 2 * H * H;
+            packed_hn = cached<T>(a.cache, key(w_hn, H, H, PackRole::reset_grad), [&] {
+                return pack_whole(kt, MatView<T>{w_hn, H, 1}, H, H, threads);
+            });
             d_n.resize(static_cast<size_t>(B * H));
             d_rh.resize(static_cast<size_t>(B * H));
         }
         if (P > 0) {
-            packed_hr = pack_whole(kt, MatView<T>{a.w_hr, H, 1}, P, H, threads);
+            packed_hr = cached<T>(a.cache, key(a.w_hr, P, H, PackRole::projection_grad), [&] {
+                return pack_whole(kt, MatView<T>{a.w_hr, H, 1}, P, H, threads);
+            });
             dh_all.assign(static_cast<size_t>(T_ * B * P), T(0));
             m_all.assign(static_cast<size_t>(T_ * B * H), T(0));
             d_m.resize(static_cast<size_t>(B * H));
@@ -118,6 +128,10 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
             d.resize(static_cast<size_t>(B * rec_layout.columns()));
         product.resize(static_cast<size_t>(B * H));
         carry.assign(static_cast<size_t>(B * H), T(0));
+    }
+
+    PackKey key(const T* source, index K, index N, PackRole role) const {
+        return PackKey{source, &kt, K, N, rec_layout.block, role};
     }
 
     LoopShape shape() const {
@@ -144,17 +158,17 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
         Member(GatedBackwardPass& pass, const Team& t, int stepping_members)
             : p(pass), team(t), stepping(stepping_members) {
             const index GR = p.rec_layout.columns();
-            rec = packed_task<T>(p.B, p.R, GR, p.dropout ? nullptr : p.packed_rec.data(), nullptr,
+            rec = packed_task<T>(p.B, p.R, GR, p.dropout ? nullptr : p.packed_rec->data(), nullptr,
                                  p.R);
             for (const auto& packed : p.packed_gates)
                 gate_tasks.push_back(
                     packed_task<T>(p.B, p.R, p.H, packed.data(), p.gate_product.data(), p.R));
             if constexpr (Cell::kSecondProduct) {
-                n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.d_rh.data(), p.H);
+                n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn->data(), p.d_rh.data(), p.H);
                 n_term.A = {p.d_n.data(), p.H, 1};
             }
             if (p.P > 0)
-                to_m = packed_task<T>(p.B, p.H, p.P, p.packed_hr.data(), p.d_m.data(), p.H);
+                to_m = packed_task<T>(p.B, p.H, p.P, p.packed_hr->data(), p.d_m.data(), p.H);
         }
         void chunk_begin(const Chunk&) {}
         void chunk_end(const Chunk&) {}

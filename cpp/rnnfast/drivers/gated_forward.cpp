@@ -14,6 +14,7 @@
 #include "rnnfast/gemm/team_gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
+#include "rnnfast/runtime/weight_cache.hpp"
 #include "step_masks.hpp"
 #include "time_loop.hpp"
 
@@ -85,7 +86,10 @@ struct GemmGatedProducts : GatedSizes {
     // each chunk inside the step region: one fork/join per call.
     bool region_per_chunk;
     std::vector<T> bias_x, bias_h;
-    std::vector<T> packed_ih, packed_rec, packed_hn, packed_hr;
+    // W_ih^T and W_hh^T in the layouts, from the layer's cache or packed by this call (on the
+    // plain path by the team, in its first chunk); W_hn^T and W_hr^T packed whole.
+    CachedPack<T> packed_ih, packed_rec;
+    std::shared_ptr<const std::vector<T>> packed_hn, packed_hr;
     std::vector<T> gh, hn;
     // recurrent dropout: each gate's W_hg^T packed apart, its product (gates, B, H), and each
     // thread's masked copies of h_{t-1} (threads, gates, B, R)
@@ -122,13 +126,17 @@ struct GemmGatedProducts : GatedSizes {
                                        std::max(panel_count(GH, kt.nr), chunk * B), Sync::fork_join)
                          : threads);
         // The weights in the layout's row order, packed once for the whole sequence (on the
-        // plain path by the team, in its first chunk: here only the room).
-        if (in_region) {
-            packed_ih.resize(static_cast<size_t>(kt.packed_b_size(D, GH)));
+        // plain path by the team, in its first chunk: here only the room), or found packed.
+        if (!a.input_mask) {
+            packed_ih = CachedPack<T>(a.cache, key(a.w_ih, D, GH, layout.block, PackRole::input),
+                                      kt.packed_b_size(D, GH));
             bias_x = projection_bias<Cell>(a, layout);
-        } else if (!a.input_mask) {
-            packed_ih = pack_in_layout(kt, a.w_ih, layout, D);
-            bias_x = projection_bias<Cell>(a, layout);
+        }
+        if (!in_region && !a.input_mask) {
+            if (!packed_ih.ready()) {
+                pack_blocks_in_layout(kt, a.w_ih, layout, D, 0, layout.blocks(), packed_ih.room());
+                packed_ih.publish();
+            }
             if (a.ids) {  // the table projected once; each chunk gathers its rows
                 projected_table.resize(static_cast<size_t>(a.vocab * GH));
                 project(a.x, a.vocab, projected_table.data());
@@ -143,10 +151,15 @@ struct GemmGatedProducts : GatedSizes {
         }
         if (!dropout && !by_rows) {  // (a batch of one reads W_hh as stored)
             // reset_before: the r and z rows only
-            if (in_region)
-                packed_rec.resize(static_cast<size_t>(kt.packed_b_size(R, rec_layout.columns())));
-            else
-                packed_rec = pack_in_layout(kt, a.w_hh, rec_layout, R);
+            const index N = rec_layout.columns();
+            packed_rec =
+                CachedPack<T>(a.cache, key(a.w_hh, R, N, layout.block, PackRole::recurrent),
+                              kt.packed_b_size(R, N));
+            if (!in_region && !packed_rec.ready()) {
+                pack_blocks_in_layout(kt, a.w_hh, rec_layout, R, 0, rec_layout.blocks(),
+                                      packed_rec.room());
+                packed_rec.publish();
+            }
         } else if (dropout) {
             for (int g = 0; g < rec_layout.gates; ++g)
                 packed_gates.push_back(
@@ -159,15 +172,32 @@ struct GemmGatedProducts : GatedSizes {
             if (!inner.empty()) bias_h = rows_in_layout(inner.data(), layout, 1);
         }
         if constexpr (Cell::kSecondProduct) {
-            packed_hn = pack_whole(kt, MatView<T>{a.w_hh + 2 * H * H, 1, H}, H, H, threads);
+            const T* w_hn = a.w_hh + 2 * H * H;
+            packed_hn = cached<T>(a.cache, key(w_hn, H, H, 0, PackRole::reset_product), [&] {
+                return pack_whole(kt, MatView<T>{w_hn, 1, H}, H, H, threads);
+            });
             hn.resize(static_cast<size_t>(B * H));
         }
         if (P > 0) {
-            packed_hr = pack_whole(kt, MatView<T>{a.w_hr, 1, H}, H, P, threads);
+            packed_hr = cached<T>(a.cache, key(a.w_hr, H, P, 0, PackRole::projection), [&] {
+                return pack_whole(kt, MatView<T>{a.w_hr, 1, H}, H, P, threads);
+            });
         }
         if (!dropout) gh.resize(static_cast<size_t>(B * rec_layout.columns()));
         if (dropout)
             dropout_gates.resize(static_cast<size_t>(threads * layout.gates * layout.block));
+    }
+
+    PackKey key(const T* source, index K, index N, index block, PackRole role) const {
+        return PackKey{source, &kt, K, N, block, role};
+    }
+
+    // After the pass: the packs the team made are whole, and later calls find them.
+    void finish() {
+        if (!region_per_chunk) {
+            packed_ih.publish();
+            packed_rec.publish();
+        }
     }
 
     void before_region(const Chunk& c, T* gx) {
@@ -245,22 +275,25 @@ struct GemmGatedProducts : GatedSizes {
                                  p.rec_layout.columns());
             rec.bias = p.bias_h.empty() ? nullptr : p.bias_h.data();
             if constexpr (Cell::kSecondProduct) {
-                n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn.data(), p.hn.data(), p.H);
+                n_term = packed_task<T>(p.B, p.H, p.H, p.packed_hn->data(), p.hn.data(), p.H);
             }
             if (p.P > 0) {
-                proj = packed_task<T>(p.B, p.P, p.H, p.packed_hr.data(), nullptr, p.P);
+                proj = packed_task<T>(p.B, p.P, p.H, p.packed_hr->data(), nullptr, p.P);
             }
         }
-        // The plain path: the team packs the weights (first chunk: each member its unit
-        // blocks), meets, projects the chunk (each member its panels) and meets again.
+        // The plain path: the team packs the weights it did not find packed (first chunk:
+        // each member its unit blocks), meets, projects the chunk (each member its panels)
+        // and meets again.
         void chunk_begin(const Chunk& c, T* gx) {
-            if (c.t0 == 0) {
+            const bool pack_rec = !p.dropout && !p.by_rows && !p.packed_rec.ready();
+            if (c.t0 == 0 && (!p.packed_ih.ready() || pack_rec)) {
                 const Range mine = team_range(team, p.layout.blocks());
-                pack_blocks_in_layout(p.kt, p.a.w_ih, p.layout, p.D, mine.begin, mine.end,
-                                      p.packed_ih.data());
-                if (!p.dropout && !p.by_rows)
+                if (!p.packed_ih.ready())
+                    pack_blocks_in_layout(p.kt, p.a.w_ih, p.layout, p.D, mine.begin, mine.end,
+                                          p.packed_ih.room());
+                if (pack_rec)
                     pack_blocks_in_layout(p.kt, p.a.w_hh, p.rec_layout, p.R, mine.begin, mine.end,
-                                          p.packed_rec.data());
+                                          p.packed_rec.room());
                 team.barrier->wait();
             }
             team_task(p.kt, team, p.projection(p.a.x + c.t0 * p.B * p.D, c.steps * p.B, gx));

@@ -23,6 +23,7 @@
 //     second(step, rh)                  W_hn (r * h) on the member's rows and units
 //     second_terms(b)                   row b of that product (unit j at j)
 //     project(step, m, h)               h = W_hr m on a share of the step; returns the block
+//   finish()                            after the loop (publishes what it packed for later calls)
 #pragma once
 
 #include <algorithm>
@@ -224,6 +225,7 @@ void run_gated_forward(const GatedForwardArgs<T>& a, const Weights&... weights) 
     Product product(a, weights...);
     GatedForwardPass<T, Cell, Product> pass(a, product, start.h0, start.c0);
     run_time_loop(pass.shape(), pass);
+    product.finish();
 }
 
 }  // namespace rnnfast

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rnnfast/runtime/types.hpp"
+#include "rnnfast/runtime/weight_cache.hpp"
 
 namespace rnnfast {
 
@@ -34,9 +35,10 @@ struct ForwardArgs {
     bool zero_output_for_mask = false;   // a step the mask skips outputs zeros, not y_{t-1}
     const T* recurrent_mask = nullptr;   // (B, H) or null: W_hh reads h_{t-1} * mask (below)
     Activation act = Activation::tanh;
-    T alpha = T(1);    // leak rate: h_t = (1 - alpha) h_{t-1} + alpha act(...)
-    T* y = nullptr;    // (T, B, H) every h_t; null keeps only h_T in O(B*H) memory
-    T* h_n = nullptr;  // (B, H)
+    T alpha = T(1);                // leak rate: h_t = (1 - alpha) h_{t-1} + alpha act(...)
+    T* y = nullptr;                // (T, B, H) every h_t; null keeps only h_T in O(B*H) memory
+    T* h_n = nullptr;              // (B, H)
+    WeightCache* cache = nullptr;  // the layer's packed weights between calls, or null
 };
 
 template <class T>
@@ -53,16 +55,17 @@ struct BackwardArgs {
     bool zero_output_for_mask = false;   // as given to the forward
     const T* recurrent_mask = nullptr;   // as given to the forward
     Activation act = Activation::tanh;
-    T alpha = T(1);           // leak rate, as given to the forward
-    const T* y = nullptr;     // (T, B, H), the forward's outputs
-    const T* dy = nullptr;    // (T, B, H) or null
-    const T* dh_n = nullptr;  // (B, H) or null
-    T* dx = nullptr;          // (T, B, D), or the table's gradient (vocab, D) with ids; or
-                              // null: not computed (an input that needs no gradient)
-    T* dh0 = nullptr;         // (B, H)
-    T* dw_ih = nullptr;       // (H, D)
-    T* dw_hh = nullptr;       // (H, H)
-    T* db = nullptr;          // (H): the gradient of b_ih and of b_hh alike
+    T alpha = T(1);                // leak rate, as given to the forward
+    const T* y = nullptr;          // (T, B, H), the forward's outputs
+    const T* dy = nullptr;         // (T, B, H) or null
+    const T* dh_n = nullptr;       // (B, H) or null
+    T* dx = nullptr;               // (T, B, D), or the table's gradient (vocab, D) with ids; or
+                                   // null: not computed (an input that needs no gradient)
+    T* dh0 = nullptr;              // (B, H)
+    T* dw_ih = nullptr;            // (H, D)
+    T* dw_hh = nullptr;            // (H, H)
+    T* db = nullptr;               // (H): the gradient of b_ih and of b_hh alike
+    WeightCache* cache = nullptr;  // the layer's packed weights between calls, or null
 };
 
 // General masks (Keras's): where keep[t * B + b] is 0, step t of sequence b is skipped: its

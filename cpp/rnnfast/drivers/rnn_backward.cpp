@@ -36,7 +36,8 @@ struct BackwardPass : TimeLoopPass {
     // B(k = j, n = i) = W_hh[j, i]: the recurrent term delta_t W_hh. A small batch of one
     // (streams()) streams it instead (matvec).
     const bool stream;
-    const std::unique_ptr<T[]> packed_hh;  // every element packed before it is read
+    // from the layer's cache, or every element packed before it is read
+    CachedPack<T> packed_hh;
     GradientBuffers<T> buffers;
     const Epilogue grad;
     std::vector<T> delta;
@@ -60,7 +61,10 @@ struct BackwardPass : TimeLoopPass {
           chunk(std::min(args.steps, std::max<index>(1, kChunkRows / B))),
           team_plan(backward_team(kt, args, chunk)),
           stream(streams(kt, B, H)),
-          packed_hh(scratch<T>(stream ? stream_packed_size(kt, H, H) : kt.packed_b_size(H, H))),
+          packed_hh(args.cache,
+                    PackKey{args.w_hh, &kt, H, H, 0,
+                            stream ? PackRole::stream_grad : PackRole::recurrent_grad},
+                    stream ? stream_packed_size(kt, H, H) : kt.packed_b_size(H, H)),
           buffers(kt, args, chunk * B),
           grad(Cell::gradient_step_epilogue(args.act, args.alpha)),
           delta(static_cast<size_t>(chunk * step_size)),
@@ -90,7 +94,7 @@ struct BackwardPass : TimeLoopPass {
             : p(pass),
               team(t),
               stepping(steppers),
-              task(packed_task<T>(p.B, p.H, 0, p.packed_hh.get(), nullptr, p.H)) {
+              task(packed_task<T>(p.B, p.H, 0, p.packed_hh.data(), nullptr, p.H)) {
             task.ldaux = p.H;
             task.accumulate = true;
             task.op = p.grad;
@@ -98,13 +102,14 @@ struct BackwardPass : TimeLoopPass {
 
         void pack_weights() {
             const index H = p.H;
+            if (p.packed_hh.ready()) return;
             if (!p.stream) {
-                team_pack(p.kt, team, MatView<T>{p.a.w_hh, H, 1}, H, H, p.packed_hh.get());
+                team_pack(p.kt, team, MatView<T>{p.a.w_hh, H, 1}, H, H, p.packed_hh.room());
             } else {  // the columns of the member's step share (the same at every step: B = 1)
                 const Share s = share_of(1, p.panels, p.kt.mr, team.me, stepping);
                 if (team.me < stepping)
                     stream_pack(p.kt, MatView<T>{p.a.w_hh, H, 1}, H, std::min(H, s.p0 * p.kt.nr),
-                                std::min(H, s.p1 * p.kt.nr), p.packed_hh.get());
+                                std::min(H, s.p1 * p.kt.nr), p.packed_hh.room());
             }
         }
 
@@ -150,7 +155,7 @@ struct BackwardPass : TimeLoopPass {
             if (!p.stream)
                 p.kt.gemm_block(task, s.m0, s.m1, s.p0, s.p1);
             else if (s.m1 > s.m0)  // the sequence is still running
-                p.kt.matvec(p.packed_hh.get() + own.c0 * H, task.K, next, g + own.c0,
+                p.kt.matvec(p.packed_hh.data() + own.c0 * H, task.K, next, g + own.c0,
                             own.c1 - own.c0, task.op, task.aux + own.c0);
             if (p.leaky)
                 Cell::delta_from_state_grad(
@@ -190,13 +195,13 @@ struct BackwardPass : TimeLoopPass {
                     p.a.dh0[i] = p.leaky ? (T(1) - p.a.alpha) * p.later_grad[i] : T(0);
                     if (p.a.dh_n && r >= p.active[0]) p.a.dh0[i] += p.a.dh_n[i];
                 }
-            GemmTask<T> last = packed_task<T>(B, H, H, p.packed_hh.get(), p.a.dh0, H);
+            GemmTask<T> last = packed_task<T>(B, H, H, p.packed_hh.data(), p.a.dh0, H);
             last.accumulate = true;
             last.A = {p.later.data(), H, 1};
             if (!p.stream)
                 p.kt.gemm_block(last, s.m0, s.m1, s.p0, s.p1);
             else
-                p.kt.matvec(p.packed_hh.get() + c0 * H, H, p.later.data(), p.a.dh0 + c0, c1 - c0,
+                p.kt.matvec(p.packed_hh.data() + c0 * H, H, p.later.data(), p.a.dh0 + c0, c1 - c0,
                             Epilogue::none, nullptr);
         }
     };
@@ -222,6 +227,7 @@ void rnn_backward(const BackwardArgs<T>& a) {
 
     BackwardPass<T, ElmanCell<T>> pass(a);
     run_time_loop(pass.shape(), pass);
+    pass.packed_hh.publish();
     if (a.ids) token_gradients(pass.kt, a, pass.buffers);
 }
 

@@ -11,6 +11,7 @@
 #include "rnnfast/gemm/team_gemm.hpp"
 #include "rnnfast/runtime/dispatch.hpp"
 #include "rnnfast/runtime/threads.hpp"
+#include "rnnfast/runtime/weight_cache.hpp"
 
 namespace rnnfast {
 namespace {
@@ -51,8 +52,9 @@ struct GemmElmanProducts {
     static constexpr bool region_per_chunk = false;  // one region: the projections inside it
     LoopShape::Columns columns;
     std::vector<T> bias;
-    std::unique_ptr<T[]> packed_ih, packed_hh;  // packed inside the region, every value written
-    std::vector<T> stream_w;
+    // W_ih^T, W_hh^T (or W_hh^T in matvec's groups: stream_w), from the layer's cache or packed
+    // inside the region, every value written before it is read
+    CachedPack<T> packed_ih, packed_hh, stream_w;
     bool stream;
     MatView<T> w_hh_t;
     index chunk;
@@ -87,9 +89,15 @@ struct GemmElmanProducts {
         // first chunk_begin). A small batch of one (streams()) streams W_hh^T instead
         // (matvec), each stepping thread packing the columns it owns in its first step.
         stream = streams(kt, B, H);
-        packed_ih.reset(new T[static_cast<size_t>(kt.packed_b_size(D, H))]);
-        if (!stream) packed_hh.reset(new T[static_cast<size_t>(kt.packed_b_size(H, H))]);
-        stream_w.resize(stream ? static_cast<size_t>(stream_packed_size(kt, H, H)) : 0);
+        if (!a.ids)
+            packed_ih =
+                CachedPack<T>(a.cache, key(a.w_ih, D, H, PackRole::input), kt.packed_b_size(D, H));
+        if (!stream)
+            packed_hh = CachedPack<T>(a.cache, key(a.w_hh, H, H, PackRole::recurrent),
+                                      kt.packed_b_size(H, H));
+        else
+            stream_w = CachedPack<T>(a.cache, key(a.w_hh, H, H, PackRole::stream),
+                                     stream_packed_size(kt, H, H));
         // Recurrent dropout: W_hh reads h_{t-1} * mask. Each thread forms the rows its GEMM
         // reads (all columns) in a buffer of its own just before its GEMM: that repeats the
         // products when threads split the columns, but the GEMM then reads h_{t-1} as the plain
@@ -102,7 +110,6 @@ struct GemmElmanProducts {
             projected_table.resize(static_cast<size_t>(a.vocab * H));
             const int table_threads = threads_for(2.0 * double(a.vocab) * double(D) * double(H),
                                                   std::max(panels, a.vocab), Sync::fork_join);
-            packed_ih = nullptr;
             const std::vector<T> packed =
                 pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, table_threads);
             GemmTask<T> proj = projection(packed.data(), a.x, a.vocab, projected_table.data());
@@ -118,7 +125,18 @@ struct GemmElmanProducts {
         return proj;
     }
 
+    PackKey key(const T* source, index K, index N, PackRole role) const {
+        return PackKey{source, &kt, K, N, 0, role};
+    }
+
     void before_region(const Chunk&, T*) {}
+
+    // After the pass: what the team packed is whole, and later calls find it.
+    void finish() {
+        packed_ih.publish();
+        packed_hh.publish();
+        stream_w.publish();
+    }
 
     struct Member {
         GemmElmanProducts& p;
@@ -130,7 +148,7 @@ struct GemmElmanProducts {
             : p(products),
               team(t),
               stepping(stepping_members),
-              task(packed_task<T>(p.B, p.H, p.H, p.packed_hh.get(), nullptr, p.H)) {
+              task(packed_task<T>(p.B, p.H, p.H, p.packed_hh.data(), nullptr, p.H)) {
             task.accumulate = true;  // h_t = act(projection already in place + h_{t-1} W_hh^T)
             task.op = Cell::step_epilogue(p.a.act);
         }
@@ -139,22 +157,24 @@ struct GemmElmanProducts {
         // its panels, then meets: a step reads every column of the packed W_hh^T.
         void chunk_begin(const Chunk& c, T* buffer) {
             const index H = p.H, D = p.D;
-            if (c.t0 == 0) {
-                if (!p.a.ids)
-                    team_pack(p.kt, team, MatView<T>{p.a.w_ih, 1, D}, D, H, p.packed_ih.get());
-                if (!p.stream) team_pack(p.kt, team, p.w_hh_t, H, H, p.packed_hh.get());
-                if (p.stream && team.me < stepping) {
+            if (c.t0 == 0) {  // the packs the layer's cache did not have
+                const bool pack_ih = !p.a.ids && !p.packed_ih.ready();
+                if (pack_ih)
+                    team_pack(p.kt, team, MatView<T>{p.a.w_ih, 1, D}, D, H, p.packed_ih.room());
+                if (!p.stream && !p.packed_hh.ready())
+                    team_pack(p.kt, team, p.w_hh_t, H, H, p.packed_hh.room());
+                if (p.stream && !p.stream_w.ready() && team.me < stepping) {
                     const Share s = share_of(1, p.panels, p.kt.mr, team.me, stepping);
                     stream_pack(p.kt, p.w_hh_t, H, std::min(H, s.p0 * p.kt.nr),
-                                std::min(H, s.p1 * p.kt.nr), p.stream_w.data());
+                                std::min(H, s.p1 * p.kt.nr), p.stream_w.room());
                 }
                 // a projection split by rows reads every panel of W_ih^T
-                if (p.panels < team.size && !p.a.ids) team.barrier->wait();
+                if (p.panels < team.size && pack_ih) team.barrier->wait();
             }
             if (!p.a.ids)  // token input: gathered per step from the projected table
-                team_task(
-                    p.kt, team,
-                    p.projection(p.packed_ih.get(), p.a.x + c.t0 * p.B * D, c.steps * p.B, buffer));
+                team_task(p.kt, team,
+                          p.projection(p.packed_ih.data(), p.a.x + c.t0 * p.B * D, c.steps * p.B,
+                                       buffer));
             team.barrier->wait();
         }
 

@@ -251,6 +251,7 @@ void run_time_loop(const LoopShape& shape, Pass& pass) {
     using namespace time_loop_detail;
     const index chunks = chunk_count(shape.walk);
     const index per_region = shape.walk.region_per_chunk ? 1 : chunks;
+    record_pass_threads({std::min(shape.threads.stepping, shape.threads.team), shape.threads.team});
     for (index c = 0; c < chunks; c += per_region) {
         const index end = std::min(chunks, c + per_region);
         pass.before_region(chunk_at(shape.walk, c));

@@ -71,6 +71,8 @@ struct ElmanProducts {
         }
     }
 
+    void finish() {}  // quantized weights are packed once, by rnnfast.quantize
+
     void before_region(const Chunk& c, float* out) {
         project(projection, q.x + c.t0 * B * D, c.steps * B, q.bias, 0, out, H);
     }

@@ -91,6 +91,8 @@ struct GatedProducts : GatedSizes {
         }
     }
 
+    void finish() {}  // quantized weights are packed once, by rnnfast.quantize
+
     void before_region(const Chunk& c, float* gx) {
         project(projection, a.x + c.t0 * B * D, c.steps * B,
                 bias_x.empty() ? nullptr : bias_x.data(), 0, gx, GH);

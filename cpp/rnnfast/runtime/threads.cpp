@@ -124,4 +124,15 @@ int team_size() {
 #endif
 }
 
+namespace {
+thread_local PassThreads t_last_pass;
+}  // namespace
+
+void record_pass_threads(PassThreads used) {
+    t_last_pass = used;
+}
+PassThreads last_pass_threads() {
+    return t_last_pass;
+}
+
 }  // namespace rnnfast

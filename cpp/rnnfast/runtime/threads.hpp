@@ -46,6 +46,15 @@ class ThreadShare {
 int helper_threads_in_use();
 int peak_helper_threads(bool reset);
 
+// The threads the latest recurrent pass on the calling thread ran with: `stepping` members ran
+// its steps in a region of `team` (the time loop records them; a diagnostic, for the benches
+// that show which thread count a layer chose for a shape).
+struct PassThreads {
+    int stepping = 0, team = 0;
+};
+void record_pass_threads(PassThreads used);
+PassThreads last_pass_threads();
+
 // This thread's index and the team size inside a parallel region (0 and 1 without OpenMP).
 int thread_index();
 int team_size();
