@@ -154,6 +154,8 @@ def test_bad_arguments_are_refused_by_name():
     _check_refused(streams, lambda: streams.step([1, 4, 1], x), ValueError, "ids", "distinct", "1")
     _check_refused(streams, lambda: streams.step([1, 4, CAPACITY], x), ValueError, "ids", "[0, 9)")
     _check_refused(streams, lambda: streams.step([1, -1, 2], x), ValueError, "ids", "-1")
+    huge = np.array([1, 2**63 + 5, 2], dtype=np.uint64)  # would wrap to a negative intp
+    _check_refused(streams, lambda: streams.step(huge, x), ValueError, "ids", str(2**63 + 5))
     _check_refused(streams, lambda: streams.step([1.0, 2.0, 3.0], x), TypeError, "ids", "integer")
     _check_refused(streams, lambda: streams.step([[1, 2, 3]], x), ValueError, "ids", "(1, 3)")
     _check_refused(streams, lambda: streams.step([1, 2], x), ValueError, "x", "(2, 5)", "(3, 5)")

@@ -65,6 +65,7 @@ class _Part:
         shape = list(like.shape)
         shape[axis] = capacity
         self.axis, self.inner = axis, tuple(shape)
+        self.per_stream = like.size  # elements of one stream's state
         self.store = np.zeros(shape, dtype=dtype)
         self.buffer = np.empty(self.store.size, dtype=dtype)
         self.before = (slice(None),) * axis
@@ -76,7 +77,7 @@ class _Part:
     def gather(self, ids):
         """The streams ``ids``' states as a contiguous batch, in the reused buffer."""
         shape = self.shape(ids.size)
-        out = self.buffer[: int(np.prod(shape))].reshape(shape)
+        out = self.buffer[: ids.size * self.per_stream].reshape(shape)
         # mode="clip": ids are checked already, and "raise" would buffer the output
         np.take(self.store, ids, axis=self.axis, out=out, mode="clip")
         return out
@@ -303,18 +304,18 @@ class Streams:
         arr = check_int_array("ids", ids)
         if arr.ndim != 1:
             raise shape_error("ids", "(k,) (a 1-D array of stream ids)", arr)
-        if arr.size == 0:
-            return arr.astype(np.intp)
-        low, high = arr.min(), arr.max()
-        if low < 0 or high >= self._capacity:
-            bad = low if low < 0 else high
+        # in range in one pass: a negative id seen as unsigned is above any capacity (another
+        # integer type is checked as it came, before its conversion could wrap it)
+        wide = arr.view(np.uintp) if arr.dtype == np.intp else arr
+        if arr.size and not (wide.max() < self._capacity and (wide is not arr or arr.min() >= 0)):
+            bad = arr[(arr < 0) | (arr >= self._capacity)][0]
             raise value_error("ids", f"stream ids in [0, capacity) = [0, {self._capacity})", bad)
         arr = arr.astype(np.intp, copy=False)
         # distinct: each id's stamp set to its position; a repeated id keeps its last position,
         # so its first reads back another one (two passes of k, no sort)
         positions = self._positions[: arr.size]
         self._stamp[arr] = positions
-        if not np.array_equal(self._stamp[arr], positions):
+        if not (self._stamp[arr] == positions).all():
             seen = np.unique(arr, return_counts=True)
             twice = seen[0][seen[1] > 1]
             raise ValueError(
