@@ -369,6 +369,18 @@ class RecurrentLayer(Layer):
             Shapes that do not fit, lengths out of range, a mask that is not a prefix mask,
             lengths and mask both given, lengths or a mask with unbatched input.
         """
+        if (
+            not self.training
+            and type(x) is np.ndarray
+            and x.shape[:2] == (1, 1)  # x (1, 1, D) or (1, 1): one step of a batch of one
+            and x.ndim == 3
+            and lengths is None
+            and mask is None
+            and embedding is None
+        ):  # the layer's step (nn.recurrent.rnn_streaming)
+            stepped = rnn_streaming.one_step_call(self, x, h0)
+            if stepped is not None:
+                return stepped
         o = self._options()
         x_user = x
         x, table, unbatched = self._sequence_input(x, embedding, o.batch_first)
