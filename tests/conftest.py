@@ -77,16 +77,18 @@ def assert_close(actual, expected, dtype, what=""):
 
 def numerical_gradient(loss, array, eps=1e-6):
     """Central differences of ``loss()`` with respect to every element of ``array`` (changed in
-    place and restored), in float64."""
+    place and restored), in float64. A layer's parameter is written inside
+    ``rnnfast.writable_parameters`` (the layers compute from the arrays themselves there)."""
     grad = np.zeros_like(array, dtype=np.float64)
-    for idx in np.ndindex(array.shape):
-        old = array[idx]
-        array[idx] = old + eps
-        plus = loss()
-        array[idx] = old - eps
-        minus = loss()
-        array[idx] = old
-        grad[idx] = (plus - minus) / (2 * eps)
+    with rnnfast.writable_parameters(array):
+        for idx in np.ndindex(array.shape):
+            old = array[idx]
+            array[idx] = old + eps
+            plus = loss()
+            array[idx] = old - eps
+            minus = loss()
+            array[idx] = old
+            grad[idx] = (plus - minus) / (2 * eps)
     return grad
 
 

@@ -35,6 +35,7 @@ from . import (  # noqa: E402
     training,
 )
 from ._config import get_num_threads, set_num_threads, show_config, threads  # noqa: E402
+from ._parameters import writable_parameters  # noqa: E402
 from ._threadpool import register as _register_with_threadpoolctl  # noqa: E402
 from ._version import __version__  # noqa: E402
 from .data import (  # noqa: E402
@@ -110,6 +111,7 @@ __all__ = [
     "training",
     "save",
     "load",
+    "writable_parameters",
     "quantize",
     "functional",
     "reference",

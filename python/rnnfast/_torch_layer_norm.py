@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from . import functional
+from ._torch_weight_cache import bridge_cache, clear_caches
 
 __all__ = ["LayerNormLSTM"]
 
@@ -28,13 +29,16 @@ def _np(t):
 
 class _LayerNormLSTMFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, h0, c0, w_ih, w_hh, gw, gb, cw, cb):
+    def forward(ctx, module, x, h0, c0, w_ih, w_hh, gw, gb, cw, cb):
         arrays = [_np(t) for t in (x, h0, c0, w_ih, w_hh, gw, gb, cw, cb)]
+        # the packed W_ih and W_hh, kept while torch's version counters say they are unchanged
+        cache = bridge_cache(module, 0, (w_ih, w_hh))
         out = functional.layer_norm_lstm_forward(
             arrays[0], arrays[3], arrays[4], *arrays[5:], arrays[1], arrays[2],
             keep_workspace=torch.is_grad_enabled() or any(ctx.needs_input_grad),
+            weight_cache=cache,
         )  # fmt: skip
-        ctx.arrays, ctx.out = arrays, out
+        ctx.arrays, ctx.out, ctx.cache = arrays, out, (module, 0, (w_ih, w_hh))
         return tuple(torch.from_numpy(np.array(a)) for a in (out.y, out.h_n, out.c_n))
 
     @staticmethod
@@ -44,16 +48,17 @@ class _LayerNormLSTMFunction(torch.autograd.Function):
         grads = [None if g is None else _np(g) for g in (dy, dh, dc)]
         g = functional.layer_norm_lstm_backward(
             x, w_ih, w_hh, gw, gb, cw, cb, out.y, out.workspace, *grads, h0=h0, c0=c0,
-            lengths=None, input_gradient=ctx.needs_input_grad[0],
+            lengths=None, input_gradient=ctx.needs_input_grad[1],
+            weight_cache=bridge_cache(*ctx.cache),
         )  # fmt: skip
-        ctx.arrays = ctx.out = None
+        ctx.arrays = ctx.out = ctx.cache = None
         results = (
             g.dx, g.dh0, g.dc0, g.dweight_ih, g.dweight_hh,
             g.dg_norm_weight, g.dg_norm_bias, g.dc_norm_weight, g.dc_norm_bias,
         )  # fmt: skip
-        return tuple(
+        return (None,) + tuple(
             None if r is None or not need else torch.from_numpy(np.ascontiguousarray(r))
-            for r, need in zip(results, ctx.needs_input_grad)
+            for r, need in zip(results, ctx.needs_input_grad[1:])
         )
 
 
@@ -94,7 +99,18 @@ class LayerNormLSTM(torch.nn.Module):
                 f"{input.device}"
             )
         y, h_n, c_n = _LayerNormLSTMFunction.apply(
-            input, h, c, self.x2g.weight, self.p2g.weight, self.g_norm.weight, self.g_norm.bias,
+            self, input, h, c, self.x2g.weight, self.p2g.weight, self.g_norm.weight, self.g_norm.bias,
             self.c_norm.weight, self.c_norm.bias,
         )  # fmt: skip
         return y, [h_n, c_n]
+
+    def parameters_changed(self):
+        """Drop the packed weights kept between calls: for a write torch's version counter does
+        not see (through ``w.data``; see ``rnnfast.torch``). Returns the module."""
+        clear_caches(self)
+        return self
+
+    def __getstate__(self):
+        # the packed weights are rebuilt at the next call (torch.save holds torch's state only)
+        state = super().__getstate__()
+        return {k: v for k, v in state.items() if not k.startswith("_rnnfast_")}

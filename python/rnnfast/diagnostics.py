@@ -53,6 +53,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional
+from ._parameters import writing
 from ._validation import check_int
 from .nn.recurrent import dilation as dil
 
@@ -170,8 +171,10 @@ def set_spectral_radius(rnn, radius):
             f"({gates}), whose one radius means nothing for its gradient flow: scale a block "
             "with scale_to_spectral_radius(w[i*H:(i+1)*H], radius) if you mean to"
         )
-    for _, w in _recurrent_weights(rnn):
-        w[...] = scale_to_spectral_radius(w, radius)
+    weights = [w for _, w in _recurrent_weights(rnn)]
+    with writing(weights):  # the layer's live parameters are read-only
+        for w in weights:
+            w[...] = scale_to_spectral_radius(w, radius)
     return rnn
 
 

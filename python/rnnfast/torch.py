@@ -86,6 +86,7 @@ from ._torch_autocast import (
 )
 from ._torch_layer_norm import LayerNormLSTM
 from ._torch_recompute import differentiable_grads
+from ._torch_weight_cache import LayerHook, bridge_cache, clear_caches
 from .nn.recurrent.cells import ELMAN, GRU_SPEC, LSTM_SPEC
 from .nn.recurrent.stack import PlainCell, plain_backward, plain_forward
 
@@ -207,9 +208,11 @@ def _state_view(hx, cx, paired):
 
 
 def _bind(layer, names, weights):
-    """Point the rnnfast layer's parameters at the module's (NumPy views, no copy)."""
+    """Point the rnnfast layer's parameters at the module's (NumPy views, no copy), and its
+    packed-weight caches at the module's for these tensors (``_torch_weight_cache``)."""
     for name, w in zip(names, weights):
         layer._params[name] = _view(w)
+    layer.__dict__["_weight_cache_hook"].weights = weights
 
 
 def _array(t):
@@ -249,9 +252,11 @@ class _PlainFunction(torch.autograd.Function):
         # kernels then skip them
         ctx.set_materialize_grads(False)
         arrays = _layer_weights(weights, layout)
+        ctx.weights = weights  # the tensors the packed weights are checked against
         y, h_n, c_n, records = plain_forward(
-            cell, _time_major(x, batch_first), _array(hx), _array(cx), arrays, True
-        )
+            cell, _time_major(x, batch_first), _array(hx), _array(cx), arrays, True,
+            module._plain_caches(weights),
+        )  # fmt: skip
         ctx.cell, ctx.layout, ctx.batch_first, ctx.module = cell, layout, batch_first, module
         ctx.arrays, ctx.records, ctx.hx_given = arrays, records, hx is not None
         ctx.precision = thread_products()  # for backward, as _RNNFunction's
@@ -282,6 +287,7 @@ class _PlainFunction(torch.autograd.Function):
                 _array(dh_n),
                 _array(dc_n),
                 input_gradient=needs[3],
+                caches=ctx.module._plain_caches(ctx.weights),
             )
         weight_grads = [None] * (len(needs) - 6)
         for row, layer_grads in zip(ctx.layout, grads):
@@ -333,6 +339,8 @@ class _Bridge:
                 **dict(options),
             )
             layer._inputs_guarded = True  # see _RNNFunction.forward
+            # its packed weights are the module's, checked against torch's version counters
+            layer.__dict__["_weight_cache_hook"] = LayerHook(self)
             layers[key] = layer
         return layer
 
@@ -447,6 +455,38 @@ class _Bridge:
         self.__dict__["_rnnfast_plain_layout"] = (names, layout)
         return layout
 
+    def _direction_rows(self):
+        """Per direction index ``k * dirs + d``, the positions in ``_flat_weights`` of its
+        tensors, in order (kept per list of names): what its packed weights are checked
+        against."""
+        names = tuple(self._flat_weights_names)
+        cached = self.__dict__.get("_rnnfast_direction_rows")
+        if cached is not None and cached[0] == names:
+            return cached[1]
+        suffixes = [
+            f"_l{k}" + ("_reverse" if d else "")
+            for k in range(self.num_layers)
+            for d in range(2 if self.bidirectional else 1)
+        ]
+        rows = tuple(
+            tuple(i for i, name in enumerate(names) if name.endswith(sfx)) for sfx in suffixes
+        )
+        self.__dict__["_rnnfast_direction_rows"] = (names, rows)
+        return rows
+
+    def _plain_caches(self, weights):
+        """The packed-weight cache of each layer of the plain stack (one direction) for the
+        weight tensors ``weights`` (``_flat_weights``, or those a backward saved)."""
+        rows = self._direction_rows()
+        return [bridge_cache(self, k, tuple(weights[i] for i in rows[k])) for k in range(len(rows))]
+
+    def parameters_changed(self):
+        """Drop the packed weights kept between calls: for a write torch's version counter does
+        not see (through ``w.data``); in-place writes to the parameters themselves (optimizers,
+        ``torch.no_grad()`` copies, ``load_state_dict``) are seen. Returns the module."""
+        clear_caches(self)
+        return self
+
     def _plain_call(self, x, lengths):
         """The plain stack's cell for this call, or None where it runs the general layer:
         lengths, two directions, dropout masks between layers, an empty batch."""
@@ -484,6 +524,7 @@ class _Bridge:
                 _array(c0),
                 _layer_weights(weights, layout),
                 False,
+                self._plain_caches(weights),
             )
             out = (_from_time_major(y, batch_first), torch.from_numpy(h_n))
             out += () if c_n is None else (torch.from_numpy(c_n),)

@@ -118,14 +118,16 @@ def test_weights_are_read_live_in_place_and_rebound(name, rng):
     twin = _layer(name, {})
     x = rng.standard_normal((B, D)).astype(F32)
     layer.step(x)  # binds the step
-    for key, value in layer._params.items():  # an optimizer's in-place update
-        value *= 0.5
-        twin._params[key][...] = value
+    with rnnfast.writable_parameters(layer, twin):  # an optimizer's in-place update
+        for key, value in layer._params.items():
+            value *= 0.5
+            twin._params[key][...] = value
     np.testing.assert_array_equal(layer.step(x)[0], twin.step(x, _fortran(_zero(twin, name)))[0])
     # a parameter rebound to another array (the torch bridge points them at its tensors)
     key = next(k for k in layer._params if k.startswith("weight_hh"))
     layer._params[key] = np.ascontiguousarray(-layer._params[key])
-    twin._params[key][...] = layer._params[key]
+    with twin.writable_parameters():
+        twin._params[key][...] = layer._params[key]
     np.testing.assert_array_equal(layer.step(x)[0], twin.step(x, _fortran(_zero(twin, name)))[0])
     # rebound to the wrong shape: the general path names it
     layer._params[key] = np.zeros((2, 2), F32)
@@ -187,8 +189,10 @@ def test_copies_and_pickles_bind_their_own_step(name, rng):
         assert twin._stepper is None or twin._stepper is layer._stepper
         np.testing.assert_array_equal(twin.step(x)[0], out)
     twin = copy.deepcopy(layer)
-    for value in twin._params.values():  # the copy's parameters, not the original's
-        value[...] = 0
+    assert not any(value.flags.writeable for value in twin._params.values())  # read-only too
+    with twin.writable_parameters():
+        for value in twin._params.values():  # the copy's parameters, not the original's
+            value[...] = 0
     assert not np.array_equal(twin.step(x)[0], out)
     np.testing.assert_array_equal(layer.step(x)[0], out)
 

@@ -103,8 +103,11 @@ def test_parameters_are_live(rng):
     y_before, _ = layer(p.x)
     _, w_hh, b_ih, _ = layer.parameters()
     assert dict(layer.named_parameters())["weight_hh_l0"] is w_hh
-    w_hh *= 0.5  # an optimizer step in place
-    b_ih += 0.1
+    with pytest.raises(ValueError, match="read-only"):
+        w_hh *= 0.5  # read-only: the layer keeps its weights packed between calls
+    with rnnfast.writable_parameters(layer):  # an in-place update, as an optimizer's step
+        w_hh *= 0.5
+        b_ih += 0.1
     y_after, _ = layer(p.x)
     assert not np.allclose(y_after, y_before)
     y_ref, _ = reference_forward(

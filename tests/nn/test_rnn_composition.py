@@ -50,12 +50,13 @@ def _fd_check(layer, x, h0=None, rng=None, reset=None, samples=4, **kw):
         assert grad.shape == arr.shape, name
         for i in rng.choice(arr.size, size=min(samples, arr.size), replace=False):
             idx = np.unravel_index(i, arr.shape)
-            keep = arr[idx]
-            arr[idx] = keep + eps
-            up = _loss(layer, x, h0, R, S, kw, reset)
-            arr[idx] = keep - eps
-            down = _loss(layer, x, h0, R, S, kw, reset)
-            arr[idx] = keep
+            with rnnfast.writable_parameters(arr):  # a layer's parameter is read-only
+                keep = arr[idx]
+                arr[idx] = keep + eps
+                up = _loss(layer, x, h0, R, S, kw, reset)
+                arr[idx] = keep - eps
+                down = _loss(layer, x, h0, R, S, kw, reset)
+                arr[idx] = keep
             numeric = (up - down) / (2 * eps)
             assert abs(grad[idx] - numeric) <= 1e-6 + 1e-5 * abs(numeric), (
                 f"{name}{idx}: analytic {grad[idx]}, numeric {numeric}"

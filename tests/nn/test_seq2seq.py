@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from rnnfast import decoding, losses, optim
+from rnnfast import decoding, losses, optim, writable_parameters
 from rnnfast.nn.seq2seq import Seq2Seq, teacher_forcing_schedule
 
 CONTEXTS = ["init", "input", "both"]
@@ -49,14 +49,15 @@ def test_train_batch_gradients_match_finite_differences(context, ratio):
     for name, p in m.named_parameters():
         numeric = np.zeros_like(p)
         for i in np.ndindex(p.shape):
-            old = p[i]
             values = []
-            for sign in (1, -1):
-                p[i] = old + sign * eps
-                values.append(m.train_batch(*batch, teacher_forcing_ratio=ratio, rng=7))
-                # an argmax flipped by the nudge would make the loss jump: not what is tested
-                np.testing.assert_array_equal(m.last_fed_tokens, fed)
-            p[i] = old
+            with writable_parameters(p):  # the recurrent layers' parameters are read-only
+                old = p[i]
+                for sign in (1, -1):
+                    p[i] = old + sign * eps
+                    values.append(m.train_batch(*batch, teacher_forcing_ratio=ratio, rng=7))
+                    # an argmax flipped by the nudge would make the loss jump: not what is tested
+                    np.testing.assert_array_equal(m.last_fed_tokens, fed)
+                p[i] = old
             numeric[i] = (values[0] - values[1]) / (2 * eps)
         np.testing.assert_allclose(grads[name], numeric, rtol=1e-5, atol=1e-8, err_msg=name)
 

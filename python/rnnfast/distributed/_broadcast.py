@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._parameters import writing
 from ._communication import get_comm
 from ._optimizer import DistributedOptimizer
 
@@ -50,9 +51,10 @@ def broadcast_parameters(model, root=0):
         flat = np.concatenate([p.reshape(-1) for p in params]) if params else None
         comm.Bcast(flat, root=root)
         offset = 0
-        for p in params:
-            p[...] = flat[offset : offset + p.size].reshape(p.shape)
-            offset += p.size
+        with writing(params):  # the layers' live parameters are read-only
+            for p in params:
+                p[...] = flat[offset : offset + p.size].reshape(p.shape)
+                offset += p.size
 
 
 def _named_params(obj):

@@ -2,10 +2,12 @@
 (:mod:`.elman`), its deep-transition form (:mod:`.deep`: an MLP of k layers inside the step) and
 the gated cells, GRU and LSTM (:mod:`.gated`; with quantized weights :mod:`.quantized_gated`).
 
-Arrays in, arrays out; nothing is cached, so calls from many threads at once are safe. The
-kernels run in C++ with the GIL released.
+Arrays in, arrays out; nothing is cached (but the packed weights a caller keeps in a
+:class:`WeightCache`, passed as ``weight_cache=``), so calls from many threads at once are
+safe. The kernels run in C++ with the GIL released.
 """
 
+from .._core import WeightCache
 from .deep import (
     DeepTransitionGrads,
     DeepTransitionOutput,
@@ -45,6 +47,7 @@ from .lstm_forms import LSTMFormGrads, lstm_form_backward, lstm_form_forward, ls
 from .quantized_gated import quantized_gated_forward, quantized_gated_step
 
 __all__ = [
+    "WeightCache",
     "PLAIN_FORWARD_OPTIONS",
     "rnn_forward",
     "rnn_backward",

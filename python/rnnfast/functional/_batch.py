@@ -5,7 +5,37 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _core
 from .._validation import as_float_array, check_int_array
+
+
+def weight_cache_arg(cache, pairs):
+    """The cache to hand the kernels: ``cache`` when every weight of ``pairs`` ((given, as the
+    kernels take it), ...) reaches them as the caller's own memory, None when one was
+    converted (a copy: a new address at every call, which a pack must not be kept for).
+    TypeError for anything but None or a WeightCache."""
+    if cache is None:
+        return None
+    if not isinstance(cache, _core.WeightCache):
+        raise TypeError(
+            "weight_cache: expected None or a rnnfast.functional.WeightCache, got "
+            f"{type(cache).__name__}; make one with rnnfast.functional.WeightCache()"
+        )
+    for given, used in pairs:
+        if used is not None and not _same_memory(given, used):
+            return None
+    return cache
+
+
+def _same_memory(given, used):
+    """Whether ``used`` (``as_float_array(given)``) is ``given``'s memory: no copy was made,
+    as ``given`` was a C-contiguous native array of the dtype ``used`` has."""
+    return used is given or (
+        isinstance(given, np.ndarray)
+        and given.dtype == used.dtype
+        and given.dtype.isnative
+        and given.flags.c_contiguous
+    )
 
 
 def check_batch(name, arr, axis, batch, dims):

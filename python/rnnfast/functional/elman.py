@@ -26,6 +26,7 @@ from ._batch import longest_first as _longest_first
 from ._batch import sequence_input as _sequence
 from ._batch import sort_sequence as _sort_sequence
 from ._batch import take as _take
+from ._batch import weight_cache_arg
 from ._unbatched import as_batch, unbatch
 
 __all__ = [
@@ -82,6 +83,7 @@ def rnn_forward(
     step_mask=None,
     zero_output_for_mask=False,
     recurrent_mask=None,
+    weight_cache=None,
 ):
     """Run ``h_t = (1 - alpha) h_{t-1} + alpha act(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``
     over a whole sequence (``alpha = 1``: the plain Elman unit).
@@ -121,6 +123,14 @@ def rnn_forward(
         reads ``W_hh (h_{t-1} * recurrent_mask)`` at every step, one mask per sequence. Pass the
         scaled keep mask, 0 or 1 / (1 - p) (any values are applied as given). The state itself
         and the outputs are not masked.
+    weight_cache : rnnfast.functional.WeightCache, optional
+        Packed weights kept between calls: the kernels look their packs of the weights up in
+        it (by the weights' address, sizes and kernel) and store what they pack, so a call on
+        the same weights skips the packing. The results are the same with or without one.
+        The caller clears it (``weight_cache.clear()``) whenever the weights' values may have
+        changed in place, and keeps the weight arrays alive while it holds their packs (a
+        freed array's address may be reused). Weights converted for the call (another dtype,
+        not C-contiguous, not an ndarray) bypass it.
 
     Both masks run inside the kernels (a per-row select in each step's epilogue, no loop over
     time in Python); with either, every sequence runs every step.
@@ -170,6 +180,7 @@ def rnn_forward(
         step_mask=step_mask,
         zero_output_for_mask=zero_output_for_mask,
         recurrent_mask=recurrent_mask,
+        weight_cache=weight_cache_arg(weight_cache, ((weight_ih, w_ih), (weight_hh, w_hh))),
     )
     if order is not None:
         inverse = np.argsort(order)
@@ -194,6 +205,7 @@ def rnn_backward(
     recurrent_mask,
     ids=None,
     input_gradient=True,
+    weight_cache=None,
 ):
     """Backpropagation through time from the outputs ``y`` of :func:`rnn_forward`.
 
@@ -224,6 +236,8 @@ def rnn_backward(
         False: ``dx`` is not computed (None): an input that needs no gradient (the data fed
         to a first layer) saves its GEMM, a sixth of the backward's FLOPs when D = H. The
         other gradients are the same.
+    weight_cache : rnnfast.functional.WeightCache, optional
+        As :func:`rnn_forward`'s (the forward's own cache serves the backward too).
 
     Returns
     -------
@@ -256,12 +270,13 @@ def rnn_backward(
         x, ids = _sort_sequence(x, ids, order)
         y, dy, step_mask = (_take(a, order, 1) for a in (y, dy, step_mask))
         h0, dh_n, recurrent_mask = (_take(a, order, 0) for a in (h0, dh_n, recurrent_mask))
+    w_hh = as_float_array("weight_hh", weight_hh, dt)
     grads = RNNGrads(
         *_core.rnn_backward(
             x,
             h0,
             w_ih,
-            as_float_array("weight_hh", weight_hh, dt),
+            w_hh,
             y,
             dy,
             dh_n,
@@ -273,6 +288,7 @@ def rnn_backward(
             zero_output_for_mask=zero_output_for_mask,
             recurrent_mask=recurrent_mask,
             input_gradient=input_gradient,
+            weight_cache=weight_cache_arg(weight_cache, ((weight_ih, w_ih), (weight_hh, w_hh))),
         )
     )
     if order is not None:

@@ -32,7 +32,14 @@ from .._validation import (
     check_step_mask,
     optional_float_array,
 )
-from ._batch import check_batch, longest_first, sequence_input, sort_sequence, take
+from ._batch import (
+    check_batch,
+    longest_first,
+    sequence_input,
+    sort_sequence,
+    take,
+    weight_cache_arg,
+)
 from ._unbatched import as_batch, unbatch
 
 __all__ = [
@@ -136,6 +143,7 @@ def gru_forward(
     recurrent_mask=None,
     input_mask=None,
     ids=None,
+    weight_cache=None,
 ):
     """Run a GRU over a whole sequence.
 
@@ -180,6 +188,14 @@ def gru_forward(
         and step t of sequence b reads its row ``ids[t, b]``, the same as ``x = table[ids]``.
         The table is projected once (V x G*H) and each step gathers its rows; the backward
         returns the table's gradient (V, D) as dx. Not with ``input_mask``.
+    weight_cache : rnnfast.functional.WeightCache, optional
+        Packed weights kept between calls: the kernels look their packs of the weights up in
+        it (by the weights' address, sizes and kernel) and store what they pack, so a call on
+        the same weights skips the packing. The results are the same with or without one.
+        The caller clears it (``weight_cache.clear()``) whenever the weights' values may have
+        changed in place, and keeps the weight arrays alive while it holds their packs (a
+        freed array's address may be reused). Weights converted for the call (another dtype,
+        not C-contiguous, not an ndarray) bypass it. The backward takes the same cache.
 
     Returns
     -------
@@ -197,6 +213,7 @@ def gru_forward(
         (return_sequences, keep_workspace),
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         ids,
+        weight_cache=weight_cache,
     )
 
 
@@ -220,11 +237,12 @@ def lstm_forward(
     recurrent_mask=None,
     input_mask=None,
     ids=None,
+    weight_cache=None,
 ):
     """Run an LSTM over a whole sequence: :func:`gru_forward`'s arguments, with weight_ih
     (4H, D) and weight_hh (4H, R) in PyTorch's gate order i, f, g, o, the cell state c0 (B, H),
     and ``weight_hr`` (P, H), PyTorch's projection (``proj_size``): h_t = W_hr (o * act(c_t)),
-    R = P wide (else R = H).
+    R = P wide (else R = H). ``weight_cache``: as :func:`gru_forward`'s.
 
     Returns
     -------
@@ -241,6 +259,7 @@ def lstm_forward(
         (return_sequences, keep_workspace),
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         ids,
+        weight_cache=weight_cache,
     )
 
 
@@ -266,13 +285,15 @@ def gru_backward(
     input_mask,
     input_gradient=True,
     ids=None,
+    weight_cache=None,
 ):
     """Backpropagation through time from a :func:`gru_forward` with ``keep_workspace=True``.
 
     Every forward option that changes the gradient is a keyword without a default, as in
     ``rnn_backward``: the caller says again what the forward was given. The biases are taken
     for the signature's sake (:mod:`rnnfast.reference` recomputes the forward from them); the
-    kernels read what they need from the workspace.
+    kernels read what they need from the workspace. ``weight_cache``: as
+    :func:`gru_forward`'s (the forward's own serves here too).
 
     Returns
     -------
@@ -295,6 +316,7 @@ def gru_backward(
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         input_gradient,
         ids,
+        weight_cache=weight_cache,
     )
     return GRUGrads(g[0], g[1], *g[3:7])
 
@@ -323,9 +345,10 @@ def lstm_backward(
     input_mask,
     input_gradient=True,
     ids=None,
+    weight_cache=None,
 ):
     """Backpropagation through time from an :func:`lstm_forward` with ``keep_workspace=True``
-    (see :func:`gru_backward`); dc_n (B, H) is the gradient of c_n.
+    (see :func:`gru_backward`, ``weight_cache`` too); dc_n (B, H) is the gradient of c_n.
 
     Returns
     -------
@@ -346,6 +369,7 @@ def lstm_backward(
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         input_gradient,
         ids,
+        weight_cache=weight_cache,
     )
     return LSTMGrads(*g)
 
@@ -428,6 +452,12 @@ def _step(cell, args, activation, recurrent_activation):
     return unbatch(result, unbatched)
 
 
+def _given(weights, used):
+    """(given, as the kernels take it) of weight_ih, weight_hh and weight_hr: ``weights`` the
+    caller's (weight_ih, weight_hh, ..., weight_hr last)."""
+    return zip((weights[0], weights[1], weights[-1]), used)
+
+
 def _functions(activation, recurrent_activation):
     return (
         check_choice("activation", activation, ACTIVATIONS),
@@ -464,7 +494,20 @@ def _inputs(x, weights, states, lengths, masks, ids):
     return (x, ids), weights, states, lengths, masks, order
 
 
-def _forward(cell, x, weights, states, lengths, functions, returns, masks, ids, cell_params=None):
+def _forward(
+    cell,
+    x,
+    weights,
+    states,
+    lengths,
+    functions,
+    returns,
+    masks,
+    ids,
+    cell_params=None,
+    *,
+    weight_cache=None,
+):
     activation, rec = _functions(*functions)
     return_sequences = check_bool("return_sequences", returns[0])
     keep_workspace = check_bool("keep_workspace", returns[1])
@@ -494,6 +537,7 @@ def _forward(cell, x, weights, states, lengths, functions, returns, masks, ids, 
         input_mask=masks[3],
         ids=ids,
         cell_params=cell_params,
+        weight_cache=weight_cache_arg(weight_cache, _given(weights, (w_ih, w_hh, w_hr))),
     )
     if order is not None:
         inverse = np.argsort(order)
@@ -515,6 +559,8 @@ def _backward(
     input_gradient,
     ids,
     cell_params=None,
+    *,
+    weight_cache=None,
 ):
     activation, rec = _functions(*functions)
     input_gradient = check_bool("input_gradient", input_gradient)
@@ -563,6 +609,7 @@ def _backward(
             input_mask=masks[3],
             ids=ids,
             cell_params=cell_params,
+            weight_cache=weight_cache_arg(weight_cache, _given(weights, (w_ih, w_hh, w_hr))),
         )
     )
     if order is not None:

@@ -91,9 +91,11 @@ def layer_norm_lstm_forward(
     recurrent_mask=None,
     input_mask=None,
     ids=None,
+    weight_cache=None,
 ):
     """Run a LayerNorm LSTM over a whole sequence x (T, B, D): weight_ih (4H, D), weight_hh
-    (4H, H) in the gate order i, f, g, o, the norms' parameters, h0 and c0 (B, H).
+    (4H, H) in the gate order i, f, g, o, the norms' parameters, h0 and c0 (B, H);
+    ``weight_cache`` as :func:`rnnfast.functional.gru_forward`'s.
 
     Returns
     -------
@@ -112,6 +114,7 @@ def layer_norm_lstm_forward(
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         ids,
         cell_params(norms, weight_ih),
+        weight_cache=weight_cache,
     )
 
 
@@ -140,9 +143,10 @@ def layer_norm_lstm_backward(
     input_mask=None,
     input_gradient=True,
     ids=None,
+    weight_cache=None,
 ):
     """Backpropagation through time from a :func:`layer_norm_lstm_forward` with
-    ``keep_workspace=True``, given what that forward was given.
+    ``keep_workspace=True``, given what that forward was given (its ``weight_cache`` too).
 
     Returns
     -------
@@ -163,6 +167,7 @@ def layer_norm_lstm_backward(
         input_gradient,
         ids,
         cell_params(norms, weight_ih),
+        weight_cache=weight_cache,
     )
     d_norms = g[8]
     H = d_norms.shape[0] // 10

@@ -92,6 +92,7 @@ def lstm_form_forward(
     recurrent_mask=None,
     input_mask=None,
     ids=None,
+    weight_cache=None,
 ):
     """Run an LSTM in ONNX's forms over a whole sequence x (T, B, D): :func:`lstm_forward`'s
     arguments (no weight_hr) and the options above.
@@ -113,6 +114,7 @@ def lstm_form_forward(
         (step_mask, zero_output_for_mask, recurrent_mask, input_mask),
         ids,
         params,
+        weight_cache=weight_cache,
     )
 
 
@@ -142,9 +144,11 @@ def lstm_form_backward(
     input_mask=None,
     input_gradient=True,
     ids=None,
+    weight_cache=None,
 ):
     """Backpropagation through time from a :func:`lstm_form_forward` with
-    ``keep_workspace=True``, given what that forward was given (the options included).
+    ``keep_workspace=True``, given what that forward was given (the options included; its
+    ``weight_cache`` too).
 
     Returns
     -------
@@ -166,6 +170,7 @@ def lstm_form_backward(
         input_gradient,
         ids,
         params,
+        weight_cache=weight_cache,
     )
     dp = None if peepholes is None else g[8][: 3 * g[2].shape[-1]]  # dc0 is (B, H)
     return LSTMFormGrads(*g[:7], dp)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._parameters import can_write
+
 
 class _Slot:
     """One parameter array and where its gradient lives. A module's gradient is looked up at
@@ -63,8 +65,14 @@ def _check_param(name, param):
         raise TypeError(f"{name}: expected a NumPy array, got {type(param).__name__}")
     if param.dtype.kind != "f":
         raise TypeError(f"{name}: expected a float array, got dtype {param.dtype}")
-    if not param.flags.writeable:
-        raise ValueError(f"{name}: the array is read-only; an optimizer updates it in place")
+    # a layer's live parameters are read-only (its packed weights are kept between calls):
+    # the optimizer writes them through rnnfast._parameters.writing, which needs memory that
+    # can be made writeable
+    if not can_write(param):
+        raise ValueError(
+            f"{name}: the array's memory is read-only (a view of a read-only buffer); an "
+            "optimizer updates it in place: give it a writeable copy"
+        )
 
 
 def _module_slots(module, prefix):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._parameters import writing
 from .._validation import check_int, check_keys, check_real_at_least
 from ._params import _collect, _current_grads
 
@@ -81,8 +82,11 @@ class Optimizer:
         if not self._buffers and self._needs_buffers(self._hyper):
             self._buffers = self._initial_buffers()
         self._step += 1
-        for i, (slot, grad) in enumerate(zip(self._slots, grads)):
-            self._update(i, slot.param, grad)
+        # the layers' parameters are read-only: written here through the sanctioned path,
+        # which also tells every layer to pack its weights again
+        with writing([slot.param for slot in self._slots]):
+            for i, (slot, grad) in enumerate(zip(self._slots, grads)):
+                self._update(i, slot.param, grad)
 
     def zero_grad(self):
         """Set every gradient to zero, in place (a module's ``backward`` adds into them)."""

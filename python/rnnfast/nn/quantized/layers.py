@@ -43,6 +43,9 @@ _NOT_COPIED = frozenset(
         "_dropout_rng",
         "_rng",
         "training",
+        # the float layer's packed weights (rnnfast._parameters) and the torch bridge's hook
+        "_weight_caches",
+        "_weight_cache_hook",
     }
 )
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import _core, functional
-from ..._parameters import aligned_copy
+from ..._parameters import ParameterDict, aligned_copy
 from ...functional import lstm_forms
 
 __all__ = [
@@ -34,7 +34,17 @@ __all__ = [
     "LSTMSpec",
     "LayerNormLSTMSpec",
     "cell_by",
+    "direction_cache",
 ]
+
+
+def direction_cache(layer, idx):
+    """The packed-weight cache of (layer, direction) ``idx`` (PyTorch's order l * dirs + d)
+    for the kernels' ``weight_cache=``: the layer's ``_weight_cache(k, d)``
+    (``rnnfast._parameters``), None while caching is bypassed."""
+    k, d = divmod(idx, 2) if layer.bidirectional else (idx, 0)
+    return layer._weight_cache(k, d)
+
 
 # the parameter kinds in PyTorch's order within one (layer, direction)
 _NORM_KINDS = ("g_norm_weight", "g_norm_bias", "c_norm_weight", "c_norm_bias")
@@ -181,6 +191,13 @@ class CellSpec:
         return names, shapes
 
     def initial_parameters(self, layer, rng, shapes):
+        """The live parameters of a new layer: :meth:`initial_values` held read-only in a
+        ``ParameterDict`` (the layers keep their weights packed between calls, so they are
+        written only through the sanctioned writers: ``rnnfast.writable_parameters``, the
+        optimizers, ``load_state_dict``)."""
+        return ParameterDict(self.initial_values(layer, rng, shapes))
+
+    def initial_values(self, layer, rng, shapes):
         """PyTorch's initialisation, U(-1/sqrt(H), 1/sqrt(H)) for every parameter, drawn in
         ``shapes``' order, each array starting on a cache line (``aligned_copy``)."""
         bound = 1.0 / np.sqrt(layer.hidden_size)
@@ -204,13 +221,16 @@ class CellSpec:
 
     # ---- kernels -------------------------------------------------------------------------------
 
-    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
+    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep, weight_cache=None):
         """The stack runner's fast path (``nn.recurrent.stack.plain_forward``): one layer over x (T, B,
         D) on ``_core``, weights ``(weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)``:
-        ``(y, h_n, c_n or None, workspace or None)``."""
+        ``(y, h_n, c_n or None, workspace or None)``. ``weight_cache``: the layer's packed
+        weights (``_core.WeightCache``, valid for these weights) or None."""
         raise NotImplementedError
 
-    def plain_layer_backward(self, nonlinearity, record, weights, dy, dh_n, dc_n, needed):
+    def plain_layer_backward(
+        self, nonlinearity, record, weights, dy, dh_n, dc_n, needed, weight_cache=None
+    ):
         """Its backward from the forward's ``record`` (``nn.recurrent.stack.PlainRecord``): ``(dx or
         None, dh0, dc0 or None, (dweight_ih, dweight_hh, dbias_ih, dbias_hh, dweight_hr))``,
         None where the layer has no such parameter (of the weights, the biases are only
@@ -256,16 +276,22 @@ class ElmanSpec(CellSpec):
 
     # ---- the stack runner's fast path (nn.recurrent.stack.plain_forward): one layer on ``_core`` ------
 
-    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
+    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep, weight_cache=None):
         w_ih, w_hh, b_ih, b_hh, _ = weights
-        y, h = _core.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, None, nonlinearity, 1.0, True)
+        y, h = _core.rnn_forward(
+            x, h0, w_ih, w_hh, b_ih, b_hh, None, nonlinearity, 1.0, True,
+            weight_cache=weight_cache,
+        )  # fmt: skip
         return y, h, None, None
 
-    def plain_layer_backward(self, nonlinearity, r, weights, dy, dh_n, dc_n, needed):
+    def plain_layer_backward(
+        self, nonlinearity, r, weights, dy, dh_n, dc_n, needed, weight_cache=None
+    ):
         w_ih, w_hh, b_ih, _, _ = weights
         dx, dh0, dw_ih, dw_hh, db = _core.rnn_backward(
-            r.x, r.h0, w_ih, w_hh, r.y, dy, dh_n, None, nonlinearity, 1.0, input_gradient=needed
-        )
+            r.x, r.h0, w_ih, w_hh, r.y, dy, dh_n, None, nonlinearity, 1.0, input_gradient=needed,
+            weight_cache=weight_cache,
+        )  # fmt: skip
         # one gradient for both biases (they enter the same sum); torch gets two tensors
         biases = (None, None) if b_ih is None else (db, db.copy())
         return dx, dh0, None, (dw_ih, dw_hh, *biases, None)
@@ -306,6 +332,7 @@ class ElmanSpec(CellSpec):
             step_mask=record.step_mask,
             zero_output_for_mask=run.zero_output,
             recurrent_mask=record.recurrent_mask,
+            weight_cache=direction_cache(layer, idx),
         )
         grads = {names[0]: g.dweight_ih, names[1]: g.dweight_hh}
         if names[2] is not None:
@@ -361,18 +388,20 @@ class _GatedSpec(CellSpec):
     # ---- the stack runner's fast path (nn.recurrent.stack.plain_forward): one layer on ``_core`` ------
     # PyTorch's form of the cell (the GRU's reset_after), its tanh and sigmoid
 
-    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
+    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep, weight_cache=None):
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
         return _core.gated_forward(
             self.kernel_cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, None, "tanh", "sigmoid",
-            True, keep,
+            True, keep, weight_cache=weight_cache,
         )  # fmt: skip
 
-    def plain_layer_backward(self, nonlinearity, r, weights, dy, dh_n, dc_n, needed):
+    def plain_layer_backward(
+        self, nonlinearity, r, weights, dy, dh_n, dc_n, needed, weight_cache=None
+    ):
         w_ih, w_hh, b_ih, _, w_hr = weights
         dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr = _core.gated_backward(
             self.kernel_cell, r.x, r.h0, r.c0, w_ih, w_hh, w_hr, r.y, r.workspace, dy, dh_n,
-            dc_n, None, "tanh", "sigmoid", needed,
+            dc_n, None, "tanh", "sigmoid", needed, weight_cache=weight_cache,
         )  # fmt: skip
         biases = (None, None) if b_ih is None else (db_ih, db_hh)
         return dx, dh0, dc0, (dw_ih, dw_hh, *biases, dw_hr)
@@ -449,6 +478,7 @@ class _GatedSpec(CellSpec):
             **self._kernel_options(layer, idx, run),
             return_sequences=True,
             keep_workspace=training,
+            weight_cache=direction_cache(layer, idx),
             **masks,
         )
 
@@ -471,6 +501,7 @@ class _GatedSpec(CellSpec):
             **self._mask_options(run, record),
             input_gradient=input_gradient,
             ids=ids,
+            weight_cache=direction_cache(layer, idx),
         )
 
 
@@ -572,8 +603,8 @@ class LSTMSpec(_GatedSpec):
         name = self._peephole_name(layer, idx)
         return None if name is None else layer._params[name]
 
-    def initial_parameters(self, layer, rng, shapes):
-        params = super().initial_parameters(layer, rng, shapes)
+    def initial_values(self, layer, rng, shapes):
+        params = super().initial_values(layer, rng, shapes)
         for name, p in params.items():
             if name.startswith("weight_peephole"):
                 p[...] = 0  # ONNX's default P: the plain LSTM's equations to start with
@@ -656,7 +687,8 @@ class LSTMSpec(_GatedSpec):
         return functional.lstm_form_forward(
             x, w_ih, w_hh, b_ih, b_hh, *self._states(layer, h0), lengths,
             peepholes=self._peepholes(layer, idx), **forms, **self._cell_options(run),
-            return_sequences=True, keep_workspace=training, **masks,
+            return_sequences=True, keep_workspace=training,
+            weight_cache=direction_cache(layer, idx), **masks,
         )  # fmt: skip
 
     def _backward_kernel(
@@ -672,7 +704,7 @@ class LSTMSpec(_GatedSpec):
             *self._states(layer, dh_n), **dict(zip(("h0", "c0"), self._states(layer, record.h0))),
             lengths=record.lengths, peepholes=self._peepholes(layer, idx), **forms,
             **self._cell_options(run), **self._mask_options(run, record),
-            input_gradient=input_gradient, ids=ids,
+            input_gradient=input_gradient, ids=ids, weight_cache=direction_cache(layer, idx),
         )  # fmt: skip
 
     def step_states(self, layer, run_options, k, x_t, states):
@@ -720,10 +752,10 @@ class LayerNormLSTMSpec(LSTMSpec):
         shapes.update({kind: (w,) for kind, w in zip(_NORM_KINDS, widths)})
         return shapes
 
-    def initial_parameters(self, layer, rng, shapes):
+    def initial_values(self, layer, rng, shapes):
         """The weights as PyTorch's LSTM draws them; the norms as ``torch.nn.LayerNorm``
         starts them (weights 1, biases 0)."""
-        params = CellSpec.initial_parameters(self, layer, rng, shapes)
+        params = CellSpec.initial_values(self, layer, rng, shapes)
         for name, p in params.items():
             if name.startswith(("g_norm_weight", "c_norm_weight")):
                 p[...] = 1
@@ -767,7 +799,7 @@ class LayerNormLSTMSpec(LSTMSpec):
             layer._recurrent_activation, cell_params=np.concatenate(self._norms(layer, 0)),
         )  # fmt: skip
 
-    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep):
+    def plain_layer_forward(self, nonlinearity, x, h0, c0, weights, keep, weight_cache=None):
         raise NotImplementedError("the LayerNorm LSTM runs on its own forward (its norms)")
 
     def _forward_kernel(
@@ -776,7 +808,8 @@ class LayerNormLSTMSpec(LSTMSpec):
         return functional.layer_norm_lstm_forward(
             x, w_ih, w_hh, *self._norms(layer, idx), *self._states(layer, h0), lengths,
             bias_ih=b_ih, bias_hh=b_hh, **self._kernel_options(layer, idx, run),
-            return_sequences=True, keep_workspace=training, **masks,
+            return_sequences=True, keep_workspace=training,
+            weight_cache=direction_cache(layer, idx), **masks,
         )  # fmt: skip
 
     def _backward_kernel(
@@ -787,6 +820,7 @@ class LayerNormLSTMSpec(LSTMSpec):
             *self._states(layer, dh_n), **dict(zip(("h0", "c0"), self._states(layer, record.h0))),
             lengths=record.lengths, **self._kernel_options(layer, idx, run),
             **self._mask_options(run, record), input_gradient=input_gradient, ids=ids,
+            weight_cache=direction_cache(layer, idx),
         )  # fmt: skip
 
     def step_states(self, layer, run_options, k, x_t, states):

@@ -86,15 +86,15 @@ class DeepTransitionSpec(ElmanSpec):
                     shapes[b] = (H,)
         return names, shapes
 
-    def initial_parameters(self, layer, rng, shapes):
+    def initial_values(self, layer, rng, shapes):
         """PyTorch's U(-1/sqrt(H), 1/sqrt(H)) for every parameter (torch.nn.Linear(H, H)'s
         bound too), the Elman cell's drawn first, in the order ``rnnfast.RNN`` draws them: with
         the same seed, the layer starts from ``RNN``'s W_ih, W_hh and biases (k = 1: it is that
         layer), its transition drawn after them."""
         elman = {n: s for n, s in shapes.items() if not _is_transition(n)}
-        params = super().initial_parameters(layer, rng, elman)
+        params = super().initial_values(layer, rng, elman)
         rest = {n: s for n, s in shapes.items() if _is_transition(n)}
-        params.update(super().initial_parameters(layer, rng, rest))
+        params.update(super().initial_values(layer, rng, rest))
         return {name: params[name] for name in shapes}
 
     def keras_count(self, layer, group):

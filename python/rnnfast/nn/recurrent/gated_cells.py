@@ -15,6 +15,7 @@ import types
 import numpy as np
 
 from ... import functional
+from ..._parameters import ParameterDict
 from ..._validation import (
     as_float_array,
     check_bool,
@@ -79,6 +80,9 @@ class _GatedCell(Layer):
         params = self.spec.initial_parameters(self, np.random.default_rng(seed), shapes)
         for name, value in params.items():
             self.add_parameter(name, value)
+        # read-only, as the recurrent layers': its training forward keeps its packed weights
+        # between calls (``rnnfast._parameters``)
+        self._params = ParameterDict(self._params)
 
     input_size = fixed("input_size", "the parameters' shapes depend on it")
     hidden_size = fixed("hidden_size", "the parameters' shapes depend on it")
@@ -173,6 +177,7 @@ class _GatedCell(Layer):
                 **self._options(),
                 **self._plain_options,
                 keep_workspace=True,
+                weight_cache=self._weight_cache(0, 0),
             )
             kept = tuple(self._kept(s, user) for s, user in zip(states, given))
             self._cache = (self._kept(x, x_user), kept, out.y, out.workspace, unbatched)
@@ -206,6 +211,7 @@ class _GatedCell(Layer):
             lengths=None,
             **self._options(),
             **self._plain_options,
+            weight_cache=self._weight_cache(0, 0),
         )
         self._add_gradients(g)
         dx, d0 = g.dx[0], g[1 : 1 + len(states)]  # GRUGrads' dh0, LSTMGrads' dh0 and dc0

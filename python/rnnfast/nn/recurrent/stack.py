@@ -28,6 +28,7 @@ from ..._validation import dropout_mask
 from ...data import reversal_index
 from .._mixed_precision import layer_products
 from . import dilation as dil
+from .cells import direction_cache
 
 __all__ = [
     "BatchOrder",
@@ -136,8 +137,9 @@ def float_direction_kernel(layer, idx, x, h0, nonlinearity, lengths, alpha, **ma
     the quantized kernels for ``rnnfast.quantize``'s copies."""
     w_ih, w_hh, b_ih, b_hh = (None if n is None else layer._params[n] for n in layer._names[idx])
     return functional.rnn_forward(
-        x, w_ih, w_hh, b_ih, b_hh, h0, nonlinearity, True, lengths, alpha, **masks
-    )
+        x, w_ih, w_hh, b_ih, b_hh, h0, nonlinearity, True, lengths, alpha,
+        weight_cache=direction_cache(layer, idx), **masks,
+    )  # fmt: skip
 
 
 def _draw_masks(layer, run, batch, width):
@@ -436,15 +438,19 @@ def _stacked(states):
     return states[0][None] if len(states) == 1 else np.stack(states)
 
 
-def plain_forward(cell, x, h0, c0, weights, keep):
+def plain_forward(cell, x, h0, c0, weights, keep, caches=None):
     """The fast path over x (T, B, D): ``(y (T, B, R), h_n (L, B, R), c_n (L, B, H) or None,
     records)``. h0 (L, B, R) and c0 (L, B, H) (a two-state cell's) or None for zeros.
-    ``keep``: training, the records for :func:`plain_backward` (else None)."""
+    ``keep``: training, the records for :func:`plain_backward` (else None). ``caches``: per
+    layer its packed weights (a ``_core.WeightCache`` valid for ``weights[k]``, or None), or
+    None: none kept."""
     spec, h_n, c_n, records = cell.spec, [], [], [] if keep else None
     inp = x
     for k, w in enumerate(weights):
         h0_k, c0_k = _row(h0, k), _row(c0, k)
-        y, h, c, workspace = spec.plain_layer_forward(cell.nonlinearity, inp, h0_k, c0_k, w, keep)
+        y, h, c, workspace = spec.plain_layer_forward(
+            cell.nonlinearity, inp, h0_k, c0_k, w, keep, _row(caches, k)
+        )
         if keep:
             records.append(PlainRecord(inp, h0_k, c0_k, y, workspace))
         h_n.append(h)
@@ -453,17 +459,19 @@ def plain_forward(cell, x, h0, c0, weights, keep):
     return inp, _stacked(h_n), _stacked(c_n) if spec.num_states == 2 else None, records
 
 
-def plain_backward(cell, records, weights, dy, dh_n, dc_n, input_gradient):
+def plain_backward(cell, records, weights, dy, dh_n, dc_n, input_gradient, caches=None):
     """Gradients of one :func:`plain_forward` from those of y (T, B, R), h_n and c_n (each
     None for zeros): ``(dx (T, B, D) or None without input_gradient, dh0 (L, B, R), dc0 (L, B,
     H) or None, grads)``, grads[k] the tuple ``(dweight_ih, dweight_hh, dbias_ih, dbias_hh,
-    dweight_hr)`` of layer k (None where the layer has no such parameter), each a new array."""
+    dweight_hr)`` of layer k (None where the layer has no such parameter), each a new array.
+    ``caches``: as :func:`plain_forward`'s."""
     spec, layers = cell.spec, len(weights)
     dh0, dc0, grads = [None] * layers, [None] * layers, [None] * layers
     d_out = dy
     for k in reversed(range(layers)):
         needed = input_gradient or k > 0  # a lower layer reads this one's dx as its dy
         d_out, dh0[k], dc0[k], grads[k] = spec.plain_layer_backward(
-            cell.nonlinearity, records[k], weights[k], d_out, _row(dh_n, k), _row(dc_n, k), needed
-        )
+            cell.nonlinearity, records[k], weights[k], d_out, _row(dh_n, k), _row(dc_n, k), needed,
+            _row(caches, k),
+        )  # fmt: skip
     return d_out, _stacked(dh0), _stacked(dc0) if spec.num_states == 2 else None, grads
