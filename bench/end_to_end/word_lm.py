@@ -3,7 +3,7 @@ written here) trained with ``nn.LSTM`` and with ``rnnfast.torch.LSTM``, the clas
 change (issue 41, item 5): time per epoch, the loss curves side by side and the recurrent
 layers' share of the epoch.
 
-    python -m bench.end_to_end.word_lm [--epochs 1] [--max-batches N] [--log-interval 200]
+    python -m bench.end_to_end.word_lm [--epochs 1] [--max-batches N] [--log-interval 200] [--alternate 10]
         [--dropout 0.2] [--threads 1] [--seed 0] [--data ROOT] [--json PATH]
 
 The model: Embedding (emsize 200) -> Dropout -> a 2-layer LSTM (nhid 200, dropout 0.2 between
@@ -18,14 +18,15 @@ loss did not improve); validation in 10 columns.
 
 Both models start from the same weights (the rnnfast one loads the torch one's state_dict) and
 torch's generator in the same state, each side keeping its own generator state from then on.
-They train on the same batches, interval by interval (``--log-interval`` batches), the sides
-alternating (torch's interval, then rnnfast's), so that a change in the machine's load lands on
-both; each interval's mean loss and ms per batch are printed side by side. With dropout the
+They train on the same batches, the sides alternating every ``--alternate`` batches (default 10:
+torch's, then rnnfast's), so that a change in the machine's load lands on both; every
+``--log-interval`` batches (default 200, the example's) each side's mean loss and ms per batch
+over the interval are printed side by side. With dropout the
 two sides draw different masks (rnnfast's LSTM draws its masks between the layers from a seed
 taken from torch's generator, and each draw shifts the generator's stream), so their curves
 agree in trend only; ``--dropout 0`` makes them the same to rounding. Time per epoch: the sum of
-an epoch's training intervals (validation not included); ``--max-batches N`` caps an epoch at N
-batches for quick runs (default: the full epoch). The recurrent layer's share: the LSTM
+an epoch's training intervals (validation not included); ``--max-batches N`` caps an epoch's
+training and validation at N batches each for quick runs (default: the full epoch). The recurrent layer's share: the LSTM
 module's forward and backward timed by hooks on the module (forward pre/post hooks, full
 backward pre/post hooks: from the gradient of its output arriving to the gradient of its input
 leaving), summed over the epoch, over the epoch's time. The process is pinned to ``--threads``
@@ -131,10 +132,10 @@ class Side:
         self.rnn_clock = ModuleClock(model.rnn)
 
     def train_interval(self, batches):
-        """Train on ``batches``; (mean loss, seconds)."""
+        """Train on ``batches``; (their losses, seconds)."""
         previous = torch.get_rng_state()
         torch.set_rng_state(self.rng)
-        model, total = self.model.train(), 0.0
+        model, losses = self.model.train(), []
         began = time.perf_counter()
         for tokens, targets in batches:
             self.state = detach(self.state)
@@ -146,11 +147,11 @@ class Side:
             with torch.no_grad():
                 for p in model.parameters():
                     p.add_(p.grad, alpha=-self.lr)
-            total += loss.item()
+            losses.append(loss.item())
         seconds = time.perf_counter() - began
         self.rng = torch.get_rng_state()
         torch.set_rng_state(previous)
-        return total / len(batches), seconds
+        return losses, seconds
 
     def validate(self, batches):
         """Mean cross entropy over the validation windows; the learning rate / 4 where it did
@@ -168,8 +169,9 @@ class Side:
         return loss
 
 
-def epoch(sides, train, interval, number):
-    """One epoch of both sides, interval by interval alternating; its row of figures."""
+def epoch(sides, train, interval, alternate, number):
+    """One epoch of both sides, alternating every ``alternate`` batches; its row of figures and
+    its loss curve (a point every ``interval`` batches)."""
     for side in sides.values():
         side.state = side.model.zero_state(BATCH)
         side.rnn_clock.seconds = 0.0
@@ -179,11 +181,16 @@ def epoch(sides, train, interval, number):
     for start in range(0, len(train), interval):
         batches = train[start : start + interval]
         point = {"batches": start + len(batches)}
-        for name, side in sides.items():
-            loss, s = side.train_interval(batches)
-            seconds[name] += s
-            point[f"{name}_loss"] = loss
-            point[f"{name}_ms_per_batch"] = s / len(batches) * 1e3
+        losses, times = {n: [] for n in sides}, dict.fromkeys(sides, 0.0)
+        for first in range(0, len(batches), alternate):
+            for name, side in sides.items():
+                chunk_losses, s = side.train_interval(batches[first : first + alternate])
+                losses[name] += chunk_losses
+                times[name] += s
+        for name in sides:
+            seconds[name] += times[name]
+            point[f"{name}_loss"] = statistics.fmean(losses[name])
+            point[f"{name}_ms_per_batch"] = times[name] / len(batches) * 1e3
         curve.append(point)
         print(
             f"  epoch {number} batch {point['batches']:>5}/{len(train)}  loss "
@@ -220,11 +227,12 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=1, help="default %(default)s")
     parser.add_argument("--max-batches", type=int, default=None, help="batches per epoch, at most")
     parser.add_argument("--log-interval", type=int, default=200, help="default %(default)s")
+    parser.add_argument("--alternate", type=int, default=10, help="default %(default)s")
     parser.add_argument("--dropout", type=float, default=0.2, help="default %(default)s")
     parser.add_argument("--data", default=SHARED_DATA if SHARED_DATA.is_dir() else None)
     _one_name.add_arguments(parser)
     args = parser.parse_args(argv)
-    _one_name.check_positive(parser, args, ("epochs", "log_interval", "threads"))
+    _one_name.check_positive(parser, args, ("epochs", "log_interval", "alternate", "threads"))
     if args.max_batches is not None:
         _one_name.check_positive(parser, args, ("max_batches",))
     tokens = words(datasets.load("tinyshakespeare", args.data))
@@ -248,7 +256,7 @@ def main(argv=None):
         )
         rows, curves = [], []
         for number in range(1, args.epochs + 1):
-            row, curve = epoch(sides, train, args.log_interval, number)
+            row, curve = epoch(sides, train, args.log_interval, args.alternate, number)
             log(f"epoch {number}: validating")
             for name, side in sides.items():
                 row[f"{name}_val_loss"] = side.validate(valid)
