@@ -179,7 +179,13 @@ def writable_parameters(*objects):
 
 
 def _frozen(value):
+    """``value`` read-only. An array over memory NumPy does not own (a torch tensor's, the
+    bytes of a pickle) is frozen through a view of it: NumPy never lets writes over a foreign
+    buffer be re-enabled once cleared, and a parameter must stay writeable through the
+    sanctioned writers."""
     if isinstance(value, np.ndarray) and value.flags.writeable:
+        if value.base is not None and not isinstance(value.base, np.ndarray):
+            value = value.view()
         value.flags.writeable = False
     return value
 
@@ -194,8 +200,10 @@ class ParameterDict(dict):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        for value in self.values():
-            _frozen(value)
+        for name, value in self.items():
+            frozen = _frozen(value)
+            if frozen is not value:
+                super().__setitem__(name, frozen)
 
     def __setitem__(self, name, value):
         super().__setitem__(name, _frozen(value))

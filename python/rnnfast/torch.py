@@ -148,6 +148,7 @@ class _RNNFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, module, layer, names, lengths, x, hx, cx, *weights):
         _bind(layer, names, weights)
+        ctx.weights = weights
         paired = layer.cell.num_states == 2
         y, h_n = layer(_view(x), _state_view(hx, cx, paired), lengths)
         ctx.layer, ctx.names, ctx.paired = layer, names, paired
@@ -175,8 +176,10 @@ class _RNNFunction(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph=True: gradients with a graph behind them
             return _graph_grads(ctx, (dy, dh_n, dc_n), ctx.lengths, ctx.dropout)
         layer, names = ctx.layer, ctx.names
-        weights = ctx.saved_tensors[3:]
-        _bind(layer, names, weights)
+        ctx.saved_tensors  # noqa: B018 (the version check)
+        # the module's own tensors (saved ones unpack as other objects): what the packed
+        # weights were checked against in forward
+        _bind(layer, names, ctx.weights)
         # the cache stays with the graph (a retained graph is differentiated again); backward
         # reads it and changes nothing in it
         layer._cache = ctx.rnnfast_cache
@@ -339,8 +342,10 @@ class _Bridge:
                 **dict(options),
             )
             layer._inputs_guarded = True  # see _RNNFunction.forward
-            # its packed weights are the module's, checked against torch's version counters
+            # its packed weights are the module's, checked against torch's version counters;
+            # its parameters, views of the module's bound at every call, stay as torch has them
             layer.__dict__["_weight_cache_hook"] = LayerHook(self)
+            layer._params = dict(layer._params)
             layers[key] = layer
         return layer
 
