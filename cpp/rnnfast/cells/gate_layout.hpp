@@ -14,6 +14,7 @@
 
 #include "rnnfast/runtime/kernel_table.hpp"
 #include "rnnfast/runtime/types.hpp"
+#include "rnnfast/runtime/uninitialized.hpp"
 
 namespace rnnfast {
 
@@ -79,9 +80,8 @@ void pack_blocks_in_layout(const KernelTable<T>& kt, const T* w, const GateLayou
 
 // All of W^T packed in the layout's order (pack_blocks_in_layout over every block).
 template <class T>
-std::vector<T> pack_in_layout(const KernelTable<T>& kt, const T* w, const GateLayout& layout,
-                              index K) {
-    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, layout.columns())));
+Packed<T> pack_in_layout(const KernelTable<T>& kt, const T* w, const GateLayout& layout, index K) {
+    Packed<T> packed(static_cast<size_t>(kt.packed_b_size(K, layout.columns())));
     pack_blocks_in_layout(kt, w, layout, K, 0, layout.blocks(), packed.data());
     return packed;
 }

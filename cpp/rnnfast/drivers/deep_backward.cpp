@@ -30,10 +30,10 @@ struct DeepBackwardPass : TimeLoopPass {
     const index panels;
     const std::vector<index> active;
     const int threads;
-    std::vector<T> packed_hh;               // B(k, n) = W_hh[k, n]: delta_1 W_hh
-    std::vector<std::vector<T>> packed_tr;  // W_i, i = 2..k
-    std::vector<T> delta;                   // (k, T, B, H), zero where no sequence runs
-    std::vector<T> carry;                   // dL/dh_t from step t + 1 (B, H)
+    Packed<T> packed_hh;               // B(k, n) = W_hh[k, n]: delta_1 W_hh
+    std::vector<Packed<T>> packed_tr;  // W_i, i = 2..k
+    std::vector<T> delta;              // (k, T, B, H), zero where no sequence runs
+    std::vector<T> carry;              // dL/dh_t from step t + 1 (B, H)
 
     explicit DeepBackwardPass(const DeepBackwardArgs<T>& args)
         : a(args),

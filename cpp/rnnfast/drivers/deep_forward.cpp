@@ -28,8 +28,8 @@ struct DeepForwardPass : TimeLoopPass {
     const int threads;
     const T* h_start;
     std::vector<T> bias;
-    std::vector<T> packed_ih, packed_hh;
-    std::vector<std::vector<T>> packed_tr;  // W_i^T, i = 2..k
+    Packed<T> packed_ih, packed_hh;
+    std::vector<Packed<T>> packed_tr;  // W_i^T, i = 2..k
 
     DeepForwardPass(const DeepForwardArgs<T>& args, const T* h0)
         : a(args),

@@ -38,7 +38,7 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
     const T *h0, *c0;
     // the recurrent weights packed as the dh products read them, from the layer's cache or
     // packed by this call
-    std::shared_ptr<const std::vector<T>> packed_rec, packed_hn, packed_hr;
+    std::shared_ptr<const Packed<T>> packed_rec, packed_hn, packed_hr;
     // dA: every step's pre-activation gradients, PyTorch's order (T, B, G*H); extra: per step
     // the GRU's n-term gradient da_n * r (reset_after) or r * h_{t-1} (reset_before), (T, B, H);
     // dh_all and m_all: a projected LSTM's dL/dh_t (T, B, P) and m_t (T, B, H).
@@ -47,13 +47,15 @@ struct GatedBackwardPass : TimeLoopPass, GatedSizes {
     // per step: the recurrent gradients in PyTorch's gate order (two, the next step's is read
     // while this step's is written), the product's result, the carry past the gates (GRU:
     // to h_{t-1}; LSTM: dL/dc), reset_before's da_n and W_hn^T da_n, a projection's dL/dm
-    std::vector<T> d_rec[2], product, carry, d_n, d_rh, d_m;
+    // (d_rec and product are written before they are read: no zero-fill)
+    Packed<T> d_rec[2], product;
+    std::vector<T> carry, d_n, d_rh, d_m;
     // masked: every state h_t (T, B, R), found in y (a skipped step's output may be zeros); and
     // an LSTM's dL/dh_t of skipped rows, which passes to h_{t-1} past the gates (B, R)
     std::vector<T> states, skip_carry;
     // recurrent dropout: each gate's W_hg packed apart, and one gate's product (B, R); the
     // recurrent gradients d_rec are then per gate, (gates, B, H)
-    std::vector<std::vector<T>> packed_gates;
+    std::vector<Packed<T>> packed_gates;
     std::vector<T> gate_product;
     // row_reductions: per row, (reductions, unit blocks, 2) sums (cells/layer_norm_lstm.hpp)
     std::vector<T> stats;
@@ -374,6 +376,24 @@ void column_sums(const T* A, index rows, index cols, index lda, T* out) {
             out[c] += A[r * lda + c];
 }
 
+// dx = dA W_ih for `rows` rows of dA (G*H = GH columns). Where W_ih (G*H x D) is one block of the
+// GEMM's blocking, it is packed whole once, in the layer's cache, instead of on every call (at T =
+// 1 it was the backward's largest pack); larger ones run gemm(), block by block.
+template <class T>
+void input_gradient(const KernelTable<T>& kt, const GatedBackwardArgs<T>& a, const T* dA,
+                    index rows, index GH, int threads) {
+    const index D = a.input_size;
+    const GemmBlocking bk = kt.blocking();
+    const MatView<T> w_ih{a.w_ih, D, 1};
+    if (!a.cache || GH > bk.kc || D > bk.nc)
+        return gemm(kt, rows, D, GH, MatView<T>{dA, GH, 1}, w_ih, a.dx, D, false, threads);
+    const auto packed = cached<T>(a.cache, PackKey{a.w_ih, &kt, GH, D, 0, PackRole::input_grad},
+                                  [&] { return pack_whole(kt, w_ih, GH, D, threads); });
+    GemmTask<T> task = packed_task<T>(rows, D, GH, packed->data(), a.dx, D);
+    task.A = {dA, GH, 1};
+    run_task(kt, task, threads);
+}
+
 template <class T, class Cell>
 void backward(const GatedBackwardArgs<T>& a) {
     const index T_ = a.steps, B = a.batch, D = a.input_size, H = a.hidden_size;
@@ -416,10 +436,11 @@ void backward(const GatedBackwardArgs<T>& a) {
                                  std::max(panel_count(GH, kt.nr), rows), Sync::fork_join);
     // h0 and c0 of the sequences that ran: the first step's recurrent gradient and carry.
     const index first = pass.active[0];
-    if (first > 0 && !pass.dropout) {
+    if (first > 0 && !pass.dropout) {  // on W_hh as the walk's products read it, packed once
         const index GR = pass.rec_layout.columns();
-        gemm(kt, first, R, GR, MatView<T>{pass.d_rec[0].data(), GR, 1}, MatView<T>{a.w_hh, R, 1},
-             a.dh0, R, false, fork);
+        GemmTask<T> to_h0 = packed_task<T>(first, R, GR, pass.packed_rec->data(), a.dh0, R);
+        to_h0.A = {pass.d_rec[0].data(), GR, 1};
+        run_task(kt, to_h0, fork);
     } else if (first > 0) {  // per gate, each through its mask
         std::fill(a.dh0, a.dh0 + first * R, T(0));
         std::vector<T> product(static_cast<size_t>(first * R));
@@ -460,9 +481,7 @@ void backward(const GatedBackwardArgs<T>& a) {
     } else if (!a.input_mask) {
         gemm(kt, GH, D, rows, MatView<T>{dA, 1, GH}, MatView<T>{a.x, D, 1}, a.dw_ih, D, false,
              fork);
-        if (a.dx)
-            gemm(kt, rows, D, GH, MatView<T>{dA, GH, 1}, MatView<T>{a.w_ih, D, 1}, a.dx, D, false,
-                 fork);
+        if (a.dx) input_gradient(kt, a, dA, rows, GH, fork);
     } else {  // input dropout: gate g's projection read x * input_mask[g]
         std::vector<T> masked(static_cast<size_t>(rows * D));
         if (a.dx) std::fill(a.dx, a.dx + dx_rows * D, T(0));

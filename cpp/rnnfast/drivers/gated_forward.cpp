@@ -89,17 +89,17 @@ struct GemmGatedProducts : GatedSizes {
     // W_ih^T and W_hh^T in the layouts, from the layer's cache or packed by this call (on the
     // plain path by the team, in its first chunk); W_hn^T and W_hr^T packed whole.
     CachedPack<T> packed_ih, packed_rec;
-    std::shared_ptr<const std::vector<T>> packed_hn, packed_hr;
+    std::shared_ptr<const Packed<T>> packed_hn, packed_hr;
     std::vector<T> gh, hn;
     // recurrent dropout: each gate's W_hg^T packed apart, its product (gates, B, H), and each
     // thread's masked copies of h_{t-1} (threads, gates, B, R)
-    std::vector<std::vector<T>> packed_gates;
+    std::vector<Packed<T>> packed_gates;
     std::vector<T> gh_gates, dropped;
     std::vector<T>
         dropout_gates;  // each thread's block of recurrent terms, gathered (gates, block)
     // input dropout: each gate's W_ig^T packed apart, the natural-order bias, a chunk's masked
     // inputs (chunk * B, D) and one gate's projection (chunk * B, H)
-    std::vector<std::vector<T>> packed_gates_ih;
+    std::vector<Packed<T>> packed_gates_ih;
     std::vector<T> bias_natural, masked_x, gate_x;
     std::vector<T> projected_table;  // token input: the table's projection (vocab, G*H)
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "rnnfast/runtime/kernel_table.hpp"
 #include "rnnfast/runtime/types.hpp"
 #include "rnnfast/runtime/weight_cache.hpp"
 
@@ -78,6 +79,14 @@ struct BackwardArgs {
 
 // One time step, for streaming: h_next = (1 - alpha) h + alpha act(W_ih x_t + W_hh h + bias).
 // Nothing is packed or allocated: the weights are read as stored, on one thread.
+// Whether one step of `batch` rows runs as a forward of one step (packed GEMMs, W read once)
+// rather than streaming W once per row (dot products along its rows, nothing packed): from 4
+// rows, and always where the products round their operands (each row would round all of W).
+template <class T>
+bool step_runs_as_forward(const KernelTable<T>& kt, index batch) {
+    return batch >= 4 || kt.rounds_operands;
+}
+
 template <class T>
 struct StepArgs {
     index batch = 0, input_size = 0, hidden_size = 0;

@@ -110,8 +110,7 @@ struct GemmElmanProducts {
             projected_table.resize(static_cast<size_t>(a.vocab * H));
             const int table_threads = threads_for(2.0 * double(a.vocab) * double(D) * double(H),
                                                   std::max(panels, a.vocab), Sync::fork_join);
-            const std::vector<T> packed =
-                pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, table_threads);
+            const Packed<T> packed = pack_whole(kt, MatView<T>{a.w_ih, 1, D}, D, H, table_threads);
             GemmTask<T> proj = projection(packed.data(), a.x, a.vocab, projected_table.data());
             run_task(kt, proj, table_threads);
         }

@@ -10,6 +10,15 @@ void rnn_step(const StepArgs<T>& a) {
     const index B = a.batch, D = a.input_size, H = a.hidden_size;
     if (B == 0 || H == 0) return;
     const KernelTable<T>& kt = kernels<T>();
+    if (step_runs_as_forward(kt, B)) {  // the forward's one step (gated_step.cpp says why)
+        ForwardArgs<T> f;
+        f.steps = 1;
+        f.batch = B, f.input_size = D, f.hidden_size = H;
+        f.x = a.x, f.h0 = a.h, f.w_ih = a.w_ih, f.w_hh = a.w_hh, f.b_ih = a.b_ih, f.b_hh = a.b_hh;
+        f.act = a.act, f.alpha = a.alpha;
+        f.h_n = a.h_next;
+        return rnn_forward(f);
+    }
     for (index b = 0; b < B; ++b) {
         T* out = a.h_next + b * H;
         for (index j = 0; j < H; ++j)

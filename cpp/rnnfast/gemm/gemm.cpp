@@ -78,8 +78,8 @@ Share step_share_of(index M, index panels, int mr, int thread, int threads) {
 }
 
 template <class T>
-std::vector<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index N, int threads) {
-    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(K, N)));
+Packed<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index N, int threads) {
+    Packed<T> packed(static_cast<size_t>(kt.packed_b_size(K, N)));
     const index panels = panel_count(N, kt.nr);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (index p = 0; p < panels; ++p)
@@ -109,7 +109,7 @@ void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, Mat
     // packed block is one pass of gemm_block, and a core's share of L3), never all of it.
     const GemmBlocking bk = kt.blocking();
     const index nc = std::min(N, bk.nc);
-    std::vector<T> packed(static_cast<size_t>(kt.packed_b_size(std::min(K, bk.kc), nc)));
+    Packed<T> packed(static_cast<size_t>(kt.packed_b_size(std::min(K, bk.kc), nc)));
     for (index j0 = 0; j0 < N; j0 += nc) {
         const index n = std::min(nc, N - j0);
         const index panels = panel_count(n, kt.nr);
@@ -147,7 +147,7 @@ void gemm(const KernelTable<T>& kt, index M, index N, index K, MatView<T> A, Mat
 }
 
 #define RNNFAST_INSTANTIATE(T)                                                                 \
-    template std::vector<T> pack_whole(const KernelTable<T>&, MatView<T>, index, index, int);  \
+    template Packed<T> pack_whole(const KernelTable<T>&, MatView<T>, index, index, int);       \
     template void run_task(const KernelTable<T>&, const GemmTask<T>&, int);                    \
     template void gemm(const KernelTable<T>&, index, index, index, MatView<T>, MatView<T>, T*, \
                        index, bool, int, const T*, Epilogue, const T*, index);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "rnnfast/runtime/kernel_table.hpp"
+#include "rnnfast/runtime/uninitialized.hpp"
 
 namespace rnnfast {
 
@@ -28,7 +29,7 @@ inline index panel_count(index N, int nr) {
 
 // Packs all of B (K x N) for the kernels, in parallel.
 template <class T>
-std::vector<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index N, int threads);
+Packed<T> pack_whole(const KernelTable<T>& kt, MatView<T> B, index K, index N, int threads);
 
 // A task on a B packed already (all of K): C (M x N, leading dimension ldc) = A B; the caller
 // sets A and whatever else it needs (accumulate, bias, the epilogue).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "types.hpp"
+#include "uninitialized.hpp"
 
 namespace rnnfast {
 
@@ -25,6 +26,7 @@ enum class PackRole : std::uint8_t {
     reset_product,    // W_hn^T (reset_before's second product)
     projection,       // W_hr^T (the LSTM's projection)
     recurrent_grad,   // W_hh as the backward's dh product reads it
+    input_grad,       // W_ih as the backward's dx product reads it
     reset_grad,       // W_hn, the same
     projection_grad,  // W_hr, the same
     stream,           // an Elman batch of one's W_hh^T in matvec's groups
@@ -48,12 +50,12 @@ class WeightCache {
     // The published pack under `key`, or null. A pack never changes once published, and a
     // caller's reference keeps it alive through a clear().
     template <class T>
-    std::shared_ptr<const std::vector<T>> find(const PackKey& key) const {
-        return std::static_pointer_cast<const std::vector<T>>(find_bytes(key));
+    std::shared_ptr<const Packed<T>> find(const PackKey& key) const {
+        return std::static_pointer_cast<const Packed<T>>(find_bytes(key));
     }
     // Makes `pack` the one under `key`, replacing any other.
     template <class T>
-    void publish(const PackKey& key, std::shared_ptr<const std::vector<T>> pack) {
+    void publish(const PackKey& key, std::shared_ptr<const Packed<T>> pack) {
         publish_bytes(key, std::move(pack), sizeof(T) * pack_size(pack.get()));
     }
     void clear();
@@ -64,7 +66,7 @@ class WeightCache {
 
   private:
     template <class T>
-    static std::size_t pack_size(const std::vector<T>* p) {
+    static std::size_t pack_size(const Packed<T>* p) {
         return p ? p->size() : 0;
     }
     std::shared_ptr<const void> find_bytes(const PackKey& key) const;
@@ -87,7 +89,7 @@ class CachedPack {
     CachedPack() = default;
     CachedPack(WeightCache* cache, const PackKey& key, index size) : cache_(cache), key_(key) {
         if (cache_) found_ = cache_->find<T>(key_);
-        if (!found_) fresh_ = std::make_shared<std::vector<T>>(static_cast<size_t>(size));
+        if (!found_) fresh_ = std::make_shared<Packed<T>>(static_cast<size_t>(size));
     }
     // Already packed (found in the cache): the pass skips packing it.
     bool ready() const { return found_ != nullptr; }
@@ -101,16 +103,16 @@ class CachedPack {
   private:
     WeightCache* cache_ = nullptr;
     PackKey key_;
-    std::shared_ptr<const std::vector<T>> found_;
-    std::shared_ptr<std::vector<T>> fresh_;
+    std::shared_ptr<const Packed<T>> found_;
+    std::shared_ptr<Packed<T>> fresh_;
 };
 
-// A pack made whole at once by `pack()` (a std::vector<T>), through the cache.
+// A pack made whole at once by `pack()` (a Packed<T>), through the cache.
 template <class T, class Pack>
-std::shared_ptr<const std::vector<T>> cached(WeightCache* cache, const PackKey& key, Pack&& pack) {
+std::shared_ptr<const Packed<T>> cached(WeightCache* cache, const PackKey& key, Pack&& pack) {
     if (cache)
         if (auto found = cache->find<T>(key)) return found;
-    auto made = std::make_shared<const std::vector<T>>(pack());
+    auto made = std::make_shared<const Packed<T>>(pack());
     if (cache) cache->publish<T>(key, made);
     return made;
 }
