@@ -38,6 +38,7 @@ LAYER_ORDER = {
         "_torch_ops",
         "_torch_layer_norm",
         "_torch_autocast",
+        "_torch_weight_cache",
         "onnx",
     ),
     5: ("training", "keras"),

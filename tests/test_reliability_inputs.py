@@ -939,8 +939,9 @@ def pairs():
 
 
 P = pairs()
-RO = np.ones(3)
-RO.flags.writeable = False
+# read-only memory (a layer's read-only parameter, whose memory is writeable, is accepted: the
+# optimizers write it through rnnfast.writable_parameters' path)
+RO = np.frombuffer(np.ones(3).tobytes(), dtype=np.float64)
 for cls in (optim.SGD, optim.Adam):
     n = cls.__name__
     base = {"lr": 0.1}

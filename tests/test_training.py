@@ -72,7 +72,8 @@ def test_early_stopping_stops_after_patience_and_restores_the_best_weights():
     weight = model.named_parameters()[0][1]
     stops = []
     for epoch, val_loss in enumerate([3.0, 1.0, 2.0, 1.5, 0.5]):
-        weight[...] = epoch  # a stand-in for training: the weights differ every epoch
+        with rnnfast.writable_parameters(weight):  # a stand-in for training (an optimizer)
+            weight[...] = epoch  # the weights differ every epoch
         stops.append(stopper.on_epoch_end(epoch, {"val_loss": val_loss}, model))
         if stops[-1]:
             break
