@@ -16,9 +16,11 @@ Run from the repository root:
 
 How long: the default run has 150 rows (5 shapes x 3 cells x (2 modes x 2 formats + int8's
 forward) x 2 thread counts) of 2-5 libraries, each warmed up 0.25 s then timed 5 x >= 20 ms, plus
-the bandwidth and rooflines: about 6 minutes idle (*estimate*);
---compare-grid adds compare's 12 shapes x 3 cells x 2 thread counts x 3 modes, rnnfast alone
-(about 5 more minutes idle, *estimate*; training at 25x64x1024x1024 takes most of it).
+the bandwidth and rooflines; --compare-grid adds compare's 12 shapes x 3 cells x 2 thread counts
+x 3 modes, rnnfast alone (training at 25x64x1024x1024 takes most of it). Measured on a 2-core
+Xeon VM (AVX-512, AMX) with others keeping 1.0-1.7 of the 2 CPUs busy, at --repeats 3
+--min-repeat-ms 10 --warmup-ms 150: 9.1 minutes for the rows, 3.8 for the grid alone. The
+default run with --compare-grid: about 12 minutes idle (*estimate*).
 
 Each row (format, mode, cell, shape T x B x D x H, threads):
 

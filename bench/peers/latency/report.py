@@ -36,8 +36,9 @@ def print_header(info: dict, args, bounds: dict) -> None:
         f"{info['openvino'] or 'not installed'}; threads "
         + ", ".join(f"{n} on cores {cores_for(n)}" for n in args.threads)
         + f" (this process pinned there, every library at that thread count); repeats "
-        f"{args.repeats} of >= {args.min_repeat_s * 1e3:g} ms alternating between the libraries, "
-        f"warm-up {args.warmup_s * 1e3:g} ms"
+        f"{args.repeats} of >= {args.min_repeat_s * 1e3:g} ms after a warm-up of "
+        f"{args.warmup_s * 1e3:g} ms, alternating between the libraries at 1 thread (above: "
+        "rnnfast's layer and kernel alternate, then each peer in turn)"
     )
     l2 = bounds["l2"]
     reads = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in l2["bytes_per_s_by_read"].items())
