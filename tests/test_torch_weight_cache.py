@@ -1,7 +1,8 @@
 """The torch bridge's packed weights (``rnnfast._torch_weight_cache``): one cache per layer and
 direction, reused while every weight tensor keeps its ``(_version, data_ptr())``, made again
 after an optimizer's step, an in-place write under ``torch.no_grad()``, ``load_state_dict`` or
-``parameters_changed()``; the outputs then a fresh module's, bit for bit. With invalidation
+``parameters_changed()``, and after a write neither sees (through ``.data`` or a NumPy view: the
+forward checks the weights' bytes); the outputs then a fresh module's, bit for bit. With invalidation
 disabled the same writes leave stale packs, which the outputs show."""
 
 from __future__ import annotations
@@ -93,12 +94,27 @@ def _data_write(module):
     module.parameters_changed()
 
 
+def _data_write_alone(module):
+    """PyTorch's word_language_model's update (``p.data.add_``), as gradcheck writes too: no
+    version counter sees it, the forward's check of the weights' bytes does."""
+    for p in module.parameters():
+        p.data.add_(torch.full_like(p, 1e-3))
+
+
+def _one_value_through_numpy(module):
+    """One weight, through a NumPy view of the memory (no tensor sees it)."""
+    w = next(module.parameters()).detach().numpy()
+    w.flat[7] += 0.25
+
+
 WRITERS = {
     "sgd": _sgd,
     "adam": _adam,
     "no_grad_copy": _no_grad_copy,
     "load_state_dict": _load_state_dict,
     "data_and_parameters_changed": _data_write,
+    "data_alone": _data_write_alone,
+    "one_value_through_numpy": _one_value_through_numpy,
 }
 
 
@@ -115,7 +131,7 @@ def test_every_write_invalidates_the_packs(name, writer):
     _assert_same(after, _train_step(_fresh(module, name)))
 
 
-@pytest.mark.parametrize("writer", ["sgd", "no_grad_copy", "load_state_dict"])
+@pytest.mark.parametrize("writer", ["sgd", "no_grad_copy", "load_state_dict", "data_alone"])
 @pytest.mark.parametrize("name", list(MODULES))
 def test_a_stale_cache_fails_the_check(name, writer, monkeypatch):
     """With clear() disabled the packs made before the write stay in use: the outputs then

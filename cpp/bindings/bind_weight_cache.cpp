@@ -3,6 +3,7 @@
 // weights may have changed.
 #include <pybind11/pybind11.h>
 
+#include "check.hpp"
 #include "rnnfast/runtime/weight_cache.hpp"
 
 namespace py = pybind11;
@@ -21,6 +22,23 @@ void register_weight_cache(py::module_& m) {
         .def_property_readonly("bytes", &WeightCache::bytes, "Bytes the packs hold.")
         .def_property_readonly("packs_made", &WeightCache::packs_made,
                                "Packs published since the cache was made (each a repack).");
+    m.def(
+        "weights_fingerprint",
+        [](const py::list& arrays) {
+            std::uint64_t h = 0;
+            for (const py::handle& a : arrays) {
+                const py::buffer_info info = py::reinterpret_borrow<py::buffer>(a).request();
+                RNNFAST_CHECK(info.ndim == 0 || info.strides.back() == info.itemsize, "arrays",
+                              "C-contiguous buffers", "a strided one");
+                const auto bytes = static_cast<std::size_t>(info.size * info.itemsize);
+                py::gil_scoped_release release;
+                h = fingerprint(info.ptr, bytes, h * 31 + bytes);
+            }
+            return h;
+        },
+        py::arg("arrays"),
+        "A 64-bit fingerprint of the arrays' bytes (C-contiguous), for a cache's owner that "
+        "cannot see every write to them; any change alters it but with probability 2^-64.");
 }
 
 }  // namespace rnnfast::bindings

@@ -31,7 +31,7 @@ class _LayerNormLSTMFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, module, x, h0, c0, w_ih, w_hh, gw, gb, cw, cb):
         arrays = [_np(t) for t in (x, h0, c0, w_ih, w_hh, gw, gb, cw, cb)]
-        # the packed W_ih and W_hh, kept while torch's version counters say they are unchanged
+        # the packed W_ih and W_hh, kept while they are unchanged (rnnfast._torch_weight_cache)
         cache = bridge_cache(module, 0, (w_ih, w_hh))
         out = functional.layer_norm_lstm_forward(
             arrays[0], arrays[3], arrays[4], *arrays[5:], arrays[1], arrays[2],
@@ -49,7 +49,7 @@ class _LayerNormLSTMFunction(torch.autograd.Function):
         g = functional.layer_norm_lstm_backward(
             x, w_ih, w_hh, gw, gb, cw, cb, out.y, out.workspace, *grads, h0=h0, c0=c0,
             lengths=None, input_gradient=ctx.needs_input_grad[1],
-            weight_cache=bridge_cache(*ctx.cache),
+            weight_cache=bridge_cache(*ctx.cache, contents=False),
         )  # fmt: skip
         ctx.arrays = ctx.out = ctx.cache = None
         results = (

@@ -290,7 +290,7 @@ class _PlainFunction(torch.autograd.Function):
                 _array(dh_n),
                 _array(dc_n),
                 input_gradient=needs[3],
-                caches=ctx.module._plain_caches(ctx.weights),
+                caches=ctx.module._plain_caches(ctx.weights, contents=False),
             )
         weight_grads = [None] * (len(needs) - 6)
         for row, layer_grads in zip(ctx.layout, grads):
@@ -479,11 +479,15 @@ class _Bridge:
         self.__dict__["_rnnfast_direction_rows"] = (names, rows)
         return rows
 
-    def _plain_caches(self, weights):
+    def _plain_caches(self, weights, contents=True):
         """The packed-weight cache of each layer of the plain stack (one direction) for the
-        weight tensors ``weights`` (``_flat_weights``, or those a backward saved)."""
+        weight tensors ``weights`` (``_flat_weights``, or those a backward saved, which trusts
+        its forward's check of their bytes: ``contents=False``)."""
         rows = self._direction_rows()
-        return [bridge_cache(self, k, tuple(weights[i] for i in rows[k])) for k in range(len(rows))]
+        return [
+            bridge_cache(self, k, tuple(weights[i] for i in rows[k]), contents)
+            for k in range(len(rows))
+        ]
 
     def parameters_changed(self):
         """Drop the packed weights kept between calls: for a write torch's version counter does

@@ -81,6 +81,13 @@ class WeightCache {
     std::uint64_t made_ = 0;
 };
 
+// A 64-bit fingerprint of `bytes` bytes of weights, for owners that cannot see every write (the
+// torch bridge: a write through a tensor's .data bumps no version counter): each 64-bit word,
+// mixed with its place, through an odd multiplier (a bijection), summed. Any change of the
+// values changes it but with probability 2^-64; it reads the weights once, a fraction of what
+// the packs it keeps valid cost to remake (reading and scattering them).
+std::uint64_t fingerprint(const void* data, std::size_t bytes, std::uint64_t seed = 0);
+
 // One pack of a pass through an optional cache: the cached one when there is, else room for
 // the pass to pack into and publish once it has packed all of it.
 template <class T>
