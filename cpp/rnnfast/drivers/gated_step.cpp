@@ -35,6 +35,11 @@ void step(const GatedStepArgs<T>& a) {
     // per call: the two products and r * h or m (reused across calls)
     thread_local std::vector<T> buffer;
     constexpr index kStats = row_reductions<Cell>() * 3;  // one block: (count, mean, M2) each
+    // Gate groups whose two products only add up (the cell reads x + hh): their rows run both
+    // in one pass of dot_rows_pair, one reduction across lanes per row (LSTM H = 64: 16 of the
+    // step's 32 fold trees). Not a cell with parameters of its own: the LayerNorm LSTM
+    // normalises the two products apart.
+    constexpr int kJoined = cell_params<Cell>() == 0 ? Cell::kDirectGates : 0;
     if (cell_params<Cell>() > 0 && !a.cell_params)
         throw std::invalid_argument("cell_params: expected the cell's parameters, got none");
     buffer.resize(static_cast<size_t>(2 * GH + H + kStats));
@@ -62,8 +67,15 @@ void step(const GatedStepArgs<T>& a) {
                                   stats,
                                   0,
                                   1};
-        affine(kt, a.w_ih, a.b_ih, GH, D, x, gx);
-        affine(kt, a.w_hh, a.b_hh, SH, R, h, gh);
+        if constexpr (kJoined > 0) {  // the joined rows: both products in one pass, gh 0
+            for (index j = 0; j < kJoined * H; ++j)
+                gx[j] = (a.b_ih ? a.b_ih[j] : T(0)) + (a.b_hh ? a.b_hh[j] : T(0));
+            kt.dot_rows_pair(a.w_ih, D, x, a.w_hh, R, h, kJoined * H, gx);
+            std::fill(gh, gh + kJoined * H, T(0));
+        }
+        const index J = kJoined * H;
+        affine(kt, a.w_ih + J * D, a.b_ih ? a.b_ih + J : nullptr, GH - J, D, x, gx + J);
+        affine(kt, a.w_hh + J * R, a.b_hh ? a.b_hh + J : nullptr, SH - J, R, h, gh + J);
         Cell::forward_block(kt, block);
         if constexpr (row_reductions<Cell>() > 0)  // one block: the reductions need no meeting
             for (int sub = 1; sub <= row_reductions<Cell>(); ++sub)

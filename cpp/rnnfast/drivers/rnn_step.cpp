@@ -23,8 +23,7 @@ void rnn_step(const StepArgs<T>& a) {
         T* out = a.h_next + b * H;
         for (index j = 0; j < H; ++j)
             out[j] = (a.b_ih ? a.b_ih[j] : T(0)) + (a.b_hh ? a.b_hh[j] : T(0));
-        kt.dot_rows(a.w_ih, H, D, a.x + b * D, out);
-        kt.dot_rows(a.w_hh, H, H, a.h + b * H, out);
+        kt.dot_rows_pair(a.w_ih, D, a.x + b * D, a.w_hh, H, a.h + b * H, H, out);
     }
     // The activation through the GEMM's epilogue alone (K = 0), so it is the very same vector
     // code as in the sequence kernels.

@@ -778,91 +778,127 @@ inline void dot_chunk_rest(index n, const T* rows, index cols, const T* v,
     }
 }
 
-// dot_rows's groups of one row per lane, rows [j, j + W) per group, k in chunks of v held in
-// registers (dot_chunk); returns the first row it left. Each group reads its rows one after
-// the other, a chunk at a time: rows 4 KiB apart (H = 1024 floats) need no staggering, which
-// reading the rows in step along k did (same L1 set: dense 1 x 1024 x 1024 at 6-11 GFLOP/s,
-// 24-34 staggered, 30-31 now; Zen 4, AVX-512, float32).
+// One term of a row-dot product: row j of W (row-major, `cols` columns) times v.
 template <class T>
-index dot_row_groups(const T* W, index rows, index cols, const T* v, const RowTail<T>& tail,
-                     T* out) {
+struct DotTerm {
+    const T* W;
+    index cols;
+    const T* v;
+    RowTail<T> tail;
+    index vec_cols, scalar_from;
+
+    DotTerm(const T* w, index c, const T* x)
+        : W(w), cols(c), v(x), tail(x, c), vec_cols(c / Simd<T>::W * Simd<T>::W) {
+        scalar_from = tail.scalar_from(vec_cols, cols);
+    }
+    const T* row(index j) const { return W + j * cols; }
+};
+
+// dot_rows's groups of one row per lane, rows [j, j + W) per group, k in chunks of v held in
+// registers (dot_chunk), every term's products in the group's accumulators before its one fold
+// tree; returns the first row it left. Each group reads its rows one after the other, a chunk
+// at a time: rows 4 KiB apart (H = 1024 floats) need no staggering, which reading the rows in
+// step along k did (same L1 set: dense 1 x 1024 x 1024 at 6-11 GFLOP/s, 24-34 staggered,
+// 30-31 now; Zen 4, AVX-512, float32).
+template <class T, int S>
+index dot_row_groups(const DotTerm<T> (&terms)[S], index rows, T* out) {
     using V = typename Simd<T>::vec;
     constexpr int Wd = Simd<T>::W;
     constexpr int U = dot_sets(Wd);
     constexpr int C = kDotChunk;
-    const index vec_cols = cols / Wd * Wd;
     index j = 0;
     for (; j + Wd <= rows; j += Wd) {
         V acc[U][Wd];
         for (int u = 0; u < U; ++u)
             for (int r = 0; r < Wd; ++r)
                 acc[u][r] = V{};
-        const T* rows_j = W + j * cols;
-        index k = 0;
-        for (; k + C * Wd <= vec_cols; k += C * Wd)
-            dot_chunk<T, C>(rows_j + k, cols, v + k, acc);
-        dot_chunk_rest<T>((vec_cols - k) / Wd, rows_j + k, cols, v + k, acc);
+        for (const DotTerm<T>& d : terms) {
+            const T* rows_j = d.row(j);
+            index k = 0;
+            for (; k + C * Wd <= d.vec_cols; k += C * Wd)
+                dot_chunk<T, C>(rows_j + k, d.cols, d.v + k, acc);
+            dot_chunk_rest<T>((d.vec_cols - k) / Wd, rows_j + k, d.cols, d.v + k, acc);
+        }
         for (int u = 1; u < U; ++u)
             for (int r = 0; r < Wd; ++r)
                 acc[0][r] += acc[u][r];
-        if (tail.on)
-            for (int r = 0; r < Wd; ++r)
-                acc[0][r] += tail.product(W + (j + r) * cols);
+        for (const DotTerm<T>& d : terms)
+            if (d.tail.on)
+                for (int r = 0; r < Wd; ++r)
+                    acc[0][r] += d.tail.product(d.row(j + r));
         fold_tree<T, Wd / 2>(acc[0], Wd);
         V sums = acc[0][0];
-        for (index c = tail.scalar_from(vec_cols, cols); c < cols; ++c)
-            for (int r = 0; r < Wd; ++r)
-                sums[r] += W[(j + r) * cols + c] * v[c];
+        for (const DotTerm<T>& d : terms)
+            for (index c = d.scalar_from; c < d.cols; ++c)
+                for (int r = 0; r < Wd; ++r)
+                    sums[r] += d.row(j + r)[c] * d.v[c];
         store(out + j, load<V>(out + j) + sums);
     }
     return j;
 }
 
-// out[j] += W[j, :] . v for rows j of a row-major W (rows x cols): dot products along W's rows.
-// For one time step nothing is worth packing, so W is read as it is stored. Groups of W rows
-// (one per lane): each load of v serves W FMAs, the W chains (times dot_sets) hide the FMA's
-// latency, and one fold tree gathers the group's sums into one vector added to out at once;
-// the rows left over run four at a time, then one. (Four-row groups alone kept only four
-// chains in flight: the step of H = 64 waited on them, 40% of its time in RNN.step.)
-template <class T>
-void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
+// out[j] += sum over the terms of W[j, :] . v, for rows j of each term's row-major W: dot
+// products along W's rows. For one time step nothing is worth packing, so W is read as it is
+// stored. Groups of W rows (one per lane): each load of v serves W FMAs, the W chains (times
+// dot_sets) hide the FMA's latency, and one fold tree gathers the group's sums (of every term:
+// a step's W_ih x and W_hh h together) into one vector added to out at once; the rows left over
+// run four at a time, then one. (Four-row groups alone kept only four chains in flight: the
+// step of H = 64 waited on them, 40% of its time in RNN.step.)
+template <class T, int S>
+void dot_terms(const DotTerm<T> (&terms)[S], index rows, T* out) {
     using V = typename Simd<T>::vec;
     constexpr int Wd = Simd<T>::W;
-    const index vec_cols = cols / Wd * Wd;
-    const RowTail<T> tail(v, cols);
-    const index scalar_from = tail.scalar_from(vec_cols, cols);
-    index j = dot_row_groups<T>(W, rows, cols, v, tail, out);
+    index j = dot_row_groups<T, S>(terms, rows, out);
     for (; j + 4 <= rows; j += 4) {
         V acc[4];
         for (int r = 0; r < 4; ++r)
             acc[r] = V{};
-        for (index k = 0; k < vec_cols; k += Wd) {
-            const V x = load<V>(v + k);
-            for (int r = 0; r < 4; ++r)
-                acc[r] += load<V>(W + (j + r) * cols + k) * x;
+        for (const DotTerm<T>& d : terms) {
+            for (index k = 0; k < d.vec_cols; k += Wd) {
+                const V x = load<V>(d.v + k);
+                for (int r = 0; r < 4; ++r)
+                    acc[r] += load<V>(d.row(j + r) + k) * x;
+            }
+            if (d.tail.on)
+                for (int r = 0; r < 4; ++r)
+                    acc[r] += d.tail.product(d.row(j + r));
         }
-        if (tail.on)
-            for (int r = 0; r < 4; ++r)
-                acc[r] += tail.product(W + (j + r) * cols);
         T sums[4];
         sum_lanes4<T>(acc, sums);
         for (int r = 0; r < 4; ++r) {
             T s = sums[r];
-            for (index k = scalar_from; k < cols; ++k)
-                s += W[(j + r) * cols + k] * v[k];
+            for (const DotTerm<T>& d : terms)
+                for (index k = d.scalar_from; k < d.cols; ++k)
+                    s += d.row(j + r)[k] * d.v[k];
             out[j + r] += s;
         }
     }
     for (; j < rows; ++j) {
         V acc = {};
-        for (index k = 0; k < vec_cols; k += Wd)
-            acc += load<V>(W + j * cols + k) * load<V>(v + k);
-        if (tail.on) acc += tail.product(W + j * cols);
+        for (const DotTerm<T>& d : terms) {
+            for (index k = 0; k < d.vec_cols; k += Wd)
+                acc += load<V>(d.row(j) + k) * load<V>(d.v + k);
+            if (d.tail.on) acc += d.tail.product(d.row(j));
+        }
         T s = sum_lanes<T>(acc);
-        for (index k = scalar_from; k < cols; ++k)
-            s += W[j * cols + k] * v[k];
+        for (const DotTerm<T>& d : terms)
+            for (index k = d.scalar_from; k < d.cols; ++k)
+                s += d.row(j)[k] * d.v[k];
         out[j] += s;
     }
+}
+
+template <class T>
+void dot_rows(const T* W, index rows, index cols, const T* v, T* out) {
+    const DotTerm<T> terms[1] = {DotTerm<T>(W, cols, v)};
+    dot_terms<T, 1>(terms, rows, out);
+}
+
+template <class T>
+void dot_rows_pair(const T* W1, index cols1, const T* v1, const T* W2, index cols2, const T* v2,
+                   index rows, T* out) {
+    const DotTerm<T> terms[2] = {DotTerm<T>(W1, cols1, v1), DotTerm<T>(W2, cols2, v2)};
+    dot_terms<T, 2>(terms, rows, out);
 }
 
 // ---- one time step of a batch of one ----------------------------------------------------------
@@ -1080,6 +1116,7 @@ constexpr KernelTable<T> kTable = {RNNFAST_ISA_NAME,
                                    &pack_b<T>,
                                    &gemm_block<T>,
                                    &dot_rows<T>,
+                                   &dot_rows_pair<T>,
                                    &matvec<T>,
                                    &softmax_row<T>,
                                    &blocking<T>,

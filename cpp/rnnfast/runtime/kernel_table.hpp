@@ -52,6 +52,10 @@ struct KernelTable {
     void (*gemm_block)(const GemmTask<T>& task, index m0, index m1, index p0, index p1);
     // out[j] += W[j, :] . v for a row-major W (rows x cols), unpacked: for single steps.
     void (*dot_rows)(const T* W, index rows, index cols, const T* v, T* out);
+    // out[j] += W1[j, :] . v1 + W2[j, :] . v2 (a step's W_ih x_t and W_hh h_{t-1}), both sums
+    // in one set of accumulators: one reduction across lanes per row, not two.
+    void (*dot_rows_pair)(const T* W1, index cols1, const T* v1, const T* W2, index cols2,
+                          const T* v2, index rows, T* out);
     // out[j] = op(out[j] + sum_k v[k] B[k, j], aux[j]) for j in [0, n): a batch of one's step.
     // B (K x n) is laid out in groups of stream_nr columns, group g (columns from g * stream_nr)
     // at b + g * stream_nr * K as K rows of its width rounded up to nr, zero-padded.
@@ -93,8 +97,8 @@ struct Bf16Gemm {
 template <class T>
 bool complete(const KernelTable<T>& k) {
     return k.isa && k.nr > 0 && k.mr > 0 && k.stream_nr > 0 && k.packed_b_size && k.pack_b &&
-           k.gemm_block && k.dot_rows && k.matvec && k.softmax_row && k.blocking && k.activate &&
-           k.lstm_row && k.gru_row && k.lstm_grad_row && k.gru_grad_row;
+           k.gemm_block && k.dot_rows && k.dot_rows_pair && k.matvec && k.softmax_row &&
+           k.blocking && k.activate && k.lstm_row && k.gru_row && k.lstm_grad_row && k.gru_grad_row;
 }
 
 namespace isa_baseline {

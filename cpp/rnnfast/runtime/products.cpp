@@ -64,6 +64,11 @@ struct RoundedProducts {
     static void dot_rows(const float* W, index rows, index cols, const float* v, float* out) {
         Base().dot_rows(rounded_copy(0, W, rows * cols), rows, cols, rounded_copy(1, v, cols), out);
     }
+    static void dot_rows_pair(const float* W1, index cols1, const float* v1, const float* W2,
+                              index cols2, const float* v2, index rows, float* out) {
+        dot_rows(W1, rows, cols1, v1, out);  // (the rounded copies are per operand)
+        dot_rows(W2, rows, cols2, v2, out);
+    }
     static void matvec(const float* b, index K, const float* v, float* out, index n, Epilogue op,
                        const float* aux) {
         const index nr = Base().nr, width = (n + nr - 1) / nr * nr;
@@ -75,6 +80,7 @@ struct RoundedProducts {
         k.pack_b = &pack_b;
         k.gemm_block = &gemm_block;
         k.dot_rows = &dot_rows;
+        k.dot_rows_pair = &dot_rows_pair;
         k.matvec = &matvec;
         k.rounds_operands = true;
         return k;

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .._parameters import writable_parameters
 from .._validation import check_real_at_least
 
 __all__ = ["KerasStep"]
@@ -59,10 +60,12 @@ class KerasStep:
     def step(self):
         grads = [np.asarray(g) for g in self.inner.current_grads()]
         self._clip(grads)
-        if self.weight_decay:
+        if self.weight_decay:  # decoupled (AdamW's): on the weights, before the step
             shrink = 1.0 - self.inner.lr * self.weight_decay
-            for slot in self.inner.slots:
-                slot.param *= slot.param.dtype.type(shrink)
+            params = [slot.param for slot in self.inner.slots]
+            with writable_parameters(params):  # the layers repack after it
+                for param in params:
+                    param *= param.dtype.type(shrink)
         self.inner.step()
 
     def _variables(self, grads):
