@@ -17,9 +17,12 @@ alternating repeats (microseconds per step):
   (``_core.rnn_step`` / ``_core.gated_step``), which step() called before it was bound;
 - ``call``: a trivial call into ``_core`` (``get_num_threads``), the floor of any binding;
 - ``torch``: torch's cell (``nn.RNNCell`` / ``GRUCell`` / ``LSTMCell``), its parameters
-  without gradients (no graph, as under ``no_grad``).
+  without gradients (no graph, as under ``no_grad``);
+- ``layer(x)``: a call of the layer on one step, ``y, state = layer(x_t[None], state)`` (eval
+  mode), and ``call/step`` its cost over the step's (issue 41's target: at most 2x).
 
-The targets (issue 25): RNN.step at most 1.0 us, GRU 1.5 us, LSTM 2.0 us at B = 1, D = H = 64.
+The targets (issue 25): RNN.step at most 1.0 us, GRU 1.5 us, LSTM 2.0 us at B = 1, D = H = 64;
+a layer call of one step at most 2x the step (issue 41).
 Prints the table with the CPU and ISA, and writes JSON (default bench/results/step_latency.json).
 """
 
@@ -48,6 +51,7 @@ from bench._common import (
 from rnnfast import _core
 
 TARGET_US = {"rnn": 1.0, "gru": 1.5, "lstm": 2.0}
+CALL_TARGET = 2.0  # a layer call of one step, over the step (issue 41)
 LAYERS = {"rnn": rnnfast.RNN, "gru": rnnfast.GRU, "lstm": rnnfast.LSTM}
 TORCH_CELLS = {"rnn": "RNNCell", "gru": "GRUCell", "lstm": "LSTMCell"}
 MIN_REPEAT_S = 0.05
@@ -121,7 +125,13 @@ def runners(name, batch, d, h, dtype):
     )
     module.requires_grad_(False)  # no graph, as under no_grad
     tx = torch.from_numpy(x)
+    x_seq = x[None]  # (1, B, D): a call of one step
+
+    def layer_call(x, s):
+        return layer(x_seq, s)
+
     return {
+        "layer_call": _Loop(layer_call, x, first),
         "step": _Loop(layer.step, x, first),
         "bound": _Loop(bound, x, first),
         "unbound": _Loop(unbound, x, start, pair=False),
@@ -147,6 +157,8 @@ def measure(args):
                 }
                 row["python_us"] = us["step"] - us["bound"]
                 row["vs_torch"] = us["torch"] / us["step"]
+                row["call_vs_step"] = us["layer_call"] / us["step"]
+                row["call_met"] = row["call_vs_step"] <= CALL_TARGET
                 if (batch, d, h) == (1, 64, 64) and args.dtype == np.float32:
                     row["target_us"] = TARGET_US[name]
                     row["met"] = us["step"] <= TARGET_US[name]
@@ -176,6 +188,9 @@ def main(argv=None):
     columns += [("torch/step", ">10", cell("vs_torch", ".1f", "x"))]
     columns += [("target", ">7", lambda r: f"{r['target_us']:.1f}" if "target_us" in r else "-")]
     columns += [("met", ">4", lambda r: ("yes" if r["met"] else "no") if "met" in r else "-")]
+    columns += [("layer(x)", ">8", cell("layer_call_us", ".2f"))]
+    columns += [("call/step", ">9", cell("call_vs_step", ".2f", "x"))]
+    columns += [("<=2x", ">5", lambda r: "yes" if r["call_met"] else "no")]
     print(text_table(columns, rows))
     write_json(args.out, {"machine": machine, "isa": _core.active_isa(), "rows": rows})
 

@@ -67,6 +67,12 @@ def step_products(step):
 
     # the step's own arguments, not *args: packing them cost half a bound step's time
     def run(self, x_t, state=_UNSET, /, **named):
+        if not named and self._precision == "float32":  # the hot path: the bound step at once
+            bound = self._stepper
+            if bound is not None:
+                out = bound(x_t, None if state is _UNSET else state)
+                if out is not None:
+                    return out
         if named:  # the state by its keyword
             if state is not _UNSET or len(named) != 1 or name not in named:
                 given = () if state is _UNSET else (state,)

@@ -30,6 +30,7 @@ from .cells import ELMAN
 from .rnn_forms import output_batch_axis, without_axis
 from .rnn_options import FLAG, OPTIONAL_FLAG, PROBABILITY, fixed, option
 from .rnn_rings import map_state
+from .rnn_streaming import one_step_call
 from .stack import BatchOrder as _BatchOrder
 from .stack import Reverser as _Reverser
 from .stack import Run, float_direction_kernel, stack_backward, stack_forward
@@ -320,6 +321,21 @@ class RecurrentLayer(Layer):
     # ---- forward and backward ---------------------------------------------------------------
 
     def __call__(self, x, h0=None, lengths=None, mask=None, *, embedding=None):
+        # One step of a batch of one (x (1, 1, D)) in eval mode: the layer's bound step, not
+        # the stack (one_step_call); checked here, not in forward, to spare a call's frame.
+        if (
+            not self.training
+            and type(x) is np.ndarray
+            and len(shape := x.shape) == 3
+            and shape[0] == 1
+            and shape[1] == 1
+            and lengths is None
+            and mask is None
+            and embedding is None
+        ):
+            stepped = one_step_call(self, x, h0)
+            if stepped is not None:
+                return stepped
         return self.forward(x, h0, lengths, mask, embedding=embedding)
 
     def forward(self, x, h0=None, lengths=None, mask=None, *, embedding=None):
@@ -369,18 +385,6 @@ class RecurrentLayer(Layer):
             Shapes that do not fit, lengths out of range, a mask that is not a prefix mask,
             lengths and mask both given, lengths or a mask with unbatched input.
         """
-        if (
-            not self.training
-            and type(x) is np.ndarray
-            and x.shape[:2] == (1, 1)  # x (1, 1, D) or (1, 1): one step of a batch of one
-            and x.ndim == 3
-            and lengths is None
-            and mask is None
-            and embedding is None
-        ):  # the layer's step (nn.recurrent.rnn_streaming)
-            stepped = rnn_streaming.one_step_call(self, x, h0)
-            if stepped is not None:
-                return stepped
         o = self._options()
         x_user = x
         x, table, unbatched = self._sequence_input(x, embedding, o.batch_first)
