@@ -120,11 +120,14 @@ struct GemmGatedProducts : GatedSizes {
         chunk = a.y && a.keep ? T_ : projection_chunk_steps(T_, B * GH * index(sizeof(T)));
         const bool in_region = !a.ids && !a.input_mask;
         region_per_chunk = !in_region;  // else a region per chunk, its projection before it
-        team = std::max(
-            threads, in_region
-                         ? threads_for(2.0 * double(chunk * B) * double(D) * double(GH),
-                                       std::max(panel_count(GH, kt.nr), chunk * B), Sync::fork_join)
-                         : threads);
+        const double projection_flops = 2.0 * double(chunk * B) * double(D) * double(GH);
+        team = in_region
+                   ? pass_team(
+                         threads,
+                         threads_for(projection_flops, std::max(panel_count(GH, kt.nr), chunk * B),
+                                     Sync::fork_join),
+                         projection_flops, 2.0 * double(chunk * B) * double(R) * double(GH))
+                   : threads;
         // The weights in the layout's row order, packed once for the whole sequence (on the
         // plain path by the team, in its first chunk: here only the room), or found packed.
         if (!a.input_mask) {

@@ -81,10 +81,12 @@ struct GemmElmanProducts {
         // The projection of a chunk runs inside the step region (one fork/join per call), on
         // a team as large as it is worth: the members beyond the step's threads project and
         // pack, then wait while the others step.
-        team =
-            std::max(threads, a.ids ? 1
-                                    : threads_for(2.0 * double(chunk * B) * double(D) * double(H),
-                                                  std::max(panels, chunk * B), Sync::fork_join));
+        const double projection_flops = 2.0 * double(chunk * B) * double(D) * double(H);
+        team = a.ids ? threads
+                     : pass_team(threads,
+                                 threads_for(projection_flops, std::max(panels, chunk * B),
+                                             Sync::fork_join),
+                                 projection_flops, 2.0 * double(chunk * B) * double(H) * double(H));
         // W_ih^T (D x H) and W_hh^T (H x H), packed once per call by the team (the members'
         // first chunk_begin). A small batch of one (streams()) streams W_hh^T instead
         // (matvec), each stepping thread packing the columns it owns in its first step.

@@ -108,6 +108,11 @@ int threads_for(double flops, index limit, Sync sync) {
     return n;
 }
 
+int pass_team(int stepping, int projection, double projection_flops, double step_flops) {
+    if (projection <= stepping) return stepping;
+    return stepping == 1 && projection_flops < step_flops ? 1 : projection;
+}
+
 int thread_index() {
 #if defined(_OPENMP)
     return omp_get_thread_num();

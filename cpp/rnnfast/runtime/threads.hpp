@@ -21,6 +21,14 @@ enum class Sync { barrier, fork_join };
 // `limit`, the number of independent parts, nor than this call's ThreadShare).
 int threads_for(double flops, index limit, Sync sync);
 
+// The team of a pass whose steps run on `stepping` threads and whose input projection alone
+// would take `projection` threads: a team larger than its stepping threads only where the
+// projection's FLOPs are at least the steps' (`step_flops`, all of them). Otherwise the extra
+// member mostly waits through the steps, and a 2-vCPU guest's waiting sibling slowed the
+// stepping one: 0.88-0.97x one thread at 200x1x32x64 (GRU, LSTM) and 150x1x50x200 (Elman),
+// AVX-512, where the projection is 0.25-0.5x the steps' work.
+int pass_team(int stepping, int projection, double projection_flops, double step_flops);
+
 // One kernel call's share of the thread budget (get_num_threads()), held for the call's
 // lifetime on the calling thread. Calls running at the same time (several Python threads; the
 // GIL is released inside kernels) split the budget instead of each starting a full team: the
