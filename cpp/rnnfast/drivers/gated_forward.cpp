@@ -144,7 +144,7 @@ struct GemmGatedProducts : GatedSizes {
                 projected_table.resize(static_cast<size_t>(a.vocab * GH));
                 project(a.x, a.vocab, projected_table.data());
             }
-        } else {
+        } else if (a.input_mask) {  // input dropout: each gate's W_ig^T apart
             for (int g = 0; g < layout.gates; ++g)
                 packed_gates_ih.push_back(
                     pack_whole(kt, MatView<T>{a.w_ih + g * H * D, 1, D}, D, H, threads));
