@@ -26,6 +26,7 @@ import pytest
 from conftest import sweep
 
 import rnnfast
+from rnnfast.nn.recurrent.plain_calls import PlainCall
 
 from .forms import layer_forms
 from .switches import NATIVE_PATHS, PATHS, bf16_products_on, kernel_threads
@@ -76,6 +77,14 @@ def _padding(form, cls):
     return {}
 
 
+def _layer_outputs(cache):
+    """Every (layer, direction)'s outputs as a training forward keeps them: the plain stack's
+    records (nn.recurrent.plain_calls), or the stack runner's, per layer per direction."""
+    if isinstance(cache, PlainCall):
+        return [r.y for r in cache.records]
+    return [r.y for runs, _ in cache[2].layers for r, _ in runs]
+
+
 def _train_once(cell, form, precision, x, d_out_seed):
     """One training forward and backward: ((y, dx, {name: gradient}), the units the forward
     switched on: every (layer, direction)'s outputs > 0, as its training cache keeps them)."""
@@ -83,8 +92,7 @@ def _train_once(cell, form, precision, x, d_out_seed):
     if FORMS[form][1] == "mask" and CELLS[cell][0] is rnnfast.DeepTransitionRNN:
         layer.zero_output_for_mask = True
     y, _ = layer(x, **_padding(form, CELLS[cell][0]))
-    stack = layer._cache[2]  # the stack runner's: per layer, per direction (record, mask)
-    on = np.concatenate([(r.y > 0).ravel() for runs, _ in stack.layers for r, _ in runs])
+    on = np.concatenate([(y > 0).ravel() for y in _layer_outputs(layer._cache)])
     d_out = np.random.default_rng(d_out_seed).standard_normal(y.shape).astype(np.float32)
     dx, _ = layer.backward(d_out)
     return (y, dx, {name: g.copy() for name, g in layer.grads.items()}), on

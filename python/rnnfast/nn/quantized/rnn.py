@@ -33,6 +33,8 @@ class QuantizedRecurrent(QuantizedLayer):
     (float bias_ih name, float bias_hh name)}), token input embedded first, and Keras's general
     step masks refused."""
 
+    _plain_stack = False  # its kernels are the quantized ones (nn.recurrent.plain_calls)
+
     _summed_biases = {}
 
     def _add_bias_sum(self, layer, n_bi, n_bh):

@@ -27,6 +27,7 @@ from .._shapes import MAX_DILATION, constructor_arguments, flag, size
 from ..masking import call_rnn
 from . import rnn_forms, rnn_options, rnn_rings, rnn_streaming, rnn_summary, rnn_torch
 from .cells import ELMAN
+from .plain_calls import PlainCall, plain_backward_call, plain_forward_call
 from .rnn_forms import output_batch_axis, without_axis
 from .rnn_options import FLAG, OPTIONAL_FLAG, PROBABILITY, fixed, option
 from .rnn_rings import map_state
@@ -63,6 +64,9 @@ class RecurrentLayer(Layer):
     # itself (rnnfast.torch: torch's version check of saved tensors), so they are kept as given
     # instead of copied. A class default, so that layers pickled before it existed load.
     _inputs_guarded = False
+    # calls with nothing around the cells run on the float kernels' plain stack
+    # (nn.recurrent.plain_calls); a layer with kernels of its own (quantized) says False
+    _plain_stack = True
     # step()'s hot path, bound at the first step (nn.recurrent.rnn_streaming.bind_step); None: not bound yet. A class
     # default for the same reason; the setters of the options it reads set it back to None.
     _stepper = None
@@ -385,6 +389,16 @@ class RecurrentLayer(Layer):
             Shapes that do not fit, lengths out of range, a mask that is not a prefix mask,
             lengths and mask both given, lengths or a mask with unbatched input.
         """
+        if (
+            type(x) is np.ndarray
+            and x.ndim == 3
+            and lengths is None
+            and mask is None
+            and embedding is None
+        ):  # nothing around the cells: the plain stack (nn.recurrent.plain_calls)
+            plain = plain_forward_call(self, x, h0)
+            if plain is not None:
+                return plain
         o = self._options()
         x_user = x
         x, table, unbatched = self._sequence_input(x, embedding, o.batch_first)
@@ -577,6 +591,8 @@ class RecurrentLayer(Layer):
         forward's. A failed call changes nothing and keeps the forward for a retry.
         """
         input_gradient = check_bool("input_gradient", input_gradient)
+        if type(self._cache) is PlainCall:  # a forward on the plain stack
+            return plain_backward_call(self, self._cache, d_output, dh_n, input_gradient)
         if self._cache is None:
             raise RuntimeError(
                 "backward: no training forward to differentiate; call the layer in training "
