@@ -31,12 +31,14 @@ from .plain_calls import PlainCall, plain_backward_call, plain_forward_call
 from .rnn_forms import output_batch_axis, without_axis
 from .rnn_options import FLAG, OPTIONAL_FLAG, PROBABILITY, fixed, option
 from .rnn_rings import map_state
-from .rnn_streaming import one_step_call
+from .rnn_streaming import one_step_ok, stepper_of
 from .stack import BatchOrder as _BatchOrder
 from .stack import Reverser as _Reverser
 from .stack import Run, float_direction_kernel, stack_backward, stack_forward
 
 __all__ = ["RNN", "RecurrentLayer"]
+
+_ndarray = np.ndarray  # one global lookup on the one-step call's path
 
 
 def is_embedding(layer):
@@ -326,20 +328,25 @@ class RecurrentLayer(Layer):
 
     def __call__(self, x, h0=None, lengths=None, mask=None, *, embedding=None):
         # One step of a batch of one (x (1, 1, D)) in eval mode: the layer's bound step, not
-        # the stack (one_step_call); checked here, not in forward, to spare a call's frame.
+        # the stack (rnn_streaming.one_step_ok says when); here, not in forward or a helper,
+        # to spare a call's frame: the Elman step is short enough for one to matter.
         if (
             not self.training
-            and type(x) is np.ndarray
-            and len(shape := x.shape) == 3
-            and shape[0] == 1
-            and shape[1] == 1
             and lengths is None
             and mask is None
             and embedding is None
+            and type(x) is _ndarray
+            and len(shape := x.shape) == 3
+            and shape[0] == 1
+            and shape[1] == 1
+            and one_step_ok(self, bound := self._stepper or stepper_of(self))
         ):
-            stepped = one_step_call(self, x, h0)
-            if stepped is not None:
-                return stepped
+            stepped = bound(x[0], h0)
+            if stepped is not None:  # else not the hot path's arguments
+                self._cache = None
+                state = stepped[1]
+                # y (1, 1, R) apart from h_n, as torch returns them
+                return (state[0] if type(state) is tuple else state).copy(), state
         return self.forward(x, h0, lengths, mask, embedding=embedding)
 
     def forward(self, x, h0=None, lengths=None, mask=None, *, embedding=None):

@@ -43,41 +43,38 @@ def bind_step(layer):
     return _declined
 
 
-def one_step_call(layer, x, h0):
-    """``layer(x, h0)`` of one step of a batch of one (x of shape (1, 1, D)) in eval mode, on
-    the bound step: the result of forward's general path (PyTorch's form, ``(y, h_n)``) for a
-    tenth of its cost, or None where the call is not such a one (forward's general path then
-    runs, and names any problem). The stack's machinery (options, masks, order, the time
-    loop's setup) costs 20-30x the step itself at D = H = 64, and a decoder or a server calls
-    the layer one step at a time.
-
-    Taken where the layer's call is its step: the bound step exists (one undilated,
-    unidirectional, stateless layer), the layer returns PyTorch's forms, runs its own float32
-    products and adds nothing around the cell (residual, input_to_all, all_to_output). The
-    options are read at each call (any setter may change them), from their own attributes
-    (rnn_options.option), not their properties. The step reads the weights live, as the
-    layer's forward does."""
+def stepper_of(layer):
+    """The layer's bound step (``_stepper``), bound now if it is not yet."""
     bound = layer._stepper
     if bound is None:
         bound = layer._stepper = bind_step(layer)
-    if (
-        bound is _declined
-        or layer._go_backwards
+    return bound
+
+
+def one_step_ok(layer, bound):
+    """Whether ``layer(x, h0)`` of one step of a batch of one (x (1, 1, D)) in eval mode is
+    the bound step ``bound``'s result: RNN.__call__ then returns it as forward's general path
+    would (PyTorch's ``(y, h_n)``), for a tenth of its cost. The stack's machinery (options,
+    masks, order, the time loop's setup) costs 20-30x the step itself at D = H = 64, and a
+    decoder or a server calls the layer one step at a time.
+
+    True where the layer's call is its step: a bound step (one undilated, unidirectional,
+    stateless layer; ``_stepper``, bound by step() or here), PyTorch's forms, the layer's own
+    float32 products, nothing around the cell (residual, input_to_all, all_to_output). The
+    options are read at each call (any setter may change them), from their own attributes
+    (rnn_options.option), not their properties. The step reads the weights live, as the
+    layer's forward does."""
+    if bound is _declined:
+        return False
+    return not (
+        layer._go_backwards
         or layer._residual
         or layer._return_sequences is not None  # Keras's forms (RNN._keras)
         or layer._return_state is not None
         or layer._input_to_all
         or layer._all_to_output
         or layer._precision != "float32"
-    ):
-        return None
-    stepped = bound(x[0], h0)
-    if stepped is None:  # not the hot path's arguments
-        return None
-    state = stepped[1]
-    layer._cache = None
-    # y (1, 1, R) apart from h_n, as torch returns them
-    return (state[0] if type(state) is tuple else state).copy(), state
+    )
 
 
 def elman_step(layer, x_t, h):
