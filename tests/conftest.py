@@ -75,20 +75,27 @@ def assert_close(actual, expected, dtype, what=""):
 # ---- finite differences -------------------------------------------------------------------------
 
 
-def numerical_gradient(loss, array, eps=1e-6):
-    """Central differences of ``loss()`` with respect to every element of ``array`` (changed in
-    place and restored), in float64. A layer's parameter is written inside
+def central_difference(loss, array, idx, eps=1e-6):
+    """``(loss() at array[idx] + eps - loss() at array[idx] - eps) / (2 eps)``, the element
+    changed in place and restored. A layer's parameter is written inside
     ``rnnfast.writable_parameters`` (the layers compute from the arrays themselves there)."""
-    grad = np.zeros_like(array, dtype=np.float64)
     with rnnfast.writable_parameters(array):
+        old = array[idx]
+        array[idx] = old + eps
+        plus = loss()
+        array[idx] = old - eps
+        minus = loss()
+        array[idx] = old
+    return (plus - minus) / (2 * eps)
+
+
+def numerical_gradient(loss, array, eps=1e-6):
+    """Central differences of ``loss()`` with respect to every element of ``array``, in
+    float64 (central_difference at each)."""
+    grad = np.zeros_like(array, dtype=np.float64)
+    with rnnfast.writable_parameters(array):  # one block: the layers repack once, after it
         for idx in np.ndindex(array.shape):
-            old = array[idx]
-            array[idx] = old + eps
-            plus = loss()
-            array[idx] = old - eps
-            minus = loss()
-            array[idx] = old
-            grad[idx] = (plus - minus) / (2 * eps)
+            grad[idx] = central_difference(loss, array, idx, eps)
     return grad
 
 
