@@ -87,8 +87,8 @@ from ._torch_autocast import (
 from ._torch_layer_norm import LayerNormLSTM
 from ._torch_recompute import differentiable_grads
 from ._torch_weight_cache import LayerHook, bridge_cache, clear_caches
-from .nn.recurrent.cells import ELMAN, GRU_SPEC, LSTM_SPEC
-from .nn.recurrent.stack import PlainCell, plain_backward, plain_forward
+from .nn.recurrent.plain_calls import ELMAN_CELLS, GRU_CELL, LSTM_CELL
+from .nn.recurrent.stack import plain_backward, plain_forward
 
 __all__ = [
     "GRU",
@@ -103,8 +103,6 @@ __all__ = [
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 # the cells of the stack runner's fast path (``nn.recurrent.stack.plain_forward``), made once
-_ELMAN_CELLS = {f: PlainCell(ELMAN, f) for f in ("tanh", "relu")}
-_GRU_CELL, _LSTM_CELL = PlainCell(GRU_SPEC), PlainCell(LSTM_SPEC)
 
 
 def _view(t):
@@ -621,7 +619,7 @@ class RNN(_Bridge, torch.nn.RNN):
 
     def _plain_cell(self):
         # None for another nonlinearity: the general layer says what is wrong with it
-        return _ELMAN_CELLS.get(self.nonlinearity)
+        return ELMAN_CELLS.get(self.nonlinearity)
 
     def _fast_options(self):
         return (("nonlinearity", self.nonlinearity),)
@@ -638,7 +636,7 @@ class GRU(_Bridge, torch.nn.GRU):
         return FastGRU
 
     def _plain_cell(self):
-        return _GRU_CELL
+        return GRU_CELL
 
 
 class LSTM(_Bridge, torch.nn.LSTM):
@@ -656,7 +654,7 @@ class LSTM(_Bridge, torch.nn.LSTM):
         return (("proj_size", int(self.proj_size)),)
 
     def _plain_cell(self):
-        return _LSTM_CELL
+        return LSTM_CELL
 
     def _states(self, hx):
         if hx is None:

@@ -1,6 +1,6 @@
 """A layer call of one step of a batch of one in eval mode runs on the layer's bound step
-(RNN.__call__, when nn.recurrent.rnn_streaming's one_step_ok says so): the same results and forms as the general path
-(forced here with ``lengths``, which the shortcut never takes), y apart from h_n, and every
+(RNN.__call__, where nn.recurrent.plain_calls.nothing_around_cells says so): the same
+results and forms as the general path (forced here with ``lengths``, which the shortcut never takes), y apart from h_n, and every
 call it must not take (training, Keras forms, options around the cell, several layers or
 directions, stateful, bf16) left to the general path."""
 

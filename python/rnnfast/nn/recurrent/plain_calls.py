@@ -19,10 +19,19 @@ from .cells import ELMAN, GRU_SPEC, LSTM_SPEC
 from .rnn_forms import output_gradient
 from .stack import PlainCell, plain_backward, plain_forward
 
-__all__ = ["PlainCall", "plain_backward_call", "plain_forward_call"]
+__all__ = [
+    "ELMAN_CELLS",
+    "GRU_CELL",
+    "LSTM_CELL",
+    "PlainCall",
+    "nothing_around_cells",
+    "plain_backward_call",
+    "plain_forward_call",
+]
 
-_ELMAN_CELLS = {f: PlainCell(ELMAN, f) for f in ("tanh", "relu")}
-_GRU_CELL, _LSTM_CELL = PlainCell(GRU_SPEC), PlainCell(LSTM_SPEC)
+# the plain stack's cells, as the NumPy layers and the torch bridge run them
+ELMAN_CELLS = {f: PlainCell(ELMAN, f) for f in ("tanh", "relu")}
+GRU_CELL, LSTM_CELL = PlainCell(GRU_SPEC), PlainCell(LSTM_SPEC)
 _PYTORCH_GATES = {"activation": "tanh", "recurrent_activation": "sigmoid"}
 
 
@@ -35,20 +44,31 @@ class PlainCall(NamedTuple):
     y_shape: tuple
 
 
-def _plain_cell(layer):
-    """The plain stack's cell of the layer's options, or None where they need the general
-    path. The options' own attributes (rnn_options.option), read at each call."""
-    if (
-        not layer._plain_stack
-        or layer._bidirectional
-        or layer._stateful
-        or layer._go_backwards
+def nothing_around_cells(layer):
+    """Whether a call adds nothing around the layer's cells: no reversal, residual,
+    input_to_all or all_to_output, PyTorch's forms (not Keras's), the layer's own float32
+    products. Both fast paths ask it (this module's, and RNN.__call__'s one step on the
+    bound step). The options' own attributes (rnn_options.option), read at each call: any
+    setter may change them, and the properties cost a call each."""
+    return not (
+        layer._go_backwards
         or layer._residual
         or layer._return_sequences is not None  # Keras's forms
         or layer._return_state is not None
         or layer._input_to_all
         or layer._all_to_output
         or layer._precision != "float32"
+    )
+
+
+def _plain_cell(layer):
+    """The plain stack's cell of the layer's options, or None where they need the general
+    path."""
+    if (
+        not layer._plain_stack
+        or not nothing_around_cells(layer)
+        or layer._bidirectional
+        or layer._stateful
         or layer._merge_mode is None  # Keras's Bidirectional form of the output
         or layer.batch_first
         or layer._dilations.count(1) != len(layer._dilations)
@@ -62,12 +82,12 @@ def _plain_cell(layer):
         return None
     spec = layer.cell
     if spec is ELMAN:
-        return _ELMAN_CELLS.get(layer._nonlinearity) if set(layer._alphas) == {1.0} else None
+        return ELMAN_CELLS.get(layer._nonlinearity) if set(layer._alphas) == {1.0} else None
     options = layer._cell_options()
     if spec is GRU_SPEC:
-        return _GRU_CELL if options == {"reset_after": True, **_PYTORCH_GATES} else None
+        return GRU_CELL if options == {"reset_after": True, **_PYTORCH_GATES} else None
     if spec is LSTM_SPEC and spec.forms(layer) is None and options == _PYTORCH_GATES:
-        return _LSTM_CELL
+        return LSTM_CELL
     return None
 
 

@@ -15,10 +15,18 @@ from ..._validation import (
 from . import dilation as dil
 from . import rnn_rings
 
-__all__ = ["bind_step", "elman_step", "elman_step_layers", "stack_step_output", "step_dilated"]
+__all__ = [
+    "bind_step",
+    "declined",
+    "elman_step",
+    "elman_step_layers",
+    "stack_step_output",
+    "step_dilated",
+    "stepper_of",
+]
 
 
-def _declined(x_t, state):
+def declined(x_t, state):
     """The bound step of a layer without one (see bind_step): declines every call."""
     return None
 
@@ -40,7 +48,7 @@ def bind_step(layer):
         bound = layer.cell.bind_step(layer)
         if bound is not None:
             return bound
-    return _declined
+    return declined
 
 
 def stepper_of(layer):
@@ -49,32 +57,6 @@ def stepper_of(layer):
     if bound is None:
         bound = layer._stepper = bind_step(layer)
     return bound
-
-
-def one_step_ok(layer, bound):
-    """Whether ``layer(x, h0)`` of one step of a batch of one (x (1, 1, D)) in eval mode is
-    the bound step ``bound``'s result: RNN.__call__ then returns it as forward's general path
-    would (PyTorch's ``(y, h_n)``), for a tenth of its cost. The stack's machinery (options,
-    masks, order, the time loop's setup) costs 20-30x the step itself at D = H = 64, and a
-    decoder or a server calls the layer one step at a time.
-
-    True where the layer's call is its step: a bound step (one undilated, unidirectional,
-    stateless layer; ``_stepper``, bound by step() or here), PyTorch's forms, the layer's own
-    float32 products, nothing around the cell (residual, input_to_all, all_to_output). The
-    options are read at each call (any setter may change them), from their own attributes
-    (rnn_options.option), not their properties. The step reads the weights live, as the
-    layer's forward does."""
-    if bound is _declined:
-        return False
-    return not (
-        layer._go_backwards
-        or layer._residual
-        or layer._return_sequences is not None  # Keras's forms (RNN._keras)
-        or layer._return_state is not None
-        or layer._input_to_all
-        or layer._all_to_output
-        or layer._precision != "float32"
-    )
 
 
 def elman_step(layer, x_t, h):
